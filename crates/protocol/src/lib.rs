@@ -1,0 +1,18 @@
+//! Kafka wire protocol for ferry: framing, request decoding, response encoding and the table of
+//! API versions ferry serves.
+//!
+//! Message bodies come from the `kafka-protocol` crate's generated codecs; this crate only adds
+//! what a server needs around them. Invariants:
+//! - a frame is a big-endian `i32` length followed by that many bytes; a length that is negative,
+//!   zero or above `socket.request.max.bytes` is never read (the caller closes the connection);
+//! - a request is decoded only when its API key and version are in [`versions::SUPPORTED`];
+//!   ApiVersions at an unsupported version is the one exception, answered with the v0 fallback
+//!   (KIP-511) so that a newer client can still learn what ferry serves.
+
+pub mod frame;
+pub mod request;
+pub mod versions;
+
+pub use kafka_protocol;
+pub use request::{decode_request, encode_response, DecodeError, DecodedRequest, ResponseFrame};
+pub use versions::{api_versions_response, supported_range, SUPPORTED};

@@ -1,0 +1,75 @@
+//! The API versions ferry serves. Only APIs with a real handler appear here: clients decide what
+//! to send from this table, so advertising an API ferry cannot answer would break them.
+
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
+use kafka_protocol::protocol::VersionRange;
+
+/// (API, min version, max version). Minimums follow Kafka 4.0 (KIP-896) where the codec allows;
+/// maximums are the newest versions whose fields ferry fills in correctly.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 13),
+    (ApiKey::Fetch, 4, 17),
+    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::Metadata, 0, 13),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 2),
+];
+
+/// The version range ferry serves for `key`, if it serves the API at all.
+pub fn supported_range(key: ApiKey) -> Option<VersionRange> {
+    SUPPORTED
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map(|&(_, min, max)| VersionRange { min, max })
+}
+
+/// The ApiVersions answer: every API ferry serves, with `error_code`.
+pub fn api_versions_response(error_code: i16) -> ApiVersionsResponse {
+    let api_keys = SUPPORTED
+        .iter()
+        .map(|&(key, min, max)| {
+            ApiVersion::default()
+                .with_api_key(key as i16)
+                .with_min_version(min)
+                .with_max_version(max)
+        })
+        .collect();
+    ApiVersionsResponse::default()
+        .with_error_code(error_code)
+        .with_api_keys(api_keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_advertised_range_is_one_the_codec_can_decode() {
+        for &(key, min, max) in SUPPORTED {
+            let codec = key.valid_versions();
+            assert!(min <= max, "{key:?}");
+            assert!(
+                codec.min <= min && max <= codec.max,
+                "{key:?}: {min}..{max} outside codec {codec}"
+            );
+        }
+    }
+
+    #[test]
+    fn no_api_is_listed_twice() {
+        for (i, (a, _, _)) in SUPPORTED.iter().enumerate() {
+            assert!(SUPPORTED[i + 1..].iter().all(|(b, _, _)| b != a));
+        }
+    }
+}
