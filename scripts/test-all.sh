@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Runs ferry's whole test suite: Rust unit tests, then the end-to-end suites (tests/e2e) against
+# the built `ferry` binary with real Kafka clients (confluent-kafka/librdkafka, kafka-python,
+# kafkajs, kcat).
+#
+# Meant for a fresh Debian machine as root (CI runs it through .ci/run). Installs what the tests
+# need, idempotently: kcat (apt), a Python venv at .venv, node modules in tests/e2e/js.
+#
+# Environment:
+#   FERRY_BIN          broker binary for the e2e suites (default: target/debug/ferry, built here)
+#   FERRY_SKIP_SETUP=1 skip the install steps (for quick reruns on a prepared machine)
+#   FERRY_SKIP_CARGO=1 skip cargo test / cargo build (e2e only, with an existing binary)
+#   PYTEST_ARGS        extra arguments for pytest (e.g. "-k admin -x")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+log() { printf '\n==> %s\n' "$*"; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+setup_apt() {
+    local missing=()
+    command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "apt-get install ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        as_root apt-get update -qq >/dev/null
+        as_root apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+}
+
+setup_python() {
+    local req=tests/e2e/requirements.txt stamp=.venv/.requirements.sha256 want
+    want=$(sha256sum "$req" | cut -d' ' -f1)
+    if [ ! -x .venv/bin/python ]; then
+        log "creating .venv"
+        python3 -m venv .venv
+    fi
+    if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
+        log "pip install -r $req"
+        .venv/bin/python -m pip install -q --disable-pip-version-check -r "$req"
+        echo "$want" >"$stamp"
+    fi
+}
+
+setup_node() {
+    local dir=tests/e2e/js want
+    if ! command -v npm >/dev/null 2>&1; then
+        log "apt-get install nodejs npm"
+        export DEBIAN_FRONTEND=noninteractive
+        as_root apt-get update -qq >/dev/null
+        as_root apt-get install -y -qq nodejs npm >/dev/null
+    fi
+    if [ -f "$dir/package-lock.json" ]; then
+        want=$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)
+        if [ "$(cat "$dir/node_modules/.ferry-lock.sha256" 2>/dev/null || true)" != "$want" ]; then
+            log "npm ci ($dir)"
+            (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+            echo "$want" >"$dir/node_modules/.ferry-lock.sha256"
+        fi
+    else
+        log "npm install ($dir)"
+        (cd "$dir" && npm install --no-audit --no-fund --loglevel=error)
+    fi
+}
+
+if [ "${FERRY_SKIP_SETUP:-0}" != 1 ]; then
+    setup_apt
+    setup_python
+    setup_node
+fi
+
+if [ "${FERRY_SKIP_CARGO:-0}" != 1 ]; then
+    if cargo nextest --version >/dev/null 2>&1; then
+        log "cargo nextest run --workspace"
+        # --no-tests=pass: a crate without tests yet is not a failure of the suite.
+        cargo nextest run --workspace --no-tests=pass
+    else
+        log "cargo test --workspace"
+        cargo test --workspace
+    fi
+    log "cargo build --bin ferry"
+    cargo build --bin ferry
+fi
+
+export FERRY_BIN="${FERRY_BIN:-$ROOT/target/debug/ferry}"
+case "$FERRY_BIN" in /*) ;; *) FERRY_BIN="$ROOT/$FERRY_BIN" ;; esac
+[ -x "$FERRY_BIN" ] || { echo "FERRY_BIN=$FERRY_BIN is not an executable" >&2; exit 1; }
+
+log "pytest tests/e2e (FERRY_BIN=$FERRY_BIN)"
+set +e
+# shellcheck disable=SC2086
+.venv/bin/python -m pytest tests/e2e -q -ra --timeout=300 ${PYTEST_ARGS:-}
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+    echo "pytest collected no tests: treating as failure" >&2
+    exit 1
+fi
+exit "$rc"

@@ -1,0 +1,388 @@
+"""Shared fixtures for ferry's end-to-end suites.
+
+Every test that takes the ``broker`` fixture gets a fresh ``ferry serve`` process with its own
+data dir, listener port and metrics port. ``broker.restart()`` stops it (SIGTERM by default, or
+SIGKILL) and starts it again on the same data dir and ports.
+
+The binary comes from ``FERRY_BIN`` (default ``target/debug/ferry`` under the repo root).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+FERRY_BIN = Path(os.environ.get("FERRY_BIN", REPO / "target" / "debug" / "ferry"))
+JS_DIR = Path(__file__).resolve().parent / "js"
+
+# Generous: debug builds on a loaded 2-core CI box.
+START_TIMEOUT_S = float(os.environ.get("FERRY_START_TIMEOUT", "60"))
+STOP_TIMEOUT_S = 15.0
+LOG_TAIL_LINES = 80
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def unique_topic(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class BrokerDied(RuntimeError):
+    pass
+
+
+class Broker:
+    """One ferry process (and the data dir that outlives its restarts)."""
+
+    def __init__(self, workdir: Path, extra_config: dict | None = None):
+        self.workdir = workdir
+        self.data_dir = workdir / "data"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.metrics_port = free_port()
+        self.extra_config = dict(extra_config or {})
+        self.config_path = workdir / "ferry.toml"
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+        self.log_path = workdir / "ferry-0.log"
+        self.exit_codes: list[int] = []
+
+    # --- addresses -------------------------------------------------------------------------
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    # --- config ----------------------------------------------------------------------------
+    def config(self) -> dict:
+        cfg = {
+            "node.id": 1,
+            "listeners": f"PLAINTEXT://{self.bootstrap}",
+            "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": 1,
+            "auto.create.topics.enable": True,
+            "metrics.address": f"127.0.0.1:{self.metrics_port}",
+            "socket.request.max.bytes": 104857600,
+        }
+        cfg.update(self.extra_config)
+        return cfg
+
+    def write_config(self):
+        lines = [f"{toml_value(k)} = {toml_value(v)}" for k, v in self.config().items()]
+        self.config_path.write_text("\n".join(lines) + "\n")
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def start(self, wait: bool = True):
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        if not FERRY_BIN.exists():
+            pytest.fail(f"ferry binary not found at {FERRY_BIN} (build it or set FERRY_BIN)")
+        self.write_config()
+        self.log_path = self.workdir / f"ferry-{self.starts}.log"
+        self.starts += 1
+        env = dict(os.environ)
+        env.setdefault("RUST_LOG", "info")
+        env.setdefault("RUST_BACKTRACE", "1")
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [str(FERRY_BIN), "serve", "--config", str(self.config_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.workdir,
+                env=env,
+            )
+        if wait:
+            self.wait_ready()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, n: int = LOG_TAIL_LINES) -> str:
+        out = []
+        for p in sorted(self.workdir.glob("ferry-*.log")):
+            try:
+                lines = p.read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            out.append(f"----- {p.name} (last {min(n, len(lines))} of {len(lines)} lines) -----")
+            out.extend(lines[-n:])
+        return "\n".join(out)
+
+    def _check_alive(self, what: str):
+        if self.proc is not None and self.proc.poll() is not None:
+            raise BrokerDied(
+                f"ferry exited with code {self.proc.returncode} {what}\n{self.log_tail()}"
+            )
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_S):
+        """TCP connect, then a real Metadata round trip through librdkafka."""
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout
+        last_err: Exception | None = None
+        while time.monotonic() < deadline:
+            self._check_alive("while starting")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    pass
+            except OSError as e:
+                last_err = e
+                time.sleep(0.1)
+                continue
+            try:
+                admin = AdminClient({"bootstrap.servers": self.bootstrap, "socket.timeout.ms": 5000})
+                md = admin.list_topics(timeout=5)
+                if 1 in md.brokers:
+                    return
+                last_err = RuntimeError(f"metadata without broker 1: {md.brokers}")
+            except Exception as e:  # noqa: BLE001 - keep polling until the deadline
+                last_err = e
+            time.sleep(0.2)
+        self._check_alive("while starting")
+        raise TimeoutError(f"ferry not ready after {timeout}s: {last_err!r}\n{self.log_tail()}")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT_S) -> int | None:
+        """Stop the process; returns its exit code (None if it had to be SIGKILLed after sig)."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is not None:
+            return self.proc.returncode
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=timeout)
+            self.exit_codes.append(self.proc.returncode)
+            return None
+        self.exit_codes.append(rc)
+        return rc
+
+    def kill9(self):
+        assert self.proc is not None
+        self.proc.kill()  # SIGKILL
+        self.proc.wait(timeout=STOP_TIMEOUT_S)
+
+    def restart(self, sig: int = signal.SIGTERM) -> int | None:
+        """Stop (SIGTERM: graceful, SIGKILL: crash) and start again on the same data dir/ports."""
+        rc = self.stop(sig)
+        self.start()
+        return rc
+
+
+# --- pytest plumbing ------------------------------------------------------------------------
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
+def _failed(request) -> bool:
+    for when in ("setup", "call"):
+        rep = getattr(request.node, "rep_" + when, None)
+        if rep is not None and rep.failed:
+            return True
+    return False
+
+
+@pytest.fixture
+def broker_factory(tmp_path, request):
+    """Start brokers with extra config: ``broker_factory({"num.partitions": 3})``."""
+    brokers: list[Broker] = []
+
+    def make(extra_config: dict | None = None, start: bool = True) -> Broker:
+        b = Broker(tmp_path / f"broker{len(brokers)}", extra_config)
+        brokers.append(b)
+        if start:
+            b.start()
+        return b
+
+    yield make
+    for b in brokers:
+        b.stop()
+    if _failed(request):
+        for b in brokers:
+            print(f"\n===== ferry log tail ({b.workdir}) =====\n{b.log_tail()}")
+
+
+@pytest.fixture
+def broker(broker_factory) -> Broker:
+    return broker_factory()
+
+
+# --- client helpers (confluent-kafka unless named otherwise) ---------------------------------
+
+
+def ck_admin(broker: Broker, **conf):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": broker.bootstrap, **conf})
+
+
+def ck_producer(broker: Broker, **conf):
+    from confluent_kafka import Producer
+
+    base = {
+        "bootstrap.servers": broker.bootstrap,
+        "linger.ms": 5,
+        "message.timeout.ms": 30000,
+    }
+    base.update(conf)
+    return Producer(base)
+
+
+def ck_consumer(broker: Broker, **conf):
+    """A consumer for manual assignment only (ferry has no group coordinator yet).
+
+    librdkafka accepts a consumer without group.id as long as it only uses assign() and
+    does not commit."""
+    from confluent_kafka import Consumer
+
+    base = {
+        "bootstrap.servers": broker.bootstrap,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "enable.partition.eof": True,
+    }
+    base.update(conf)
+    return Consumer(base)
+
+
+def create_topic(broker: Broker, name: str, partitions: int = 1, config: dict | None = None,
+                 timeout: float = 30):
+    from confluent_kafka.admin import NewTopic
+
+    admin = ck_admin(broker)
+    fs = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+        operation_timeout=timeout, request_timeout=timeout,
+    )
+    fs[name].result(timeout=timeout)
+    wait_topic(broker, name, partitions)
+    return name
+
+
+def wait_topic(broker: Broker, name: str, partitions: int | None = None, timeout: float = 30):
+    """Wait until metadata shows the topic with a leader on every partition."""
+    admin = ck_admin(broker)
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic=name, timeout=10)
+        t = md.topics.get(name)
+        last = t
+        if t is not None and t.error is None and t.partitions:
+            if partitions is None or len(t.partitions) == partitions:
+                if all(p.leader == 1 for p in t.partitions.values()):
+                    return t
+        time.sleep(0.2)
+    raise TimeoutError(f"topic {name} not ready: {last!r}")
+
+
+def produce_sync(producer, topic: str, messages, timeout: float = 60):
+    """Produce dicts (key/value/partition/headers/timestamp) and return delivery reports in
+    send order as (err, msg) pairs."""
+    reports: list = [None] * len(messages)
+
+    def cb_for(i):
+        def cb(err, msg):
+            reports[i] = (err, msg)
+        return cb
+
+    for i, m in enumerate(messages):
+        kwargs = {k: m[k] for k in ("key", "value", "partition", "headers", "timestamp") if k in m}
+        while True:
+            try:
+                producer.produce(topic, on_delivery=cb_for(i), **kwargs)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    remaining = producer.flush(timeout)
+    assert remaining == 0, f"{remaining} messages still in flight after {timeout}s"
+    return reports
+
+
+def assert_delivered(reports):
+    errors = [(i, r[0]) for i, r in enumerate(reports) if r is None or r[0] is not None]
+    assert not errors, f"delivery failures: {errors[:5]} (of {len(errors)})"
+
+
+def consume_partition(broker: Broker, topic: str, partition: int, expected: int | None = None,
+                      timeout: float = 30, start_offset=None, **conf):
+    """Read a partition from the beginning (or start_offset) until EOF is reached and, if given,
+    at least `expected` messages arrived. Returns the list of Message objects."""
+    from confluent_kafka import OFFSET_BEGINNING, KafkaError, TopicPartition
+
+    c = ck_consumer(broker, **conf)
+    try:
+        c.assign([TopicPartition(topic, partition,
+                                 OFFSET_BEGINNING if start_offset is None else start_offset)])
+        msgs = []
+        eof = False
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    eof = True
+                    if expected is None or len(msgs) >= expected:
+                        break
+                    continue
+                raise AssertionError(f"consume error on {topic}[{partition}]: {m.error()}")
+            eof = False
+            msgs.append(m)
+        if expected is not None:
+            assert len(msgs) >= expected, (
+                f"{topic}[{partition}]: got {len(msgs)} of {expected} messages (eof={eof})")
+        else:
+            assert eof, f"{topic}[{partition}]: no EOF within {timeout}s ({len(msgs)} read)"
+        return msgs
+    finally:
+        c.close()
+
+
+def consume_topic(broker: Broker, topic: str, partitions: int, timeout: float = 30, **conf):
+    return {p: consume_partition(broker, topic, p, timeout=timeout, **conf) for p in range(partitions)}
+
+
+def kafka_error_code(exc) -> int | None:
+    """The Kafka error code carried by a confluent-kafka KafkaException (or KafkaError)."""
+    err = exc.args[0] if getattr(exc, "args", None) else exc
+    code = getattr(err, "code", None)
+    return code() if callable(code) else None
+
+
+@pytest.fixture
+def topic_name():
+    return unique_topic()

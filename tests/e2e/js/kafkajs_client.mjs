@@ -1,0 +1,100 @@
+// kafkajs driver for ferry's e2e suites. Usage:
+//   node kafkajs_client.mjs '<json command>'
+// Commands (JSON object, field "op"):
+//   {"op":"produce","brokers":["h:p"],"topic":"t","compression":"none|gzip","acks":-1,
+//    "messages":[{"key":"k","value":"v","partition":0,"headers":{"h":"v"},"timestamp":"123"}]}
+//     -> {"ok":true,"results":[{"topicName","partition","errorCode","baseOffset"}...]}
+//   {"op":"admin","brokers":[...],"steps":[{"do":"createTopics","topics":[{"topic":"t","numPartitions":2,"configEntries":[{"name":"k","value":"v"}]}]},
+//                                         {"do":"listTopics"},{"do":"fetchTopicOffsets","topic":"t"},
+//                                         {"do":"fetchTopicMetadata","topics":["t"]},
+//                                         {"do":"deleteTopics","topics":["t"]}]}
+//     -> {"ok":true,"results":[<one result per step>]}
+// Errors: {"ok":false,"error":{"name","type","code","message"}} with exit code 0, so the test
+// can assert on the error itself; exit code 2 only for bad usage.
+import { Kafka, CompressionTypes, logLevel } from 'kafkajs';
+
+function out(obj) {
+  process.stdout.write(JSON.stringify(obj) + '\n');
+}
+
+const cmd = JSON.parse(process.argv[2] || 'null');
+if (!cmd || !cmd.op) {
+  process.stderr.write('usage: node kafkajs_client.mjs <json>\n');
+  process.exit(2);
+}
+
+const kafka = new Kafka({
+  clientId: 'ferry-e2e-kafkajs',
+  brokers: cmd.brokers,
+  logLevel: logLevel.WARN,
+  connectionTimeout: 10000,
+  requestTimeout: 30000,
+  retry: { retries: cmd.retries ?? 5, initialRetryTime: 200 },
+});
+
+const codecs = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP };
+
+async function produce() {
+  const producer = kafka.producer({ allowAutoTopicCreation: cmd.allowAutoTopicCreation ?? false });
+  await producer.connect();
+  try {
+    const messages = cmd.messages.map((m) => {
+      const msg = { key: m.key ?? null, value: m.value ?? null };
+      if (m.partition !== undefined) msg.partition = m.partition;
+      if (m.headers) msg.headers = m.headers;
+      if (m.timestamp !== undefined) msg.timestamp = String(m.timestamp);
+      return msg;
+    });
+    const results = await producer.send({
+      topic: cmd.topic,
+      messages,
+      acks: cmd.acks ?? -1,
+      compression: codecs[cmd.compression ?? 'none'],
+    });
+    return results;
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+async function admin() {
+  const a = kafka.admin();
+  await a.connect();
+  const results = [];
+  try {
+    for (const step of cmd.steps) {
+      switch (step.do) {
+        case 'createTopics':
+          results.push(await a.createTopics({ topics: step.topics, waitForLeaders: true }));
+          break;
+        case 'deleteTopics':
+          await a.deleteTopics({ topics: step.topics });
+          results.push(true);
+          break;
+        case 'listTopics':
+          results.push(await a.listTopics());
+          break;
+        case 'fetchTopicOffsets':
+          results.push(await a.fetchTopicOffsets(step.topic));
+          break;
+        case 'fetchTopicMetadata':
+          results.push(await a.fetchTopicMetadata({ topics: step.topics }));
+          break;
+        default:
+          throw new Error(`unknown admin step ${step.do}`);
+      }
+    }
+    return results;
+  } finally {
+    await a.disconnect();
+  }
+}
+
+try {
+  const ops = { produce, admin };
+  if (!ops[cmd.op]) throw new Error(`unknown op ${cmd.op}`);
+  out({ ok: true, results: await ops[cmd.op]() });
+} catch (e) {
+  out({ ok: false, error: { name: e.name, type: e.type, code: e.code, message: e.message } });
+}
+process.exit(0);
