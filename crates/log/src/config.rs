@@ -1,0 +1,52 @@
+//! Per-topic log configuration, named as Kafka's topic configs.
+
+/// How the broker treats record timestamps (`message.timestamp.type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimestampType {
+    /// Keep the producer's timestamps.
+    CreateTime,
+    /// Stamp every batch with the broker's clock at append.
+    LogAppendTime,
+}
+
+/// Topic-level log settings. Defaults are Kafka's.
+#[derive(Clone, Debug)]
+pub struct LogConfig {
+    /// `segment.bytes`: roll when the active segment would grow past this.
+    pub segment_bytes: u64,
+    /// `segment.ms`: roll when the active segment is older than this.
+    pub segment_ms: i64,
+    /// `segment.index.bytes`: roll when the offset index would exceed this.
+    pub segment_index_bytes: u64,
+    /// `index.interval.bytes`: bytes of log between two offset index entries.
+    pub index_interval_bytes: u64,
+    /// `retention.ms`, -1 = unlimited.
+    pub retention_ms: i64,
+    /// `retention.bytes`, -1 = unlimited.
+    pub retention_bytes: i64,
+    /// `max.message.bytes`: the largest batch accepted.
+    pub max_message_bytes: usize,
+    /// `message.timestamp.type`.
+    pub message_timestamp_type: TimestampType,
+    /// `flush.messages`: fsync after this many records (u64::MAX leaves it to the page cache).
+    pub flush_interval_messages: u64,
+    /// `file.delete.delay.ms`: how long a deleted segment's files linger as `*.deleted`.
+    pub file_delete_delay_ms: i64,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            segment_bytes: 1 << 30,
+            segment_ms: 7 * 24 * 60 * 60 * 1000,
+            segment_index_bytes: 10 * 1024 * 1024,
+            index_interval_bytes: 4096,
+            retention_ms: 7 * 24 * 60 * 60 * 1000,
+            retention_bytes: -1,
+            max_message_bytes: 1_048_588,
+            message_timestamp_type: TimestampType::CreateTime,
+            flush_interval_messages: u64::MAX,
+            file_delete_delay_ms: 60_000,
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! The one error type of the log crate.
+//!
+//! Variants carry what a caller needs to pick a Kafka error code; [`LogError::kind`] says whether
+//! the caller may retry. Messages are for humans and are not part of the API.
+
+use std::path::PathBuf;
+
+/// Result alias used across the crate.
+pub type Result<T> = std::result::Result<T, LogError>;
+
+/// Errors of the log layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
+    /// A plain I/O error without a known file.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// An I/O error on a known file.
+    #[error("I/O error on {path}: {source}")]
+    IoAt {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A batch failed its length or CRC check (Kafka CORRUPT_MESSAGE).
+    #[error("corrupt message: {0}")]
+    CorruptMessage(String),
+    /// A batch is well formed but not acceptable (Kafka INVALID_RECORD / UNSUPPORTED_FOR_MESSAGE_FORMAT).
+    #[error("invalid record: {0}")]
+    InvalidRecord(String),
+    /// A batch is larger than `max.message.bytes` (Kafka MESSAGE_TOO_LARGE).
+    #[error("batch of {size} bytes is larger than max.message.bytes {max}")]
+    MessageTooLarge { size: usize, max: usize },
+    /// The requested offset is outside `[log_start_offset, log_end_offset]`.
+    #[error("offset {offset} out of range [{log_start_offset}, {log_end_offset}]")]
+    OffsetOutOfRange {
+        offset: i64,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    },
+    /// An idempotent producer skipped or reordered a sequence number.
+    #[error("out of order sequence for producer {producer_id}: expected {expected}, got {got}")]
+    OutOfOrderSequence {
+        producer_id: i64,
+        expected: i32,
+        got: i32,
+    },
+    /// An idempotent producer used an epoch older than the one already seen (fenced).
+    #[error("invalid producer epoch for producer {producer_id}: current {current}, got {got}")]
+    InvalidProducerEpoch {
+        producer_id: i64,
+        current: i16,
+        got: i16,
+    },
+    /// A state file (checkpoint, snapshot, index) is unreadable (Kafka KAFKA_STORAGE_ERROR).
+    #[error("storage error: {0}")]
+    KafkaStorage(String),
+}
+
+/// Coarse classes of [`LogError`], for callers that only need to know what to do next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request is wrong; retrying the same request fails again.
+    InvalidRequest,
+    /// The request may succeed later or on another replica (offsets moved, producer state).
+    Retriable,
+    /// The disk or a state file failed; the log dir should be considered offline.
+    Storage,
+}
+
+impl LogError {
+    /// Whether a retry can help; see [`ErrorKind`].
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            LogError::Io(_) | LogError::IoAt { .. } | LogError::KafkaStorage(_) => {
+                ErrorKind::Storage
+            }
+            LogError::CorruptMessage(_) => ErrorKind::Retriable,
+            LogError::InvalidRecord(_)
+            | LogError::MessageTooLarge { .. }
+            | LogError::InvalidProducerEpoch { .. } => ErrorKind::InvalidRequest,
+            LogError::OffsetOutOfRange { .. } | LogError::OutOfOrderSequence { .. } => {
+                ErrorKind::Retriable
+            }
+        }
+    }
+
+    pub(crate) fn io_at(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> LogError {
+        let path = path.into();
+        move |source| LogError::IoAt { path, source }
+    }
+}

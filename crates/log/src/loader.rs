@@ -1,0 +1,239 @@
+//! Kafka's `LogLoader`: turns a partition directory into segments and state at open.
+//!
+//! Clean start (the previous process closed the log): index files are trusted, only the tail of
+//! each segment after its last offset index entry is read, and the producer snapshot written at
+//! close covers the whole log, so nothing is replayed. Unclean start: every segment from the one
+//! holding the persisted recovery point onward is scanned batch by batch (length, magic, CRC);
+//! the first torn or corrupt batch cuts its segment there and later segments are dropped; indexes
+//! of scanned segments are rebuilt and persisted, and producer state and the leader-epoch cache
+//! are replayed from the batch headers. Every whole batch below the first bad byte survives.
+
+use std::fs;
+use std::path::Path;
+
+use tracing::{info, warn};
+
+use crate::batch::BatchHeader;
+use crate::config::LogConfig;
+use crate::epoch_cache::{read_offset_checkpoint, write_offset_checkpoint, LeaderEpochCache};
+use crate::error::{LogError, Result};
+use crate::producer_state::{list_snapshots, snapshot_path, ProducerStateManager};
+use crate::segment::segment_path;
+use crate::segment::{remove_if_exists, BatchScanner, Segment};
+
+pub const LOG_START_OFFSET_FILE: &str = "log-start-offset";
+pub const RECOVERY_POINT_FILE: &str = "recovery-point";
+
+/// Everything [`load`] recovers from a partition directory.
+pub(crate) struct Loaded {
+    pub segments: Vec<Segment>,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    pub recovery_point: i64,
+    pub producers: ProducerStateManager,
+    pub epochs: LeaderEpochCache,
+}
+
+/// Base offsets of the `.log` files in `dir`, ascending; removes leftovers of interrupted
+/// operations (`*.tmp`, `*.deleted`, `*.swap`, `*.cleaned`).
+fn scan_dir(dir: &Path) -> Result<Vec<i64>> {
+    let mut bases = Vec::new();
+    for e in fs::read_dir(dir).map_err(LogError::io_at(dir))? {
+        let e = e.map_err(LogError::io_at(dir))?;
+        let path = e.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if [".tmp", ".deleted", ".swap", ".cleaned"]
+            .iter()
+            .any(|s| name.ends_with(s))
+        {
+            remove_if_exists(&path)?;
+            continue;
+        }
+        if let Some(stem) = name.strip_suffix(".log") {
+            match stem.parse::<i64>() {
+                Ok(base) if base >= 0 && stem.len() == 20 => bases.push(base),
+                _ => warn!(file = %path.display(), "ignoring unexpected file in log dir"),
+            }
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// Calls `f` with every batch header whose last offset is >= `from`, in log order.
+pub(crate) fn replay_headers(
+    segments: &[Segment],
+    from: i64,
+    mut f: impl FnMut(&BatchHeader),
+) -> Result<()> {
+    for seg in segments {
+        if seg.next_offset <= from || seg.size == 0 {
+            continue;
+        }
+        let start = if from > seg.base_offset {
+            let rel = (from - seg.base_offset).min(i64::from(u32::MAX)) as u32;
+            u64::from(seg.offset_index.lookup(rel))
+        } else {
+            0
+        };
+        let mut scanner = BatchScanner::new(&seg.file, start, seg.size);
+        while let (crate::batch::Scan::Valid(h), _) = scanner.next_batch(false)? {
+            if h.last_offset() >= from {
+                f(&h);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Producer state as of `log_end_offset`: the newest readable snapshot at or below it, plus a
+/// replay of the headers after it. Snapshots past the end are deleted.
+pub(crate) fn rebuild_producer_state(
+    dir: &Path,
+    segments: &[Segment],
+    log_end_offset: i64,
+) -> Result<ProducerStateManager> {
+    let snaps = list_snapshots(dir)?;
+    let mut loaded = None;
+    for &off in snaps.iter().rev() {
+        let path = snapshot_path(dir, off);
+        if off > log_end_offset {
+            remove_if_exists(&path)?;
+            continue;
+        }
+        match ProducerStateManager::read_snapshot(&path) {
+            Ok(state) => {
+                loaded = Some((state, off));
+                break;
+            }
+            Err(e) => {
+                warn!(error = %e, "discarding unreadable producer snapshot");
+                remove_if_exists(&path)?;
+            }
+        }
+    }
+    let (mut state, from) = loaded.unwrap_or_else(|| {
+        let first = segments.first().map_or(0, |s| s.base_offset);
+        (ProducerStateManager::default(), first)
+    });
+    if from < log_end_offset {
+        replay_headers(segments, from, |h| state.update(h))?;
+    }
+    Ok(state)
+}
+
+/// Opens and, when `clean` is false, recovers the log in `dir`.
+pub(crate) fn load(dir: &Path, config: &LogConfig, clean: bool, now_ms: i64) -> Result<Loaded> {
+    fs::create_dir_all(dir).map_err(LogError::io_at(dir))?;
+    let bases = scan_dir(dir)?;
+    let lso_file = read_offset_checkpoint(&dir.join(LOG_START_OFFSET_FILE))?;
+    let rp_path = dir.join(RECOVERY_POINT_FILE);
+    let recovery_point = if clean {
+        i64::MAX
+    } else {
+        match read_offset_checkpoint(&rp_path) {
+            Ok(rp) => rp.unwrap_or(0),
+            Err(e) => {
+                warn!(error = %e, "unreadable recovery point, recovering every segment");
+                0
+            }
+        }
+    };
+    let first_to_recover = bases.partition_point(|&b| b <= recovery_point).max(1) - 1;
+
+    let interval = config.index_interval_bytes;
+    let mut segments: Vec<Segment> = Vec::with_capacity(bases.len());
+    let mut recovered_from: Option<i64> = None;
+    for (i, &base) in bases.iter().enumerate() {
+        let mut seg = Segment::open(dir, base, now_ms)?;
+        if clean || i < first_to_recover {
+            seg.load_clean(interval)?;
+            segments.push(seg);
+            continue;
+        }
+        recovered_from.get_or_insert(base);
+        let result = seg.recover(interval)?;
+        seg.sync()?;
+        seg.persist_indexes()?;
+        let cut = result.reason.is_some();
+        if let Some(reason) = &result.reason {
+            warn!(
+                dir = %dir.display(),
+                segment = base,
+                truncated_bytes = result.truncated_bytes,
+                %reason,
+                "recovery truncated the log at a torn or corrupt batch"
+            );
+        }
+        segments.push(seg);
+        if cut {
+            for &later in &bases[i + 1..] {
+                warn!(dir = %dir.display(), segment = later, "deleting segment after the truncation point");
+                for suffix in ["log", "index", "timeindex"] {
+                    remove_if_exists(&segment_path(dir, later, suffix))?;
+                }
+            }
+            break;
+        }
+    }
+    // Drop empty segments that end up in the middle (their successor starts at the same offset).
+    let mut i = 0;
+    while i + 1 < segments.len() {
+        if segments[i].size == 0 {
+            let s = segments.remove(i);
+            s.delete_files()?;
+        } else {
+            i += 1;
+        }
+    }
+
+    let log_start_offset = lso_file
+        .unwrap_or(0)
+        .max(segments.first().map_or(0, |s| s.base_offset));
+    let mut log_end_offset = segments.last().map_or(log_start_offset, |s| s.next_offset);
+    if segments.is_empty() || log_start_offset > log_end_offset {
+        if !segments.is_empty() {
+            warn!(dir = %dir.display(), log_start_offset, log_end_offset,
+                "log end is below the log start offset; starting an empty log at the log start");
+        }
+        for s in segments.drain(..) {
+            s.delete_files()?;
+        }
+        segments.push(Segment::create(dir, log_start_offset, now_ms)?);
+        log_end_offset = log_start_offset;
+    }
+    if lso_file != Some(log_start_offset) {
+        write_offset_checkpoint(&dir.join(LOG_START_OFFSET_FILE), log_start_offset)?;
+    }
+
+    let mut epochs = LeaderEpochCache::load(dir)?;
+    epochs.truncate_from_end(log_end_offset);
+    let epoch_replay_from = if epochs.latest_epoch().is_none() {
+        Some(segments[0].base_offset)
+    } else {
+        recovered_from
+    };
+    if let Some(from) = epoch_replay_from {
+        replay_headers(&segments, from, |h| {
+            epochs.assign_in_memory(h.partition_leader_epoch, h.base_offset)
+        })?;
+    }
+    epochs.truncate_from_start(log_start_offset);
+    epochs.persist()?;
+
+    let producers = rebuild_producer_state(dir, &segments, log_end_offset)?;
+    write_offset_checkpoint(&rp_path, log_end_offset)?;
+    if recovered_from.is_some() {
+        info!(dir = %dir.display(), log_end_offset, "log recovered");
+    }
+    Ok(Loaded {
+        segments,
+        log_start_offset,
+        log_end_offset,
+        recovery_point: log_end_offset,
+        producers,
+        epochs,
+    })
+}

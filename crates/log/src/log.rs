@@ -1,0 +1,597 @@
+//! [`PartitionLog`]: one partition's log on local disk, Kafka's `UnifiedLog` + `LocalLog`.
+//!
+//! Concurrency. Three locks, always taken in this order:
+//! 1. `writer` (mutex): serializes every mutation (append, roll, retention, truncation,
+//!    DeleteRecords). Its holder is the only one who writes segment files.
+//! 2. `state` (rw-lock): the segment list, `log_start_offset`, `log_end_offset`. The appender
+//!    writes the bytes to the file first and takes the write lock only to publish the new size,
+//!    indexes and end offset. Readers take the read lock just long enough to pick a segment, its
+//!    published size and an index position, then pread without any lock; so they only ever see
+//!    whole, fully written batches, and never wait on a disk write.
+//! 3. `producers`, `epochs` (mutexes): short lookups.
+//!
+//! Invariants: segments are sorted by base offset and never empty (the last is the active
+//! segment); `log_start_offset <= log_end_offset`; `log_start_offset` only moves up except by
+//! truncation below it; offsets are dense and strictly increasing across batches; the recovery
+//! point never exceeds `log_end_offset`, and everything below it has been fsynced.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferry_common::{SharedClock, TopicPartition};
+use parking_lot::{Mutex, RwLock};
+use tracing::{debug, info, warn};
+
+use crate::batch::{stamp_batch, validate_produced, BatchHeader, HEADER_SIZE};
+use crate::config::{LogConfig, TimestampType};
+use crate::epoch_cache::{write_offset_checkpoint, LeaderEpochCache};
+use crate::error::{LogError, Result};
+use crate::loader::{self, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE};
+use crate::producer_state::{
+    list_snapshots, snapshot_path, ProducerEntry, ProducerStateManager, SequenceCheck,
+};
+use crate::segment::{remove_if_exists, Segment, SegmentFile};
+
+/// How many producer snapshots to keep (older ones are deleted after a new one is written).
+const SNAPSHOTS_TO_KEEP: usize = 2;
+
+/// Result of a successful append (Kafka's `LogAppendInfo`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    /// The broker time stamped on the batches, -1 when CreateTime.
+    pub log_append_time: i64,
+    pub log_start_offset: i64,
+    /// Records across the batches (from the headers).
+    pub record_count: u64,
+    pub bytes: usize,
+    /// An idempotent retry: offsets are those of the original append and nothing was written.
+    pub duplicate: bool,
+}
+
+/// Whole batches returned by [`PartitionLog::read`].
+#[derive(Clone, Debug)]
+pub struct FetchData {
+    pub records: Bytes,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+/// Segment list and offsets, under `PartitionLog::state`.
+pub(crate) struct LogState {
+    pub segments: Vec<Segment>,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+impl LogState {
+    pub fn active(&self) -> &Segment {
+        // `segments` is never empty (module invariant); index the last element.
+        &self.segments[self.segments.len() - 1]
+    }
+    pub fn active_mut(&mut self) -> &mut Segment {
+        let n = self.segments.len();
+        &mut self.segments[n - 1]
+    }
+    /// Index of the segment that would hold `offset` (the last with base <= offset).
+    pub fn segment_index_for(&self, offset: i64) -> usize {
+        self.segments
+            .partition_point(|s| s.base_offset <= offset)
+            .max(1)
+            - 1
+    }
+    pub fn size_in_bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.size).sum()
+    }
+}
+
+/// State only the writer touches.
+pub(crate) struct WriterState {
+    pub unflushed_messages: u64,
+}
+
+/// One partition's log. `Send + Sync`; every method takes `&self`.
+pub struct PartitionLog {
+    pub(crate) tp: TopicPartition,
+    pub(crate) dir: PathBuf,
+    pub(crate) clock: SharedClock,
+    pub(crate) config: RwLock<LogConfig>,
+    pub(crate) writer: Mutex<WriterState>,
+    pub(crate) state: RwLock<LogState>,
+    pub(crate) producers: Mutex<ProducerStateManager>,
+    pub(crate) epochs: Mutex<LeaderEpochCache>,
+    /// Offset below which everything is fsynced; the mutex also serializes flushes.
+    pub(crate) recovery_point: Mutex<i64>,
+}
+
+impl std::fmt::Debug for PartitionLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartitionLog")
+            .field("tp", &self.tp)
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartitionLog {
+    /// Opens (creating the directory if missing) and recovers. `clean_shutdown`: the previous
+    /// process closed this log cleanly, so indexes and snapshots are trusted (no full scan).
+    pub fn open(
+        dir: PathBuf,
+        tp: TopicPartition,
+        config: LogConfig,
+        clean_shutdown: bool,
+        clock: SharedClock,
+    ) -> Result<PartitionLog> {
+        let loaded = loader::load(&dir, &config, clean_shutdown, clock.now_ms())?;
+        debug!(%tp, log_start_offset = loaded.log_start_offset,
+            log_end_offset = loaded.log_end_offset, segments = loaded.segments.len(), "opened log");
+        Ok(PartitionLog {
+            tp,
+            dir,
+            clock,
+            config: RwLock::new(config),
+            writer: Mutex::new(WriterState {
+                unflushed_messages: 0,
+            }),
+            state: RwLock::new(LogState {
+                segments: loaded.segments,
+                log_start_offset: loaded.log_start_offset,
+                log_end_offset: loaded.log_end_offset,
+            }),
+            producers: Mutex::new(loaded.producers),
+            epochs: Mutex::new(loaded.epochs),
+            recovery_point: Mutex::new(loaded.recovery_point),
+        })
+    }
+
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.tp
+    }
+
+    pub fn dir(&self) -> PathBuf {
+        self.dir.clone()
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.state.read().log_start_offset
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.state.read().log_end_offset
+    }
+
+    pub fn update_config(&self, config: LogConfig) {
+        *self.config.write() = config;
+    }
+
+    pub fn config(&self) -> LogConfig {
+        self.config.read().clone()
+    }
+
+    pub fn size_in_bytes(&self) -> u64 {
+        self.state.read().size_in_bytes()
+    }
+
+    /// Number of segments (active included).
+    pub fn segment_count(&self) -> usize {
+        self.state.read().segments.len()
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.state
+            .read()
+            .segments
+            .iter()
+            .map(|s| s.base_offset)
+            .collect()
+    }
+
+    /// Offset below which the log is known to be fsynced.
+    pub fn recovery_point(&self) -> i64 {
+        *self.recovery_point.lock()
+    }
+
+    pub fn producer_epoch(&self, producer_id: i64) -> Option<i16> {
+        self.producers.lock().epoch_of(producer_id)
+    }
+
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.epochs.lock().latest_epoch()
+    }
+
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
+        let leo = self.log_end_offset();
+        self.epochs.lock().end_offset_for(epoch, leo)
+    }
+
+    /// The leader-epoch cache entries `(epoch, start offset)`, oldest first.
+    pub fn epoch_entries(&self) -> Vec<(i32, i64)> {
+        self.epochs.lock().entries().to_vec()
+    }
+
+    /// Appends batches from a producer; see the crate docs for the checks made.
+    pub fn append_as_leader(&self, records: &[u8], leader_epoch: i32) -> Result<AppendInfo> {
+        let config = self.config.read().clone();
+        let mut headers = validate_produced(records, config.max_message_bytes)?;
+        let record_count: u64 = headers.iter().map(|h| h.records_count as u64).sum();
+        let mut writer = self.writer.lock();
+        let (log_end_offset, log_start_offset) = {
+            let st = self.state.read();
+            (st.log_end_offset, st.log_start_offset)
+        };
+        let now = self.clock.now_ms();
+        let log_append_time =
+            (config.message_timestamp_type == TimestampType::LogAppendTime).then_some(now);
+
+        // Final offsets and header fields, as they will be on disk.
+        let mut next = log_end_offset;
+        for h in &mut headers {
+            h.base_offset = next;
+            h.partition_leader_epoch = leader_epoch;
+            if let Some(ts) = log_append_time {
+                h.max_timestamp = ts;
+                h.attributes |= crate::batch::TIMESTAMP_TYPE_BIT;
+            }
+            next = h.next_offset();
+        }
+
+        if let Some(dup) = self.check_producers(&headers)? {
+            return Ok(AppendInfo {
+                first_offset: dup.0,
+                last_offset: dup.1,
+                log_append_time: -1,
+                log_start_offset,
+                record_count,
+                bytes: 0,
+                duplicate: true,
+            });
+        }
+
+        let max_ts = headers.iter().map(|h| h.max_timestamp).max().unwrap_or(-1);
+        if self.should_roll(&config, records.len() as u64, next - 1, max_ts, now) {
+            self.roll_locked(now)?;
+        }
+
+        let mut buf = records.to_vec();
+        let mut pos = 0usize;
+        for h in &headers {
+            let size = h.total_size();
+            stamp_batch(
+                &mut buf[pos..pos + size],
+                h.base_offset,
+                leader_epoch,
+                log_append_time,
+            );
+            pos += size;
+        }
+
+        let (file, start): (Arc<SegmentFile>, u64) = {
+            let st = self.state.read();
+            (Arc::clone(&st.active().file), st.active().size)
+        };
+        if let Err(e) = std::os::unix::fs::FileExt::write_all_at(&file.file, &buf, start) {
+            // Cut off whatever part of the write landed so the file holds only whole batches.
+            let _ = file.file.set_len(start);
+            return Err(LogError::io_at(&file.path)(e));
+        }
+
+        {
+            let mut st = self.state.write();
+            let seg = st.active_mut();
+            let mut p = start;
+            for h in &headers {
+                seg.note_batch(p, h, config.index_interval_bytes);
+                p += h.total_size() as u64;
+            }
+            st.log_end_offset = next;
+        }
+
+        {
+            let mut producers = self.producers.lock();
+            for h in headers.iter().filter(|h| h.has_producer_id()) {
+                producers.update(h);
+            }
+        }
+        let first_offset = log_end_offset;
+        if let Err(e) = self.epochs.lock().assign(leader_epoch, first_offset) {
+            warn!(tp = %self.tp, error = %e, "could not persist the leader epoch cache");
+        }
+        writer.unflushed_messages += record_count;
+        let flush_now = writer.unflushed_messages >= config.flush_interval_messages;
+        if flush_now {
+            writer.unflushed_messages = 0;
+        }
+        drop(writer);
+        if flush_now {
+            self.flush()?;
+        }
+        Ok(AppendInfo {
+            first_offset,
+            last_offset: next - 1,
+            log_append_time: log_append_time.unwrap_or(-1),
+            log_start_offset,
+            record_count,
+            bytes: buf.len(),
+            duplicate: false,
+        })
+    }
+
+    /// Runs the idempotence checks for every producer batch in order, as if the earlier ones had
+    /// been appended. `Some((first, last))` when every batch is a retry of batches in the log.
+    fn check_producers(&self, headers: &[BatchHeader]) -> Result<Option<(i64, i64)>> {
+        if !headers.iter().any(BatchHeader::has_producer_id) {
+            return Ok(None);
+        }
+        let producers = self.producers.lock();
+        let mut pending: std::collections::HashMap<i64, ProducerEntry> = Default::default();
+        let mut duplicates = Vec::new();
+        let mut appends = 0usize;
+        for h in headers {
+            if !h.has_producer_id() {
+                appends += 1;
+                continue;
+            }
+            let pid = h.producer_id;
+            if !pending.contains_key(&pid) {
+                if let Some(e) = producers.entry(pid) {
+                    pending.insert(pid, e.clone());
+                }
+            }
+            match ProducerStateManager::check(pending.get(&pid), h)? {
+                SequenceCheck::Duplicate(b) => duplicates.push(b),
+                SequenceCheck::Append => {
+                    appends += 1;
+                    let entry = pending.entry(pid).or_insert_with(|| ProducerEntry {
+                        epoch: h.producer_epoch,
+                        batches: Default::default(),
+                    });
+                    ProducerStateManager::apply(entry, h);
+                }
+            }
+        }
+        match (duplicates.first(), duplicates.last()) {
+            (Some(first), Some(last)) if appends == 0 => {
+                Ok(Some((first.first_offset, last.last_offset)))
+            }
+            (Some(_), _) => Err(LogError::InvalidRecord(
+                "record set mixes retried and new batches".into(),
+            )),
+            _ => Ok(None),
+        }
+    }
+
+    /// Kafka's `shouldRoll`: size, segment.ms, full index, or relative offset overflow.
+    fn should_roll(
+        &self,
+        config: &LogConfig,
+        incoming_bytes: u64,
+        last_offset: i64,
+        max_ts: i64,
+        now: i64,
+    ) -> bool {
+        let st = self.state.read();
+        let seg = st.active();
+        if seg.size == 0 {
+            return false;
+        }
+        let waited = match seg.first_batch_timestamp {
+            Some(t) if t >= 0 && max_ts >= 0 => max_ts - t,
+            _ => now - seg.created_ms,
+        };
+        seg.size + incoming_bytes > config.segment_bytes
+            || waited > config.segment_ms
+            || seg.index_full(config.segment_index_bytes)
+            || last_offset - seg.base_offset > i64::from(i32::MAX)
+    }
+
+    /// Starts a new active segment at the log end offset. The caller holds `writer`.
+    pub(crate) fn roll_locked(&self, now: i64) -> Result<()> {
+        let (new_base, old_index, active_empty) = {
+            let st = self.state.read();
+            let a = st.active();
+            (st.log_end_offset, a.index_snapshot(), a.size == 0)
+        };
+        if active_empty {
+            let st = self.state.read();
+            if st.active().base_offset == new_base {
+                return Ok(());
+            }
+        }
+        let seg = Segment::create(&self.dir, new_base, now)?;
+        old_index.write()?;
+        {
+            let mut st = self.state.write();
+            if active_empty {
+                if let Some(old) = st.segments.pop() {
+                    old.delete_files()?;
+                }
+            } else {
+                let a = st.active_mut();
+                a.seal_time_index();
+                a.dirty = false;
+            }
+            st.segments.push(seg);
+        }
+        self.write_producer_snapshot(new_base)?;
+        info!(tp = %self.tp, base_offset = new_base, "rolled new log segment");
+        Ok(())
+    }
+
+    /// Writes a producer snapshot at `offset` and deletes all but the newest few.
+    pub(crate) fn write_producer_snapshot(&self, offset: i64) -> Result<()> {
+        let snapshot = self.producers.lock().clone();
+        snapshot.write_snapshot(&self.dir, offset)?;
+        let snaps = list_snapshots(&self.dir)?;
+        if snaps.len() > SNAPSHOTS_TO_KEEP {
+            for off in &snaps[..snaps.len() - SNAPSHOTS_TO_KEEP] {
+                remove_if_exists(&snapshot_path(&self.dir, *off))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whole batches from the one holding `offset`; see the crate docs (KIP-74 semantics).
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<FetchData> {
+        let (lso, leo, targets) = {
+            let st = self.state.read();
+            let (lso, leo) = (st.log_start_offset, st.log_end_offset);
+            if offset < lso || offset > leo {
+                return Err(LogError::OffsetOutOfRange {
+                    offset,
+                    log_start_offset: lso,
+                    log_end_offset: leo,
+                });
+            }
+            if offset == leo || offset >= max_offset {
+                return Ok(FetchData {
+                    records: Bytes::new(),
+                    log_start_offset: lso,
+                    log_end_offset: leo,
+                });
+            }
+            let i = st.segment_index_for(offset);
+            let targets: Vec<(Arc<SegmentFile>, u64, u64)> = st.segments[i..]
+                .iter()
+                .enumerate()
+                .map(|(k, s)| {
+                    let start = if k == 0 {
+                        let rel = (offset - s.base_offset).clamp(0, i64::from(u32::MAX)) as u32;
+                        u64::from(s.offset_index.lookup(rel))
+                    } else {
+                        0
+                    };
+                    (Arc::clone(&s.file), start, s.size)
+                })
+                .collect();
+            (lso, leo, targets)
+        };
+        let empty = |lso, leo| FetchData {
+            records: Bytes::new(),
+            log_start_offset: lso,
+            log_end_offset: leo,
+        };
+        for (file, start, size) in targets {
+            let Some((pos, h)) = file.translate_offset(offset, start, size)? else {
+                continue;
+            };
+            if h.last_offset() >= max_offset {
+                return Ok(empty(lso, leo));
+            }
+            let first = h.total_size();
+            let avail = (size - pos) as usize;
+            let want = max_bytes.min(avail);
+            if want < first {
+                if !min_one_batch {
+                    return Ok(empty(lso, leo));
+                }
+                let buf = file.read_exact_at(pos, first)?;
+                return Ok(FetchData {
+                    records: Bytes::from(buf),
+                    log_start_offset: lso,
+                    log_end_offset: leo,
+                });
+            }
+            let mut buf = file.read_exact_at(pos, want)?;
+            let mut p = first;
+            while p + HEADER_SIZE <= buf.len() {
+                let Some(h) = BatchHeader::parse(&buf[p..]) else {
+                    break;
+                };
+                if h.batch_length < 0
+                    || p + h.total_size() > buf.len()
+                    || h.last_offset() >= max_offset
+                {
+                    break;
+                }
+                p += h.total_size();
+            }
+            buf.truncate(p);
+            return Ok(FetchData {
+                records: Bytes::from(buf),
+                log_start_offset: lso,
+                log_end_offset: leo,
+            });
+        }
+        Ok(empty(lso, leo))
+    }
+
+    /// fsyncs the segments up to the log end offset and advances the recovery point.
+    pub fn flush(&self) -> Result<()> {
+        let leo = self.log_end_offset();
+        self.flush_up_to(leo)
+    }
+
+    /// fsyncs every segment holding offsets below `offset` and moves the recovery point there.
+    pub fn flush_up_to(&self, offset: i64) -> Result<()> {
+        let mut rp = self.recovery_point.lock();
+        if offset <= *rp {
+            return Ok(());
+        }
+        let files: Vec<Arc<SegmentFile>> = {
+            let st = self.state.read();
+            st.segments
+                .iter()
+                .filter(|s| s.next_offset > *rp && s.base_offset < offset)
+                .map(|s| Arc::clone(&s.file))
+                .collect()
+        };
+        for f in files {
+            f.file.sync_data().map_err(LogError::io_at(&f.path))?;
+        }
+        *rp = offset;
+        write_offset_checkpoint(&self.dir.join(RECOVERY_POINT_FILE), offset)
+    }
+
+    /// Flushes, then persists indexes, the producer snapshot, the epoch cache and the log start
+    /// offset, so the next open can be a clean one.
+    pub fn close(&self) -> Result<()> {
+        let _writer = self.writer.lock();
+        self.flush()?;
+        let (snapshots, leo, lso) = {
+            let st = self.state.read();
+            let snaps: Vec<_> = st
+                .segments
+                .iter()
+                .filter(|s| s.dirty || std::ptr::eq(*s, st.active()))
+                .map(Segment::index_snapshot)
+                .collect();
+            (snaps, st.log_end_offset, st.log_start_offset)
+        };
+        for s in &snapshots {
+            s.write()?;
+        }
+        {
+            let mut st = self.state.write();
+            for s in &mut st.segments {
+                s.dirty = false;
+            }
+        }
+        self.write_producer_snapshot(leo)?;
+        self.epochs.lock().persist()?;
+        write_offset_checkpoint(&self.dir.join(LOG_START_OFFSET_FILE), lso)?;
+        Ok(())
+    }
+
+    pub(crate) fn dir_path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl PartitionLog {
+    /// Flushes segments that were rolled but not yet fsynced (Kafka flushes them after a roll),
+    /// moving the recovery point to the active segment's base offset.
+    pub fn flush_rolled_segments(&self) -> Result<()> {
+        let active_base = self.state.read().active().base_offset;
+        self.flush_up_to(active_base)
+    }
+}

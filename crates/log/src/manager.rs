@@ -1,0 +1,297 @@
+//! [`LogManager`]: every partition log across the broker's log dirs, Kafka's `LogManager`.
+//!
+//! Each log dir holds `<topic>-<partition>` directories and, between a graceful shutdown and the
+//! next start, a `.kafka_cleanshutdown` marker. The marker is read and removed at open, so a
+//! crash after that point makes the next start recover; it is written again only after every log
+//! of the dir closed cleanly. A partition lives in exactly one log dir: the one that already
+//! holds it, else the dir with the fewest partitions. Deleted partitions are first renamed to
+//! `<topic>-<partition>.<id>-delete`, which is never opened again, then removed.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ferry_common::{SharedClock, TopicPartition};
+use parking_lot::{Mutex, RwLock};
+use tracing::{info, warn};
+
+use crate::config::LogConfig;
+use crate::error::{LogError, Result};
+use crate::log::PartitionLog;
+
+/// Name of the clean shutdown marker file in each log dir.
+pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+
+#[derive(Debug)]
+struct LogDir {
+    path: PathBuf,
+    had_clean_shutdown: bool,
+}
+
+/// All partition logs of a broker. `Send + Sync`.
+pub struct LogManager {
+    dirs: Vec<LogDir>,
+    clock: SharedClock,
+    logs: RwLock<HashMap<TopicPartition, Arc<PartitionLog>>>,
+    /// Serializes creation so two callers never open the same partition twice.
+    create_lock: Mutex<()>,
+    delete_seq: AtomicU64,
+}
+
+impl std::fmt::Debug for LogManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogManager")
+            .field("dirs", &self.dirs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Parses a partition directory name `<topic>-<partition>`.
+pub fn parse_partition_dir(name: &str) -> Option<TopicPartition> {
+    if name.ends_with("-delete") || name.ends_with("-future") || name.ends_with("-stray") {
+        return None;
+    }
+    let (topic, partition) = name.rsplit_once('-')?;
+    let partition: i32 = partition.parse().ok()?;
+    if topic.is_empty() || partition < 0 || !partition.to_string().eq(name.rsplit_once('-')?.1) {
+        return None;
+    }
+    Some(TopicPartition::new(topic, partition))
+}
+
+impl LogManager {
+    /// Opens the log dirs (creating them), notes whether each had a clean shutdown marker and
+    /// removes it. Leftover `*-delete` directories are removed. Partitions are opened lazily.
+    pub fn open(log_dirs: Vec<PathBuf>, clock: SharedClock) -> Result<LogManager> {
+        if log_dirs.is_empty() {
+            return Err(LogError::KafkaStorage("no log dirs configured".into()));
+        }
+        let mut dirs = Vec::with_capacity(log_dirs.len());
+        for path in log_dirs {
+            fs::create_dir_all(&path).map_err(LogError::io_at(&path))?;
+            let marker = path.join(CLEAN_SHUTDOWN_FILE);
+            let had_clean_shutdown = marker.exists();
+            if had_clean_shutdown {
+                fs::remove_file(&marker).map_err(LogError::io_at(&marker))?;
+                sync_dir(&path);
+            }
+            for e in fs::read_dir(&path).map_err(LogError::io_at(&path))? {
+                let e = e.map_err(LogError::io_at(&path))?;
+                if e.file_name().to_string_lossy().ends_with("-delete") {
+                    let p = e.path();
+                    if let Err(err) = fs::remove_dir_all(&p) {
+                        warn!(dir = %p.display(), error = %err, "could not remove deleted log");
+                    }
+                }
+            }
+            info!(dir = %path.display(), had_clean_shutdown, "opened log dir");
+            dirs.push(LogDir {
+                path,
+                had_clean_shutdown,
+            });
+        }
+        Ok(LogManager {
+            dirs,
+            clock,
+            logs: RwLock::new(HashMap::new()),
+            create_lock: Mutex::new(()),
+            delete_seq: AtomicU64::new(0),
+        })
+    }
+
+    pub fn log_dirs(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|d| d.path.clone()).collect()
+    }
+
+    /// Whether `dir` had a clean shutdown marker when the manager opened it.
+    pub fn had_clean_shutdown(&self, dir: &Path) -> bool {
+        self.dirs
+            .iter()
+            .any(|d| d.path == dir && d.had_clean_shutdown)
+    }
+
+    /// Partitions found on disk, sorted; other entries are skipped (with a warning for
+    /// directories that look like junk).
+    pub fn partitions_on_disk(&self) -> Vec<TopicPartition> {
+        let mut out = Vec::new();
+        for d in &self.dirs {
+            let entries = match fs::read_dir(&d.path) {
+                Ok(e) => e,
+                Err(e) => {
+                    warn!(dir = %d.path.display(), error = %e, "cannot list log dir");
+                    continue;
+                }
+            };
+            for e in entries.flatten() {
+                if !e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                    continue;
+                }
+                let name = e.file_name().to_string_lossy().into_owned();
+                match parse_partition_dir(&name) {
+                    Some(tp) => out.push(tp),
+                    None if name.ends_with("-delete") => {}
+                    None => warn!(dir = %e.path().display(), "skipping unexpected directory"),
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn partition_path(dir: &Path, tp: &TopicPartition) -> PathBuf {
+        dir.join(format!("{}-{}", tp.topic, tp.partition))
+    }
+
+    /// Opens the existing log (recovering it if its dir was not shut down cleanly) or creates a
+    /// new one in the log dir with the fewest partitions.
+    pub fn get_or_create(
+        &self,
+        tp: &TopicPartition,
+        config: LogConfig,
+    ) -> Result<Arc<PartitionLog>> {
+        if let Some(log) = self.get(tp) {
+            return Ok(log);
+        }
+        let _guard = self.create_lock.lock();
+        if let Some(log) = self.get(tp) {
+            return Ok(log);
+        }
+        let existing = self
+            .dirs
+            .iter()
+            .find(|d| Self::partition_path(&d.path, tp).is_dir());
+        let (dir, clean) = match existing {
+            Some(d) => (d, d.had_clean_shutdown),
+            None => {
+                let logs = self.logs.read();
+                let count = |d: &LogDir| {
+                    logs.values()
+                        .filter(|l| l.dir_path().parent() == Some(&d.path))
+                        .count()
+                };
+                let Some(d) = self.dirs.iter().min_by_key(|d| count(d)) else {
+                    return Err(LogError::KafkaStorage("no log dirs configured".into()));
+                };
+                (d, true)
+            }
+        };
+        let path = Self::partition_path(&dir.path, tp);
+        let log = Arc::new(PartitionLog::open(
+            path,
+            tp.clone(),
+            config,
+            clean,
+            Arc::clone(&self.clock),
+        )?);
+        self.logs.write().insert(tp.clone(), Arc::clone(&log));
+        Ok(log)
+    }
+
+    pub fn get(&self, tp: &TopicPartition) -> Option<Arc<PartitionLog>> {
+        self.logs.read().get(tp).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<PartitionLog>> {
+        self.logs.read().values().cloned().collect()
+    }
+
+    /// Removes the log from the manager, renames its dir to `<topic>-<partition>.<id>-delete`
+    /// and deletes that in a background thread.
+    pub fn delete(&self, tp: &TopicPartition) -> Result<()> {
+        let _guard = self.create_lock.lock();
+        let removed = self.logs.write().remove(tp);
+        let path = match &removed {
+            Some(log) => log.dir(),
+            None => match self
+                .dirs
+                .iter()
+                .map(|d| Self::partition_path(&d.path, tp))
+                .find(|p| p.is_dir())
+            {
+                Some(p) => p,
+                None => return Ok(()),
+            },
+        };
+        let seq = self.delete_seq.fetch_add(1, Ordering::Relaxed);
+        let unique = format!("{}{:04}", self.clock.now_ms(), seq % 10_000);
+        let target = path.with_file_name(format!("{}-{}.{unique}-delete", tp.topic, tp.partition));
+        fs::rename(&path, &target).map_err(LogError::io_at(&path))?;
+        if let Some(parent) = target.parent() {
+            sync_dir(parent);
+        }
+        info!(%tp, dir = %target.display(), "deleting log");
+        std::thread::Builder::new()
+            .name(format!("delete-{tp}"))
+            .spawn(move || {
+                if let Err(e) = fs::remove_dir_all(&target) {
+                    warn!(dir = %target.display(), error = %e, "could not remove deleted log");
+                }
+            })
+            .map_err(LogError::Io)?;
+        Ok(())
+    }
+
+    /// Periodic task: retention on every log and flush of rolled segments. Returns the number
+    /// of segments deleted; errors of one log do not stop the others (the first is returned).
+    pub fn run_maintenance(&self) -> Result<usize> {
+        let mut deleted = 0;
+        let mut first_err = None;
+        for log in self.all() {
+            match log.enforce_retention() {
+                Ok(n) => deleted += n,
+                Err(e) => {
+                    warn!(tp = %log.topic_partition(), error = %e, "retention failed");
+                    first_err.get_or_insert(e);
+                }
+            }
+            if let Err(e) = log.flush_rolled_segments() {
+                warn!(tp = %log.topic_partition(), error = %e, "flush failed");
+                first_err.get_or_insert(e);
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(deleted),
+        }
+    }
+
+    /// Graceful shutdown: closes every log, then writes the clean shutdown marker of each dir
+    /// whose logs all closed cleanly.
+    pub fn shutdown(&self) -> Result<()> {
+        let mut failed_dirs: Vec<PathBuf> = Vec::new();
+        let mut first_err = None;
+        for log in self.all() {
+            if let Err(e) = log.close() {
+                warn!(tp = %log.topic_partition(), error = %e, "closing log failed");
+                if let Some(parent) = log.dir_path().parent() {
+                    failed_dirs.push(parent.to_path_buf());
+                }
+                first_err.get_or_insert(e);
+            }
+        }
+        for d in &self.dirs {
+            if failed_dirs.contains(&d.path) {
+                continue;
+            }
+            let marker = d.path.join(CLEAN_SHUTDOWN_FILE);
+            fs::File::create(&marker)
+                .and_then(|f| f.sync_all())
+                .map_err(LogError::io_at(&marker))?;
+            sync_dir(&d.path);
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Best-effort fsync of a directory so renames and creations in it are durable.
+fn sync_dir(dir: &Path) {
+    if let Ok(f) = fs::File::open(dir) {
+        let _ = f.sync_all();
+    }
+}

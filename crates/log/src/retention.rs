@@ -1,0 +1,219 @@
+//! Operations that remove data from a [`PartitionLog`]: retention (Kafka's
+//! `deleteOldSegments`), DeleteRecords, and follower truncation.
+//!
+//! Invariants kept here: the log always has an active segment; `log_start_offset` only moves up
+//! (except when truncation goes below it) and is checkpointed before segment files are removed,
+//! so a crash in between never exposes offsets below it; data at or past the log end offset is
+//! never deleted.
+
+use tracing::info;
+
+use crate::epoch_cache::write_offset_checkpoint;
+use crate::error::{LogError, Result};
+use crate::loader::{rebuild_producer_state, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE};
+use crate::log::PartitionLog;
+use crate::segment::Segment;
+
+/// Why segments are being deleted (Kafka's `SegmentDeletionReason`), for logs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentDeletionReason {
+    RetentionMs,
+    RetentionBytes,
+    LogStartOffsetBreach,
+}
+
+impl PartitionLog {
+    /// Retention by `retention.ms` and `retention.bytes`, oldest segments first, and the
+    /// `segment.ms` roll of an old active segment. Returns the number of segments deleted.
+    pub fn enforce_retention(&self) -> Result<usize> {
+        let config = self.config();
+        let now = self.clock.now_ms();
+        let _writer = self.writer.lock();
+
+        let roll_by_age = {
+            let st = self.state.read();
+            let a = st.active();
+            let basis = a
+                .first_batch_timestamp
+                .filter(|t| *t >= 0)
+                .unwrap_or(a.created_ms);
+            a.size > 0 && now - basis > config.segment_ms
+        };
+        if roll_by_age {
+            self.roll_locked(now)?;
+        }
+
+        let (count, reason) = {
+            let st = self.state.read();
+            let segs = &st.segments;
+            let mut n = 0usize;
+            let mut reason = SegmentDeletionReason::RetentionMs;
+            if config.retention_ms >= 0 {
+                while n < segs.len()
+                    && segs[n].size > 0
+                    && now - segs[n].largest_timestamp() > config.retention_ms
+                {
+                    n += 1;
+                }
+            }
+            if config.retention_bytes >= 0 {
+                let total: u64 = segs[n..].iter().map(|s| s.size).sum();
+                let mut diff = total as i64 - config.retention_bytes;
+                while n < segs.len() && segs[n].size > 0 && diff - segs[n].size as i64 >= 0 {
+                    diff -= segs[n].size as i64;
+                    n += 1;
+                    reason = SegmentDeletionReason::RetentionBytes;
+                }
+            }
+            (n, reason)
+        };
+        if count == 0 {
+            return Ok(0);
+        }
+        if count >= self.state.read().segments.len() {
+            // Everything expired: roll so the log keeps an (empty) active segment.
+            self.roll_locked(now)?;
+        }
+        self.delete_oldest_segments(count, reason)
+    }
+
+    /// Removes the `count` oldest segments (never the active one), moving the log start offset
+    /// to the first remaining segment. The caller holds `writer`.
+    fn delete_oldest_segments(&self, count: usize, reason: SegmentDeletionReason) -> Result<usize> {
+        let (removed, new_lso) = {
+            let st = self.state.read();
+            let count = count.min(st.segments.len() - 1);
+            if count == 0 {
+                return Ok(0);
+            }
+            let new_lso = st.log_start_offset.max(st.segments[count].base_offset);
+            (count, new_lso)
+        };
+        write_offset_checkpoint(&self.dir.join(LOG_START_OFFSET_FILE), new_lso)?;
+        let deleted: Vec<Segment> = {
+            let mut st = self.state.write();
+            st.log_start_offset = new_lso;
+            st.segments.drain(..removed).collect()
+        };
+        for seg in &deleted {
+            info!(tp = %self.tp, segment = seg.base_offset, ?reason, "deleting log segment");
+            seg.delete_files()?;
+        }
+        self.after_log_start_moved(new_lso)?;
+        Ok(deleted.len())
+    }
+
+    fn after_log_start_moved(&self, new_lso: i64) -> Result<()> {
+        let mut epochs = self.epochs.lock();
+        if epochs.truncate_from_start(new_lso) {
+            epochs.persist()?;
+        }
+        Ok(())
+    }
+
+    /// DeleteRecords: moves the log start offset up to `offset` (never down) and deletes the
+    /// segments wholly below it. Returns the new log start offset.
+    pub fn delete_records_before(&self, offset: i64) -> Result<i64> {
+        let _writer = self.writer.lock();
+        let (lso, leo, wholly_below) = {
+            let st = self.state.read();
+            let n = st
+                .segments
+                .windows(2)
+                .take_while(|w| w[1].base_offset <= offset)
+                .count();
+            (st.log_start_offset, st.log_end_offset, n)
+        };
+        if offset > leo || offset < 0 {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: lso,
+                log_end_offset: leo,
+            });
+        }
+        if offset <= lso {
+            return Ok(lso);
+        }
+        write_offset_checkpoint(&self.dir.join(LOG_START_OFFSET_FILE), offset)?;
+        self.state.write().log_start_offset = offset;
+        if wholly_below > 0 {
+            self.delete_oldest_segments(wholly_below, SegmentDeletionReason::LogStartOffsetBreach)?;
+        } else {
+            self.after_log_start_moved(offset)?;
+        }
+        Ok(offset)
+    }
+
+    /// Drops every batch at or past the one holding `offset` (follower truncation). Truncating
+    /// below the log start offset empties the log and restarts it at `offset`.
+    pub fn truncate_to(&self, offset: i64) -> Result<()> {
+        let config = self.config();
+        let now = self.clock.now_ms();
+        let _writer = self.writer.lock();
+        let (lso, leo) = {
+            let st = self.state.read();
+            (st.log_start_offset, st.log_end_offset)
+        };
+        if offset >= leo {
+            return Ok(());
+        }
+        let offset = offset.max(0);
+        let removed: Vec<Segment> = if offset < lso {
+            let fresh = Segment::create_or_replace(&self.dir, offset, now)?;
+            write_offset_checkpoint(&self.dir.join(LOG_START_OFFSET_FILE), offset)?;
+            let mut st = self.state.write();
+            let old: Vec<Segment> = st
+                .segments
+                .drain(..)
+                .filter(|s| s.base_offset != offset)
+                .collect();
+            st.segments.push(fresh);
+            st.log_start_offset = offset;
+            st.log_end_offset = offset;
+            old
+        } else {
+            let mut st = self.state.write();
+            let keep = st
+                .segments
+                .partition_point(|s| s.base_offset < offset)
+                .max(1);
+            let removed: Vec<Segment> = st.segments.drain(keep..).collect();
+            st.active_mut()
+                .truncate_to(offset, config.index_interval_bytes)?;
+            let end = st.active().next_offset;
+            st.log_end_offset = end;
+            if st.log_start_offset > end {
+                st.log_start_offset = end;
+            }
+            removed
+        };
+        for seg in &removed {
+            seg.delete_files()?;
+        }
+        let (new_leo, new_lso) = {
+            let st = self.state.read();
+            (st.log_end_offset, st.log_start_offset)
+        };
+        write_offset_checkpoint(&self.dir.join(LOG_START_OFFSET_FILE), new_lso)?;
+        {
+            let mut epochs = self.epochs.lock();
+            if epochs.truncate_from_end(new_leo) {
+                epochs.persist()?;
+            }
+        }
+        {
+            let mut rp = self.recovery_point.lock();
+            if *rp > new_leo {
+                *rp = new_leo;
+                write_offset_checkpoint(&self.dir.join(RECOVERY_POINT_FILE), new_leo)?;
+            }
+        }
+        let rebuilt = {
+            let st = self.state.read();
+            rebuild_producer_state(&self.dir, &st.segments, new_leo)?
+        };
+        *self.producers.lock() = rebuilt;
+        info!(tp = %self.tp, offset, log_end_offset = new_leo, "truncated log");
+        Ok(())
+    }
+}

@@ -1,0 +1,8 @@
+//! Unit tests of the log crate, one file per area.
+
+mod append_read_test;
+mod manager_test;
+mod producer_test;
+mod recovery_test;
+mod retention_test;
+mod timestamp_test;
