@@ -66,7 +66,7 @@ impl OffsetIndex {
         let Some(buf) = read_optional(path)? else {
             return Ok(None);
         };
-        if buf.len() as u64 % OFFSET_ENTRY_SIZE != 0 {
+        if !(buf.len() as u64).is_multiple_of(OFFSET_ENTRY_SIZE) {
             return Ok(None);
         }
         let mut idx = OffsetIndex::default();
@@ -131,7 +131,7 @@ impl TimeIndex {
         let Some(buf) = read_optional(path)? else {
             return Ok(None);
         };
-        if buf.len() as u64 % TIME_ENTRY_SIZE != 0 {
+        if !(buf.len() as u64).is_multiple_of(TIME_ENTRY_SIZE) {
             return Ok(None);
         }
         let mut idx = TimeIndex::default();

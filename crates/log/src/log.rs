@@ -336,10 +336,10 @@ impl PartitionLog {
                 continue;
             }
             let pid = h.producer_id;
-            if !pending.contains_key(&pid) {
-                if let Some(e) = producers.entry(pid) {
-                    pending.insert(pid, e.clone());
-                }
+            if let (std::collections::hash_map::Entry::Vacant(slot), Some(e)) =
+                (pending.entry(pid), producers.entry(pid))
+            {
+                slot.insert(e.clone());
             }
             match ProducerStateManager::check(pending.get(&pid), h)? {
                 SequenceCheck::Duplicate(b) => duplicates.push(b),

@@ -51,7 +51,11 @@ pub fn batch(o: B) -> Vec<u8> {
             offset: i as i64,
             // The encoder groups records whose `offset - sequence` agree; -1 + i keeps the base
             // sequence at -1 (no sequence) for non-idempotent batches.
-            sequence: if o.seq < 0 { i as i32 - 1 } else { o.seq + i as i32 },
+            sequence: if o.seq < 0 {
+                i as i32 - 1
+            } else {
+                o.seq + i as i32
+            },
             timestamp: o.ts + i as i64,
             key: Some(Bytes::from(format!("k{i}"))),
             value: Some(Bytes::from(vec![b'v'; o.value_len])),

@@ -1,1 +1,131 @@
-//! placeholder
+//! LogManager: partitions on disk, placement, delete, clean shutdown marker.
+
+use std::sync::Arc;
+
+use ferry_common::TopicPartition;
+
+use crate::test_util::*;
+use crate::{LogConfig, LogManager, CLEAN_SHUTDOWN_FILE};
+
+#[test]
+fn partitions_on_disk_skip_junk_and_deleted_dirs() {
+    let root = tempfile::tempdir().unwrap();
+    let d1 = root.path().join("d1");
+    std::fs::create_dir_all(d1.join("orders-0")).unwrap();
+    std::fs::create_dir_all(d1.join("my-topic-12")).unwrap();
+    std::fs::create_dir_all(d1.join("orders-1.abc-delete")).unwrap();
+    std::fs::create_dir_all(d1.join("lost+found")).unwrap();
+    std::fs::write(d1.join("meta.properties"), "x").unwrap();
+    let (_c, clock) = clock(0);
+    let m = LogManager::open(vec![d1.clone()], clock).unwrap();
+    assert_eq!(
+        m.partitions_on_disk(),
+        vec![
+            TopicPartition::new("my-topic", 12),
+            TopicPartition::new("orders", 0)
+        ]
+    );
+    assert!(!d1.join("orders-1.abc-delete").exists());
+}
+
+#[test]
+fn new_partitions_go_to_the_emptiest_dir_and_reopen_in_place() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = vec![root.path().join("a"), root.path().join("b")];
+    let (_c, clock) = clock(0);
+    let m = LogManager::open(dirs.clone(), Arc::clone(&clock)).unwrap();
+    let l0 = m
+        .get_or_create(&TopicPartition::new("t", 0), LogConfig::default())
+        .unwrap();
+    let l1 = m
+        .get_or_create(&TopicPartition::new("t", 1), LogConfig::default())
+        .unwrap();
+    assert_ne!(l0.dir().parent(), l1.dir().parent());
+    assert!(Arc::ptr_eq(
+        &l0,
+        &m.get_or_create(&TopicPartition::new("t", 0), LogConfig::default())
+            .unwrap()
+    ));
+    l1.append_as_leader(&simple(3, 1), 0).unwrap();
+    m.shutdown().unwrap();
+    for d in &dirs {
+        assert!(d.join(CLEAN_SHUTDOWN_FILE).exists());
+    }
+    drop((m, l0, l1));
+    let m = LogManager::open(dirs.clone(), clock).unwrap();
+    for d in &dirs {
+        assert!(!d.join(CLEAN_SHUTDOWN_FILE).exists());
+        assert!(m.had_clean_shutdown(d));
+    }
+    assert_eq!(m.partitions_on_disk().len(), 2);
+    let l1 = m
+        .get_or_create(&TopicPartition::new("t", 1), LogConfig::default())
+        .unwrap();
+    assert_eq!(l1.log_end_offset(), 3);
+    assert_eq!(m.all().len(), 1);
+}
+
+#[test]
+fn delete_removes_the_partition() {
+    let root = tempfile::tempdir().unwrap();
+    let (_c, clock) = clock(0);
+    let m = LogManager::open(vec![root.path().to_path_buf()], clock).unwrap();
+    let t = TopicPartition::new("gone", 0);
+    let log = m.get_or_create(&t, LogConfig::default()).unwrap();
+    log.append_as_leader(&simple(1, 1), 0).unwrap();
+    let dir = log.dir();
+    m.delete(&t).unwrap();
+    assert!(!dir.exists());
+    assert!(m.get(&t).is_none());
+    assert!(m.partitions_on_disk().is_empty());
+    // Recreating starts a fresh log.
+    let log = m.get_or_create(&t, LogConfig::default()).unwrap();
+    assert_eq!(log.log_end_offset(), 0);
+}
+
+#[test]
+fn run_maintenance_enforces_retention_and_flushes() {
+    let root = tempfile::tempdir().unwrap();
+    let (c, clock) = clock(1_000);
+    let m = LogManager::open(vec![root.path().to_path_buf()], clock).unwrap();
+    let config = LogConfig {
+        segment_bytes: 300,
+        retention_ms: 1_000,
+        ..LogConfig::default()
+    };
+    let log = m
+        .get_or_create(&TopicPartition::new("r", 0), config)
+        .unwrap();
+    for _ in 0..10 {
+        log.append_as_leader(&simple(2, 1_000), 0).unwrap();
+    }
+    assert_eq!(m.run_maintenance().unwrap(), 0);
+    assert_eq!(
+        log.recovery_point(),
+        *log.segment_base_offsets().last().unwrap()
+    );
+    c.set(5_000);
+    assert!(m.run_maintenance().unwrap() > 0);
+    assert_eq!(log.log_start_offset(), 20);
+}
+
+#[test]
+fn unclean_dir_recovers_partitions() {
+    let root = tempfile::tempdir().unwrap();
+    let (_c, clock) = clock(0);
+    let m = LogManager::open(vec![root.path().to_path_buf()], Arc::clone(&clock)).unwrap();
+    let t = TopicPartition::new("x", 0);
+    m.get_or_create(&t, LogConfig::default())
+        .unwrap()
+        .append_as_leader(&simple(2, 1), 0)
+        .unwrap();
+    drop(m); // crash: no marker
+    let m = LogManager::open(vec![root.path().to_path_buf()], clock).unwrap();
+    assert!(!m.had_clean_shutdown(root.path()));
+    assert_eq!(
+        m.get_or_create(&t, LogConfig::default())
+            .unwrap()
+            .log_end_offset(),
+        2
+    );
+}

@@ -1,1 +1,188 @@
-//! placeholder
+//! Retention by time and size, DeleteRecords, the log start offset across restarts, truncation
+//! and the leader-epoch cache.
+
+use crate::test_util::*;
+use crate::{LogConfig, LogError};
+
+fn config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 400,
+        retention_ms: 10_000,
+        ..LogConfig::default()
+    }
+}
+
+#[test]
+fn retention_ms_deletes_old_segments_with_manual_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, clock) = clock(100_000);
+    let log = open(dir.path(), config(), true, &clock);
+    for _ in 0..10 {
+        log.append_as_leader(&simple(2, 100_000), 0).unwrap();
+    }
+    c.set(105_000);
+    for _ in 0..10 {
+        log.append_as_leader(&simple(2, 105_000), 0).unwrap();
+    }
+    let before = log.segment_count();
+    assert_eq!(log.enforce_retention().unwrap(), 0);
+    c.set(112_000);
+    let deleted = log.enforce_retention().unwrap();
+    assert!(deleted > 0);
+    assert_eq!(log.segment_count(), before - deleted);
+    let lso = log.log_start_offset();
+    assert!(lso > 0 && lso <= 20, "lso {lso}");
+    assert!(matches!(
+        log.read(0, 100, 40, true),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    assert!(!log.read(lso, 1 << 20, 40, true).unwrap().records.is_empty());
+    // Everything expired: the log rolls and keeps an empty active segment at the end.
+    c.set(200_000);
+    log.enforce_retention().unwrap();
+    assert_eq!(log.segment_count(), 1);
+    assert_eq!(log.log_start_offset(), 40);
+    assert_eq!(log.log_end_offset(), 40);
+    assert_eq!(log.size_in_bytes(), 0);
+    assert_eq!(
+        log.append_as_leader(&simple(1, 200_000), 0)
+            .unwrap()
+            .first_offset,
+        40
+    );
+}
+
+#[test]
+fn retention_bytes_keeps_the_newest_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_c, clock) = clock(0);
+    let config = LogConfig {
+        retention_ms: -1,
+        retention_bytes: 1000,
+        ..config()
+    };
+    let log = open(dir.path(), config, true, &clock);
+    for _ in 0..40 {
+        log.append_as_leader(&simple(2, 1), 0).unwrap();
+    }
+    let deleted = log.enforce_retention().unwrap();
+    assert!(deleted > 0);
+    assert!(log.size_in_bytes() <= 1000 + 400, "{}", log.size_in_bytes());
+    assert!(log.size_in_bytes() > 600);
+    assert_eq!(log.log_end_offset(), 80);
+    assert_eq!(log.log_start_offset(), log.segment_base_offsets()[0]);
+}
+
+#[test]
+fn segment_ms_rolls_old_active_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, clock) = clock(1_000);
+    let config = LogConfig {
+        segment_ms: 5_000,
+        retention_ms: -1,
+        ..LogConfig::default()
+    };
+    let log = open(dir.path(), config, true, &clock);
+    log.append_as_leader(&simple(1, 1_000), 0).unwrap();
+    assert_eq!(log.enforce_retention().unwrap(), 0);
+    assert_eq!(log.segment_count(), 1);
+    c.set(7_000);
+    log.enforce_retention().unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0, 1]);
+    // Appending a batch whose timestamp is past segment.ms also rolls.
+    log.append_as_leader(&simple(1, 7_000), 0).unwrap();
+    log.append_as_leader(&simple(1, 13_000), 0).unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0, 1, 2]);
+}
+
+#[test]
+fn delete_records_moves_log_start_and_survives_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_c, clock) = clock(0);
+    let log = open(dir.path(), config(), true, &clock);
+    for _ in 0..20 {
+        log.append_as_leader(&simple(2, 1), 0).unwrap();
+    }
+    let segments = log.segment_count();
+    assert_eq!(log.delete_records_before(25).unwrap(), 25);
+    assert!(log.segment_count() < segments);
+    assert_eq!(
+        log.delete_records_before(3).unwrap(),
+        25,
+        "never moves down"
+    );
+    assert!(matches!(
+        log.delete_records_before(41),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    // A read from inside the batch holding the log start offset is fine.
+    assert!(!log.read(25, 1 << 20, 40, true).unwrap().records.is_empty());
+    assert!(matches!(
+        log.read(24, 1 << 20, 40, true),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    drop(log);
+    let log = open(dir.path(), config(), false, &clock);
+    assert_eq!(log.log_start_offset(), 25);
+    assert_eq!(log.log_end_offset(), 40);
+    log.close().unwrap();
+    drop(log);
+    let log = open(dir.path(), config(), true, &clock);
+    assert_eq!(log.log_start_offset(), 25);
+    assert_eq!(log.delete_records_before(40).unwrap(), 40);
+    assert!(log.read(40, 100, 40, true).unwrap().records.is_empty());
+}
+
+#[test]
+fn epoch_cache_end_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_c, clock) = clock(0);
+    let log = open(dir.path(), config(), true, &clock);
+    assert_eq!(log.latest_epoch(), None);
+    assert_eq!(log.end_offset_for_epoch(0), None);
+    log.append_as_leader(&simple(2, 1), 1).unwrap();
+    log.append_as_leader(&simple(2, 1), 1).unwrap();
+    log.append_as_leader(&simple(2, 1), 3).unwrap();
+    log.append_as_leader(&simple(2, 1), 5).unwrap();
+    assert_eq!(log.latest_epoch(), Some(5));
+    assert_eq!(log.epoch_entries(), vec![(1, 0), (3, 4), (5, 6)]);
+    assert_eq!(log.end_offset_for_epoch(0), None);
+    assert_eq!(log.end_offset_for_epoch(1), Some((1, 4)));
+    assert_eq!(log.end_offset_for_epoch(2), Some((1, 4)));
+    assert_eq!(log.end_offset_for_epoch(3), Some((3, 6)));
+    assert_eq!(log.end_offset_for_epoch(5), Some((5, 8)));
+    assert_eq!(log.end_offset_for_epoch(9), Some((5, 8)));
+    drop(log);
+    // The checkpoint survives a crash; a lost one is rebuilt from the batches.
+    let log = open(dir.path(), config(), false, &clock);
+    assert_eq!(log.epoch_entries(), vec![(1, 0), (3, 4), (5, 6)]);
+    drop(log);
+    std::fs::remove_file(dir.path().join("leader-epoch-checkpoint")).unwrap();
+    let log = open(dir.path(), config(), true, &clock);
+    assert_eq!(log.epoch_entries(), vec![(1, 0), (3, 4), (5, 6)]);
+}
+
+#[test]
+fn truncate_to_drops_data_epochs_and_producer_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_c, clock) = clock(0);
+    let log = open(dir.path(), config(), true, &clock);
+    for i in 0..10 {
+        log.append_as_leader(&idem(1, 0, i * 2, 2), 1).unwrap();
+    }
+    for i in 10..20 {
+        log.append_as_leader(&idem(1, 0, i * 2, 2), 2).unwrap();
+    }
+    log.truncate_to(16).unwrap();
+    assert_eq!(log.log_end_offset(), 16);
+    assert_eq!(log.epoch_entries(), vec![(1, 0)]);
+    assert_eq!(log.end_offset_for_epoch(2), Some((1, 16)));
+    // Producer state now ends at sequence 15.
+    assert!(log.append_as_leader(&idem(1, 0, 16, 2), 3).is_ok());
+    assert!(!log.read(16, 1 << 20, 18, true).unwrap().records.is_empty());
+    // Below the log start offset: restart empty there.
+    log.delete_records_before(10).unwrap();
+    log.truncate_to(4).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (4, 4));
+    assert_eq!(log.size_in_bytes(), 0);
+}
