@@ -1,1 +1,19 @@
+//! The ferry broker: configuration, request handlers, replica manager and server.
+//!
+//! Data path: `server::connection` reads a frame → `ferry_protocol` decodes it →
+//! `handlers` act on the `broker::Broker` state → `replica_manager` appends to or reads from
+//! `ferry_log` partition logs → the response goes back through the connection's writer task.
 
+pub mod broker;
+pub mod config;
+pub mod errors;
+pub mod fetch_session;
+pub mod handlers;
+pub mod metadata;
+pub mod metrics;
+pub mod replica_manager;
+pub mod server;
+pub mod topic_config;
+
+pub use config::BrokerConfig;
+pub use server::Server;

@@ -1,1 +1,109 @@
-fn main() {}
+//! The `ferry` command.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use ferry_broker::{BrokerConfig, Server};
+use tokio::sync::watch;
+
+#[derive(Parser)]
+#[command(
+    name = "ferry",
+    version,
+    about = "A Kafka-compatible broker with a remote WAL tier (KIP-1176)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a broker. Without --config: one node on 127.0.0.1:9092, data under ./data.
+    Serve {
+        /// TOML file with Kafka-named keys (see docs/configuration.md).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
+    /// Print the configuration reference (the tables of docs/configuration.md) as Markdown.
+    ConfigReference,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { config } => serve(config),
+        Command::ConfigReference => {
+            print!("{}", ferry_broker::config::reference_markdown());
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn serve(config_path: Option<PathBuf>) -> ExitCode {
+    let config = match &config_path {
+        Some(path) => BrokerConfig::load(path),
+        None => Ok(BrokerConfig::default()),
+    };
+    let config = match config {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ferry: invalid configuration: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ferry: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        let server = Server::start(config, ferry_common::system_clock()).await?;
+        let (tx, rx) = watch::channel(false);
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            let _ = tx.send(true);
+        });
+        server.run(rx).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("ferry stopped: {e:#}");
+            eprintln!("ferry: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM received"),
+                _ = int.recv() => tracing::info!("SIGINT received"),
+            }
+        }
+        _ => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! The broker's shared state, and the topic operations several handlers need (create with
+//! validation, auto-create, delete), so that every path applies the same rules.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ferry_common::SharedClock;
+use kafka_protocol::error::ResponseError;
+
+use crate::config::BrokerConfig;
+use crate::errors;
+use crate::fetch_session::FetchSessionCache;
+use crate::metadata::{self, MetadataStore, TopicMeta};
+use crate::metrics::Metrics;
+use crate::replica_manager::ReplicaManager;
+use crate::topic_config;
+
+/// Everything a request handler may touch.
+pub struct Broker {
+    pub config: BrokerConfig,
+    pub node_id: i32,
+    pub clock: SharedClock,
+    pub metadata: MetadataStore,
+    pub replicas: ReplicaManager,
+    pub fetch_sessions: FetchSessionCache,
+    pub metrics: Arc<Metrics>,
+    /// (host, port) given to clients.
+    pub advertised: (String, u16),
+}
+
+/// A topic-level failure with the Kafka error and a message for the client.
+#[derive(Debug)]
+pub struct TopicError {
+    pub error: ResponseError,
+    pub message: String,
+}
+
+impl TopicError {
+    pub fn new(error: ResponseError, message: impl Into<String>) -> Self {
+        Self {
+            error,
+            message: message.into(),
+        }
+    }
+}
+
+/// A validated request to create a topic.
+pub struct NewTopic {
+    pub name: String,
+    pub partitions: i32,
+    pub replication_factor: i16,
+    pub configs: BTreeMap<String, String>,
+}
+
+impl Broker {
+    pub fn live_broker_count(&self) -> i32 {
+        1
+    }
+
+    /// Checks a CreateTopics entry; -1 partitions / replication factor mean the broker default.
+    pub fn validate_new_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+    ) -> Result<NewTopic, TopicError> {
+        metadata::validate_topic_name(name)
+            .map_err(|m| TopicError::new(ResponseError::InvalidTopicException, m))?;
+        if self.metadata.topic(name).is_some() {
+            return Err(TopicError::new(
+                ResponseError::TopicAlreadyExists,
+                format!("Topic '{name}' already exists."),
+            ));
+        }
+        if let Some(other) = self
+            .metadata
+            .topics()
+            .into_iter()
+            .find(|t| metadata::collides(&t.name, name))
+        {
+            return Err(TopicError::new(
+                ResponseError::InvalidTopicException,
+                format!("Topic '{name}' collides with existing topic '{}': '.' and '_' are interchangeable in metric names", other.name),
+            ));
+        }
+        let partitions = if partitions == -1 {
+            self.config.num_partitions()
+        } else {
+            partitions
+        };
+        if partitions <= 0 {
+            return Err(TopicError::new(
+                ResponseError::InvalidPartitions,
+                format!("Number of partitions must be larger than 0, got {partitions}."),
+            ));
+        }
+        let replication_factor = if replication_factor == -1 {
+            self.config.default_replication_factor()
+        } else {
+            replication_factor
+        };
+        if replication_factor <= 0 {
+            return Err(TopicError::new(
+                ResponseError::InvalidReplicationFactor,
+                format!("Replication factor must be larger than 0, got {replication_factor}."),
+            ));
+        }
+        if i32::from(replication_factor) > self.live_broker_count() {
+            return Err(TopicError::new(
+                ResponseError::InvalidReplicationFactor,
+                format!(
+                    "Replication factor: {replication_factor} larger than available brokers: {}.",
+                    self.live_broker_count()
+                ),
+            ));
+        }
+        topic_config::validate_all(configs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map_err(|e| TopicError::new(errors::config_error(&e), e.to_string()))?;
+        Ok(NewTopic {
+            name: name.to_string(),
+            partitions,
+            replication_factor,
+            configs,
+        })
+    }
+
+    /// Records the topic in the metadata and opens its partition logs.
+    pub fn create_topic(&self, topic: NewTopic) -> Result<TopicMeta, TopicError> {
+        let meta = self
+            .metadata
+            .create_topic(
+                &topic.name,
+                topic.partitions,
+                topic.replication_factor,
+                topic.configs,
+            )
+            .map_err(|e| TopicError::new(errors::metadata_error(&e), e.to_string()))?;
+        self.open_topic(&meta)?;
+        tracing::info!(topic = %meta.name, id = %meta.id, partitions = meta.partitions, "created topic");
+        Ok(meta)
+    }
+
+    /// Opens the logs of every partition of a known topic.
+    pub fn open_topic(&self, meta: &TopicMeta) -> Result<(), TopicError> {
+        let log_config = topic_config::log_config(&self.config, &meta.configs);
+        self.replicas
+            .ensure_topic(meta, log_config)
+            .map_err(|e| TopicError::new(errors::log_error(&e), e.to_string()))
+    }
+
+    /// Creates a topic on first use when `auto.create.topics.enable` allows it.
+    pub fn auto_create(&self, name: &str) -> Result<TopicMeta, TopicError> {
+        if let Some(t) = self.metadata.topic(name) {
+            return Ok(t);
+        }
+        if !self.config.auto_create_topics() {
+            return Err(TopicError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("Topic '{name}' does not exist and auto.create.topics.enable is false"),
+            ));
+        }
+        let new = self.validate_new_topic(name, -1, -1, BTreeMap::new())?;
+        match self.create_topic(new) {
+            Err(e) if e.error == ResponseError::TopicAlreadyExists => {
+                self.metadata.topic(name).ok_or_else(|| {
+                    TopicError::new(ResponseError::UnknownTopicOrPartition, "topic vanished")
+                })
+            }
+            other => other,
+        }
+    }
+
+    pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, TopicError> {
+        let meta = self
+            .metadata
+            .delete_topic(name)
+            .map_err(|e| TopicError::new(errors::metadata_error(&e), e.to_string()))?;
+        self.fetch_sessions.forget_topic(name);
+        self.replicas
+            .delete_topic(name)
+            .map_err(|e| TopicError::new(errors::log_error(&e), e.to_string()))?;
+        tracing::info!(topic = %name, "deleted topic");
+        Ok(meta)
+    }
+
+    pub fn is_internal_topic(name: &str) -> bool {
+        name.starts_with("__")
+    }
+}

@@ -1,0 +1,455 @@
+//! Broker configuration: one TOML file whose keys are the names Kafka operators know.
+//!
+//! Keys may be written quoted (`"log.dirs" = "..."`) or as TOML dotted keys (`log.dirs = "..."`,
+//! which TOML reads as nested tables); both flatten to the same dotted name. Every key ferry
+//! knows is declared once in [`BROKER_CONFIGS`] with its type, default and documentation, which
+//! `docs/configuration.md` mirrors (a test keeps the two in step). An unknown key or a value of
+//! the wrong type stops start-up with an error naming the key.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The type of a config value, as Kafka's `ConfigDef.Type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigType {
+    Boolean,
+    Int,
+    Long,
+    String,
+    List,
+}
+
+impl ConfigType {
+    pub fn name(self) -> &'static str {
+        match self {
+            ConfigType::Boolean => "boolean",
+            ConfigType::Int => "int",
+            ConfigType::Long => "long",
+            ConfigType::String => "string",
+            ConfigType::List => "list",
+        }
+    }
+}
+
+/// One broker config key.
+#[derive(Debug)]
+pub struct ConfigDef {
+    pub name: &'static str,
+    pub ty: ConfigType,
+    pub default: &'static str,
+    pub doc: &'static str,
+}
+
+const fn def(
+    name: &'static str,
+    ty: ConfigType,
+    default: &'static str,
+    doc: &'static str,
+) -> ConfigDef {
+    ConfigDef {
+        name,
+        ty,
+        default,
+        doc,
+    }
+}
+
+use ConfigType::{Boolean, Int, List, Long};
+
+/// Every broker-level key ferry accepts.
+pub const BROKER_CONFIGS: &[ConfigDef] = &[
+    def("node.id", Int, "1", "Id of this broker (and controller) in the cluster."),
+    def("broker.rack", ConfigType::String, "", "Rack (availability zone) of this broker, e.g. `az1`. Empty: none."),
+    def("listeners", ConfigType::String, "PLAINTEXT://127.0.0.1:9092", "Address the Kafka listener binds, `PLAINTEXT://host:port`. Port 0 picks a free port."),
+    def("advertised.listeners", ConfigType::String, "", "Address given to clients in Metadata. Empty: the bound listener address."),
+    def("log.dirs", List, "./data", "Comma-separated directories holding partition logs and the broker's metadata (the first one)."),
+    def("num.partitions", Int, "1", "Partitions of an auto-created topic, and of CreateTopics requests that give -1."),
+    def("default.replication.factor", Int, "1", "Replication factor of auto-created topics and of CreateTopics requests that give -1."),
+    def("auto.create.topics.enable", Boolean, "true", "Create a topic when a client asks for its metadata or produces to it."),
+    def("socket.request.max.bytes", Int, "104857600", "Largest request frame accepted; a larger one closes the connection."),
+    def("message.max.bytes", Int, "1048588", "Default of the topic config `max.message.bytes`: the largest record batch accepted."),
+    def("fetch.max.bytes", Int, "57671680", "Upper bound on the bytes one Fetch response carries."),
+    def("min.insync.replicas", Int, "1", "Default of the topic config `min.insync.replicas`."),
+    def("compression.type", ConfigType::String, "producer", "Default of the topic config `compression.type`. Only `producer` (keep what the producer sent) is served yet."),
+    def("log.cleanup.policy", List, "delete", "Default of the topic config `cleanup.policy`."),
+    def("log.segment.bytes", Int, "1073741824", "Default of `segment.bytes`: size at which a segment is rolled."),
+    def("log.roll.ms", Long, "604800000", "Default of `segment.ms`: age at which a segment is rolled."),
+    def("log.roll.hours", Int, "168", "Same as `log.roll.ms` in hours; `log.roll.ms` wins when both are set."),
+    def("log.retention.ms", Long, "604800000", "Default of `retention.ms`; -1 keeps data forever."),
+    def("log.retention.minutes", Int, "10080", "Same as `log.retention.ms` in minutes; the ms key wins."),
+    def("log.retention.hours", Int, "168", "Same as `log.retention.ms` in hours; the ms and minutes keys win."),
+    def("log.retention.bytes", Long, "-1", "Default of `retention.bytes` per partition; -1 means no limit."),
+    def("log.retention.check.interval.ms", Long, "300000", "How often retention and segment.ms rolls are checked."),
+    def("log.index.interval.bytes", Int, "4096", "Default of `index.interval.bytes`: bytes between offset-index entries."),
+    def("log.index.size.max.bytes", Int, "10485760", "Default of `segment.index.bytes`: largest offset index before a roll."),
+    def("log.message.timestamp.type", ConfigType::String, "CreateTime", "Default of `message.timestamp.type`: `CreateTime` or `LogAppendTime`."),
+    def("log.flush.interval.messages", Long, "9223372036854775807", "Default of `flush.messages`: fsync after this many messages (the page cache otherwise, as Kafka)."),
+    def("log.segment.delete.delay.ms", Long, "60000", "Default of `file.delete.delay.ms`."),
+    def("unclean.leader.election.enable", Boolean, "false", "Default of the topic config of the same name."),
+    def("metrics.address", ConfigType::String, "127.0.0.1:9308", "host:port of the Prometheus endpoint (`/metrics`). Empty disables it."),
+];
+
+/// A parsed, validated broker configuration.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    /// Values set in the file, by flattened key name (defaults are not stored here).
+    explicit: BTreeMap<String, String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file is not valid TOML: {0}")]
+    Toml(String),
+    #[error("unknown config key `{0}`")]
+    UnknownKey(String),
+    #[error("config key `{key}` must be a {expected}: {detail}")]
+    BadValue {
+        key: String,
+        expected: &'static str,
+        detail: String,
+    },
+}
+
+pub fn lookup_def(name: &str) -> Option<&'static ConfigDef> {
+    BROKER_CONFIGS.iter().find(|d| d.name == name)
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        Self {
+            explicit: BTreeMap::new(),
+        }
+    }
+}
+
+impl BrokerConfig {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
+
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::Toml(e.to_string()))?;
+        let mut flat = Vec::new();
+        flatten("", &toml::Value::Table(table), &mut flat);
+        let mut explicit = BTreeMap::new();
+        for (key, value) in flat {
+            let def = lookup_def(&key).ok_or_else(|| ConfigError::UnknownKey(key.clone()))?;
+            let text = value_to_string(def, &value)?;
+            explicit.insert(key, text);
+        }
+        Ok(Self { explicit })
+    }
+
+    /// Sets a key programmatically (tests, command-line overrides), with the same validation.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let def = lookup_def(key).ok_or_else(|| ConfigError::UnknownKey(key.to_string()))?;
+        let parsed = match def.ty {
+            Int | Long => value
+                .parse::<i64>()
+                .map(|_| toml::Value::Integer(0))
+                .map_err(|e| e.to_string()),
+            Boolean => value
+                .parse::<bool>()
+                .map(toml::Value::Boolean)
+                .map_err(|e| e.to_string()),
+            ConfigType::String | List => Ok(toml::Value::String(value.to_string())),
+        };
+        parsed.map_err(|detail| ConfigError::BadValue {
+            key: key.to_string(),
+            expected: def.ty.name(),
+            detail,
+        })?;
+        check_range(def, value)?;
+        self.explicit.insert(key.to_string(), value.to_string());
+        Ok(())
+    }
+
+    pub fn is_set(&self, key: &str) -> bool {
+        self.explicit.contains_key(key)
+    }
+
+    /// The value of a key as text, the default when unset.
+    pub fn raw(&self, key: &str) -> &str {
+        if let Some(v) = self.explicit.get(key) {
+            return v;
+        }
+        lookup_def(key).map(|d| d.default).unwrap_or("")
+    }
+
+    fn long(&self, key: &str) -> i64 {
+        // Values were validated on parse; defaults are valid by construction (tested).
+        self.raw(key).parse().unwrap_or(0)
+    }
+
+    fn boolean(&self, key: &str) -> bool {
+        self.raw(key) == "true"
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.long("node.id") as i32
+    }
+
+    pub fn rack(&self) -> Option<String> {
+        let r = self.raw("broker.rack");
+        (!r.is_empty()).then(|| r.to_string())
+    }
+
+    pub fn listener(&self) -> Result<SocketAddr, ConfigError> {
+        parse_listener("listeners", self.raw("listeners"))
+    }
+
+    /// The advertised (host, port); port 0 means "the port actually bound".
+    pub fn advertised_listener(&self) -> Result<(String, u16), ConfigError> {
+        let key = if self.raw("advertised.listeners").is_empty() {
+            "listeners"
+        } else {
+            "advertised.listeners"
+        };
+        let value = self.raw(key);
+        let hostport = strip_scheme(key, value)?;
+        let (host, port) = hostport
+            .rsplit_once(':')
+            .ok_or_else(|| bad(key, "string", format!("`{value}` has no port")))?;
+        let port = port
+            .parse::<u16>()
+            .map_err(|e| bad(key, "string", format!("bad port in `{value}`: {e}")))?;
+        Ok((
+            host.trim_matches(|c| c == '[' || c == ']').to_string(),
+            port,
+        ))
+    }
+
+    pub fn log_dirs(&self) -> Vec<PathBuf> {
+        self.raw("log.dirs")
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .collect()
+    }
+
+    pub fn num_partitions(&self) -> i32 {
+        self.long("num.partitions") as i32
+    }
+    pub fn default_replication_factor(&self) -> i16 {
+        self.long("default.replication.factor") as i16
+    }
+    pub fn auto_create_topics(&self) -> bool {
+        self.boolean("auto.create.topics.enable")
+    }
+    pub fn socket_request_max_bytes(&self) -> usize {
+        self.long("socket.request.max.bytes") as usize
+    }
+    pub fn fetch_max_bytes(&self) -> usize {
+        self.long("fetch.max.bytes") as usize
+    }
+    pub fn retention_check_interval_ms(&self) -> u64 {
+        self.long("log.retention.check.interval.ms").max(100) as u64
+    }
+    pub fn metrics_address(&self) -> Result<Option<SocketAddr>, ConfigError> {
+        let v = self.raw("metrics.address");
+        if v.is_empty() {
+            return Ok(None);
+        }
+        v.parse()
+            .map(Some)
+            .map_err(|e| bad("metrics.address", "string", format!("`{v}`: {e}")))
+    }
+
+    /// Broker default for a topic-level config (`retention.ms` ← `log.retention.ms`, ...), as
+    /// (value, the broker key it came from, whether that key was set in the file).
+    pub fn topic_default(&self, topic_key: &str) -> Option<(String, &'static str, bool)> {
+        let synonyms: &[&'static str] = match topic_key {
+            "cleanup.policy" => &["log.cleanup.policy"],
+            "retention.ms" => &[
+                "log.retention.ms",
+                "log.retention.minutes",
+                "log.retention.hours",
+            ],
+            "retention.bytes" => &["log.retention.bytes"],
+            "segment.bytes" => &["log.segment.bytes"],
+            "segment.ms" => &["log.roll.ms", "log.roll.hours"],
+            "segment.index.bytes" => &["log.index.size.max.bytes"],
+            "index.interval.bytes" => &["log.index.interval.bytes"],
+            "max.message.bytes" => &["message.max.bytes"],
+            "message.timestamp.type" => &["log.message.timestamp.type"],
+            "flush.messages" => &["log.flush.interval.messages"],
+            "file.delete.delay.ms" => &["log.segment.delete.delay.ms"],
+            "min.insync.replicas" => &["min.insync.replicas"],
+            "compression.type" => &["compression.type"],
+            "unclean.leader.election.enable" => &["unclean.leader.election.enable"],
+            _ => return None,
+        };
+        for (i, key) in synonyms.iter().enumerate() {
+            if let Some(v) = self.explicit.get(*key) {
+                let scaled = match (topic_key, i) {
+                    ("retention.ms", 1) => scale(v, 60_000),
+                    ("retention.ms", 2) | ("segment.ms", 1) => scale(v, 3_600_000),
+                    _ => v.to_string(),
+                };
+                return Some((scaled, key, true));
+            }
+        }
+        let first = synonyms[0];
+        Some((lookup_def(first)?.default.to_string(), first, false))
+    }
+}
+
+fn scale(v: &str, factor: i64) -> String {
+    match v.parse::<i64>() {
+        Ok(n) if n < 0 => "-1".to_string(),
+        Ok(n) => n.saturating_mul(factor).to_string(),
+        Err(_) => v.to_string(),
+    }
+}
+
+fn bad(key: &str, expected: &'static str, detail: String) -> ConfigError {
+    ConfigError::BadValue {
+        key: key.to_string(),
+        expected,
+        detail,
+    }
+}
+
+fn strip_scheme<'a>(key: &str, value: &'a str) -> Result<&'a str, ConfigError> {
+    let first = value.split(',').next().unwrap_or("").trim();
+    match first.split_once("://") {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("PLAINTEXT") => Ok(rest),
+        Some((scheme, _)) => Err(bad(
+            key,
+            "string",
+            format!("security protocol `{scheme}` is not served yet; use PLAINTEXT://host:port"),
+        )),
+        None => Ok(first),
+    }
+}
+
+fn parse_listener(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
+    let hostport = strip_scheme(key, value)?;
+    let hostport = if let Some(rest) = hostport.strip_prefix("localhost:") {
+        format!("127.0.0.1:{rest}")
+    } else if let Some(rest) = hostport.strip_prefix(':') {
+        format!("0.0.0.0:{rest}")
+    } else {
+        hostport.to_string()
+    };
+    hostport.parse().map_err(|e| {
+        bad(
+            key,
+            "string",
+            format!("`{value}` is not PLAINTEXT://ip:port: {e}"),
+        )
+    })
+}
+
+fn flatten(prefix: &str, value: &toml::Value, out: &mut Vec<(String, toml::Value)>) {
+    match value {
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, v, out);
+            }
+        }
+        other => out.push((prefix.to_string(), other.clone())),
+    }
+}
+
+fn value_to_string(def: &ConfigDef, value: &toml::Value) -> Result<String, ConfigError> {
+    let wrong = |detail: String| bad(def.name, def.ty.name(), detail);
+    let text = match (def.ty, value) {
+        (Boolean, toml::Value::Boolean(b)) => b.to_string(),
+        (Int, toml::Value::Integer(i)) => {
+            i32::try_from(*i).map_err(|_| wrong(format!("{i} does not fit in an int")))?;
+            i.to_string()
+        }
+        (Long, toml::Value::Integer(i)) => i.to_string(),
+        (ConfigType::String, toml::Value::String(s)) => s.clone(),
+        (List, toml::Value::String(s)) => s.clone(),
+        (List, toml::Value::Array(items)) => {
+            let mut parts = Vec::new();
+            for item in items {
+                match item {
+                    toml::Value::String(s) => parts.push(s.clone()),
+                    other => return Err(wrong(format!("list item {other} is not a string"))),
+                }
+            }
+            parts.join(",")
+        }
+        (_, other) => return Err(wrong(format!("got {} `{other}`", other.type_str()))),
+    };
+    check_range(def, &text)?;
+    Ok(text)
+}
+
+/// Value checks beyond the type, for keys where a wrong value would only fail later.
+fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
+    let n = text.parse::<i64>().ok();
+    let ok = match def.name {
+        "num.partitions"
+        | "default.replication.factor"
+        | "socket.request.max.bytes"
+        | "message.max.bytes"
+        | "fetch.max.bytes"
+        | "min.insync.replicas"
+        | "log.index.interval.bytes"
+        | "log.flush.interval.messages" => n.is_some_and(|n| n >= 1),
+        "log.segment.bytes" => n.is_some_and(|n| n >= 14),
+        "log.index.size.max.bytes" => n.is_some_and(|n| n >= 8),
+        "log.message.timestamp.type" => matches!(text, "CreateTime" | "LogAppendTime"),
+        "log.cleanup.policy" => text
+            .split(',')
+            .all(|p| matches!(p.trim(), "delete" | "compact")),
+        "compression.type" => text == "producer",
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(bad(
+            def.name,
+            def.ty.name(),
+            format!("`{text}` is out of range"),
+        ))
+    }
+}
+
+#[cfg(test)]
+#[path = "config_test.rs"]
+mod tests;
+
+/// The configuration reference as Markdown tables (what `docs/configuration.md` holds;
+/// `ferry config-reference` prints it).
+pub fn reference_markdown() -> String {
+    let mut out = String::new();
+    out.push_str("## Broker keys\n\n| key | type | default | meaning |\n|---|---|---|---|\n");
+    for d in BROKER_CONFIGS {
+        let default = if d.default.is_empty() { "(empty)" } else { d.default };
+        out.push_str(&format!("| `{}` | {} | `{}` | {} |\n", d.name, d.ty.name(), default, d.doc));
+    }
+    out.push_str("\n## Topic keys\n\nSet per topic with CreateTopics, AlterConfigs or IncrementalAlterConfigs (for example `kafka-configs.sh --alter --entity-type topics`). A topic without an override uses the broker key in the second column.\n\n| key | type | broker default from | meaning |\n|---|---|---|---|\n");
+    let broker = BrokerConfig::default();
+    for t in crate::topic_config::TOPIC_CONFIGS {
+        let from = broker
+            .topic_default(t.name)
+            .map(|(_, key, _)| format!("`{key}`"))
+            .unwrap_or_default();
+        out.push_str(&format!("| `{}` | {} | {} | {} |\n", t.name, t.ty.name(), from, t.doc));
+    }
+    out
+}

@@ -1,0 +1,113 @@
+use super::*;
+
+#[test]
+fn defaults_need_no_file() {
+    let c = BrokerConfig::default();
+    assert_eq!(c.listener().unwrap(), "127.0.0.1:9092".parse().unwrap());
+    assert_eq!(c.log_dirs(), vec![PathBuf::from("./data")]);
+    assert_eq!(c.node_id(), 1);
+    assert!(c.auto_create_topics());
+    assert_eq!(c.num_partitions(), 1);
+}
+
+#[test]
+fn every_default_parses_as_its_type() {
+    for d in BROKER_CONFIGS {
+        let mut c = BrokerConfig::default();
+        c.set(d.name, d.default)
+            .unwrap_or_else(|e| panic!("default of {} invalid: {e}", d.name));
+    }
+}
+
+#[test]
+fn quoted_and_dotted_keys_are_the_same_key() {
+    let a = BrokerConfig::parse("\"log.dirs\" = \"/a\"\n\"num.partitions\" = 3").unwrap();
+    let b = BrokerConfig::parse("log.dirs = \"/a\"\nnum.partitions = 3").unwrap();
+    assert_eq!(a.log_dirs(), b.log_dirs());
+    assert_eq!(b.num_partitions(), 3);
+    let c = BrokerConfig::parse("[log]\ndirs = [\"/x\", \"/y\"]").unwrap();
+    assert_eq!(c.log_dirs(), vec![PathBuf::from("/x"), PathBuf::from("/y")]);
+}
+
+#[test]
+fn unknown_key_is_named_in_the_error() {
+    let e = BrokerConfig::parse("\"log.dirz\" = \"/a\"").unwrap_err();
+    assert!(e.to_string().contains("log.dirz"), "{e}");
+}
+
+#[test]
+fn ill_typed_key_is_named_in_the_error() {
+    let e = BrokerConfig::parse("\"num.partitions\" = \"three\"").unwrap_err();
+    assert!(e.to_string().contains("num.partitions"), "{e}");
+    let e = BrokerConfig::parse("\"auto.create.topics.enable\" = 1").unwrap_err();
+    assert!(e.to_string().contains("auto.create.topics.enable"), "{e}");
+    let e = BrokerConfig::parse("\"num.partitions\" = 0").unwrap_err();
+    assert!(e.to_string().contains("num.partitions"), "{e}");
+    let e = BrokerConfig::parse("\"log.message.timestamp.type\" = \"Now\"").unwrap_err();
+    assert!(e.to_string().contains("log.message.timestamp.type"), "{e}");
+}
+
+#[test]
+fn listeners_and_advertised_listeners() {
+    let c = BrokerConfig::parse(
+        "listeners = \"PLAINTEXT://127.0.0.1:0\"\n\"advertised.listeners\" = \"PLAINTEXT://broker1:19092\"",
+    )
+    .unwrap();
+    assert_eq!(c.listener().unwrap().port(), 0);
+    assert_eq!(
+        c.advertised_listener().unwrap(),
+        ("broker1".to_string(), 19092)
+    );
+    let e = BrokerConfig::parse("listeners = \"SSL://127.0.0.1:9093\"")
+        .unwrap()
+        .listener()
+        .unwrap_err();
+    assert!(e.to_string().contains("listeners"));
+}
+
+#[test]
+fn topic_defaults_follow_broker_synonyms() {
+    let c =
+        BrokerConfig::parse("\"log.retention.hours\" = 2\n\"message.max.bytes\" = 5000").unwrap();
+    assert_eq!(
+        c.topic_default("retention.ms").unwrap(),
+        ("7200000".to_string(), "log.retention.hours", true)
+    );
+    assert_eq!(c.topic_default("max.message.bytes").unwrap().0, "5000");
+    assert_eq!(
+        c.topic_default("segment.bytes").unwrap(),
+        ("1073741824".to_string(), "log.segment.bytes", false)
+    );
+    let c = BrokerConfig::parse("\"log.retention.ms\" = 10\n\"log.retention.hours\" = 2").unwrap();
+    assert_eq!(c.topic_default("retention.ms").unwrap().0, "10");
+}
+
+#[test]
+fn every_key_is_documented() {
+    let doc_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md");
+    let doc = std::fs::read_to_string(doc_path).expect("docs/configuration.md exists");
+    for d in BROKER_CONFIGS {
+        assert!(
+            doc.contains(&format!("`{}`", d.name)),
+            "{} is not in docs/configuration.md",
+            d.name
+        );
+    }
+    for t in crate::topic_config::TOPIC_CONFIGS {
+        assert!(
+            doc.contains(&format!("`{}`", t.name)),
+            "{} is not in docs/configuration.md",
+            t.name
+        );
+    }
+}
+
+#[test]
+fn docs_hold_the_generated_reference() {
+    let doc_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md");
+    let doc = std::fs::read_to_string(doc_path).expect("docs/configuration.md exists");
+    assert!(
+        doc.contains(&reference_markdown()),
+        "docs/configuration.md is stale: regenerate its tables with `ferry config-reference`"
+    );
+}

@@ -1,0 +1,37 @@
+//! The one place where internal errors become Kafka wire error codes.
+
+use ferry_log::LogError;
+use kafka_protocol::error::ResponseError;
+
+use crate::metadata::MetadataError;
+use crate::topic_config::TopicConfigError;
+
+/// The Kafka error for a log-layer failure.
+pub fn log_error(e: &LogError) -> ResponseError {
+    match e {
+        LogError::CorruptMessage(_) => ResponseError::CorruptMessage,
+        LogError::InvalidRecord(_) => ResponseError::InvalidRecord,
+        LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
+        LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+        LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        _ => ResponseError::KafkaStorageError,
+    }
+}
+
+pub fn metadata_error(e: &MetadataError) -> ResponseError {
+    match e {
+        MetadataError::TopicExists(_) => ResponseError::TopicAlreadyExists,
+        MetadataError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
+        _ => ResponseError::KafkaStorageError,
+    }
+}
+
+pub fn config_error(_: &TopicConfigError) -> ResponseError {
+    ResponseError::InvalidConfig
+}
+
+/// Error code for a wire field: 0 for success.
+pub fn code(e: Option<ResponseError>) -> i16 {
+    e.map(|e| e.code()).unwrap_or(0)
+}

@@ -1,0 +1,114 @@
+//! DescribeCluster and DescribeLogDirs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::describe_log_dirs_response::{
+    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, DescribeClusterRequest, DescribeClusterResponse, DescribeLogDirsRequest,
+    DescribeLogDirsResponse, TopicName,
+};
+
+use super::{message, str_bytes};
+use crate::broker::Broker;
+
+const ENDPOINT_BROKERS: i8 = 1;
+const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+pub fn describe_cluster(
+    broker: &Arc<Broker>,
+    request: DescribeClusterRequest,
+    version: i16,
+) -> DescribeClusterResponse {
+    let response = DescribeClusterResponse::default()
+        .with_cluster_id(str_bytes(&broker.metadata.cluster_id()))
+        .with_controller_id(BrokerId(broker.node_id))
+        .with_endpoint_type(ENDPOINT_BROKERS)
+        .with_cluster_authorized_operations(if request.include_cluster_authorized_operations {
+            0b1_1111_1111_1000
+        } else {
+            AUTHORIZED_OPERATIONS_OMITTED
+        });
+    if version >= 1 && request.endpoint_type != ENDPOINT_BROKERS {
+        broker.metrics.error(
+            "DescribeCluster",
+            ResponseError::UnsupportedEndpointType.code(),
+        );
+        return response
+            .with_error_code(ResponseError::UnsupportedEndpointType.code())
+            .with_error_message(message(
+                "Only brokers endpoints are served on this listener",
+            ));
+    }
+    let (host, port) = &broker.advertised;
+    response.with_brokers(vec![DescribeClusterBroker::default()
+        .with_broker_id(BrokerId(broker.node_id))
+        .with_host(str_bytes(host))
+        .with_port(i32::from(*port))
+        .with_rack(broker.config.rack().map(|r| str_bytes(&r)))])
+}
+
+pub fn describe_log_dirs(
+    broker: &Arc<Broker>,
+    request: DescribeLogDirsRequest,
+) -> DescribeLogDirsResponse {
+    let wanted = |topic: &str, partition: i32| match &request.topics {
+        None => true,
+        Some(ts) => ts
+            .iter()
+            .any(|t| t.topic.as_str() == topic && t.partitions.contains(&partition)),
+    };
+    // log dir -> topic -> partitions
+    let mut dirs: BTreeMap<String, BTreeMap<String, Vec<DescribeLogDirsPartition>>> =
+        BTreeMap::new();
+    for dir in broker.replicas.logs().log_dirs() {
+        dirs.entry(dir.display().to_string()).or_default();
+    }
+    for p in broker.replicas.all() {
+        if !wanted(&p.tp.topic, p.tp.partition) {
+            continue;
+        }
+        let dir = p
+            .log
+            .dir()
+            .parent()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default();
+        dirs.entry(dir)
+            .or_default()
+            .entry(p.tp.topic.clone())
+            .or_default()
+            .push(
+                DescribeLogDirsPartition::default()
+                    .with_partition_index(p.tp.partition)
+                    .with_partition_size(p.log.size_in_bytes() as i64)
+                    .with_offset_lag(0),
+            );
+    }
+    let results = dirs
+        .into_iter()
+        .map(|(dir, topics)| {
+            DescribeLogDirsResult::default()
+                .with_log_dir(str_bytes(&dir))
+                // Unknown to ferry yet: -1 as the protocol allows.
+                .with_total_bytes(-1)
+                .with_usable_bytes(-1)
+                .with_topics(
+                    topics
+                        .into_iter()
+                        .map(|(name, mut partitions)| {
+                            partitions.sort_by_key(|p| p.partition_index);
+                            DescribeLogDirsTopic::default()
+                                .with_name(TopicName(str_bytes(&name)))
+                                .with_partitions(partitions)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    DescribeLogDirsResponse::default().with_results(results)
+}

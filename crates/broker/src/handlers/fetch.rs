@@ -1,0 +1,252 @@
+//! Fetch: read committed data from each partition, long-polling up to `max_wait_ms` until
+//! `min_bytes` are available, within incremental fetch sessions (KIP-227) and topic ids (v13+).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferry_log::LogError;
+use futures::future::select_all;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::{
+    EpochEndOffset, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use tokio::sync::watch;
+
+use super::str_bytes;
+use crate::broker::Broker;
+use crate::errors;
+use crate::fetch_session::{FetchPartition, PartKey, PartitionOutcome, SessionMode};
+use crate::replica_manager::Partition;
+
+const READ_COMMITTED: i8 = 1;
+
+struct PartitionRead {
+    key: PartKey,
+    topic_name: String,
+    data: PartitionData,
+    bytes: usize,
+}
+
+pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -> FetchResponse {
+    let (mode, partitions) = match broker.fetch_sessions.begin(&request, version) {
+        Ok(x) => x,
+        Err(e) => {
+            broker.metrics.error("Fetch", e.code());
+            return FetchResponse::default().with_error_code(e.code());
+        }
+    };
+    let response_max = if request.max_bytes > 0 {
+        (request.max_bytes as usize).min(broker.config.fetch_max_bytes())
+    } else {
+        broker.config.fetch_max_bytes()
+    };
+    let min_bytes = request.min_bytes.max(0) as usize;
+    let read_committed = request.isolation_level == READ_COMMITTED;
+    let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let deadline = tokio::time::Instant::now() + max_wait;
+
+    let reads = loop {
+        let resolved: Vec<Option<Arc<Partition>>> = partitions
+            .iter()
+            .map(|p| resolve(broker, &p.key, version))
+            .collect();
+        // Subscribe before reading so that an append between the read and the wait is seen.
+        let mut watchers: Vec<watch::Receiver<i64>> =
+            resolved.iter().flatten().map(|p| p.subscribe()).collect();
+        let reads = read_all(
+            broker,
+            &partitions,
+            &resolved,
+            version,
+            response_max,
+            read_committed,
+        );
+        let total: usize = reads.iter().map(|r| r.bytes).sum();
+        let any_error = reads.iter().any(|r| r.data.error_code != 0);
+        let now = tokio::time::Instant::now();
+        if total >= min_bytes || any_error || now >= deadline || watchers.is_empty() {
+            break reads;
+        }
+        let changed = select_all(watchers.iter_mut().map(|w| Box::pin(w.changed())));
+        let _ = tokio::time::timeout_at(deadline, changed).await;
+    };
+
+    let outcomes: Vec<(PartKey, PartitionOutcome)> = reads
+        .iter()
+        .map(|r| {
+            (
+                r.key.clone(),
+                PartitionOutcome {
+                    has_records: r.bytes > 0,
+                    error_code: r.data.error_code,
+                    high_watermark: r.data.high_watermark,
+                    log_start_offset: r.data.log_start_offset,
+                },
+            )
+        })
+        .collect();
+    let include = broker.fetch_sessions.finish(mode, &outcomes);
+
+    let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    for (read, include) in reads.into_iter().zip(include) {
+        if !include {
+            continue;
+        }
+        broker.metrics.error("Fetch", read.data.error_code);
+        if read.bytes > 0 {
+            broker.metrics.topic(
+                &broker.metrics.bytes_out,
+                &read.topic_name,
+                read.bytes as u64,
+            );
+        }
+        let same_topic = topics.last().is_some_and(|t: &FetchableTopicResponse| {
+            if version >= 13 {
+                t.topic_id == read.key.topic_id
+            } else {
+                *t.topic == *read.key.topic
+            }
+        });
+        if !same_topic {
+            topics.push(
+                FetchableTopicResponse::default()
+                    .with_topic(TopicName(str_bytes(&read.key.topic)))
+                    .with_topic_id(read.key.topic_id),
+            );
+        }
+        if let Some(t) = topics.last_mut() {
+            t.partitions.push(read.data);
+        }
+    }
+    let session_id = match mode {
+        SessionMode::Sessionless => 0,
+        SessionMode::Full { session_id } | SessionMode::Incremental { session_id } => session_id,
+    };
+    FetchResponse::default()
+        .with_session_id(session_id)
+        .with_responses(topics)
+}
+
+fn resolve(broker: &Broker, key: &PartKey, version: i16) -> Option<Arc<Partition>> {
+    if version >= 13 {
+        let topic = broker.metadata.topic_by_id(key.topic_id)?;
+        broker.replicas.partition_of(&topic.name, key.partition)
+    } else {
+        broker.replicas.partition_of(&key.topic, key.partition)
+    }
+}
+
+fn read_all(
+    broker: &Broker,
+    partitions: &[FetchPartition],
+    resolved: &[Option<Arc<Partition>>],
+    version: i16,
+    response_max: usize,
+    read_committed: bool,
+) -> Vec<PartitionRead> {
+    let mut total = 0usize;
+    partitions
+        .iter()
+        .zip(resolved)
+        .map(|(req, partition)| {
+            let remaining = response_max.saturating_sub(total);
+            let read = read_one(
+                broker,
+                req,
+                partition.as_deref(),
+                version,
+                remaining,
+                total == 0,
+                read_committed,
+            );
+            total += read.bytes;
+            read
+        })
+        .collect()
+}
+
+fn read_one(
+    _broker: &Broker,
+    req: &FetchPartition,
+    partition: Option<&Partition>,
+    version: i16,
+    remaining: usize,
+    first: bool,
+    read_committed: bool,
+) -> PartitionRead {
+    let mut data = PartitionData::default()
+        .with_partition_index(req.key.partition)
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_preferred_read_replica(BrokerId(-1))
+        .with_aborted_transactions(read_committed.then(Vec::new))
+        .with_records(Some(Bytes::new()));
+    let mut read = PartitionRead {
+        key: req.key.clone(),
+        topic_name: String::new(),
+        data: PartitionData::default(),
+        bytes: 0,
+    };
+    let Some(partition) = partition else {
+        let e = if version >= 13 {
+            ResponseError::UnknownTopicId
+        } else {
+            ResponseError::UnknownTopicOrPartition
+        };
+        read.data = data.with_error_code(e.code());
+        return read;
+    };
+    read.topic_name = partition.tp.topic.clone();
+    let high_watermark = partition.high_watermark();
+    data = data
+        .with_high_watermark(high_watermark)
+        .with_last_stable_offset(partition.last_stable_offset())
+        .with_log_start_offset(partition.log.log_start_offset());
+    if req.current_leader_epoch >= 0 && req.current_leader_epoch != partition.leader_epoch {
+        let e = if req.current_leader_epoch > partition.leader_epoch {
+            ResponseError::UnknownLeaderEpoch
+        } else {
+            ResponseError::FencedLeaderEpoch
+        };
+        read.data = data.with_error_code(e.code());
+        return read;
+    }
+    if version >= 12 && req.last_fetched_epoch >= 0 {
+        if let Some((epoch, end_offset)) =
+            partition.log.end_offset_for_epoch(req.last_fetched_epoch)
+        {
+            if epoch != req.last_fetched_epoch || end_offset < req.fetch_offset {
+                read.data = data.with_diverging_epoch(
+                    EpochEndOffset::default()
+                        .with_epoch(epoch)
+                        .with_end_offset(end_offset),
+                );
+                return read;
+            }
+        }
+    }
+    let max = (req.max_bytes.max(0) as usize).min(remaining);
+    if max == 0 && !first {
+        read.data = data;
+        return read;
+    }
+    match partition.read(req.fetch_offset, max, first) {
+        Ok(fetched) => {
+            read.bytes = fetched.records.len();
+            read.data = data
+                .with_log_start_offset(fetched.log_start_offset)
+                .with_records(Some(fetched.records));
+        }
+        Err(e @ LogError::OffsetOutOfRange { .. }) => {
+            read.data = data.with_error_code(errors::log_error(&e).code());
+        }
+        Err(e) => {
+            tracing::error!(partition = %partition.tp, error = %e, "fetch read failed");
+            read.data = data.with_error_code(errors::log_error(&e).code());
+        }
+    }
+    read
+}

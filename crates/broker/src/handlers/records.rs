@@ -1,0 +1,143 @@
+//! DeleteRecords, OffsetForLeaderEpoch and InitProducerId.
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_records_response::{
+    DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{
+    DeleteRecordsRequest, DeleteRecordsResponse, InitProducerIdRequest, InitProducerIdResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProducerId,
+};
+
+use crate::broker::Broker;
+use crate::errors;
+
+/// DeleteRecords with offset -1 means "up to the high watermark".
+const HIGH_WATERMARK: i64 = -1;
+
+pub fn delete_records(
+    broker: &Arc<Broker>,
+    request: DeleteRecordsRequest,
+) -> DeleteRecordsResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let base = DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index)
+                        .with_low_watermark(-1);
+                    let r = match broker.replicas.partition_of(&topic.name, p.partition_index) {
+                        None => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                        Some(part) => {
+                            let hw = part.high_watermark();
+                            let target = if p.offset == HIGH_WATERMARK {
+                                hw
+                            } else {
+                                p.offset
+                            };
+                            if target < 0 || target > hw {
+                                base.with_error_code(ResponseError::OffsetOutOfRange.code())
+                            } else {
+                                match part.log.delete_records_before(target) {
+                                    Ok(low) => base.with_low_watermark(low),
+                                    Err(e) => base.with_error_code(errors::log_error(&e).code()),
+                                }
+                            }
+                        }
+                    };
+                    broker.metrics.error("DeleteRecords", r.error_code);
+                    r
+                })
+                .collect();
+            DeleteRecordsTopicResult::default()
+                .with_name(topic.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    DeleteRecordsResponse::default().with_topics(topics)
+}
+
+pub fn offset_for_leader_epoch(
+    broker: &Arc<Broker>,
+    request: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let base = EpochEndOffset::default()
+                        .with_partition(p.partition)
+                        .with_leader_epoch(-1)
+                        .with_end_offset(-1);
+                    let r = match broker.replicas.partition_of(&topic.topic, p.partition) {
+                        None => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                        Some(part)
+                            if p.current_leader_epoch >= 0
+                                && p.current_leader_epoch != part.leader_epoch =>
+                        {
+                            let e = if p.current_leader_epoch > part.leader_epoch {
+                                ResponseError::UnknownLeaderEpoch
+                            } else {
+                                ResponseError::FencedLeaderEpoch
+                            };
+                            base.with_error_code(e.code())
+                        }
+                        Some(part) => match part.log.end_offset_for_epoch(p.leader_epoch) {
+                            Some((epoch, end)) => {
+                                base.with_leader_epoch(epoch).with_end_offset(end)
+                            }
+                            None => base,
+                        },
+                    };
+                    broker.metrics.error("OffsetForLeaderEpoch", r.error_code);
+                    r
+                })
+                .collect();
+            OffsetForLeaderTopicResult::default()
+                .with_topic(topic.topic)
+                .with_partitions(partitions)
+        })
+        .collect();
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}
+
+/// Idempotent producers get a fresh producer id at epoch 0. Transactions need a transaction
+/// coordinator, which ferry does not run yet.
+pub fn init_producer_id(
+    broker: &Arc<Broker>,
+    request: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let response = InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1)
+        .with_ongoing_txn_producer_id(ProducerId(-1))
+        .with_ongoing_txn_producer_epoch(-1);
+    let response = if request.transactional_id.is_some() {
+        response.with_error_code(ResponseError::NotCoordinator.code())
+    } else {
+        match broker.metadata.allocate_producer_id() {
+            Ok(id) => response
+                .with_producer_id(ProducerId(id))
+                .with_producer_epoch(0),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot allocate a producer id");
+                response.with_error_code(ResponseError::KafkaStorageError.code())
+            }
+        }
+    };
+    broker.metrics.error("InitProducerId", response.error_code);
+    response
+}

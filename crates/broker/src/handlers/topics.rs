@@ -1,0 +1,291 @@
+//! CreateTopics, DeleteTopics and CreatePartitions.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, TopicName,
+};
+use uuid::Uuid;
+
+use super::{message, str_bytes};
+use crate::broker::{Broker, TopicError};
+use crate::topic_config::{self, TOPIC_CONFIGS};
+
+pub fn create_topics(
+    broker: &Arc<Broker>,
+    request: CreateTopicsRequest,
+    version: i16,
+) -> CreateTopicsResponse {
+    let mut seen = std::collections::HashSet::new();
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|t| {
+            let name = t.name.to_string();
+            let result = CreatableTopicResult::default()
+                .with_name(t.name.clone())
+                .with_num_partitions(-1)
+                .with_replication_factor(-1);
+            let outcome: Result<_, TopicError> = (|| {
+                if !seen.insert(name.clone()) {
+                    return Err(TopicError::new(
+                        ResponseError::InvalidRequest,
+                        format!("Topic '{name}' appears more than once in the request"),
+                    ));
+                }
+                let mut configs = BTreeMap::new();
+                for c in &t.configs {
+                    match &c.value {
+                        Some(v) => {
+                            configs.insert(c.name.to_string(), v.to_string());
+                        }
+                        None => {
+                            return Err(TopicError::new(
+                                ResponseError::InvalidConfig,
+                                format!(
+                                    "Null value not supported for topic config '{}'",
+                                    c.name.as_str()
+                                ),
+                            ))
+                        }
+                    }
+                }
+                let (partitions, rf) = if t.assignments.is_empty() {
+                    (t.num_partitions, t.replication_factor)
+                } else {
+                    if t.num_partitions != -1 || t.replication_factor != -1 {
+                        return Err(TopicError::new(
+                            ResponseError::InvalidRequest,
+                            "Both replica assignments and numPartitions/replicationFactor were set",
+                        ));
+                    }
+                    validate_assignments(
+                        broker,
+                        t.assignments
+                            .iter()
+                            .map(|a| a.broker_ids.iter().map(|b| b.0).collect::<Vec<_>>()),
+                    )?;
+                    let rf = t.assignments[0].broker_ids.len() as i16;
+                    (t.assignments.len() as i32, rf)
+                };
+                let new = broker.validate_new_topic(&name, partitions, rf, configs)?;
+                if request.validate_only {
+                    Ok((
+                        Uuid::nil(),
+                        new.partitions,
+                        new.replication_factor,
+                        new.configs,
+                    ))
+                } else {
+                    let meta = broker.create_topic(new)?;
+                    Ok((
+                        meta.id,
+                        meta.partitions,
+                        meta.replication_factor,
+                        meta.configs,
+                    ))
+                }
+            })();
+            let result = match outcome {
+                Ok((id, partitions, rf, overrides)) => {
+                    let result = result
+                        .with_topic_id(id)
+                        .with_num_partitions(partitions)
+                        .with_replication_factor(rf);
+                    if version >= 5 {
+                        result.with_configs(Some(effective_configs(broker, &overrides)))
+                    } else {
+                        result
+                    }
+                }
+                Err(e) => result
+                    .with_error_code(e.error.code())
+                    .with_error_message(message(e.message)),
+            };
+            broker.metrics.error("CreateTopics", result.error_code);
+            result
+        })
+        .collect();
+    CreateTopicsResponse::default().with_topics(topics)
+}
+
+fn validate_assignments(
+    broker: &Broker,
+    assignments: impl Iterator<Item = Vec<i32>>,
+) -> Result<(), TopicError> {
+    let mut rf = None;
+    for replicas in assignments {
+        if replicas.is_empty() {
+            return Err(TopicError::new(
+                ResponseError::InvalidReplicaAssignment,
+                "empty replica list",
+            ));
+        }
+        if *rf.get_or_insert(replicas.len()) != replicas.len() {
+            return Err(TopicError::new(
+                ResponseError::InvalidReplicaAssignment,
+                "all partitions must have the same number of replicas",
+            ));
+        }
+        if let Some(b) = replicas.iter().find(|&&b| b != broker.node_id) {
+            return Err(TopicError::new(
+                ResponseError::InvalidReplicaAssignment,
+                format!("Broker {b} in the replica assignment is not a live broker"),
+            ));
+        }
+        if replicas.len() > 1 {
+            return Err(TopicError::new(
+                ResponseError::InvalidReplicaAssignment,
+                "duplicate brokers in the replica assignment",
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn effective_configs(
+    broker: &Broker,
+    overrides: &BTreeMap<String, String>,
+) -> Vec<CreatableTopicConfigs> {
+    TOPIC_CONFIGS
+        .iter()
+        .filter_map(|def| {
+            let (value, source, _) = topic_config::effective(&broker.config, overrides, def.name)?;
+            Some(
+                CreatableTopicConfigs::default()
+                    .with_name(str_bytes(def.name))
+                    .with_value(Some(str_bytes(&value)))
+                    .with_config_source(source.code()),
+            )
+        })
+        .collect()
+}
+
+pub fn delete_topics(
+    broker: &Arc<Broker>,
+    request: DeleteTopicsRequest,
+    version: i16,
+) -> DeleteTopicsResponse {
+    // v6+ names topics by name or id; older versions by name only.
+    let wanted: Vec<(Option<TopicName>, Uuid)> = if version >= 6 {
+        request
+            .topics
+            .into_iter()
+            .map(|t| (t.name, t.topic_id))
+            .collect()
+    } else {
+        request
+            .topic_names
+            .into_iter()
+            .map(|n| (Some(n), Uuid::nil()))
+            .collect()
+    };
+    let responses = wanted
+        .into_iter()
+        .map(|(name, id)| {
+            let found = match &name {
+                Some(n) => broker
+                    .metadata
+                    .topic(n)
+                    .ok_or(ResponseError::UnknownTopicOrPartition),
+                None => broker
+                    .metadata
+                    .topic_by_id(id)
+                    .ok_or(ResponseError::UnknownTopicId),
+            };
+            let result = match found {
+                Ok(meta) => match broker.delete_topic(&meta.name) {
+                    Ok(_) => DeletableTopicResult::default()
+                        .with_name(Some(TopicName(str_bytes(&meta.name))))
+                        .with_topic_id(meta.id),
+                    Err(e) => DeletableTopicResult::default()
+                        .with_name(Some(TopicName(str_bytes(&meta.name))))
+                        .with_topic_id(meta.id)
+                        .with_error_code(e.error.code())
+                        .with_error_message(message(e.message)),
+                },
+                Err(e) => DeletableTopicResult::default()
+                    .with_name(name)
+                    .with_topic_id(id)
+                    .with_error_code(e.code())
+                    .with_error_message(message(e.to_string())),
+            };
+            broker.metrics.error("DeleteTopics", result.error_code);
+            result
+        })
+        .collect();
+    DeleteTopicsResponse::default().with_responses(responses)
+}
+
+pub fn create_partitions(
+    broker: &Arc<Broker>,
+    request: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let results = request
+        .topics
+        .into_iter()
+        .map(|t| {
+            let outcome: Result<(), TopicError> = (|| {
+                let meta = broker.metadata.topic(&t.name).ok_or_else(|| {
+                    TopicError::new(
+                        ResponseError::UnknownTopicOrPartition,
+                        format!("The topic '{}' does not exist.", t.name.as_str()),
+                    )
+                })?;
+                if t.count <= meta.partitions {
+                    return Err(TopicError::new(
+                        ResponseError::InvalidPartitions,
+                        format!(
+                            "Topic currently has {} partitions, which is higher than the requested {}.",
+                            meta.partitions, t.count
+                        ),
+                    ));
+                }
+                if let Some(assignments) = &t.assignments {
+                    if assignments.len() as i32 != t.count - meta.partitions {
+                        return Err(TopicError::new(
+                            ResponseError::InvalidReplicaAssignment,
+                            format!(
+                                "Increasing the number of partitions by {} but {} assignments provided.",
+                                t.count - meta.partitions,
+                                assignments.len()
+                            ),
+                        ));
+                    }
+                    validate_assignments(
+                        broker,
+                        assignments.iter().map(|a| a.broker_ids.iter().map(|b| b.0).collect()),
+                    )?;
+                }
+                if request.validate_only {
+                    return Ok(());
+                }
+                let meta = broker
+                    .metadata
+                    .set_partition_count(&meta.name, t.count)
+                    .map_err(|e| TopicError::new(crate::errors::metadata_error(&e), e.to_string()))?;
+                broker.open_topic(&meta)?;
+                tracing::info!(topic = %meta.name, partitions = meta.partitions, "added partitions");
+                Ok(())
+            })();
+            let result = CreatePartitionsTopicResult::default().with_name(t.name);
+            let result = match outcome {
+                Ok(()) => result,
+                Err(e) => result
+                    .with_error_code(e.error.code())
+                    .with_error_message(message(e.message)),
+            };
+            broker.metrics.error("CreatePartitions", result.error_code);
+            result
+        })
+        .collect();
+    CreatePartitionsResponse::default().with_results(results)
+}

@@ -1,0 +1,177 @@
+//! Start-up and shutdown of a broker: open the metadata and the logs, bind the listeners,
+//! accept connections, run periodic maintenance, and on shutdown drain connections and close
+//! every log cleanly (so the next start skips recovery).
+
+mod connection;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use ferry_common::SharedClock;
+use ferry_log::LogManager;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::broker::Broker;
+use crate::config::BrokerConfig;
+use crate::fetch_session::FetchSessionCache;
+use crate::metadata::MetadataStore;
+use crate::metrics::{self, Metrics};
+use crate::replica_manager::ReplicaManager;
+
+/// A running broker.
+pub struct Server {
+    pub broker: Arc<Broker>,
+    pub local_addr: SocketAddr,
+    pub metrics_addr: Option<SocketAddr>,
+    listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
+}
+
+impl Server {
+    /// Opens state and binds listeners; no connection is accepted until [`Server::run`].
+    pub async fn start(config: BrokerConfig, clock: SharedClock) -> anyhow::Result<Self> {
+        let dirs = config.log_dirs();
+        let first = dirs.first().context("log.dirs is empty")?.clone();
+        let metadata = MetadataStore::open(&first, config.node_id())
+            .with_context(|| format!("opening metadata in {}", first.display()))?;
+        let logs = LogManager::open(dirs.clone(), clock.clone()).context("opening log dirs")?;
+        let on_disk = logs.partitions_on_disk();
+        let replicas = ReplicaManager::new(logs);
+
+        let listen = config.listener()?;
+        let listener = TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("binding listener {listen}"))?;
+        let local_addr = listener.local_addr()?;
+        let (mut host, mut port) = config.advertised_listener()?;
+        if port == 0 {
+            port = local_addr.port();
+        }
+        if host.is_empty() || host == "0.0.0.0" {
+            host = local_addr.ip().to_string();
+        }
+        let metrics_listener = match config.metrics_address()? {
+            Some(addr) => Some(
+                metrics::bind(addr)
+                    .await
+                    .with_context(|| format!("binding metrics.address {addr}"))?,
+            ),
+            None => None,
+        };
+        let metrics_addr = match &metrics_listener {
+            Some(l) => Some(l.local_addr()?),
+            None => None,
+        };
+
+        let broker = Arc::new(Broker {
+            node_id: config.node_id(),
+            config,
+            clock,
+            metadata,
+            replicas,
+            fetch_sessions: FetchSessionCache::default(),
+            metrics: Arc::new(Metrics::new()),
+            advertised: (host, port),
+        });
+        for topic in broker.metadata.topics() {
+            if let Err(e) = broker.open_topic(&topic) {
+                // One damaged partition must not keep the others offline.
+                tracing::error!(topic = %topic.name, error = %e.message, "cannot open topic logs");
+            }
+        }
+        for tp in on_disk {
+            if broker.metadata.topic(&tp.topic).is_none() {
+                tracing::warn!(partition = %tp, "log directory of an unknown topic left untouched");
+            }
+        }
+        Ok(Self {
+            broker,
+            local_addr,
+            metrics_addr,
+            listener,
+            metrics_listener,
+        })
+    }
+
+    /// Serves until `shutdown` turns true, then drains connections and closes the logs.
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+        let broker = self.broker;
+        tracing::info!(
+            listener = %self.local_addr,
+            advertised = %format!("{}:{}", broker.advertised.0, broker.advertised.1),
+            metrics = ?self.metrics_addr,
+            cluster_id = %broker.metadata.cluster_id(),
+            "ferry listening on {}",
+            self.local_addr
+        );
+        let mut background = JoinSet::new();
+        if let Some(l) = self.metrics_listener {
+            background.spawn(metrics::serve(l, broker.metrics.clone()));
+        }
+        background.spawn(maintenance(broker.clone()));
+
+        let mut connections = JoinSet::new();
+        let (stop_tx, stop_rx) = watch::channel(false);
+        loop {
+            tokio::select! {
+                accepted = self.listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        let _ = stream.set_nodelay(true);
+                        connections.spawn(connection::serve(broker.clone(), stream, peer, stop_rx.clone()));
+                    }
+                    Err(e) => {
+                        // Typically EMFILE; back off instead of spinning.
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                _ = shutdown.changed() => {
+                    if *shutdown.borrow() {
+                        break;
+                    }
+                }
+            }
+        }
+        tracing::info!("shutting down: draining connections");
+        drop(self.listener);
+        let _ = stop_tx.send(true);
+        let drained = tokio::time::timeout(Duration::from_secs(10), async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("some connections did not finish within 10 s; closing logs anyway");
+            connections.abort_all();
+        }
+        background.abort_all();
+        let b = broker.clone();
+        tokio::task::spawn_blocking(move || b.replicas.shutdown())
+            .await
+            .context("log shutdown task")?
+            .context("closing logs")?;
+        tracing::info!("logs closed cleanly");
+        Ok(())
+    }
+}
+
+/// Retention, segment.ms rolls and flushes, every `log.retention.check.interval.ms`.
+async fn maintenance(broker: Arc<Broker>) {
+    let period = Duration::from_millis(broker.config.retention_check_interval_ms());
+    let mut tick = tokio::time::interval(period);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let b = broker.clone();
+        match tokio::task::spawn_blocking(move || b.replicas.logs().run_maintenance()).await {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => tracing::info!(segments = n, "retention deleted segments"),
+            Ok(Err(e)) => tracing::error!(error = %e, "log maintenance failed"),
+            Err(e) => tracing::error!(error = %e, "log maintenance task panicked"),
+        }
+    }
+}
