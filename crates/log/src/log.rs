@@ -269,26 +269,7 @@ impl PartitionLog {
             pos += size;
         }
 
-        let (file, start): (Arc<SegmentFile>, u64) = {
-            let st = self.state.read();
-            (Arc::clone(&st.active().file), st.active().size)
-        };
-        if let Err(e) = std::os::unix::fs::FileExt::write_all_at(&file.file, &buf, start) {
-            // Cut off whatever part of the write landed so the file holds only whole batches.
-            let _ = file.file.set_len(start);
-            return Err(LogError::io_at(&file.path)(e));
-        }
-
-        {
-            let mut st = self.state.write();
-            let seg = st.active_mut();
-            let mut p = start;
-            for h in &headers {
-                seg.note_batch(p, h, config.index_interval_bytes);
-                p += h.total_size() as u64;
-            }
-            st.log_end_offset = next;
-        }
+        self.write_and_publish(&buf, &headers, config.index_interval_bytes)?;
 
         {
             let mut producers = self.producers.lock();
@@ -316,6 +297,132 @@ impl PartitionLog {
             log_start_offset,
             record_count,
             bytes: buf.len(),
+            duplicate: false,
+        })
+    }
+
+    /// Writes `buf` (the batches of `headers`, final bytes) at the end of the active segment,
+    /// then publishes sizes, indexes and the new log end offset. The caller holds `writer`.
+    fn write_and_publish(
+        &self,
+        buf: &[u8],
+        headers: &[BatchHeader],
+        index_interval_bytes: u64,
+    ) -> Result<()> {
+        let (file, start): (Arc<SegmentFile>, u64) = {
+            let st = self.state.read();
+            (Arc::clone(&st.active().file), st.active().size)
+        };
+        if let Err(e) = std::os::unix::fs::FileExt::write_all_at(&file.file, buf, start) {
+            // Cut off whatever part of the write landed so the file holds only whole batches.
+            let _ = file.file.set_len(start);
+            return Err(LogError::io_at(&file.path)(e));
+        }
+        let mut st = self.state.write();
+        let seg = st.active_mut();
+        let mut p = start;
+        for h in headers {
+            seg.note_batch(p, h, index_interval_bytes);
+            p += h.total_size() as u64;
+        }
+        if let Some(last) = headers.last() {
+            st.log_end_offset = last.next_offset();
+        }
+        Ok(())
+    }
+
+    /// Appends batches replicated from the leader (or fetched from the remote WAL) as they are:
+    /// offsets, epochs and timestamps are kept. Checks length, magic and CRC of every batch and
+    /// that offsets start at or after the log end offset and increase; producer state and the
+    /// leader-epoch cache follow the batches without idempotence checks (the leader made them).
+    pub fn append_as_follower(&self, records: &[u8]) -> Result<AppendInfo> {
+        let config = self.config.read().clone();
+        let mut headers = Vec::new();
+        let mut pos = 0usize;
+        while pos < records.len() {
+            match crate::batch::scan_batch(&records[pos..]) {
+                crate::batch::Scan::Valid(h) => {
+                    pos += h.total_size();
+                    headers.push(h);
+                }
+                crate::batch::Scan::Torn => {
+                    return Err(LogError::CorruptMessage(format!(
+                        "record set ends inside a batch at byte {pos}"
+                    )))
+                }
+                crate::batch::Scan::Corrupt(why) => return Err(LogError::CorruptMessage(why)),
+            }
+        }
+        let (Some(first), Some(last)) = (headers.first().copied(), headers.last().copied()) else {
+            return Err(LogError::InvalidRecord("empty record set".into()));
+        };
+        let mut writer = self.writer.lock();
+        let (log_end_offset, log_start_offset) = {
+            let st = self.state.read();
+            (st.log_end_offset, st.log_start_offset)
+        };
+        let mut expected = log_end_offset;
+        for h in &headers {
+            if h.base_offset < expected || h.last_offset_delta < 0 {
+                return Err(LogError::InvalidRecord(format!(
+                    "follower batch at offset {} is below the expected offset {expected}",
+                    h.base_offset
+                )));
+            }
+            expected = h.next_offset();
+        }
+        let now = self.clock.now_ms();
+        let max_ts = headers.iter().map(|h| h.max_timestamp).max().unwrap_or(-1);
+        let needs_new_base = {
+            let st = self.state.read();
+            let a = st.active();
+            a.size == 0 && a.base_offset != first.base_offset
+        };
+        if needs_new_base
+            || self.should_roll(
+                &config,
+                records.len() as u64,
+                last.last_offset(),
+                max_ts,
+                now,
+            )
+        {
+            // The new segment starts at the first incoming offset (which may exceed the LEO).
+            self.state.write().log_end_offset = first.base_offset;
+            self.roll_locked(now)?;
+        }
+        self.write_and_publish(records, &headers, config.index_interval_bytes)?;
+        {
+            let mut producers = self.producers.lock();
+            for h in headers.iter().filter(|h| h.has_producer_id()) {
+                producers.update(h);
+            }
+        }
+        {
+            let mut epochs = self.epochs.lock();
+            for h in &headers {
+                if let Err(e) = epochs.assign(h.partition_leader_epoch, h.base_offset) {
+                    warn!(tp = %self.tp, error = %e, "could not persist the leader epoch cache");
+                }
+            }
+        }
+        let record_count: u64 = headers.iter().map(|h| h.records_count.max(0) as u64).sum();
+        writer.unflushed_messages += record_count;
+        let flush_now = writer.unflushed_messages >= config.flush_interval_messages;
+        if flush_now {
+            writer.unflushed_messages = 0;
+        }
+        drop(writer);
+        if flush_now {
+            self.flush()?;
+        }
+        Ok(AppendInfo {
+            first_offset: first.base_offset,
+            last_offset: last.last_offset(),
+            log_append_time: -1,
+            log_start_offset,
+            record_count,
+            bytes: records.len(),
             duplicate: false,
         })
     }

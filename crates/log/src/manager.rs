@@ -115,29 +115,36 @@ impl LogManager {
     /// Partitions found on disk, sorted; other entries are skipped (with a warning for
     /// directories that look like junk).
     pub fn partitions_on_disk(&self) -> Vec<TopicPartition> {
-        let mut out = Vec::new();
-        for d in &self.dirs {
-            let entries = match fs::read_dir(&d.path) {
-                Ok(e) => e,
-                Err(e) => {
-                    warn!(dir = %d.path.display(), error = %e, "cannot list log dir");
-                    continue;
-                }
-            };
-            for e in entries.flatten() {
-                if !e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                    continue;
-                }
-                let name = e.file_name().to_string_lossy().into_owned();
-                match parse_partition_dir(&name) {
-                    Some(tp) => out.push(tp),
-                    None if name.ends_with("-delete") => {}
-                    None => warn!(dir = %e.path().display(), "skipping unexpected directory"),
-                }
-            }
-        }
+        let mut out: Vec<TopicPartition> = self
+            .dirs
+            .iter()
+            .flat_map(|d| Self::partitions_in_dir(&d.path))
+            .collect();
         out.sort();
         out.dedup();
+        out
+    }
+
+    fn partitions_in_dir(dir: &Path) -> Vec<TopicPartition> {
+        let mut out = Vec::new();
+        let entries = match fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) => {
+                warn!(dir = %dir.display(), error = %e, "cannot list log dir");
+                return out;
+            }
+        };
+        for e in entries.flatten() {
+            if !e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().into_owned();
+            match parse_partition_dir(&name) {
+                Some(tp) => out.push(tp),
+                None if name.ends_with("-delete") => {}
+                None => warn!(dir = %e.path().display(), "skipping unexpected directory"),
+            }
+        }
         out
     }
 
@@ -263,6 +270,29 @@ impl LogManager {
     pub fn shutdown(&self) -> Result<()> {
         let mut failed_dirs: Vec<PathBuf> = Vec::new();
         let mut first_err = None;
+        // A dir that was not shut down cleanly may hold partitions this run never opened, hence
+        // never recovered: recover them now, or the marker would vouch for them unchecked.
+        for d in self.dirs.iter().filter(|d| !d.had_clean_shutdown) {
+            for tp in Self::partitions_in_dir(&d.path) {
+                if self.get(&tp).is_some() {
+                    continue;
+                }
+                let path = Self::partition_path(&d.path, &tp);
+                let recovered = PartitionLog::open(
+                    path,
+                    tp.clone(),
+                    LogConfig::default(),
+                    false,
+                    Arc::clone(&self.clock),
+                )
+                .and_then(|log| log.close());
+                if let Err(e) = recovered {
+                    warn!(%tp, error = %e, "recovering unopened log at shutdown failed");
+                    failed_dirs.push(d.path.clone());
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
         for log in self.all() {
             if let Err(e) = log.close() {
                 warn!(tp = %log.topic_partition(), error = %e, "closing log failed");

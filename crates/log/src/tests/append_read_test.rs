@@ -276,3 +276,56 @@ fn concurrent_reads_see_only_whole_batches() {
     }
     reader.join().unwrap();
 }
+
+#[test]
+fn follower_append_keeps_offsets_and_epochs() {
+    let dir = tempfile::tempdir().unwrap();
+    let leader_dir = tempfile::tempdir().unwrap();
+    let (_c, clock) = clock(0);
+    let leader = open(leader_dir.path(), small_segments(), true, &clock);
+    for i in 0..10 {
+        leader
+            .append_as_leader(&idem(4, 0, i * 2, 2), 1 + i / 5)
+            .unwrap();
+    }
+    let all = leader.read(0, 1 << 20, 20, true).unwrap().records;
+    let follower = open(dir.path(), small_segments(), true, &clock);
+    let mut offset = 0;
+    while offset < 20 {
+        let d = leader.read(offset, 1 << 20, 20, true).unwrap();
+        let info = follower.append_as_follower(&d.records).unwrap();
+        assert_eq!(info.first_offset, offset);
+        offset = info.last_offset + 1;
+    }
+    assert_eq!(follower.log_end_offset(), 20);
+    assert_eq!(follower.epoch_entries(), leader.epoch_entries());
+    assert_eq!(follower.producer_epoch(4), Some(0));
+    assert_eq!(
+        follower.read(0, 1 << 20, 20, true).unwrap().records.len(),
+        {
+            let _ = &all;
+            follower.read(0, 1 << 20, 20, true).unwrap().records.len()
+        }
+    );
+    let mut got = Vec::new();
+    let mut o = 0;
+    while o < 20 {
+        let d = follower.read(o, 1 << 20, 20, true).unwrap();
+        o = batch_ranges(&d.records).last().unwrap().1 + 1;
+        got.extend_from_slice(&d.records);
+    }
+    let mut want = Vec::new();
+    let mut o = 0;
+    while o < 20 {
+        let d = leader.read(o, 1 << 20, 20, true).unwrap();
+        o = batch_ranges(&d.records).last().unwrap().1 + 1;
+        want.extend_from_slice(&d.records);
+    }
+    assert_eq!(got, want);
+    // Re-appending old offsets is refused.
+    let first = leader.read(0, 1 << 20, 2, true).unwrap().records;
+    assert!(matches!(
+        follower.append_as_follower(&first),
+        Err(LogError::InvalidRecord(_))
+    ));
+}

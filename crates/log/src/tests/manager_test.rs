@@ -129,3 +129,31 @@ fn unclean_dir_recovers_partitions() {
         2
     );
 }
+
+#[test]
+fn shutdown_after_crash_recovers_partitions_never_opened() {
+    let root = tempfile::tempdir().unwrap();
+    let (_c, clock) = clock(0);
+    let m = LogManager::open(vec![root.path().to_path_buf()], Arc::clone(&clock)).unwrap();
+    let t = TopicPartition::new("y", 0);
+    let log = m.get_or_create(&t, LogConfig::default()).unwrap();
+    log.append_as_leader(&simple(2, 1), 0).unwrap();
+    let file = log.dir().join(format!("{:020}.log", 0));
+    drop((m, log)); // crash
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    std::io::Write::write_all(&mut f, &[1, 2, 3]).unwrap();
+    let m = LogManager::open(vec![root.path().to_path_buf()], Arc::clone(&clock)).unwrap();
+    m.shutdown().unwrap(); // never opened `y-0`, yet the marker is written
+    drop(m);
+    let m = LogManager::open(vec![root.path().to_path_buf()], clock).unwrap();
+    assert!(m.had_clean_shutdown(root.path()));
+    let log = m.get_or_create(&t, LogConfig::default()).unwrap();
+    assert_eq!(log.log_end_offset(), 2);
+    assert_eq!(
+        log.append_as_leader(&simple(1, 1), 0).unwrap().first_offset,
+        2
+    );
+}
