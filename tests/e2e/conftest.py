@@ -261,12 +261,14 @@ def ck_producer(broker: Broker, **conf):
 def ck_consumer(broker: Broker, **conf):
     """A consumer for manual assignment only (ferry has no group coordinator yet).
 
-    librdkafka accepts a consumer without group.id as long as it only uses assign() and
-    does not commit."""
+    confluent-kafka refuses to build a Consumer without group.id, so one is set, but it is only
+    used with assign() and explicit start offsets and never commits: librdkafka then needs no
+    group coordinator (ferry answers FindCoordinator as unsupported for now)."""
     from confluent_kafka import Consumer
 
     base = {
         "bootstrap.servers": broker.bootstrap,
+        "group.id": "ferry-e2e-assign-only",
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
