@@ -241,9 +241,18 @@ def broker(broker_factory) -> Broker:
 
 
 def ck_admin(broker: Broker, **conf):
+    """An AdminClient for the broker. Without extra conf, one cached client per broker: a
+    librdkafka handle that is garbage-collected fails its pending futures with _DESTROY, so
+    `ck_admin(b).create_topics(...)[t].result()` must not drop the client mid-call."""
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": broker.bootstrap, **conf})
+    if conf:
+        return AdminClient({"bootstrap.servers": broker.bootstrap, **conf})
+    cached = getattr(broker, "_ck_admin", None)
+    if cached is None:
+        cached = AdminClient({"bootstrap.servers": broker.bootstrap})
+        broker._ck_admin = cached
+    return cached
 
 
 def ck_producer(broker: Broker, **conf):
