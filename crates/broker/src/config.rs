@@ -91,7 +91,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
 ];
 
 /// A parsed, validated broker configuration.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct BrokerConfig {
     /// Values set in the file, by flattened key name (defaults are not stored here).
     explicit: BTreeMap<String, String>,
@@ -118,14 +118,6 @@ pub enum ConfigError {
 
 pub fn lookup_def(name: &str) -> Option<&'static ConfigDef> {
     BROKER_CONFIGS.iter().find(|d| d.name == name)
-}
-
-impl Default for BrokerConfig {
-    fn default() -> Self {
-        Self {
-            explicit: BTreeMap::new(),
-        }
-    }
 }
 
 impl BrokerConfig {
@@ -439,8 +431,18 @@ pub fn reference_markdown() -> String {
     let mut out = String::new();
     out.push_str("## Broker keys\n\n| key | type | default | meaning |\n|---|---|---|---|\n");
     for d in BROKER_CONFIGS {
-        let default = if d.default.is_empty() { "(empty)" } else { d.default };
-        out.push_str(&format!("| `{}` | {} | `{}` | {} |\n", d.name, d.ty.name(), default, d.doc));
+        let default = if d.default.is_empty() {
+            "(empty)"
+        } else {
+            d.default
+        };
+        out.push_str(&format!(
+            "| `{}` | {} | `{}` | {} |\n",
+            d.name,
+            d.ty.name(),
+            default,
+            d.doc
+        ));
     }
     out.push_str("\n## Topic keys\n\nSet per topic with CreateTopics, AlterConfigs or IncrementalAlterConfigs (for example `kafka-configs.sh --alter --entity-type topics`). A topic without an override uses the broker key in the second column.\n\n| key | type | broker default from | meaning |\n|---|---|---|---|\n");
     let broker = BrokerConfig::default();
@@ -449,7 +451,13 @@ pub fn reference_markdown() -> String {
             .topic_default(t.name)
             .map(|(_, key, _)| format!("`{key}`"))
             .unwrap_or_default();
-        out.push_str(&format!("| `{}` | {} | {} | {} |\n", t.name, t.ty.name(), from, t.doc));
+        out.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            t.name,
+            t.ty.name(),
+            from,
+            t.doc
+        ));
     }
     out
 }

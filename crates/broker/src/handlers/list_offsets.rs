@@ -69,7 +69,6 @@ pub fn handle(
                                 LATEST_TIERED => Ok(Some((-1, -1))),
                                 MAX_TIMESTAMP => log
                                     .max_timestamp()
-                                    .map(|found| found.map(|(o, t)| (o, t)))
                                     .map_err(|e| errors::log_error(&e)),
                                 ts if ts >= 0 => log
                                     .offset_for_timestamp(ts)

@@ -80,3 +80,6 @@ pub(crate) fn str_bytes(s: &str) -> StrBytes {
 pub(crate) fn message(m: impl Into<String>) -> Option<StrBytes> {
     Some(StrBytes::from_string(m.into()))
 }
+
+#[cfg(test)]
+mod tests;

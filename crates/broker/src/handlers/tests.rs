@@ -1,0 +1,415 @@
+//! Request-handling tests against an in-process broker on a temporary directory.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use ferry_protocol::DecodedRequest;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+use crate::broker::Broker;
+use crate::config::BrokerConfig;
+use crate::server::Server;
+
+async fn broker(dir: &std::path::Path, extra: &str) -> Arc<Broker> {
+    let text = format!(
+        "listeners = \"PLAINTEXT://127.0.0.1:0\"\n\"metrics.address\" = \"\"\n\"log.dirs\" = \"{}\"\n{extra}",
+        dir.display()
+    );
+    let config = BrokerConfig::parse(&text).unwrap();
+    Server::start(config, ferry_common::system_clock())
+        .await
+        .unwrap()
+        .broker
+}
+
+fn request(key: ApiKey, version: i16, body: RequestKind) -> DecodedRequest {
+    DecodedRequest {
+        api_key: key,
+        header: RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version),
+        body,
+    }
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+fn batch(values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: producer.map(|p| p.0).unwrap_or(-1),
+            producer_epoch: producer.map(|p| p.1).unwrap_or(-1),
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: producer.map(|p| p.2 + i as i32).unwrap_or(-1),
+            timestamp: 1_000 + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(v.to_string())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+async fn create(
+    b: &Arc<Broker>,
+    topic: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) -> CreateTopicsResponse {
+    let t = CreatableTopic::default()
+        .with_name(name(topic))
+        .with_num_partitions(partitions)
+        .with_replication_factor(-1)
+        .with_configs(
+            configs
+                .iter()
+                .map(|(k, v)| {
+                    CreatableTopicConfig::default()
+                        .with_name(StrBytes::from_string(k.to_string()))
+                        .with_value(Some(StrBytes::from_string(v.to_string())))
+                })
+                .collect(),
+        );
+    let r = request(
+        ApiKey::CreateTopics,
+        7,
+        RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![t])),
+    );
+    match super::handle(b, r).await {
+        Some(ResponseKind::CreateTopics(r)) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+async fn produce(
+    b: &Arc<Broker>,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+    acks: i16,
+) -> Option<ProduceResponse> {
+    let body = ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(1000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(name(topic))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(records))])]);
+    match super::handle(b, request(ApiKey::Produce, 9, RequestKind::Produce(body))).await {
+        Some(ResponseKind::Produce(r)) => Some(r),
+        None => None,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn produce_result(r: &ProduceResponse) -> (i16, i64) {
+    let p = &r.responses[0].partition_responses[0];
+    (p.error_code, p.base_offset)
+}
+
+async fn fetch(
+    b: &Arc<Broker>,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    wait_ms: i32,
+    min_bytes: i32,
+) -> FetchResponse {
+    let body = FetchRequest::default()
+        .with_max_wait_ms(wait_ms)
+        .with_min_bytes(min_bytes)
+        .with_max_bytes(1 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1 << 20)])]);
+    match super::handle(b, request(ApiKey::Fetch, 12, RequestKind::Fetch(body))).await {
+        Some(ResponseKind::Fetch(r)) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn values_of(records: &Bytes) -> Vec<String> {
+    let mut buf = records.clone();
+    RecordBatchDecoder::decode_all(&mut buf)
+        .unwrap()
+        .into_iter()
+        .flat_map(|set| set.records)
+        .map(|r| String::from_utf8(r.value.unwrap().to_vec()).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn produce_then_fetch_round_trips_records_and_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "").await;
+    let created = create(&b, "orders", 2, &[]).await;
+    assert_eq!(created.topics[0].error_code, 0);
+    assert_eq!(created.topics[0].num_partitions, 2);
+
+    let r = produce(&b, "orders", 1, batch(&["a", "b", "c"], None), 1)
+        .await
+        .unwrap();
+    assert_eq!(produce_result(&r), (0, 0));
+    let r = produce(&b, "orders", 1, batch(&["d"], None), -1)
+        .await
+        .unwrap();
+    assert_eq!(produce_result(&r), (0, 3));
+
+    let f = fetch(&b, "orders", 1, 0, 0, 0).await;
+    let p = &f.responses[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    assert_eq!(p.high_watermark, 4);
+    assert_eq!(
+        values_of(p.records.as_ref().unwrap()),
+        vec!["a", "b", "c", "d"]
+    );
+
+    // An empty partition answers with an empty (not null) record set.
+    let f = fetch(&b, "orders", 0, 0, 0, 0).await;
+    assert_eq!(
+        f.responses[0].partitions[0]
+            .records
+            .as_ref()
+            .map(|r| r.len()),
+        Some(0)
+    );
+}
+
+#[tokio::test]
+async fn acks_zero_sends_no_response_and_bad_acks_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "").await;
+    create(&b, "t", 1, &[]).await;
+    assert!(produce(&b, "t", 0, batch(&["x"], None), 0).await.is_none());
+    let r = produce(&b, "t", 0, batch(&["y"], None), 2).await.unwrap();
+    assert_eq!(
+        produce_result(&r).0,
+        ResponseError::InvalidRequiredAcks.code()
+    );
+    let f = fetch(&b, "t", 0, 0, 0, 0).await;
+    assert_eq!(
+        values_of(f.responses[0].partitions[0].records.as_ref().unwrap()),
+        vec!["x"]
+    );
+}
+
+#[tokio::test]
+async fn unknown_partition_corrupt_batch_and_min_isr_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "\"auto.create.topics.enable\" = false").await;
+    create(&b, "t", 1, &[("min.insync.replicas", "2")]).await;
+    let r = produce(&b, "nope", 0, batch(&["x"], None), 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        produce_result(&r).0,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+    let r = produce(&b, "t", 5, batch(&["x"], None), 1).await.unwrap();
+    assert_eq!(
+        produce_result(&r).0,
+        ResponseError::UnknownTopicOrPartition.code()
+    );
+
+    let mut bad = BytesMut::from(&batch(&["x"], None)[..]);
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    let r = produce(&b, "t", 0, bad.freeze(), 1).await.unwrap();
+    assert_eq!(produce_result(&r).0, ResponseError::CorruptMessage.code());
+
+    // acks=all cannot be met by one replica when min.insync.replicas is 2; acks=1 can.
+    let r = produce(&b, "t", 0, batch(&["x"], None), -1).await.unwrap();
+    assert_eq!(
+        produce_result(&r).0,
+        ResponseError::NotEnoughReplicas.code()
+    );
+    let r = produce(&b, "t", 0, batch(&["x"], None), 1).await.unwrap();
+    assert_eq!(produce_result(&r), (0, 0));
+}
+
+#[tokio::test]
+async fn idempotent_retry_is_not_written_twice_and_gap_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "").await;
+    create(&b, "t", 1, &[]).await;
+    let init = match super::handle(
+        &b,
+        request(
+            ApiKey::InitProducerId,
+            4,
+            RequestKind::InitProducerId(
+                InitProducerIdRequest::default()
+                    .with_transactional_id(None)
+                    .with_transaction_timeout_ms(60000),
+            ),
+        ),
+    )
+    .await
+    {
+        Some(ResponseKind::InitProducerId(r)) => r,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(init.error_code, 0);
+    let pid = init.producer_id.0;
+    let first = batch(&["a", "b"], Some((pid, 0, 0)));
+    assert_eq!(
+        produce_result(&produce(&b, "t", 0, first.clone(), -1).await.unwrap()),
+        (0, 0)
+    );
+    // The same batch again: the original offset, nothing new written.
+    assert_eq!(
+        produce_result(&produce(&b, "t", 0, first, -1).await.unwrap()),
+        (0, 0)
+    );
+    // Sequence 5 after 0..=1 is a gap.
+    let r = produce(&b, "t", 0, batch(&["z"], Some((pid, 0, 5))), -1)
+        .await
+        .unwrap();
+    assert_eq!(
+        produce_result(&r).0,
+        ResponseError::OutOfOrderSequenceNumber.code()
+    );
+    let f = fetch(&b, "t", 0, 0, 0, 0).await;
+    assert_eq!(f.responses[0].partitions[0].high_watermark, 2);
+}
+
+#[tokio::test]
+async fn long_poll_fetch_returns_when_data_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "").await;
+    create(&b, "t", 1, &[]).await;
+    let b2 = b.clone();
+    let waiter = tokio::spawn(async move { fetch(&b2, "t", 0, 0, 30_000, 1).await });
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    assert!(
+        !waiter.is_finished(),
+        "fetch with min_bytes=1 must wait for data"
+    );
+    produce(&b, "t", 0, batch(&["late"], None), 1).await;
+    let f = waiter.await.unwrap();
+    assert_eq!(
+        values_of(f.responses[0].partitions[0].records.as_ref().unwrap()),
+        vec!["late"]
+    );
+}
+
+#[tokio::test]
+async fn list_offsets_earliest_latest_and_by_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "").await;
+    create(&b, "t", 1, &[]).await;
+    produce(&b, "t", 0, batch(&["a", "b", "c"], None), 1).await; // timestamps 1000..=1002
+    let ask = |ts: i64| {
+        request(
+            ApiKey::ListOffsets,
+            7,
+            RequestKind::ListOffsets(
+                ListOffsetsRequest::default()
+                    .with_replica_id(BrokerId(-1))
+                    .with_topics(vec![ListOffsetsTopic::default()
+                        .with_name(name("t"))
+                        .with_partitions(vec![ListOffsetsPartition::default()
+                            .with_partition_index(0)
+                            .with_timestamp(ts)
+                            .with_current_leader_epoch(-1)])]),
+            ),
+        )
+    };
+    let mut got = Vec::new();
+    for ts in [-2, -1, 1001, 5000, -3] {
+        match super::handle(&b, ask(ts)).await {
+            Some(ResponseKind::ListOffsets(r)) => {
+                let p = &r.topics[0].partitions[0];
+                got.push((p.error_code, p.offset));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(got, vec![(0, 0), (0, 3), (0, 1), (0, -1), (0, 2)]);
+}
+
+#[tokio::test]
+async fn create_topic_errors_carry_kafka_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "").await;
+    assert_eq!(create(&b, "ok", 1, &[]).await.topics[0].error_code, 0);
+    assert_eq!(
+        create(&b, "ok", 1, &[]).await.topics[0].error_code,
+        ResponseError::TopicAlreadyExists.code()
+    );
+    assert_eq!(
+        create(&b, "bad name", 1, &[]).await.topics[0].error_code,
+        ResponseError::InvalidTopicException.code()
+    );
+    assert_eq!(
+        create(&b, "zero", 0, &[]).await.topics[0].error_code,
+        ResponseError::InvalidPartitions.code()
+    );
+    let r = create(&b, "cfg", 1, &[("retention.ms", "soon")]).await;
+    assert_eq!(r.topics[0].error_code, ResponseError::InvalidConfig.code());
+    assert!(r.topics[0]
+        .error_message
+        .as_ref()
+        .unwrap()
+        .contains("retention.ms"));
+}
+
+#[tokio::test]
+async fn topics_and_data_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let b = broker(dir.path(), "").await;
+        let id = create(&b, "keep", 1, &[("retention.ms", "123456")])
+            .await
+            .topics[0]
+            .topic_id;
+        produce(&b, "keep", 0, batch(&["a", "b"], None), 1).await;
+        b.replicas.shutdown().unwrap();
+        id
+    };
+    let b = broker(dir.path(), "").await;
+    let meta = b.metadata.topic("keep").unwrap();
+    assert_eq!(meta.id, id);
+    assert_eq!(
+        meta.configs.get("retention.ms").map(String::as_str),
+        Some("123456")
+    );
+    let f = fetch(&b, "keep", 0, 0, 0, 0).await;
+    assert_eq!(
+        values_of(f.responses[0].partitions[0].records.as_ref().unwrap()),
+        vec!["a", "b"]
+    );
+}
