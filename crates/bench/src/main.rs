@@ -1,0 +1,685 @@
+//! `ferry-bench`: a load generator for ferry (or any Kafka broker) built on librdkafka.
+//!
+//! Subcommands:
+//! - `produce`: throughput and enqueue→delivery-report latency of a `BaseProducer`;
+//! - `consume`: throughput of a `BaseConsumer` reading all partitions from the beginning;
+//! - `e2e`: end-to-end latency (send → consumer receive) at a fixed rate, in one process.
+//!
+//! See docs/benchmarks.md for how the published numbers were taken.
+
+mod stats;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use clap::{Args, Parser, Subcommand};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::config::{ClientConfig, FromClientConfigAndContext, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::{Offset, TopicPartitionList};
+
+use stats::{fmt_ms, mb, LatencyHistogram};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ferry-bench",
+    version,
+    about = "Kafka load generator (librdkafka) for ferry"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Produce records as fast as possible (or at --rate) and report throughput and latency.
+    Produce(ProduceArgs),
+    /// Read records from the beginning of every partition and report throughput.
+    Consume(ConsumeArgs),
+    /// Produce at a fixed rate and measure send→receive latency with an in-process consumer.
+    E2e(E2eArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct Common {
+    /// Bootstrap broker, host:port.
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    bootstrap: String,
+    /// Topic to use.
+    #[arg(long, default_value = "ferry-bench")]
+    topic: String,
+    /// Extra librdkafka property KEY=VALUE (repeatable), applied last.
+    #[arg(short = 'X', value_name = "KEY=VALUE")]
+    extra: Vec<String>,
+    /// librdkafka `debug` contexts (e.g. `protocol,broker,fetch`); logs go to stderr.
+    #[arg(long)]
+    debug: Option<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+struct ProducerOpts {
+    /// Partitions of the topic when it has to be created.
+    #[arg(long, default_value_t = 1)]
+    partitions: i32,
+    /// Value size in bytes (no key).
+    #[arg(long, default_value_t = 1600)]
+    record_size: usize,
+    /// `acks`: 0, 1 or all.
+    #[arg(long, default_value = "1")]
+    acks: String,
+    /// `batch.size` in bytes.
+    #[arg(long, default_value_t = 32768)]
+    batch_size: u32,
+    /// `linger.ms`.
+    #[arg(long, default_value_t = 5)]
+    linger_ms: u32,
+    /// `compression.type`: none, gzip, snappy, lz4, zstd (as compiled into librdkafka).
+    #[arg(long, default_value = "none")]
+    compression: String,
+}
+
+#[derive(Args, Debug)]
+struct ProduceArgs {
+    #[command(flatten)]
+    common: Common,
+    #[command(flatten)]
+    producer: ProducerOpts,
+    /// Number of records to send.
+    #[arg(long, default_value_t = 2_000_000)]
+    records: u64,
+    /// Fixed send rate in records per second (default: as fast as possible).
+    #[arg(long)]
+    rate: Option<f64>,
+}
+
+#[derive(Args, Debug)]
+struct ConsumeArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Number of records to read before stopping.
+    #[arg(long, default_value_t = 2_000_000)]
+    records: u64,
+    /// Give up when no record arrives for this many seconds.
+    #[arg(long, default_value_t = 10)]
+    idle_timeout_secs: u64,
+}
+
+#[derive(Args, Debug)]
+struct E2eArgs {
+    #[command(flatten)]
+    common: Common,
+    #[command(flatten)]
+    producer: ProducerOpts,
+    /// Send rate in records per second.
+    #[arg(long, default_value_t = 2000.0)]
+    rate: f64,
+    /// Duration of the measured part of the run.
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
+    /// Records sent in this first part of the run are not counted (connection set-up, warm-up).
+    #[arg(long, default_value_t = 1)]
+    warmup_secs: u64,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Produce(a) => produce(a),
+        Command::Consume(a) => consume(a),
+        Command::E2e(a) => e2e(a),
+    };
+    if let Err(e) = result {
+        eprintln!("ferry-bench: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// librdkafka plumbing
+
+/// Prints librdkafka's log lines and client errors to stderr, counting the errors.
+#[derive(Default)]
+struct LogCtx {
+    errors: AtomicU64,
+}
+
+impl LogCtx {
+    fn client_log(&self, level: RDKafkaLogLevel, fac: &str, msg: &str) {
+        eprintln!("rdkafka {level:?} {fac}: {msg}");
+    }
+    fn client_error(&self, error: KafkaError, reason: &str) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        eprintln!("rdkafka error: {error}: {reason}");
+    }
+}
+
+fn base_config(common: &Common) -> Result<ClientConfig> {
+    let mut cfg = ClientConfig::new();
+    cfg.set("bootstrap.servers", &common.bootstrap);
+    cfg.set("client.id", "ferry-bench");
+    match &common.debug {
+        Some(d) => {
+            cfg.set("debug", d);
+            cfg.set_log_level(RDKafkaLogLevel::Debug);
+        }
+        None => {
+            cfg.set_log_level(RDKafkaLogLevel::Warning);
+        }
+    }
+    Ok(cfg)
+}
+
+fn apply_extra(cfg: &mut ClientConfig, common: &Common) -> Result<()> {
+    for kv in &common.extra {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| anyhow!("-X expects KEY=VALUE, got {kv:?}"))?;
+        cfg.set(k.trim(), v.trim());
+    }
+    Ok(())
+}
+
+fn producer_config(common: &Common, p: &ProducerOpts) -> Result<ClientConfig> {
+    let acks = match p.acks.as_str() {
+        "0" | "1" | "all" | "-1" => p.acks.as_str(),
+        other => bail!("--acks must be 0, 1 or all, got {other:?}"),
+    };
+    let mut cfg = base_config(common)?;
+    cfg.set("acks", acks)
+        .set("batch.size", p.batch_size.to_string())
+        .set("linger.ms", p.linger_ms.to_string())
+        .set("compression.type", &p.compression)
+        .set("enable.idempotence", "false")
+        // Large enough in-flight buffer that the producer, not the queue, is the limit.
+        .set("queue.buffering.max.messages", "1000000")
+        .set("queue.buffering.max.kbytes", "1048576")
+        .set("message.timeout.ms", "60000");
+    apply_extra(&mut cfg, common)?;
+    Ok(cfg)
+}
+
+fn consumer_config(common: &Common) -> Result<ClientConfig> {
+    let mut cfg = base_config(common)?;
+    cfg.set("group.id", "ferry-bench")
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "false")
+        .set("auto.offset.reset", "earliest");
+    apply_extra(&mut cfg, common)?;
+    Ok(cfg)
+}
+
+/// Creates `topic` with `partitions` partitions unless it exists; returns its partition count.
+fn ensure_topic(common: &Common, partitions: i32) -> Result<i32> {
+    let mut cfg = base_config(common)?;
+    apply_extra(&mut cfg, common)?;
+    let admin: AdminClient<DefaultClientContext> = cfg.create().context("creating admin client")?;
+    let new = NewTopic::new(&common.topic, partitions, TopicReplication::Fixed(1));
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+    let results = futures_executor::block_on(admin.create_topics([&new], &opts))
+        .context("CreateTopics request")?;
+    for r in results {
+        match r {
+            Ok(name) => eprintln!("created topic {name} with {partitions} partitions"),
+            Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((name, code)) => bail!("creating topic {name}: {code}"),
+        }
+    }
+    let n = partition_count(admin.inner(), &common.topic)?;
+    if n != partitions {
+        eprintln!(
+            "note: topic {} exists with {n} partitions (asked for {partitions})",
+            common.topic
+        );
+    }
+    Ok(n)
+}
+
+fn partition_count<C: ClientContext>(
+    client: &rdkafka::client::Client<C>,
+    topic: &str,
+) -> Result<i32> {
+    let md = client
+        .fetch_metadata(Some(topic), Duration::from_secs(10))
+        .with_context(|| format!("metadata for {topic}"))?;
+    let t = md
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .ok_or_else(|| anyhow!("topic {topic} missing from metadata"))?;
+    if let Some(err) = t.error() {
+        bail!("metadata for {topic}: {:?}", RDKafkaErrorCode::from(err));
+    }
+    let n = t.partitions().len();
+    if n == 0 {
+        bail!("topic {topic} has no partitions");
+    }
+    i32::try_from(n).context("partition count")
+}
+
+fn nanos_since_epoch() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// A value of `size` bytes: a repeating non-trivial pattern (the first 8 bytes may be replaced
+/// by a send timestamp).
+fn make_payload(size: usize) -> Vec<u8> {
+    (0..size).map(|i| (i * 31 % 251) as u8).collect()
+}
+
+/// Sleeps (coarsely, then spinning for the last stretch) until `deadline`.
+fn pace_until(deadline: Instant) {
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return;
+        }
+        let left = deadline - now;
+        if left > Duration::from_micros(200) {
+            thread::sleep(left - Duration::from_micros(100));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// produce
+
+struct ProduceCtx {
+    log: LogCtx,
+    start: Instant,
+    hist: Mutex<LatencyHistogram>,
+    delivered: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl ClientContext for ProduceCtx {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, msg: &str) {
+        self.log.client_log(level, fac, msg);
+    }
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.log.client_error(error, reason);
+    }
+}
+
+impl ProducerContext for ProduceCtx {
+    /// Nanoseconds since `start` at which the record was enqueued.
+    type DeliveryOpaque = usize;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, enqueued_at: usize) {
+        match result {
+            Ok(_) => {
+                let now = self.start.elapsed().as_nanos() as u64;
+                let lat = now.saturating_sub(enqueued_at as u64);
+                if let Ok(mut h) = self.hist.lock() {
+                    h.record(lat);
+                }
+                self.delivered.fetch_add(1, Ordering::Relaxed);
+            }
+            Err((e, _)) => {
+                let n = self.failed.fetch_add(1, Ordering::Relaxed);
+                if n < 5 {
+                    eprintln!("delivery failed: {e}");
+                }
+            }
+        }
+    }
+}
+
+fn produce(a: ProduceArgs) -> Result<()> {
+    if a.producer.record_size < 8 {
+        bail!("--record-size must be at least 8");
+    }
+    if let Some(r) = a.rate {
+        if !(r > 0.0 && r.is_finite()) {
+            bail!("--rate must be positive");
+        }
+    }
+    let partitions = ensure_topic(&a.common, a.producer.partitions)?;
+    let cfg = producer_config(&a.common, &a.producer)?;
+    let start = Instant::now();
+    let ctx = ProduceCtx {
+        log: LogCtx::default(),
+        start,
+        hist: Mutex::new(LatencyHistogram::new()?),
+        delivered: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+    };
+    let producer: Arc<BaseProducer<ProduceCtx>> =
+        Arc::new(BaseProducer::from_config_and_context(&cfg, ctx).context("creating producer")?);
+
+    // Warm the connection (metadata, broker connection) before the clock starts.
+    producer
+        .client()
+        .fetch_metadata(Some(&a.common.topic), Duration::from_secs(10))
+        .context("producer metadata")?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let poller = {
+        let producer = Arc::clone(&producer);
+        let stop = Arc::clone(&stop);
+        thread::Builder::new()
+            .name("delivery-poll".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    producer.poll(Duration::from_millis(50));
+                }
+            })
+            .context("spawning poll thread")?
+    };
+
+    let mut payload = make_payload(a.producer.record_size);
+    let topic = a.common.topic.as_str();
+    let t0 = Instant::now();
+    let mut queue_full_waits = 0u64;
+    for i in 0..a.records {
+        if let Some(rate) = a.rate {
+            pace_until(t0 + Duration::from_secs_f64(i as f64 / rate));
+        }
+        payload[..8].copy_from_slice(&nanos_since_epoch().to_le_bytes());
+        let mut record: BaseRecord<'_, (), [u8], usize> =
+            BaseRecord::with_opaque_to(topic, start.elapsed().as_nanos() as usize)
+                .payload(&payload[..]);
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    queue_full_waits += 1;
+                    thread::sleep(Duration::from_micros(200));
+                    record = r.delivery_opaque(start.elapsed().as_nanos() as usize);
+                }
+                Err((e, _)) => {
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(e).context("enqueueing record");
+                }
+            }
+        }
+    }
+    let enqueue_secs = t0.elapsed().as_secs_f64();
+    let flushed = producer.flush(Duration::from_secs(120));
+    let secs = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    poller
+        .join()
+        .map_err(|_| anyhow!("delivery poll thread panicked"))?;
+    // Serve any report that arrived between the last poll and the stop.
+    producer.poll(Duration::from_millis(0));
+    flushed.context("flushing producer")?;
+
+    let ctx = producer.context();
+    let delivered = ctx.delivered.load(Ordering::Relaxed);
+    let failed = ctx.failed.load(Ordering::Relaxed);
+    let bytes = delivered as f64 * a.producer.record_size as f64;
+    let h = ctx
+        .hist
+        .lock()
+        .map_err(|_| anyhow!("latency histogram lock poisoned"))?;
+    println!(
+        "produce: {delivered} records, {:.1} MB in {secs:.1} s = {:.1} MB/s, {:.0} msgs/s, \
+         latency p50 {} ms p99 {} ms max {} ms \
+         (acks={} batch.size={} linger.ms={} compression={} partitions={partitions} record {} B)",
+        mb(bytes),
+        mb(bytes) / secs,
+        delivered as f64 / secs,
+        fmt_ms(h.quantile(0.50)),
+        fmt_ms(h.quantile(0.99)),
+        fmt_ms(h.max()),
+        a.producer.acks,
+        a.producer.batch_size,
+        a.producer.linger_ms,
+        a.producer.compression,
+        a.producer.record_size,
+    );
+    eprintln!(
+        "produce: enqueue phase {enqueue_secs:.2} s, queue-full waits {queue_full_waits}, \
+         failed deliveries {failed}, client errors {}",
+        ctx.log.errors.load(Ordering::Relaxed)
+    );
+    if failed > 0 {
+        bail!("{failed} records were not delivered");
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// consume
+
+struct ConsumeCtx {
+    log: LogCtx,
+}
+
+impl ClientContext for ConsumeCtx {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, msg: &str) {
+        self.log.client_log(level, fac, msg);
+    }
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.log.client_error(error, reason);
+    }
+}
+
+impl ConsumerContext for ConsumeCtx {}
+
+fn new_consumer(common: &Common) -> Result<BaseConsumer<ConsumeCtx>> {
+    let cfg = consumer_config(common)?;
+    let ctx = ConsumeCtx {
+        log: LogCtx::default(),
+    };
+    BaseConsumer::from_config_and_context(&cfg, ctx).context("creating consumer")
+}
+
+fn consume(a: ConsumeArgs) -> Result<()> {
+    let consumer = new_consumer(&a.common)?;
+    let topic = a.common.topic.as_str();
+    let partitions = partition_count(consumer.client(), topic)?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .context("building assignment")?;
+    }
+    consumer.assign(&tpl).context("assign")?;
+
+    let idle = Duration::from_secs(a.idle_timeout_secs);
+    let mut count = 0u64;
+    let mut bytes = 0u64;
+    let mut first: Option<Instant> = None;
+    let mut last_progress = Instant::now();
+    let assigned_at = Instant::now();
+    while count < a.records {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                if first.is_none() {
+                    first = Some(Instant::now());
+                }
+                count += 1;
+                bytes += m.payload_len() as u64;
+                last_progress = Instant::now();
+            }
+            Some(Err(e)) => {
+                eprintln!("consume error: {e}");
+            }
+            None => {
+                if last_progress.elapsed() > idle {
+                    eprintln!("consume: no record for {} s, stopping", idle.as_secs());
+                    break;
+                }
+            }
+        }
+    }
+    let end = Instant::now();
+    let Some(first) = first else {
+        bail!("no record consumed from {topic}");
+    };
+    let secs = (end - first).as_secs_f64().max(1e-9);
+    println!(
+        "consume: {count} records, {:.1} MB in {secs:.1} s = {:.1} MB/s, {:.0} msgs/s \
+         (partitions={partitions}; first record {:.0} ms after assign)",
+        mb(bytes as f64),
+        mb(bytes as f64) / secs,
+        count as f64 / secs,
+        (first - assigned_at).as_secs_f64() * 1000.0,
+    );
+    eprintln!(
+        "consume: client errors {}",
+        consumer.context().log.errors.load(Ordering::Relaxed)
+    );
+    if count < a.records {
+        bail!("only {count} of {} records consumed", a.records);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// e2e
+
+fn e2e(a: E2eArgs) -> Result<()> {
+    if a.producer.record_size < 8 {
+        bail!("--record-size must be at least 8");
+    }
+    if !(a.rate > 0.0 && a.rate.is_finite()) {
+        bail!("--rate must be positive");
+    }
+    let partitions = ensure_topic(&a.common, a.producer.partitions)?;
+    let topic = a.common.topic.clone();
+
+    // Consumer: start at the current end of every partition so only this run's records count.
+    let consumer = new_consumer(&a.common)?;
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        let (_, high) = consumer
+            .fetch_watermarks(&topic, p, Duration::from_secs(10))
+            .with_context(|| format!("watermarks of {topic}-{p}"))?;
+        tpl.add_partition_offset(&topic, p, Offset::Offset(high))
+            .context("building assignment")?;
+    }
+    consumer.assign(&tpl).context("assign")?;
+    // Let the consumer connect and issue its first fetches.
+    let ready = Instant::now();
+    while ready.elapsed() < Duration::from_millis(500) {
+        if let Some(Err(e)) = consumer.poll(Duration::from_millis(50)) {
+            eprintln!("consume error: {e}");
+        }
+    }
+
+    let cfg = producer_config(&a.common, &a.producer)?;
+    let ctx = ProduceCtx {
+        log: LogCtx::default(),
+        start: Instant::now(),
+        hist: Mutex::new(LatencyHistogram::new()?),
+        delivered: AtomicU64::new(0),
+        failed: AtomicU64::new(0),
+    };
+    let producer: BaseProducer<ProduceCtx> =
+        BaseProducer::from_config_and_context(&cfg, ctx).context("creating producer")?;
+    producer
+        .client()
+        .fetch_metadata(Some(&topic), Duration::from_secs(10))
+        .context("producer metadata")?;
+
+    let warmup = Duration::from_secs(a.warmup_secs);
+    let total = warmup + Duration::from_secs(a.seconds);
+    let to_send = (total.as_secs_f64() * a.rate).round() as u64;
+    let record_size = a.producer.record_size;
+    let rate = a.rate;
+    let send_start_nanos = nanos_since_epoch();
+    let measure_from = send_start_nanos + warmup.as_nanos() as u64;
+
+    let sender = thread::Builder::new()
+        .name("e2e-producer".into())
+        .spawn(move || -> Result<BaseProducer<ProduceCtx>> {
+            let mut payload = make_payload(record_size);
+            let t0 = Instant::now();
+            for i in 0..to_send {
+                pace_until(t0 + Duration::from_secs_f64(i as f64 / rate));
+                payload[..8].copy_from_slice(&nanos_since_epoch().to_le_bytes());
+                let opaque = producer.context().start.elapsed().as_nanos() as usize;
+                let record: BaseRecord<'_, (), [u8], usize> =
+                    BaseRecord::with_opaque_to(&topic, opaque).payload(&payload[..]);
+                if let Err((e, _)) = producer.send(record) {
+                    return Err(e).context("enqueueing record");
+                }
+                producer.poll(Duration::ZERO);
+            }
+            producer
+                .flush(Duration::from_secs(30))
+                .context("flushing producer")?;
+            Ok(producer)
+        })
+        .context("spawning producer thread")?;
+
+    let mut hist = LatencyHistogram::new()?;
+    let mut received = 0u64;
+    let mut last_progress = Instant::now();
+    while received < to_send {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                let now = nanos_since_epoch();
+                received += 1;
+                last_progress = Instant::now();
+                let Some(ts) = m.payload().and_then(|p| p.get(..8)) else {
+                    continue;
+                };
+                let mut b = [0u8; 8];
+                b.copy_from_slice(ts);
+                let sent = u64::from_le_bytes(b);
+                if sent >= measure_from {
+                    hist.record(now.saturating_sub(sent));
+                }
+            }
+            Some(Err(e)) => eprintln!("consume error: {e}"),
+            None => {
+                if last_progress.elapsed() > Duration::from_secs(10) && sender.is_finished() {
+                    eprintln!("e2e: no record for 10 s after the producer finished, stopping");
+                    break;
+                }
+            }
+        }
+    }
+    let producer = sender
+        .join()
+        .map_err(|_| anyhow!("producer thread panicked"))??;
+    let pctx = producer.context();
+    let failed = pctx.failed.load(Ordering::Relaxed);
+    let ph = pctx
+        .hist
+        .lock()
+        .map_err(|_| anyhow!("latency histogram lock poisoned"))?;
+    println!(
+        "e2e: {} records measured at {rate:.0} msgs/s ({} s after {} s warm-up), end-to-end latency \
+         p50 {} ms p99 {} ms p99.9 {} ms max {} ms; produce ack latency p50 {} ms p99 {} ms \
+         (acks={} linger.ms={} record {} B partitions={partitions})",
+        hist.len(),
+        a.seconds,
+        a.warmup_secs,
+        fmt_ms(hist.quantile(0.50)),
+        fmt_ms(hist.quantile(0.99)),
+        fmt_ms(hist.quantile(0.999)),
+        fmt_ms(hist.max()),
+        fmt_ms(ph.quantile(0.50)),
+        fmt_ms(ph.quantile(0.99)),
+        a.producer.acks,
+        a.producer.linger_ms,
+        record_size,
+    );
+    eprintln!(
+        "e2e: sent {to_send}, received {received}, failed deliveries {failed}, client errors \
+         producer {} consumer {}",
+        pctx.log.errors.load(Ordering::Relaxed),
+        consumer.context().log.errors.load(Ordering::Relaxed)
+    );
+    if received < to_send || failed > 0 {
+        bail!("lost records: sent {to_send}, received {received}, failed {failed}");
+    }
+    Ok(())
+}
