@@ -128,6 +128,12 @@ class Broker:
                 lines = p.read_text(errors="replace").splitlines()
             except OSError:
                 continue
+            # a panic's backtrace can push its cause out of the tail: list the causes first
+            causes = [l for l in lines if any(w in l for w in (
+                "panicked", "memory allocation", " ERROR ", " WARN "))][-20:]
+            if causes:
+                out.append(f"----- {p.name}: panics/errors/warnings -----")
+                out.extend(causes)
             out.append(f"----- {p.name} (last {min(n, len(lines))} of {len(lines)} lines) -----")
             out.extend(lines[-n:])
         return "\n".join(out)
