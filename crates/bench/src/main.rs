@@ -198,9 +198,9 @@ fn producer_config(common: &Common, p: &ProducerOpts) -> Result<ClientConfig> {
         .set("linger.ms", p.linger_ms.to_string())
         .set("compression.type", &p.compression)
         .set("enable.idempotence", "false")
-        // Large enough in-flight buffer that the producer, not the queue, is the limit.
-        .set("queue.buffering.max.messages", "1000000")
-        .set("queue.buffering.max.kbytes", "1048576")
+        // queue.buffering.max.{messages,kbytes} stay at librdkafka's defaults (100000, 1 GiB):
+        // a run at full speed keeps that queue full, so the enqueue→delivery latency it reports
+        // is mostly time spent waiting in it.
         .set("message.timeout.ms", "60000");
     apply_extra(&mut cfg, common)?;
     Ok(cfg)
@@ -338,6 +338,27 @@ impl ProducerContext for ProduceCtx {
     }
 }
 
+/// Starts the thread that serves delivery reports (and client errors) of `producer` until the
+/// returned flag is set.
+fn spawn_poller(
+    producer: &Arc<BaseProducer<ProduceCtx>>,
+) -> Result<(Arc<AtomicBool>, thread::JoinHandle<()>)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let handle = {
+        let producer = Arc::clone(producer);
+        let stop = Arc::clone(&stop);
+        thread::Builder::new()
+            .name("delivery-poll".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    producer.poll(Duration::from_millis(20));
+                }
+            })
+            .context("spawning poll thread")?
+    };
+    Ok((stop, handle))
+}
+
 fn produce(a: ProduceArgs) -> Result<()> {
     if a.producer.record_size < 8 {
         bail!("--record-size must be at least 8");
@@ -366,19 +387,7 @@ fn produce(a: ProduceArgs) -> Result<()> {
         .fetch_metadata(Some(&a.common.topic), Duration::from_secs(10))
         .context("producer metadata")?;
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let poller = {
-        let producer = Arc::clone(&producer);
-        let stop = Arc::clone(&stop);
-        thread::Builder::new()
-            .name("delivery-poll".into())
-            .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
-                    producer.poll(Duration::from_millis(50));
-                }
-            })
-            .context("spawning poll thread")?
-    };
+    let (stop, poller) = spawn_poller(&producer)?;
 
     let mut payload = make_payload(a.producer.record_size);
     let topic = a.common.topic.as_str();
@@ -580,12 +589,13 @@ fn e2e(a: E2eArgs) -> Result<()> {
         delivered: AtomicU64::new(0),
         failed: AtomicU64::new(0),
     };
-    let producer: BaseProducer<ProduceCtx> =
-        BaseProducer::from_config_and_context(&cfg, ctx).context("creating producer")?;
+    let producer: Arc<BaseProducer<ProduceCtx>> =
+        Arc::new(BaseProducer::from_config_and_context(&cfg, ctx).context("creating producer")?);
     producer
         .client()
         .fetch_metadata(Some(&topic), Duration::from_secs(10))
         .context("producer metadata")?;
+    let (stop, poller) = spawn_poller(&producer)?;
 
     let warmup = Duration::from_secs(a.warmup_secs);
     let total = warmup + Duration::from_secs(a.seconds);
@@ -597,7 +607,7 @@ fn e2e(a: E2eArgs) -> Result<()> {
 
     let sender = thread::Builder::new()
         .name("e2e-producer".into())
-        .spawn(move || -> Result<BaseProducer<ProduceCtx>> {
+        .spawn(move || -> Result<Arc<BaseProducer<ProduceCtx>>> {
             let mut payload = make_payload(record_size);
             let t0 = Instant::now();
             for i in 0..to_send {
@@ -609,7 +619,6 @@ fn e2e(a: E2eArgs) -> Result<()> {
                 if let Err((e, _)) = producer.send(record) {
                     return Err(e).context("enqueueing record");
                 }
-                producer.poll(Duration::ZERO);
             }
             producer
                 .flush(Duration::from_secs(30))
@@ -646,9 +655,15 @@ fn e2e(a: E2eArgs) -> Result<()> {
             }
         }
     }
-    let producer = sender
+    let sent = sender
         .join()
-        .map_err(|_| anyhow!("producer thread panicked"))??;
+        .map_err(|_| anyhow!("producer thread panicked"));
+    stop.store(true, Ordering::Relaxed);
+    poller
+        .join()
+        .map_err(|_| anyhow!("delivery poll thread panicked"))?;
+    let producer = sent??;
+    producer.poll(Duration::ZERO);
     let pctx = producer.context();
     let failed = pctx.failed.load(Ordering::Relaxed);
     let ph = pctx
