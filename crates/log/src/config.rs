@@ -32,6 +32,20 @@ pub struct LogConfig {
     pub flush_interval_messages: u64,
     /// `file.delete.delay.ms`: how long a deleted segment's files linger as `*.deleted`.
     pub file_delete_delay_ms: i64,
+    /// `cleanup.policy` contains `compact`: the log cleaner keeps the latest record per key (see
+    /// [`crate::cleaner`]) and records without a key are refused at append. Retention still
+    /// applies through `retention_ms` / `retention_bytes` (-1 for a compact-only topic).
+    pub compact: bool,
+    /// `delete.retention.ms`: how long tombstones survive in the cleaned part of the log.
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: records younger than this (by timestamp) are not compacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a log whose oldest uncleaned record is older than this is
+    /// cleaned whatever its dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio`: the share of cleanable bytes not yet cleaned above which the
+    /// background cleaner picks the log.
+    pub min_cleanable_dirty_ratio: f64,
 }
 
 impl Default for LogConfig {
@@ -47,6 +61,11 @@ impl Default for LogConfig {
             message_timestamp_type: TimestampType::CreateTime,
             flush_interval_messages: u64::MAX,
             file_delete_delay_ms: 60_000,
+            compact: false,
+            delete_retention_ms: 24 * 60 * 60 * 1000,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            min_cleanable_dirty_ratio: 0.5,
         }
     }
 }

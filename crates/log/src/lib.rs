@@ -7,14 +7,21 @@
 //! - `<base_offset:020>.index` / `.timeindex`: sparse offset and time indexes (Kafka's format),
 //!   written on roll and close, rebuilt by recovery;
 //! - `<offset:020>.snapshot`: idempotent producer state as of that offset;
-//! - `leader-epoch-checkpoint`, `log-start-offset`, `recovery-point`: Kafka-style checkpoints.
+//! - `leader-epoch-checkpoint`, `log-start-offset`, `recovery-point`,
+//!   `cleaner-offset-checkpoint`: Kafka-style checkpoints.
 //!
 //! What always holds: a reader sees only whole batches that were fully appended; offsets are
 //! dense and increasing; everything below the recovery point is fsynced; after a crash, every
 //! completely written batch below the first torn or corrupt byte is recovered. See [`log`] for
 //! the locking rules and [`loader`] for recovery.
+//!
+//! Compacted topics (`LogConfig::compact`) refuse records without a key and are cleaned by
+//! [`cleaner`] (Kafka's log cleaner): closed segments are rewritten keeping the latest record per
+//! key, so offsets may have gaps there; reads still return whole batches, from the first batch
+//! whose last offset is at or after the fetch offset.
 
 pub mod batch;
+pub mod cleaner;
 mod config;
 mod epoch_cache;
 mod error;
@@ -23,10 +30,12 @@ pub mod loader;
 pub mod log;
 mod manager;
 mod producer_state;
+mod records;
 mod retention;
 mod segment;
 mod timestamp;
 
+pub use cleaner::{CleanStats, CLEANER_CHECKPOINT_FILE};
 pub use config::{LogConfig, TimestampType};
 pub use error::{ErrorKind, LogError, Result};
 pub use log::{AppendInfo, FetchData, PartitionLog};

@@ -34,9 +34,54 @@ pub(crate) struct Loaded {
     pub epochs: LeaderEpochCache,
 }
 
+/// Finishes or discards what an interrupted cleaner swap left (see [`crate::cleaner`]):
+/// `*.cleaned` files are deleted (the original segment is intact); `<base>.log.swap` is a complete,
+/// fsynced replacement of `<base>.log`, renamed over it (with that segment's index files removed
+/// so they are rebuilt) when `<base>.log` still exists, deleted otherwise.
+fn complete_swaps(dir: &Path) -> Result<()> {
+    for e in fs::read_dir(dir).map_err(LogError::io_at(dir))? {
+        let e = e.map_err(LogError::io_at(dir))?;
+        let path = e.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if name.ends_with(".cleaned") {
+            warn!(file = %path.display(), "deleting an unfinished cleaned segment");
+            remove_if_exists(&path)?;
+            continue;
+        }
+        let Some(stem) = name.strip_suffix(".log.swap") else {
+            continue;
+        };
+        let base = match stem.parse::<i64>() {
+            Ok(b) if b >= 0 && stem.len() == 20 => b,
+            _ => {
+                remove_if_exists(&path)?;
+                continue;
+            }
+        };
+        let target = segment_path(dir, base, "log");
+        if target.exists() {
+            for suffix in ["index", "timeindex"] {
+                remove_if_exists(&segment_path(dir, base, suffix))?;
+            }
+            fs::rename(&path, &target).map_err(LogError::io_at(&target))?;
+            if let Ok(d) = fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
+            info!(segment = base, dir = %dir.display(), "completed an interrupted cleaner swap");
+        } else {
+            warn!(file = %path.display(), "deleting a swap file whose segment is gone");
+            remove_if_exists(&path)?;
+        }
+    }
+    Ok(())
+}
+
 /// Base offsets of the `.log` files in `dir`, ascending; removes leftovers of interrupted
-/// operations (`*.tmp`, `*.deleted`, `*.swap`, `*.cleaned`).
+/// operations (`*.tmp`, `*.deleted`, `*.swap`, `*.cleaned`) after completing cleaner swaps.
 fn scan_dir(dir: &Path) -> Result<Vec<i64>> {
+    complete_swaps(dir)?;
     let mut bases = Vec::new();
     for e in fs::read_dir(dir).map_err(LogError::io_at(dir))? {
         let e = e.map_err(LogError::io_at(dir))?;

@@ -104,6 +104,11 @@ pub struct PartitionLog {
     pub(crate) epochs: Mutex<LeaderEpochCache>,
     /// Offset below which everything is fsynced; the mutex also serializes flushes.
     pub(crate) recovery_point: Mutex<i64>,
+    /// Serializes cleaning passes (and checkpoint changes) of this log; never held with
+    /// `writer` taken first.
+    pub(crate) cleaner_lock: Mutex<()>,
+    /// The cleaner checkpoint, -1 when the log was never cleaned; see [`crate::cleaner`].
+    pub(crate) cleaner_checkpoint: std::sync::atomic::AtomicI64,
 }
 
 impl std::fmt::Debug for PartitionLog {
@@ -126,6 +131,7 @@ impl PartitionLog {
         clock: SharedClock,
     ) -> Result<PartitionLog> {
         let loaded = loader::load(&dir, &config, clean_shutdown, clock.now_ms())?;
+        let cleaner_checkpoint = Self::load_cleaner_checkpoint(&dir);
         debug!(%tp, log_start_offset = loaded.log_start_offset,
             log_end_offset = loaded.log_end_offset, segments = loaded.segments.len(), "opened log");
         Ok(PartitionLog {
@@ -144,6 +150,8 @@ impl PartitionLog {
             producers: Mutex::new(loaded.producers),
             epochs: Mutex::new(loaded.epochs),
             recovery_point: Mutex::new(loaded.recovery_point),
+            cleaner_lock: Mutex::new(()),
+            cleaner_checkpoint: std::sync::atomic::AtomicI64::new(cleaner_checkpoint),
         })
     }
 
@@ -217,6 +225,15 @@ impl PartitionLog {
     pub fn append_as_leader(&self, records: &[u8], leader_epoch: i32) -> Result<AppendInfo> {
         let config = self.config.read().clone();
         let mut headers = validate_produced(records, config.max_message_bytes)?;
+        if config.compact {
+            // Kafka refuses keyless records on compacted topics (INVALID_RECORD).
+            let mut pos = 0usize;
+            for h in &headers {
+                let size = h.total_size();
+                crate::records::check_keys_present(&records[pos..pos + size])?;
+                pos += size;
+            }
+        }
         let record_count: u64 = headers.iter().map(|h| h.records_count as u64).sum();
         let mut writer = self.writer.lock();
         let (log_end_offset, log_start_offset) = {

@@ -241,8 +241,10 @@ impl LogManager {
         Ok(())
     }
 
-    /// Periodic task: retention on every log and flush of rolled segments. Returns the number
-    /// of segments deleted; errors of one log do not stop the others (the first is returned).
+    /// Periodic task: retention on every log, flush of rolled segments, and a cleaning pass on
+    /// every compacted log that [needs one](PartitionLog::needs_cleaning). Returns the number of
+    /// segments deleted by retention; errors of one log do not stop the others (the first is
+    /// returned).
     pub fn run_maintenance(&self) -> Result<usize> {
         let mut deleted = 0;
         let mut first_err = None;
@@ -258,10 +260,40 @@ impl LogManager {
                 warn!(tp = %log.topic_partition(), error = %e, "flush failed");
                 first_err.get_or_insert(e);
             }
+            if log.needs_cleaning() {
+                if let Err(e) = log.clean() {
+                    warn!(tp = %log.topic_partition(), error = %e, "log cleaning failed");
+                    first_err.get_or_insert(e);
+                }
+            }
         }
         match first_err {
             Some(e) => Err(e),
             None => Ok(deleted),
+        }
+    }
+
+    /// Runs a cleaning pass on every compacted log, whatever its dirty ratio (tests, admin).
+    /// Returns the number of logs cleaned; errors of one log do not stop the others (the first
+    /// is returned).
+    pub fn clean_all(&self) -> Result<usize> {
+        let mut cleaned = 0;
+        let mut first_err = None;
+        for log in self.all() {
+            if !log.config().compact {
+                continue;
+            }
+            match log.clean() {
+                Ok(_) => cleaned += 1,
+                Err(e) => {
+                    warn!(tp = %log.topic_partition(), error = %e, "log cleaning failed");
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(cleaned),
         }
     }
 

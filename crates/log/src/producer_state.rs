@@ -65,6 +65,15 @@ impl ProducerStateManager {
         self.producers.get(&producer_id)
     }
 
+    /// `(producer id, last offset)` of the last batch of every producer (the cleaner keeps
+    /// these batches' headers so producer state can be rebuilt from the log).
+    pub fn last_batch_offsets(&self) -> std::collections::HashSet<(i64, i64)> {
+        self.producers
+            .iter()
+            .filter_map(|(pid, e)| e.batches.back().map(|b| (*pid, b.last_offset)))
+            .collect()
+    }
+
     /// Checks a producer batch against `entry` (the producer's current state, if any), in
     /// Kafka's order: epoch fencing, duplicate lookup, then sequence continuity.
     pub fn check(entry: Option<&ProducerEntry>, h: &BatchHeader) -> Result<SequenceCheck> {

@@ -213,6 +213,8 @@ impl PartitionLog {
             rebuild_producer_state(&self.dir, &st.segments, new_leo)?
         };
         *self.producers.lock() = rebuilt;
+        drop(_writer);
+        self.lower_cleaner_checkpoint(new_leo)?;
         info!(tp = %self.tp, offset, log_end_offset = new_leo, "truncated log");
         Ok(())
     }

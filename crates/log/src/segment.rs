@@ -534,3 +534,35 @@ impl Segment {
         Self::create(dir, base_offset, now_ms)
     }
 }
+
+impl Segment {
+    /// A segment over a rewritten file (the cleaner's `.cleaned` file, later renamed to the
+    /// segment's `.log` name, which `path` already holds): sizes and indexes are rebuilt from it.
+    pub fn from_rewritten(
+        dir: &Path,
+        base_offset: i64,
+        file: File,
+        created_ms: i64,
+        index_interval_bytes: u64,
+    ) -> Result<Segment> {
+        let path = segment_path(dir, base_offset, "log");
+        let len = file.metadata().map_err(LogError::io_at(&path))?.len();
+        let mut seg = Self::empty(
+            SegmentFile {
+                base_offset,
+                path,
+                file,
+            },
+            created_ms,
+        );
+        seg.size = len;
+        seg.rebuild_indexes(index_interval_bytes)?;
+        if seg.size != len {
+            return Err(LogError::KafkaStorage(format!(
+                "rewritten segment {base_offset} holds {} bytes that are not whole batches",
+                len - seg.size
+            )));
+        }
+        Ok(seg)
+    }
+}

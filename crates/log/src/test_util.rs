@@ -99,6 +99,10 @@ pub fn tp() -> TopicPartition {
     TopicPartition::new("t", 0)
 }
 
+pub fn tp_named(topic: &str) -> TopicPartition {
+    TopicPartition::new(topic, 0)
+}
+
 pub fn clock(ms: i64) -> (Arc<ManualClock>, SharedClock) {
     let c = ManualClock::new(ms);
     let shared: SharedClock = c.clone();

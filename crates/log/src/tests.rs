@@ -1,6 +1,7 @@
 //! Unit tests of the log crate, one file per area.
 
 mod append_read_test;
+mod cleaner_test;
 mod manager_test;
 mod producer_test;
 mod recovery_test;

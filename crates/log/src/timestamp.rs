@@ -19,6 +19,15 @@ use crate::segment::SegmentFile;
 pub fn record_timestamps(batch: &[u8]) -> Result<Vec<(i64, i64)>> {
     let h = BatchHeader::parse(batch)
         .ok_or_else(|| LogError::CorruptMessage("short batch header".into()))?;
+    if h.is_log_append_time() && h.records_count != h.last_offset_delta + 1 {
+        // A cleaned batch (compacted topic): offsets have gaps, list the records left.
+        let d = crate::records::decode_batch(batch)?;
+        return Ok(d
+            .records
+            .iter()
+            .map(|r| (r.offset, h.max_timestamp))
+            .collect());
+    }
     if h.is_log_append_time() {
         return Ok((0..=i64::from(h.last_offset_delta))
             .map(|d| (h.base_offset + d, h.max_timestamp))

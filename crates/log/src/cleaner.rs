@@ -1,0 +1,486 @@
+//! Log compaction, Kafka's `LogCleaner` for `cleanup.policy=compact` (and `compact,delete`,
+//! where retention keeps running as for any log).
+//!
+//! A pass ([`PartitionLog::clean`]):
+//! 1. The *cleanable range* is the closed segments from the oldest one up to, not including,
+//!    the first segment that is active or holds a record younger than `min.compaction.lag.ms`
+//!    (by the segment's largest timestamp). The active segment is never touched. Its end is the
+//!    *first uncleanable offset*.
+//! 2. The *dirty range* starts at the cleaner checkpoint (`cleaner-offset-checkpoint` in the
+//!    partition directory: the first uncleanable offset of the previous pass) and ends at the
+//!    first uncleanable offset. An offset map key -> latest offset is built over it.
+//! 3. Every segment of the cleanable range is rewritten keeping a record unless: its key is in
+//!    the map with a larger offset (superseded); it has no key (Kafka refuses those at produce on
+//!    compacted topics, they can only predate the policy change, and Kafka's cleaner drops them
+//!    too); or it is an expired tombstone (below).
+//!    Kept records keep their offset, timestamp, key, value and headers byte for byte. A batch
+//!    whose records all stay is copied unchanged; otherwise it is re-encoded with the same
+//!    leader epoch, attributes (codec, timestamp type), producer id, epoch and base sequence, its
+//!    base offset becoming the first kept record's offset. The last batch of every producer
+//!    known to the producer state keeps its header exactly (base offset, last offset delta,
+//!    sequences, timestamps) even when records go, and may become an empty batch, as in Kafka,
+//!    so producer state can still be rebuilt from the log. A segment that would become empty
+//!    keeps its last batch as an empty batch, so segment base offsets (and with them the log
+//!    start offset after a restart) never move. Segments in which nothing is removed are not
+//!    rewritten.
+//! 4. The checkpoint moves to the first uncleanable offset.
+//!
+//! Tombstone rule (the simple form of Kafka's delete horizon): a tombstone (null value) in the
+//! cleanable range is dropped once its timestamp is older than `delete.retention.ms`, i.e. when
+//! `timestamp < now - delete.retention.ms`, where the timestamp is the record's CreateTime, or the
+//! batch's append time for LogAppendTime topics. Until then it is kept (and still supersedes
+//! older values of its key). Producers that send timestamps far in the past shorten this window,
+//! as they do for `retention.ms`.
+//!
+//! Swapping a rewritten segment in: the new content is written to `<base>.log.cleaned` and
+//! fsynced, without any of the log's locks (appends and fetches continue). Then, under the
+//! writer mutex: the segment is checked to still be in the log (retention or truncation may have
+//! removed it, in which case the result is discarded); the file is renamed to `.log.swap`, the
+//! old `.index`/`.timeindex` are removed, `.log.swap` is renamed over `.log`, the directory is
+//! fsynced, the rebuilt indexes are written, and the segment is replaced in the list under the
+//! state write lock. Readers that picked the old segment keep reading the old file through
+//! their open handle. After a crash, [`crate::loader`] deletes `*.cleaned` files and completes a
+//! leftover `<base>.log.swap` (renaming it over `<base>.log`, dropping that segment's index
+//! files so they are rebuilt), or deletes it if `<base>.log` is gone.
+//!
+//! Offsets never change; the log start offset, the leader-epoch cache and producer snapshots are
+//! untouched. Reads at an offset that was cleaned away return the next batch (the read path
+//! returns whole batches starting at the first batch whose last offset is >= the fetch offset).
+//! The offset map is an in-memory hash map of the dirty range's keys; memory is proportional to
+//! the number of distinct keys in it.
+//!
+//! The background cleaner ([`crate::LogManager::run_maintenance`]) picks a compacted log when its
+//! dirty ratio (bytes of cleanable segments at or after the checkpoint / bytes of all cleanable
+//! segments) is at least `min.cleanable.dirty.ratio`, or when the oldest record of the dirty
+//! range is older than `max.compaction.lag.ms`. [`crate::LogManager::clean_all`] and
+//! [`PartitionLog::clean`] run a pass regardless.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tracing::{debug, info, warn};
+
+use crate::batch::{BatchHeader, Scan};
+use crate::config::LogConfig;
+use crate::epoch_cache::{read_offset_checkpoint, write_offset_checkpoint};
+use crate::error::{LogError, Result};
+use crate::log::PartitionLog;
+use crate::records::{decode_batch, rebuild_batch, RecordView};
+use crate::segment::{remove_if_exists, segment_path, BatchScanner, Segment, SegmentFile};
+
+/// Per-partition file holding the cleaner checkpoint (first offset not yet cleaned).
+pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
+
+/// What one cleaning pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CleanStats {
+    /// Start of the dirty range (the checkpoint before the pass, at least the first segment).
+    pub first_dirty_offset: i64,
+    /// End of the cleaned range and the new checkpoint (-1 when nothing was cleanable).
+    pub cleaned_up_to: i64,
+    /// Segments in the cleanable range.
+    pub segments_scanned: usize,
+    /// Segments rewritten and swapped in.
+    pub segments_rewritten: usize,
+    /// Rewritten segments dropped because retention or truncation removed the original meanwhile.
+    pub segments_aborted: usize,
+    /// Keys in the offset map.
+    pub keys_in_map: usize,
+    pub records_read: u64,
+    /// Records removed because a later record has the same key.
+    pub superseded_removed: u64,
+    /// Tombstones removed after `delete.retention.ms`.
+    pub tombstones_removed: u64,
+    /// Records without a key removed.
+    pub keyless_removed: u64,
+    /// Sizes of the rewritten segments before and after.
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
+/// A closed segment as seen when the pass started.
+struct SegView {
+    file: Arc<SegmentFile>,
+    base: i64,
+    size: u64,
+    next_offset: i64,
+    /// Timestamp of the first batch (max lag), else the largest timestamp.
+    first_ts: i64,
+    created_ms: i64,
+}
+
+/// The cleanable range.
+struct Cleanable {
+    segments: Vec<SegView>,
+    first_uncleanable: i64,
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(f) = File::open(dir) {
+        let _ = f.sync_all();
+    }
+}
+
+/// Calls `f` with every batch (header and bytes) of a segment, CRC-checked.
+fn for_each_batch(
+    view: &SegView,
+    mut f: impl FnMut(u64, &BatchHeader, &[u8]) -> Result<()>,
+) -> Result<()> {
+    let mut scanner = BatchScanner::new(&view.file, 0, view.size);
+    loop {
+        let pos = scanner.pos;
+        let (scan, bytes) = scanner.next_batch(true)?;
+        match scan {
+            Scan::Valid(h) => f(pos, &h, bytes)?,
+            Scan::Torn if pos >= view.size => return Ok(()),
+            Scan::Torn => {
+                return Err(LogError::CorruptMessage(format!(
+                    "cleaner: torn batch at position {pos} of closed segment {}",
+                    view.base
+                )))
+            }
+            Scan::Corrupt(why) => {
+                return Err(LogError::CorruptMessage(format!(
+                    "cleaner: segment {}: {why}",
+                    view.base
+                )))
+            }
+        }
+    }
+}
+
+impl PartitionLog {
+    /// The cleaner checkpoint: offsets below it were cleaned by an earlier pass (-1 if none).
+    pub fn cleaner_checkpoint(&self) -> i64 {
+        self.cleaner_checkpoint.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn load_cleaner_checkpoint(dir: &Path) -> i64 {
+        match read_offset_checkpoint(&dir.join(CLEANER_CHECKPOINT_FILE)) {
+            Ok(cp) => cp.unwrap_or(-1),
+            Err(e) => {
+                warn!(dir = %dir.display(), error = %e, "unreadable cleaner checkpoint, cleaning from the start");
+                -1
+            }
+        }
+    }
+
+    fn set_cleaner_checkpoint(&self, offset: i64) -> Result<()> {
+        write_offset_checkpoint(&self.dir.join(CLEANER_CHECKPOINT_FILE), offset)?;
+        self.cleaner_checkpoint.store(offset, Ordering::Release);
+        Ok(())
+    }
+
+    /// Truncation removed offsets at or past `offset`: whatever is appended there again is dirty.
+    pub(crate) fn lower_cleaner_checkpoint(&self, offset: i64) -> Result<()> {
+        let _pass = self.cleaner_lock.lock();
+        if self.cleaner_checkpoint() > offset {
+            self.set_cleaner_checkpoint(offset)?;
+        }
+        Ok(())
+    }
+
+    fn cleanable(&self, config: &LogConfig, now: i64) -> Cleanable {
+        let st = self.state.read();
+        let closed = &st.segments[..st.segments.len() - 1];
+        let mut segments = Vec::new();
+        let mut first_uncleanable = st.active().base_offset;
+        for s in closed {
+            let largest = s.largest_timestamp();
+            if config.min_compaction_lag_ms > 0
+                && now.saturating_sub(largest) < config.min_compaction_lag_ms
+            {
+                first_uncleanable = s.base_offset;
+                break;
+            }
+            segments.push(SegView {
+                file: Arc::clone(&s.file),
+                base: s.base_offset,
+                size: s.size,
+                next_offset: s.next_offset,
+                first_ts: s
+                    .first_batch_timestamp
+                    .filter(|t| *t >= 0)
+                    .unwrap_or(largest),
+                created_ms: s.created_ms,
+            });
+        }
+        Cleanable {
+            segments,
+            first_uncleanable,
+        }
+    }
+
+    /// Share of the cleanable bytes at or after the cleaner checkpoint (0 when nothing is
+    /// cleanable or the log is not compacted).
+    pub fn dirty_ratio(&self) -> f64 {
+        let config = self.config();
+        if !config.compact {
+            return 0.0;
+        }
+        let c = self.cleanable(&config, self.clock.now_ms());
+        let cp = self.cleaner_checkpoint();
+        let total: u64 = c.segments.iter().map(|s| s.size).sum();
+        let dirty: u64 = c
+            .segments
+            .iter()
+            .filter(|s| s.next_offset > cp)
+            .map(|s| s.size)
+            .sum();
+        if total == 0 {
+            0.0
+        } else {
+            dirty as f64 / total as f64
+        }
+    }
+
+    /// Whether the background cleaner should clean this log now: compacted, something dirty,
+    /// and the dirty ratio reaches `min.cleanable.dirty.ratio` or the oldest dirty record is
+    /// older than `max.compaction.lag.ms`.
+    pub fn needs_cleaning(&self) -> bool {
+        let config = self.config();
+        if !config.compact {
+            return false;
+        }
+        let now = self.clock.now_ms();
+        let c = self.cleanable(&config, now);
+        let cp = self.cleaner_checkpoint();
+        let total: u64 = c.segments.iter().map(|s| s.size).sum();
+        let dirty: Vec<&SegView> = c.segments.iter().filter(|s| s.next_offset > cp).collect();
+        let dirty_bytes: u64 = dirty.iter().map(|s| s.size).sum();
+        if dirty_bytes == 0 || total == 0 {
+            return false;
+        }
+        if dirty_bytes as f64 / total as f64 >= config.min_cleanable_dirty_ratio {
+            return true;
+        }
+        config.max_compaction_lag_ms < i64::MAX
+            && dirty
+                .first()
+                .is_some_and(|s| now.saturating_sub(s.first_ts) > config.max_compaction_lag_ms)
+    }
+
+    /// Runs one cleaning pass now, whatever the dirty ratio; a no-op unless `config.compact`.
+    /// See the [module docs](crate::cleaner) for what is kept. Appends and reads continue while
+    /// the pass runs; passes on one log are serialized.
+    pub fn clean(&self) -> Result<CleanStats> {
+        let config = self.config();
+        let mut stats = CleanStats {
+            cleaned_up_to: -1,
+            ..CleanStats::default()
+        };
+        if !config.compact {
+            return Ok(stats);
+        }
+        let _pass = self.cleaner_lock.lock();
+        let now = self.clock.now_ms();
+        let c = self.cleanable(&config, now);
+        let Some(first) = c.segments.first() else {
+            return Ok(stats);
+        };
+        let cp = self.cleaner_checkpoint();
+        let first_dirty = cp.max(first.base);
+        stats.first_dirty_offset = first_dirty;
+        stats.segments_scanned = c.segments.len();
+
+        // Offset map over the dirty range.
+        let mut map: HashMap<Vec<u8>, i64> = HashMap::new();
+        for s in c.segments.iter().filter(|s| s.next_offset > first_dirty) {
+            for_each_batch(s, |_, h, bytes| {
+                if h.last_offset() < first_dirty || h.is_control() {
+                    return Ok(());
+                }
+                let d = decode_batch(bytes)?;
+                for r in d.records.iter().filter(|r| r.offset >= first_dirty) {
+                    if let Some(k) = d.key(r) {
+                        match map.get_mut(k) {
+                            Some(o) => *o = (*o).max(r.offset),
+                            None => {
+                                map.insert(k.to_vec(), r.offset);
+                            }
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        stats.keys_in_map = map.len();
+
+        let retain = self.producers.lock().last_batch_offsets();
+        let horizon = now.saturating_sub(config.delete_retention_ms.max(0));
+        for s in &c.segments {
+            self.clean_segment(s, &map, &retain, horizon, &config, &mut stats)?;
+        }
+        let new_cp = c.first_uncleanable.max(cp);
+        self.set_cleaner_checkpoint(new_cp)?;
+        stats.cleaned_up_to = new_cp;
+        info!(tp = %self.tp, first_dirty, cleaned_up_to = new_cp,
+            rewritten = stats.segments_rewritten, superseded = stats.superseded_removed,
+            tombstones = stats.tombstones_removed, bytes_before = stats.bytes_before,
+            bytes_after = stats.bytes_after, "log cleaning pass done");
+        Ok(stats)
+    }
+
+    /// Rewrites one segment if anything in it goes, and swaps it in.
+    fn clean_segment(
+        &self,
+        s: &SegView,
+        map: &HashMap<Vec<u8>, i64>,
+        retain: &std::collections::HashSet<(i64, i64)>,
+        horizon: i64,
+        config: &LogConfig,
+        stats: &mut CleanStats,
+    ) -> Result<()> {
+        let cleaned_path = segment_path(&self.dir, s.base, "log.cleaned");
+        let mut out: Option<BufWriter<File>> = None;
+        let mut written = 0u64;
+        // The last batch dropped entirely, kept as an empty batch if nothing else remains.
+        let mut last_dropped: Option<Vec<u8>> = None;
+        let result = for_each_batch(s, |pos, h, bytes| {
+            stats.records_read += h.records_count.max(0) as u64;
+            let new_bytes: Option<Vec<u8>> = if h.is_control() {
+                None
+            } else {
+                let d = decode_batch(bytes)?;
+                let mut kept: Vec<&RecordView> = Vec::with_capacity(d.records.len());
+                for r in &d.records {
+                    match d.key(r) {
+                        None => stats.keyless_removed += 1,
+                        Some(k) if map.get(k).is_some_and(|&o| o > r.offset) => {
+                            stats.superseded_removed += 1
+                        }
+                        Some(_) if r.null_value && d.timestamp_of(r) < horizon => {
+                            stats.tombstones_removed += 1
+                        }
+                        Some(_) => kept.push(r),
+                    }
+                }
+                if kept.len() == d.records.len() {
+                    None
+                } else {
+                    let keep_header =
+                        h.has_producer_id() && retain.contains(&(h.producer_id, h.last_offset()));
+                    if kept.is_empty() && !keep_header {
+                        last_dropped = Some(rebuild_batch(&d, &[], true)?);
+                        Some(Vec::new())
+                    } else {
+                        Some(rebuild_batch(&d, &kept, keep_header)?)
+                    }
+                }
+            };
+            match (new_bytes, out.as_mut()) {
+                (None, None) => {}
+                (None, Some(w)) => {
+                    w.write_all(bytes).map_err(LogError::io_at(&cleaned_path))?;
+                    written += bytes.len() as u64;
+                }
+                (Some(nb), w) => {
+                    let w = match w {
+                        Some(w) => w,
+                        None => {
+                            // First change: start the new file with the unchanged prefix.
+                            let f = OpenOptions::new()
+                                .read(true)
+                                .write(true)
+                                .create(true)
+                                .truncate(true)
+                                .open(&cleaned_path)
+                                .map_err(LogError::io_at(&cleaned_path))?;
+                            let mut w = BufWriter::with_capacity(1 << 20, f);
+                            let mut p = 0u64;
+                            while p < pos {
+                                let n = (pos - p).min(1 << 20) as usize;
+                                let chunk = s.file.read_exact_at(p, n)?;
+                                w.write_all(&chunk)
+                                    .map_err(LogError::io_at(&cleaned_path))?;
+                                p += n as u64;
+                            }
+                            written = pos;
+                            out.insert(w)
+                        }
+                    };
+                    w.write_all(&nb).map_err(LogError::io_at(&cleaned_path))?;
+                    written += nb.len() as u64;
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            drop(out);
+            let _ = remove_if_exists(&cleaned_path);
+            return Err(e);
+        }
+        let Some(mut w) = out else {
+            return Ok(());
+        };
+        if written == 0 {
+            if let Some(empty) = &last_dropped {
+                w.write_all(empty).map_err(LogError::io_at(&cleaned_path))?;
+                written = empty.len() as u64;
+            }
+        }
+        let file = w
+            .into_inner()
+            .map_err(|e| LogError::io_at(&cleaned_path)(e.into_error()))?;
+        file.sync_all().map_err(LogError::io_at(&cleaned_path))?;
+        stats.bytes_before += s.size;
+        stats.bytes_after += written;
+        match self.swap_in(s, &cleaned_path, file, config) {
+            Ok(true) => stats.segments_rewritten += 1,
+            Ok(false) => stats.segments_aborted += 1,
+            Err(e) => {
+                let _ = remove_if_exists(&cleaned_path);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces the segment of `view` with the fsynced `cleaned` file; false (and the file
+    /// deleted) when the segment is no longer a closed segment of the log.
+    fn swap_in(
+        &self,
+        view: &SegView,
+        cleaned_path: &Path,
+        file: File,
+        config: &LogConfig,
+    ) -> Result<bool> {
+        let mut seg = Segment::from_rewritten(
+            &self.dir,
+            view.base,
+            file,
+            view.created_ms,
+            config.index_interval_bytes,
+        )?;
+        let _writer = self.writer.lock();
+        let idx = {
+            let st = self.state.read();
+            st.segments
+                .iter()
+                .position(|s| Arc::ptr_eq(&s.file, &view.file))
+                .filter(|&i| i + 1 < st.segments.len())
+        };
+        let Some(idx) = idx else {
+            debug!(tp = %self.tp, segment = view.base, "segment changed while cleaning, discarding");
+            remove_if_exists(cleaned_path)?;
+            return Ok(false);
+        };
+        let swap: PathBuf = segment_path(&self.dir, view.base, "log.swap");
+        fs::rename(cleaned_path, &swap).map_err(LogError::io_at(&swap))?;
+        sync_dir(&self.dir);
+        for suffix in ["index", "timeindex"] {
+            remove_if_exists(&segment_path(&self.dir, view.base, suffix))?;
+        }
+        let target = segment_path(&self.dir, view.base, "log");
+        fs::rename(&swap, &target).map_err(LogError::io_at(&target))?;
+        sync_dir(&self.dir);
+        seg.persist_indexes()?;
+        let old = std::mem::replace(&mut self.state.write().segments[idx], seg);
+        debug!(tp = %self.tp, segment = view.base, old_size = old.size, "swapped in cleaned segment");
+        Ok(true)
+    }
+}
