@@ -10,6 +10,7 @@ use kafka_protocol::error::ResponseError;
 use crate::config::BrokerConfig;
 use crate::errors;
 use crate::fetch_session::FetchSessionCache;
+use crate::group_store::{LogOffsetsStore, OFFSETS_TOPIC};
 use crate::metadata::{self, MetadataStore, TopicMeta};
 use crate::metrics::Metrics;
 use crate::replica_manager::ReplicaManager;
@@ -26,6 +27,10 @@ pub struct Broker {
     pub metrics: Arc<Metrics>,
     /// (host, port) given to clients.
     pub advertised: (String, u16),
+    pub groups: ferry_group::GroupCoordinator,
+    pub offsets_store: Arc<LogOffsetsStore>,
+    /// Serializes the creation and loading of `__consumer_offsets`.
+    pub group_init: std::sync::Mutex<()>,
 }
 
 /// A topic-level failure with the Kafka error and a message for the client.
@@ -182,6 +187,64 @@ impl Broker {
             .map_err(|e| TopicError::new(errors::log_error(&e), e.to_string()))?;
         tracing::info!(topic = %name, "deleted topic");
         Ok(meta)
+    }
+
+    /// Creates `__consumer_offsets` on first use and loads the groups it holds.
+    pub fn ensure_group_coordinator(&self) -> Result<(), TopicError> {
+        if self.offsets_store.is_ready() {
+            return Ok(());
+        }
+        let _guard = self.group_init.lock().unwrap_or_else(|p| p.into_inner());
+        if self.offsets_store.is_ready() {
+            return Ok(());
+        }
+        let meta = match self.metadata.topic(OFFSETS_TOPIC) {
+            Some(m) => m,
+            None => {
+                let mut configs = BTreeMap::new();
+                configs.insert("cleanup.policy".to_string(), "compact".to_string());
+                configs.insert(
+                    "segment.bytes".to_string(),
+                    self.config.raw("offsets.topic.segment.bytes").to_string(),
+                );
+                let rf = (self
+                    .config
+                    .raw("offsets.topic.replication.factor")
+                    .parse::<i32>()
+                    .unwrap_or(1))
+                .min(self.live_broker_count())
+                .max(1) as i16;
+                let partitions = self.groups.config().offsets_topic_partitions;
+                let meta = self
+                    .metadata
+                    .create_topic(OFFSETS_TOPIC, partitions, rf, configs)
+                    .map_err(|e| TopicError::new(errors::metadata_error(&e), e.to_string()))?;
+                tracing::info!(partitions, "created {OFFSETS_TOPIC}");
+                meta
+            }
+        };
+        self.open_topic(&meta)?;
+        let partitions = (0..meta.partitions)
+            .map(|p| self.replicas.partition_of(OFFSETS_TOPIC, p))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                TopicError::new(
+                    ResponseError::CoordinatorNotAvailable,
+                    "offsets partitions missing",
+                )
+            })?;
+        self.offsets_store.set_partitions(partitions);
+        self.groups
+            .load()
+            .map_err(|e| TopicError::new(ResponseError::CoordinatorNotAvailable, e.to_string()))?;
+        Ok(())
+    }
+
+    /// The group coordinator, once `__consumer_offsets` exists.
+    pub fn group_coordinator(&self) -> Result<&ferry_group::GroupCoordinator, ResponseError> {
+        self.ensure_group_coordinator()
+            .map(|_| &self.groups)
+            .map_err(|_| ResponseError::CoordinatorNotAvailable)
     }
 
     pub fn is_internal_topic(name: &str) -> bool {

@@ -18,6 +18,7 @@ pub enum ConfigType {
     Long,
     String,
     List,
+    Double,
 }
 
 impl ConfigType {
@@ -28,6 +29,7 @@ impl ConfigType {
             ConfigType::Long => "long",
             ConfigType::String => "string",
             ConfigType::List => "list",
+            ConfigType::Double => "double",
         }
     }
 }
@@ -55,7 +57,7 @@ const fn def(
     }
 }
 
-use ConfigType::{Boolean, Int, List, Long};
+use ConfigType::{Boolean, Double, Int, List, Long};
 
 /// Every broker-level key ferry accepts.
 pub const BROKER_CONFIGS: &[ConfigDef] = &[
@@ -86,7 +88,20 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("log.message.timestamp.type", ConfigType::String, "CreateTime", "Default of `message.timestamp.type`: `CreateTime` or `LogAppendTime`."),
     def("log.flush.interval.messages", Long, "9223372036854775807", "Default of `flush.messages`: fsync after this many messages (the page cache otherwise, as Kafka)."),
     def("log.segment.delete.delay.ms", Long, "60000", "Default of `file.delete.delay.ms`."),
+    def("log.cleaner.delete.retention.ms", Long, "86400000", "Default of `delete.retention.ms`: how long tombstones survive compaction."),
+    def("log.cleaner.min.compaction.lag.ms", Long, "0", "Default of `min.compaction.lag.ms`."),
+    def("log.cleaner.max.compaction.lag.ms", Long, "9223372036854775807", "Default of `max.compaction.lag.ms`."),
+    def("log.cleaner.min.cleanable.ratio", Double, "0.5", "Default of `min.cleanable.dirty.ratio`."),
     def("unclean.leader.election.enable", Boolean, "false", "Default of the topic config of the same name."),
+    def("offsets.topic.num.partitions", Int, "50", "Partitions of `__consumer_offsets` (fixed once the topic exists)."),
+    def("offsets.topic.replication.factor", Int, "3", "Replication factor of `__consumer_offsets`, capped at the number of live brokers."),
+    def("offsets.topic.segment.bytes", Int, "104857600", "Segment size of `__consumer_offsets`."),
+    def("offsets.retention.minutes", Int, "10080", "Committed offsets of a group that has been empty this long are deleted."),
+    def("offset.metadata.max.bytes", Int, "4096", "Largest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE above)."),
+    def("group.initial.rebalance.delay.ms", Int, "3000", "How long the first rebalance of an empty group waits for more members."),
+    def("group.min.session.timeout.ms", Int, "6000", "Smallest session timeout a member may ask for."),
+    def("group.max.session.timeout.ms", Int, "1800000", "Largest session timeout a member may ask for."),
+    def("group.max.size", Int, "2147483647", "Most members a group may have (GROUP_MAX_SIZE_REACHED above)."),
     def("metrics.address", ConfigType::String, "127.0.0.1:9308", "host:port of the Prometheus endpoint (`/metrics`). Empty disables it."),
 ];
 
@@ -151,6 +166,10 @@ impl BrokerConfig {
             Int | Long => value
                 .parse::<i64>()
                 .map(|_| toml::Value::Integer(0))
+                .map_err(|e| e.to_string()),
+            Double => value
+                .parse::<f64>()
+                .map(toml::Value::Float)
                 .map_err(|e| e.to_string()),
             Boolean => value
                 .parse::<bool>()
@@ -250,6 +269,20 @@ impl BrokerConfig {
     pub fn retention_check_interval_ms(&self) -> u64 {
         self.long("log.retention.check.interval.ms").max(100) as u64
     }
+    pub fn group_config(&self) -> ferry_group::GroupConfig {
+        ferry_group::GroupConfig {
+            offsets_topic_partitions: self.long("offsets.topic.num.partitions").max(1) as i32,
+            offsets_retention_ms: self
+                .long("offsets.retention.minutes")
+                .saturating_mul(60_000),
+            offset_metadata_max_bytes: self.long("offset.metadata.max.bytes").max(0) as usize,
+            initial_rebalance_delay_ms: self.long("group.initial.rebalance.delay.ms").max(0),
+            min_session_timeout_ms: self.long("group.min.session.timeout.ms") as i32,
+            max_session_timeout_ms: self.long("group.max.session.timeout.ms") as i32,
+            max_group_size: self.long("group.max.size").max(1) as usize,
+        }
+    }
+
     pub fn metrics_address(&self) -> Result<Option<SocketAddr>, ConfigError> {
         let v = self.raw("metrics.address");
         if v.is_empty() {
@@ -282,6 +315,10 @@ impl BrokerConfig {
             "min.insync.replicas" => &["min.insync.replicas"],
             "compression.type" => &["compression.type"],
             "unclean.leader.election.enable" => &["unclean.leader.election.enable"],
+            "delete.retention.ms" => &["log.cleaner.delete.retention.ms"],
+            "min.compaction.lag.ms" => &["log.cleaner.min.compaction.lag.ms"],
+            "max.compaction.lag.ms" => &["log.cleaner.max.compaction.lag.ms"],
+            "min.cleanable.dirty.ratio" => &["log.cleaner.min.cleanable.ratio"],
             _ => return None,
         };
         for (i, key) in synonyms.iter().enumerate() {
@@ -371,6 +408,8 @@ fn value_to_string(def: &ConfigDef, value: &toml::Value) -> Result<String, Confi
             i.to_string()
         }
         (Long, toml::Value::Integer(i)) => i.to_string(),
+        (Double, toml::Value::Float(f)) => f.to_string(),
+        (Double, toml::Value::Integer(i)) => i.to_string(),
         (ConfigType::String, toml::Value::String(s)) => s.clone(),
         (List, toml::Value::String(s)) => s.clone(),
         (List, toml::Value::Array(items)) => {

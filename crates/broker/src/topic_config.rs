@@ -22,20 +22,96 @@ const fn t(name: &'static str, ty: ConfigType, doc: &'static str) -> TopicConfig
 
 /// Every topic-level key ferry accepts (CreateTopics, AlterConfigs, IncrementalAlterConfigs).
 pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
-    t("cleanup.policy", ConfigType::List, "`delete` (retention by time and size) and/or `compact`. Compaction itself is not run yet: a `compact` topic keeps all its data."),
-    t("retention.ms", ConfigType::Long, "Delete segments whose newest record is older than this; -1 keeps data forever."),
-    t("retention.bytes", ConfigType::Long, "Delete the oldest segments while the partition is larger than this; -1 means no limit."),
-    t("segment.bytes", ConfigType::Int, "Roll a new segment at this size."),
-    t("segment.ms", ConfigType::Long, "Roll a new segment at this age."),
-    t("segment.index.bytes", ConfigType::Int, "Largest offset index before a roll."),
-    t("index.interval.bytes", ConfigType::Int, "Bytes between offset-index entries."),
-    t("max.message.bytes", ConfigType::Int, "Largest record batch accepted (MESSAGE_TOO_LARGE above)."),
-    t("message.timestamp.type", ConfigType::String, "`CreateTime` (the producer's) or `LogAppendTime` (the broker's clock)."),
-    t("flush.messages", ConfigType::Long, "fsync after this many messages."),
-    t("file.delete.delay.ms", ConfigType::Long, "Delay before a deleted segment's files are removed."),
-    t("min.insync.replicas", ConfigType::Int, "Replicas that must hold a write for acks=all."),
-    t("compression.type", ConfigType::String, "Only `producer` is served yet: batches are stored as the producer compressed them."),
-    t("unclean.leader.election.enable", ConfigType::Boolean, "Allow an out-of-sync replica to become leader."),
+    t(
+        "cleanup.policy",
+        ConfigType::List,
+        "`delete` (retention by time and size) and/or `compact` (keep the latest record per key).",
+    ),
+    t(
+        "delete.retention.ms",
+        ConfigType::Long,
+        "How long a tombstone survives on a compacted topic.",
+    ),
+    t(
+        "min.compaction.lag.ms",
+        ConfigType::Long,
+        "Records younger than this are not compacted.",
+    ),
+    t(
+        "max.compaction.lag.ms",
+        ConfigType::Long,
+        "Records older than this are compacted whatever the dirty ratio.",
+    ),
+    t(
+        "min.cleanable.dirty.ratio",
+        ConfigType::Double,
+        "Compact when this share of the log is uncompacted.",
+    ),
+    t(
+        "retention.ms",
+        ConfigType::Long,
+        "Delete segments whose newest record is older than this; -1 keeps data forever.",
+    ),
+    t(
+        "retention.bytes",
+        ConfigType::Long,
+        "Delete the oldest segments while the partition is larger than this; -1 means no limit.",
+    ),
+    t(
+        "segment.bytes",
+        ConfigType::Int,
+        "Roll a new segment at this size.",
+    ),
+    t(
+        "segment.ms",
+        ConfigType::Long,
+        "Roll a new segment at this age.",
+    ),
+    t(
+        "segment.index.bytes",
+        ConfigType::Int,
+        "Largest offset index before a roll.",
+    ),
+    t(
+        "index.interval.bytes",
+        ConfigType::Int,
+        "Bytes between offset-index entries.",
+    ),
+    t(
+        "max.message.bytes",
+        ConfigType::Int,
+        "Largest record batch accepted (MESSAGE_TOO_LARGE above).",
+    ),
+    t(
+        "message.timestamp.type",
+        ConfigType::String,
+        "`CreateTime` (the producer's) or `LogAppendTime` (the broker's clock).",
+    ),
+    t(
+        "flush.messages",
+        ConfigType::Long,
+        "fsync after this many messages.",
+    ),
+    t(
+        "file.delete.delay.ms",
+        ConfigType::Long,
+        "Delay before a deleted segment's files are removed.",
+    ),
+    t(
+        "min.insync.replicas",
+        ConfigType::Int,
+        "Replicas that must hold a write for acks=all.",
+    ),
+    t(
+        "compression.type",
+        ConfigType::String,
+        "Only `producer` is served yet: batches are stored as the producer compressed them.",
+    ),
+    t(
+        "unclean.leader.election.enable",
+        ConfigType::Boolean,
+        "Allow an out-of-sync replica to become leader.",
+    ),
 ];
 
 pub fn lookup(name: &str) -> Option<&'static TopicConfigDef> {
@@ -84,6 +160,15 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
                 return Err(invalid("must be true or false"));
             }
         }
+        ConfigType::Double => {
+            let v = value
+                .trim()
+                .parse::<f64>()
+                .map_err(|_| invalid("not a number"))?;
+            if !(0.0..=1.0).contains(&v) {
+                return Err(invalid("must be between 0 and 1"));
+            }
+        }
         ConfigType::String | ConfigType::List => {}
     }
     let at_least = |min: i64| -> Result<(), TopicConfigError> {
@@ -98,7 +183,9 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
         "segment.bytes" => at_least(14),
         "segment.ms" => at_least(1),
         "segment.index.bytes" => at_least(8),
-        "index.interval.bytes" | "file.delete.delay.ms" => at_least(0),
+        "index.interval.bytes" | "file.delete.delay.ms" | "delete.retention.ms"
+        | "min.compaction.lag.ms" => at_least(0),
+        "max.compaction.lag.ms" => at_least(1),
         "max.message.bytes" => at_least(0),
         "flush.messages" | "min.insync.replicas" => at_least(1),
         "message.timestamp.type" => match value {
@@ -185,9 +272,9 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
     };
     let num = |k: &str, fallback: i64| get(k).trim().parse::<i64>().unwrap_or(fallback);
     let defaults = LogConfig::default();
-    let deletes = get("cleanup.policy")
-        .split(',')
-        .any(|p| p.trim() == "delete");
+    let policy = get("cleanup.policy");
+    let deletes = policy.split(',').any(|p| p.trim() == "delete");
+    let compact = policy.split(',').any(|p| p.trim() == "compact");
     LogConfig {
         segment_bytes: num("segment.bytes", defaults.segment_bytes as i64).max(14) as u64,
         segment_ms: num("segment.ms", defaults.segment_ms).max(1),
@@ -215,6 +302,14 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
         },
         flush_interval_messages: num("flush.messages", i64::MAX).max(1) as u64,
         file_delete_delay_ms: num("file.delete.delay.ms", defaults.file_delete_delay_ms).max(0),
+        compact,
+        delete_retention_ms: num("delete.retention.ms", defaults.delete_retention_ms).max(0),
+        min_compaction_lag_ms: num("min.compaction.lag.ms", defaults.min_compaction_lag_ms).max(0),
+        max_compaction_lag_ms: num("max.compaction.lag.ms", defaults.max_compaction_lag_ms).max(1),
+        min_cleanable_dirty_ratio: get("min.cleanable.dirty.ratio")
+            .trim()
+            .parse::<f64>()
+            .unwrap_or(defaults.min_cleanable_dirty_ratio),
     }
 }
 
@@ -274,5 +369,9 @@ mod tests {
         );
         o.insert("cleanup.policy".to_string(), "compact".to_string());
         assert_eq!(log_config(&b, &o).retention_ms, -1);
+        assert!(log_config(&b, &o).compact);
+        o.insert("cleanup.policy".to_string(), "compact,delete".to_string());
+        assert_eq!(log_config(&b, &o).retention_ms, 100);
+        assert!(log_config(&b, &o).compact);
     }
 }

@@ -185,8 +185,8 @@ mod tests {
 
     #[test]
     fn unserved_api_is_reported_with_its_correlation_id() {
-        // JoinGroup is a real Kafka API that this table does not serve yet.
-        let f = Bytes::from_static(&[0, 11, 0, 5, 0, 0, 0, 7, 0, 0]);
+        // UpdateFeatures (57) is a real Kafka API that ferry does not serve.
+        let f = Bytes::from_static(&[0, 57, 0, 1, 0, 0, 0, 7, 0, 0]);
         assert!(matches!(
             decode_request(f),
             Err(DecodeError::UnsupportedApi {

@@ -36,6 +36,7 @@ fn type_code(ty: ConfigType) -> i8 {
         ConfigType::Int => 3,
         ConfigType::Long => 5,
         ConfigType::List => 7,
+        ConfigType::Double => 6,
     }
 }
 

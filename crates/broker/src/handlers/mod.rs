@@ -12,15 +12,41 @@ use crate::broker::Broker;
 mod cluster;
 mod configs;
 mod fetch;
+mod groups;
 mod list_offsets;
 mod metadata;
 mod produce;
 mod records;
 mod topics;
 
+/// Who sent a request.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    pub client_id: String,
+    /// The peer address as Kafka reports client hosts (`/127.0.0.1`).
+    pub client_host: String,
+}
+
+impl RequestContext {
+    pub fn for_tests() -> Self {
+        Self {
+            client_id: "test".into(),
+            client_host: "/127.0.0.1".into(),
+        }
+    }
+}
+
 /// Handles one request. `None` means no response is sent (Produce with acks=0).
-pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Option<ResponseKind> {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: DecodedRequest,
+    ctx: &RequestContext,
+) -> Option<ResponseKind> {
     let v = request.header.request_api_version;
+    let client = ferry_group::ClientInfo {
+        client_id: &ctx.client_id,
+        client_host: &ctx.client_host,
+    };
     let response = match request.body {
         RequestKind::ApiVersions(_) => {
             ResponseKind::ApiVersions(ferry_protocol::api_versions_response(0))
@@ -64,6 +90,63 @@ pub async fn handle(broker: &Arc<Broker>, request: DecodedRequest) -> Option<Res
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(records::init_producer_id(broker, r))
         }
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, v))
+        }
+        RequestKind::JoinGroup(r) => match broker.group_coordinator() {
+            Ok(g) => ResponseKind::JoinGroup(g.join_group(r, v, client).await),
+            Err(e) => ResponseKind::JoinGroup(
+                kafka_protocol::messages::JoinGroupResponse::default().with_error_code(e.code()),
+            ),
+        },
+        RequestKind::SyncGroup(r) => match broker.group_coordinator() {
+            Ok(g) => ResponseKind::SyncGroup(g.sync_group(r, v).await),
+            Err(e) => ResponseKind::SyncGroup(
+                kafka_protocol::messages::SyncGroupResponse::default().with_error_code(e.code()),
+            ),
+        },
+        RequestKind::Heartbeat(r) => match broker.group_coordinator() {
+            Ok(g) => ResponseKind::Heartbeat(g.heartbeat(r)),
+            Err(e) => ResponseKind::Heartbeat(
+                kafka_protocol::messages::HeartbeatResponse::default().with_error_code(e.code()),
+            ),
+        },
+        RequestKind::LeaveGroup(r) => match broker.group_coordinator() {
+            Ok(g) => ResponseKind::LeaveGroup(g.leave_group(r, v)),
+            Err(e) => ResponseKind::LeaveGroup(
+                kafka_protocol::messages::LeaveGroupResponse::default().with_error_code(e.code()),
+            ),
+        },
+        RequestKind::OffsetCommit(r) => match broker.group_coordinator() {
+            Ok(g) => ResponseKind::OffsetCommit(g.offset_commit(r, v)),
+            Err(_) => ResponseKind::OffsetCommit(Default::default()),
+        },
+        RequestKind::OffsetFetch(r) => match broker.group_coordinator() {
+            Ok(g) => ResponseKind::OffsetFetch(g.offset_fetch(r, v)),
+            Err(e) => ResponseKind::OffsetFetch(
+                kafka_protocol::messages::OffsetFetchResponse::default().with_error_code(e.code()),
+            ),
+        },
+        RequestKind::ListGroups(r) => match broker.group_coordinator() {
+            Ok(g) => ResponseKind::ListGroups(g.list_groups(r)),
+            Err(e) => ResponseKind::ListGroups(
+                kafka_protocol::messages::ListGroupsResponse::default().with_error_code(e.code()),
+            ),
+        },
+        RequestKind::DescribeGroups(r) => match broker.group_coordinator() {
+            Ok(g) => ResponseKind::DescribeGroups(g.describe_groups(r, v)),
+            Err(_) => ResponseKind::DescribeGroups(Default::default()),
+        },
+        RequestKind::DeleteGroups(r) => match broker.group_coordinator() {
+            Ok(g) => ResponseKind::DeleteGroups(g.delete_groups(r)),
+            Err(_) => ResponseKind::DeleteGroups(Default::default()),
+        },
+        RequestKind::OffsetDelete(r) => match broker.group_coordinator() {
+            Ok(g) => ResponseKind::OffsetDelete(g.offset_delete(r)),
+            Err(e) => ResponseKind::OffsetDelete(
+                kafka_protocol::messages::OffsetDeleteResponse::default().with_error_code(e.code()),
+            ),
+        },
         other => {
             // decode_request only lets through APIs in the served table, all matched above.
             tracing::warn!(request = ?std::mem::discriminant(&other), "no handler for a served API");

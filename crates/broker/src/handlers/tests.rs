@@ -103,7 +103,7 @@ async fn create(
         7,
         RequestKind::CreateTopics(CreateTopicsRequest::default().with_topics(vec![t])),
     );
-    match super::handle(b, r).await {
+    match super::handle(b, r, &super::RequestContext::for_tests()).await {
         Some(ResponseKind::CreateTopics(r)) => r,
         other => panic!("{other:?}"),
     }
@@ -124,7 +124,13 @@ async fn produce(
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(partition)
                 .with_records(Some(records))])]);
-    match super::handle(b, request(ApiKey::Produce, 9, RequestKind::Produce(body))).await {
+    match super::handle(
+        b,
+        request(ApiKey::Produce, 9, RequestKind::Produce(body)),
+        &super::RequestContext::for_tests(),
+    )
+    .await
+    {
         Some(ResponseKind::Produce(r)) => Some(r),
         None => None,
         other => panic!("{other:?}"),
@@ -155,7 +161,13 @@ async fn fetch(
                 .with_partition(partition)
                 .with_fetch_offset(offset)
                 .with_partition_max_bytes(1 << 20)])]);
-    match super::handle(b, request(ApiKey::Fetch, 12, RequestKind::Fetch(body))).await {
+    match super::handle(
+        b,
+        request(ApiKey::Fetch, 12, RequestKind::Fetch(body)),
+        &super::RequestContext::for_tests(),
+    )
+    .await
+    {
         Some(ResponseKind::Fetch(r)) => r,
         other => panic!("{other:?}"),
     }
@@ -276,6 +288,7 @@ async fn idempotent_retry_is_not_written_twice_and_gap_is_refused() {
                     .with_transaction_timeout_ms(60000),
             ),
         ),
+        &super::RequestContext::for_tests(),
     )
     .await
     {
@@ -350,7 +363,7 @@ async fn list_offsets_earliest_latest_and_by_timestamp() {
     };
     let mut got = Vec::new();
     for ts in [-2, -1, 1001, 5000, -3] {
-        match super::handle(&b, ask(ts)).await {
+        match super::handle(&b, ask(ts), &super::RequestContext::for_tests()).await {
             Some(ResponseKind::ListOffsets(r)) => {
                 let p = &r.topics[0].partitions[0];
                 got.push((p.error_code, p.offset));

@@ -98,7 +98,16 @@ pub async fn serve(
         let api = format!("{api_key:?}");
         let labels = ApiLabels { api };
         broker.metrics.requests.get_or_create(&labels).inc();
-        let response = handlers::handle(&broker, request).await;
+        let ctx = handlers::RequestContext {
+            client_id: request
+                .header
+                .client_id
+                .as_ref()
+                .map(|c| c.to_string())
+                .unwrap_or_default(),
+            client_host: format!("/{}", peer.ip()),
+        };
+        let response = handlers::handle(&broker, request, &ctx).await;
         broker
             .metrics
             .request_latency

@@ -67,7 +67,16 @@ impl Server {
             None => None,
         };
 
+        let offsets_store = Arc::new(crate::group_store::LogOffsetsStore::new(clock.clone()));
+        let groups = ferry_group::GroupCoordinator::new(
+            config.group_config(),
+            clock.clone(),
+            offsets_store.clone(),
+        );
         let broker = Arc::new(Broker {
+            groups,
+            offsets_store,
+            group_init: std::sync::Mutex::new(()),
             node_id: config.node_id(),
             config,
             clock,
@@ -81,6 +90,15 @@ impl Server {
             if let Err(e) = broker.open_topic(&topic) {
                 // One damaged partition must not keep the others offline.
                 tracing::error!(topic = %topic.name, error = %e.message, "cannot open topic logs");
+            }
+        }
+        if broker
+            .metadata
+            .topic(crate::group_store::OFFSETS_TOPIC)
+            .is_some()
+        {
+            if let Err(e) = broker.ensure_group_coordinator() {
+                tracing::error!(error = %e.message, "cannot load consumer groups");
             }
         }
         for tp in on_disk {
@@ -113,6 +131,7 @@ impl Server {
             background.spawn(metrics::serve(l, broker.metrics.clone()));
         }
         background.spawn(maintenance(broker.clone()));
+        background.spawn(group_timers(broker.clone()));
 
         let mut connections = JoinSet::new();
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -172,6 +191,18 @@ async fn maintenance(broker: Arc<Broker>) {
             Ok(Ok(n)) => tracing::info!(segments = n, "retention deleted segments"),
             Ok(Err(e)) => tracing::error!(error = %e, "log maintenance failed"),
             Err(e) => tracing::error!(error = %e, "log maintenance task panicked"),
+        }
+    }
+}
+
+/// Session, rebalance and join-delay deadlines of consumer groups.
+async fn group_timers(broker: Arc<Broker>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if broker.offsets_store.is_ready() {
+            broker.groups.tick();
         }
     }
 }

@@ -1,0 +1,567 @@
+//! The group coordinator: every group this broker coordinates, their timers, and the durable
+//! record of their state in `__consumer_offsets`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use ferry_common::SharedClock;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    GroupId, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
+    LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse, SyncGroupRequest,
+    SyncGroupResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::classic::{self, Answer, Effects, JoinClient};
+use crate::config::GroupConfig;
+use crate::group::{Group, GroupState, Member};
+use crate::offsets_topic::{
+    self, decode_key, decode_value, encode_key, encode_value, GroupValue, MemberValue, RecordKey,
+    RecordValue,
+};
+use crate::store::{OffsetsStore, StoreError, StoredRecord};
+
+/// Who sent a request, as DescribeGroups reports members.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientInfo<'a> {
+    pub client_id: &'a str,
+    pub client_host: &'a str,
+}
+
+pub struct GroupCoordinator {
+    pub(crate) config: GroupConfig,
+    pub(crate) clock: SharedClock,
+    pub(crate) store: Arc<dyn OffsetsStore>,
+    pub(crate) groups: Mutex<HashMap<String, Group>>,
+}
+
+pub(crate) fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+impl GroupCoordinator {
+    pub fn new(config: GroupConfig, clock: SharedClock, store: Arc<dyn OffsetsStore>) -> Self {
+        Self {
+            config,
+            clock,
+            store,
+            groups: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<String, Group>> {
+        self.groups.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    pub fn partition_for(&self, group: &str) -> i32 {
+        offsets_topic::partition_for(group, self.config.offsets_topic_partitions)
+    }
+
+    /// Rebuilds every group from `__consumer_offsets` (replacing what is in memory).
+    pub fn load(&self) -> Result<usize, StoreError> {
+        let now = self.now();
+        let mut groups: HashMap<String, Group> = HashMap::new();
+        for p in 0..self.config.offsets_topic_partitions {
+            for (key, value) in self.store.read_all(p)? {
+                let key = match decode_key(key) {
+                    Ok(k) => k,
+                    Err(e) => {
+                        tracing::warn!(partition = p, error = %e, "skipping unreadable group record key");
+                        continue;
+                    }
+                };
+                let group = groups
+                    .entry(key.group().to_string())
+                    .or_insert_with(|| Group::new(key.group(), now));
+                let value = match value.map(|v| decode_value(&key, v)).transpose() {
+                    Ok(v) => v,
+                    Err(e) => {
+                        tracing::warn!(partition = p, error = %e, "skipping unreadable group record value");
+                        continue;
+                    }
+                };
+                apply_record(group, key, value, now);
+            }
+        }
+        groups.retain(|_, g| {
+            !(g.members.is_empty() && g.offsets.is_empty() && g.protocol_type.is_none())
+        });
+        let n = groups.len();
+        *self.lock() = groups;
+        if n > 0 {
+            tracing::info!(groups = n, "loaded consumer groups from __consumer_offsets");
+        }
+        Ok(n)
+    }
+
+    /// Persists what `effects` asks for, then answers parked requests.
+    pub(crate) fn apply(&self, group: &Group, effects: Effects) {
+        if effects.persist_group {
+            if let Err(e) = self
+                .store
+                .append(self.partition_for(&group.id), &[group_record(group)])
+            {
+                tracing::error!(group = %group.id, error = %e, "cannot persist group metadata");
+            }
+        }
+        for d in effects.deliveries {
+            d.deliver();
+        }
+    }
+
+    pub async fn join_group(
+        &self,
+        req: JoinGroupRequest,
+        version: i16,
+        client: ClientInfo<'_>,
+    ) -> JoinGroupResponse {
+        if req.group_id.is_empty() {
+            return classic::join_error(ResponseError::InvalidGroupId, &req.member_id);
+        }
+        let answer = {
+            let mut groups = self.lock();
+            let now = self.now();
+            let group = groups
+                .entry(req.group_id.to_string())
+                .or_insert_with(|| Group::new(&req.group_id, now));
+            let new_member_id = format!("{}-{}", client.client_id, uuid::Uuid::new_v4());
+            let (answer, effects) = classic::join(
+                group,
+                &req,
+                version,
+                JoinClient {
+                    client_id: client.client_id,
+                    client_host: client.client_host,
+                    new_member_id,
+                },
+                now,
+                &self.config,
+            );
+            self.apply(group, effects);
+            answer
+        };
+        let mut response = match answer {
+            Answer::Now(r) => r,
+            Answer::Wait(rx) => rx.await.unwrap_or_else(|_| {
+                classic::join_error(ResponseError::CoordinatorNotAvailable, &req.member_id)
+            }),
+        };
+        if version < 7 {
+            response.protocol_type = None;
+        }
+        if version < 5 {
+            for m in &mut response.members {
+                m.group_instance_id = None;
+            }
+        }
+        response
+    }
+
+    pub async fn sync_group(&self, req: SyncGroupRequest, version: i16) -> SyncGroupResponse {
+        if req.group_id.is_empty() {
+            return classic::sync_error(ResponseError::InvalidGroupId);
+        }
+        let answer = {
+            let mut groups = self.lock();
+            let Some(group) = groups.get_mut(req.group_id.as_str()) else {
+                return classic::sync_error(ResponseError::UnknownMemberId);
+            };
+            let (answer, effects) = classic::sync(group, &req, version, self.now());
+            self.apply(group, effects);
+            answer
+        };
+        match answer {
+            Answer::Now(r) => r,
+            Answer::Wait(rx) => rx
+                .await
+                .unwrap_or_else(|_| classic::sync_error(ResponseError::CoordinatorNotAvailable)),
+        }
+    }
+
+    pub fn heartbeat(&self, req: HeartbeatRequest) -> HeartbeatResponse {
+        let mut groups = self.lock();
+        let code = match groups.get_mut(req.group_id.as_str()) {
+            None if req.group_id.is_empty() => ResponseError::InvalidGroupId.code(),
+            None => ResponseError::UnknownMemberId.code(),
+            Some(group) => match classic::heartbeat(group, &req, self.now()) {
+                Ok(()) => 0,
+                Err(e) => e.code(),
+            },
+        };
+        HeartbeatResponse::default().with_error_code(code)
+    }
+
+    pub fn leave_group(&self, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+        let identities: Vec<(String, Option<String>)> = if version >= 3 {
+            req.members
+                .iter()
+                .map(|m| {
+                    (
+                        m.member_id.to_string(),
+                        m.group_instance_id.as_ref().map(|i| i.to_string()),
+                    )
+                })
+                .collect()
+        } else {
+            vec![(req.member_id.to_string(), None)]
+        };
+        let mut groups = self.lock();
+        let now = self.now();
+        let Some(group) = groups.get_mut(req.group_id.as_str()) else {
+            return LeaveGroupResponse::default()
+                .with_error_code(ResponseError::UnknownMemberId.code());
+        };
+        let mut results = Vec::new();
+        let mut removed_any = false;
+        for (member_id, instance) in identities {
+            let resolved = match &instance {
+                Some(inst) => match group.static_members.get(inst) {
+                    Some(id) if member_id.is_empty() || *id == member_id => Ok(id.clone()),
+                    Some(_) => Err(ResponseError::FencedInstanceId),
+                    None => Err(ResponseError::UnknownMemberId),
+                },
+                None if group.pending.remove(&member_id).is_some() => Ok(String::new()),
+                None if group.members.contains_key(&member_id) => Ok(member_id.clone()),
+                None => Err(ResponseError::UnknownMemberId),
+            };
+            let code = match resolved {
+                Ok(id) => {
+                    if !id.is_empty() {
+                        classic::remove_member(group, &id);
+                        tracing::info!(group = %group.id, member = %id, "member left the group");
+                    }
+                    removed_any = true;
+                    0
+                }
+                Err(e) => e.code(),
+            };
+            results.push(
+                MemberResponse::default()
+                    .with_member_id(s(&member_id))
+                    .with_group_instance_id(instance.as_deref().map(s))
+                    .with_error_code(code),
+            );
+        }
+        if removed_any {
+            let effects = classic::after_removal(group, now, &self.config);
+            self.apply(group, effects);
+        }
+        let top = if version < 3 {
+            results.first().map(|r| r.error_code).unwrap_or(0)
+        } else {
+            0
+        };
+        let response = LeaveGroupResponse::default().with_error_code(top);
+        if version >= 3 {
+            response.with_members(results)
+        } else {
+            response
+        }
+    }
+
+    /// Fires session, rebalance and sync timers, and expires offsets of empty groups.
+    pub fn tick(&self) {
+        let now = self.now();
+        let mut groups = self.lock();
+        for group in groups.values_mut() {
+            let effects = classic::tick(group, now, &self.config);
+            self.apply(group, effects);
+        }
+        self.expire_offsets(&mut groups, now);
+    }
+
+    pub fn list_groups(&self, req: ListGroupsRequest) -> ListGroupsResponse {
+        let groups = self.lock();
+        let states: Vec<String> = req.states_filter.iter().map(|x| x.to_lowercase()).collect();
+        let types: Vec<String> = req.types_filter.iter().map(|x| x.to_lowercase()).collect();
+        let mut listed: Vec<ListedGroup> = groups
+            .values()
+            .filter(|g| !g.is(GroupState::Dead))
+            .filter(|g| states.is_empty() || states.contains(&g.state.name().to_lowercase()))
+            .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
+            .map(|g| {
+                ListedGroup::default()
+                    .with_group_id(GroupId(s(&g.id)))
+                    .with_protocol_type(s(g.protocol_type.as_deref().unwrap_or("")))
+                    .with_group_state(s(g.state.name()))
+                    .with_group_type(s("classic"))
+            })
+            .collect();
+        listed.sort_by(|a, b| a.group_id.as_str().cmp(b.group_id.as_str()));
+        ListGroupsResponse::default().with_groups(listed)
+    }
+
+    pub fn describe_groups(
+        &self,
+        req: DescribeGroupsRequest,
+        version: i16,
+    ) -> DescribeGroupsResponse {
+        let groups = self.lock();
+        let described = req
+            .groups
+            .iter()
+            .map(|id| {
+                let base = DescribedGroup::default()
+                    .with_group_id(id.clone())
+                    .with_authorized_operations(if req.include_authorized_operations {
+                        0b1111_1000
+                    } else {
+                        i32::MIN
+                    });
+                if id.is_empty() {
+                    return base
+                        .with_error_code(ResponseError::InvalidGroupId.code())
+                        .with_group_state(s("Dead"));
+                }
+                match groups.get(id.as_str()) {
+                    None => {
+                        let base = base.with_group_state(s("Dead"));
+                        if version >= 6 {
+                            base.with_error_code(ResponseError::GroupIdNotFound.code())
+                                .with_error_message(Some(s(&format!(
+                                    "Group {} not found.",
+                                    id.as_str()
+                                ))))
+                        } else {
+                            base
+                        }
+                    }
+                    Some(g) => {
+                        let stable = g.is(GroupState::Stable);
+                        let protocol = g.protocol.clone().unwrap_or_default();
+                        base.with_group_state(s(g.state.name()))
+                            .with_protocol_type(s(g.protocol_type.as_deref().unwrap_or("")))
+                            .with_protocol_data(s(
+                                if stable || g.is(GroupState::CompletingRebalance) {
+                                    &protocol
+                                } else {
+                                    ""
+                                },
+                            ))
+                            .with_members(
+                                g.members
+                                    .values()
+                                    .map(|m| {
+                                        let mut dm = DescribedGroupMember::default()
+                                            .with_member_id(s(&m.id))
+                                            .with_group_instance_id(m.instance_id.as_deref().map(s))
+                                            .with_client_id(s(&m.client_id))
+                                            .with_client_host(s(&m.client_host));
+                                        if stable {
+                                            dm = dm
+                                                .with_member_metadata(m.metadata_for(&protocol))
+                                                .with_member_assignment(m.assignment.clone());
+                                        }
+                                        if version < 4 {
+                                            dm.group_instance_id = None;
+                                        }
+                                        dm
+                                    })
+                                    .collect(),
+                            )
+                    }
+                }
+            })
+            .collect();
+        DescribeGroupsResponse::default().with_groups(described)
+    }
+
+    pub fn delete_groups(&self, req: DeleteGroupsRequest) -> DeleteGroupsResponse {
+        let mut groups = self.lock();
+        let results = req
+            .groups_names
+            .iter()
+            .map(|id| {
+                let code = match groups.get(id.as_str()) {
+                    _ if id.is_empty() => ResponseError::InvalidGroupId.code(),
+                    None => ResponseError::GroupIdNotFound.code(),
+                    Some(g) if !g.is(GroupState::Empty) && !g.is(GroupState::Dead) => {
+                        ResponseError::NonEmptyGroup.code()
+                    }
+                    Some(g) => {
+                        let mut records: Vec<StoredRecord> = g
+                            .offsets
+                            .keys()
+                            .map(|(topic, partition)| {
+                                (
+                                    encode_key(&RecordKey::Offset {
+                                        group: g.id.clone(),
+                                        topic: topic.clone(),
+                                        partition: *partition,
+                                    }),
+                                    None,
+                                )
+                            })
+                            .collect();
+                        records.push((encode_key(&RecordKey::Group { group: g.id.clone() }), None));
+                        match self.store.append(self.partition_for(&g.id), &records) {
+                            Ok(()) => {
+                                groups.remove(id.as_str());
+                                tracing::info!(group = %id.as_str(), "deleted group");
+                                0
+                            }
+                            Err(e) => {
+                                tracing::error!(group = %id.as_str(), error = %e, "cannot delete group");
+                                ResponseError::CoordinatorNotAvailable.code()
+                            }
+                        }
+                    }
+                };
+                DeletableGroupResult::default().with_group_id(id.clone()).with_error_code(code)
+            })
+            .collect();
+        DeleteGroupsResponse::default().with_results(results)
+    }
+}
+
+pub(crate) fn group_record(group: &Group) -> StoredRecord {
+    let value = GroupValue {
+        protocol_type: group.protocol_type.clone().unwrap_or_default(),
+        generation: group.generation,
+        protocol: group.protocol.clone(),
+        leader: group.leader.clone(),
+        state_timestamp: group.state_since_ms,
+        members: group
+            .members
+            .values()
+            .map(|m| MemberValue {
+                member_id: m.id.clone(),
+                group_instance_id: m.instance_id.clone(),
+                client_id: m.client_id.clone(),
+                client_host: m.client_host.clone(),
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                session_timeout_ms: m.session_timeout_ms,
+                subscription: group
+                    .protocol
+                    .as_deref()
+                    .map(|p| m.metadata_for(p))
+                    .unwrap_or_default(),
+                assignment: m.assignment.clone(),
+            })
+            .collect(),
+    };
+    (
+        encode_key(&RecordKey::Group {
+            group: group.id.clone(),
+        }),
+        Some(encode_value(&RecordValue::Group(value))),
+    )
+}
+
+fn apply_record(group: &mut Group, key: RecordKey, value: Option<RecordValue>, now: i64) {
+    match (key, value) {
+        (
+            RecordKey::Offset {
+                topic, partition, ..
+            },
+            Some(RecordValue::Offset(v)),
+        ) => {
+            group.offsets.insert((topic, partition), v);
+        }
+        (
+            RecordKey::Offset {
+                topic, partition, ..
+            },
+            None,
+        ) => {
+            group.offsets.remove(&(topic, partition));
+        }
+        (RecordKey::Group { .. }, Some(RecordValue::Group(v))) => {
+            group.protocol_type = (!v.protocol_type.is_empty()).then_some(v.protocol_type);
+            group.generation = v.generation;
+            group.protocol = v.protocol.clone();
+            group.leader = v.leader;
+            group.members.clear();
+            group.static_members.clear();
+            for m in v.members {
+                if let Some(inst) = &m.group_instance_id {
+                    group
+                        .static_members
+                        .insert(inst.clone(), m.member_id.clone());
+                }
+                let protocols = match &v.protocol {
+                    Some(p) => vec![(p.clone(), m.subscription.clone())],
+                    None => Vec::new(),
+                };
+                group.members.insert(
+                    m.member_id.clone(),
+                    Member {
+                        id: m.member_id,
+                        instance_id: m.group_instance_id,
+                        client_id: m.client_id,
+                        client_host: m.client_host,
+                        rebalance_timeout_ms: m.rebalance_timeout_ms,
+                        session_timeout_ms: m.session_timeout_ms,
+                        protocols,
+                        assignment: m.assignment,
+                        join_waiter: None,
+                        sync_waiter: None,
+                        last_heartbeat_ms: now,
+                    },
+                );
+            }
+            let state = if group.members.is_empty() || group.protocol.is_none() {
+                GroupState::Empty
+            } else {
+                GroupState::Stable
+            };
+            group.transition(state, now);
+        }
+        (RecordKey::Group { .. }, None) => {
+            group.members.clear();
+            group.static_members.clear();
+            group.protocol_type = None;
+            group.protocol = None;
+            group.leader = None;
+            group.transition(GroupState::Empty, now);
+        }
+        (key, value) => {
+            tracing::warn!(
+                ?key,
+                ?value,
+                "group record with a mismatched value; skipped"
+            );
+        }
+    }
+}
+
+/// Topics a consumer-protocol member subscribed to (ConsumerProtocolSubscription: version,
+/// then an array of topic names).
+pub(crate) fn subscribed_topics(metadata: &Bytes) -> Vec<String> {
+    let mut b = metadata.as_ref();
+    let mut out = Vec::new();
+    if b.len() < 6 {
+        return out;
+    }
+    b = &b[2..];
+    let n = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    b = &b[4..];
+    for _ in 0..n.max(0) {
+        if b.len() < 2 {
+            break;
+        }
+        let len = i16::from_be_bytes([b[0], b[1]]).max(0) as usize;
+        b = &b[2..];
+        if b.len() < len {
+            break;
+        }
+        out.push(String::from_utf8_lossy(&b[..len]).into_owned());
+        b = &b[len..];
+    }
+    out
+}

@@ -1,0 +1,404 @@
+//! Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and the expiry of offsets of
+//! empty groups after `offsets.retention.minutes` (KIP-211).
+
+use std::collections::HashMap;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_delete_response::{
+    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{
+    OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    OffsetFetchRequest, OffsetFetchResponse, TopicName,
+};
+
+use crate::coordinator::{s, subscribed_topics, GroupCoordinator};
+use crate::group::{Group, GroupState};
+use crate::offsets_topic::{encode_key, encode_value, OffsetValue, RecordKey, RecordValue};
+use crate::store::StoredRecord;
+
+impl GroupCoordinator {
+    pub fn offset_commit(&self, req: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
+        let respond = |code_for: &dyn Fn(&str, i32, Option<&str>) -> i16| {
+            let topics = req
+                .topics
+                .iter()
+                .map(|t| {
+                    OffsetCommitResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_topic_id(t.topic_id)
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    OffsetCommitResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(code_for(
+                                            &t.name,
+                                            p.partition_index,
+                                            p.committed_metadata.as_deref(),
+                                        ))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            OffsetCommitResponse::default().with_topics(topics)
+        };
+        if req.group_id.is_empty() {
+            return respond(&|_, _, _| ResponseError::InvalidGroupId.code());
+        }
+        let now = self.now();
+        let mut groups = self.lock();
+        let group = groups
+            .entry(req.group_id.to_string())
+            .or_insert_with(|| Group::new(&req.group_id, now));
+        if let Err(e) = validate_commit(group, &req, version) {
+            return respond(&|_, _, _| e.code());
+        }
+        let max = self.config.offset_metadata_max_bytes;
+        let mut records: Vec<StoredRecord> = Vec::new();
+        let mut accepted: Vec<((String, i32), OffsetValue)> = Vec::new();
+        for t in &req.topics {
+            for p in &t.partitions {
+                let metadata = p.committed_metadata.as_deref().unwrap_or("");
+                if metadata.len() > max {
+                    continue;
+                }
+                let value = OffsetValue {
+                    offset: p.committed_offset,
+                    leader_epoch: if version >= 6 {
+                        p.committed_leader_epoch
+                    } else {
+                        -1
+                    },
+                    metadata: metadata.to_string(),
+                    commit_timestamp: now,
+                };
+                records.push((
+                    encode_key(&RecordKey::Offset {
+                        group: group.id.clone(),
+                        topic: t.name.to_string(),
+                        partition: p.partition_index,
+                    }),
+                    Some(encode_value(&RecordValue::Offset(value.clone()))),
+                ));
+                accepted.push(((t.name.to_string(), p.partition_index), value));
+            }
+        }
+        let stored = records.is_empty()
+            || self
+                .store
+                .append(self.partition_for(&group.id), &records)
+                .is_ok();
+        if stored {
+            for (k, v) in accepted {
+                group.offsets.insert(k, v);
+            }
+        } else {
+            tracing::error!(group = %group.id, "cannot persist committed offsets");
+        }
+        respond(&|_, _, metadata| {
+            if metadata.is_some_and(|m| m.len() > max) {
+                ResponseError::OffsetMetadataTooLarge.code()
+            } else if !stored {
+                ResponseError::CoordinatorNotAvailable.code()
+            } else {
+                0
+            }
+        })
+    }
+
+    pub fn offset_fetch(&self, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+        let groups = self.lock();
+        if version >= 8 {
+            let results = req
+                .groups
+                .iter()
+                .map(|g| {
+                    let wanted: Option<Vec<(String, Vec<i32>)>> = g.topics.as_ref().map(|ts| {
+                        ts.iter()
+                            .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+                            .collect()
+                    });
+                    let found = fetch_offsets(groups.get(g.group_id.as_str()), wanted, version);
+                    OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id.clone())
+                        .with_topics(
+                            found
+                                .into_iter()
+                                .map(|(topic, parts)| {
+                                    OffsetFetchResponseTopics::default()
+                                        .with_name(TopicName(s(&topic)))
+                                        .with_partitions(
+                                            parts
+                                                .into_iter()
+                                                .map(|(p, o, e, m)| {
+                                                    OffsetFetchResponsePartitions::default()
+                                                        .with_partition_index(p)
+                                                        .with_committed_offset(o)
+                                                        .with_committed_leader_epoch(e)
+                                                        .with_metadata(Some(s(&m)))
+                                                })
+                                                .collect(),
+                                        )
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            return OffsetFetchResponse::default().with_groups(results);
+        }
+        let wanted: Option<Vec<(String, Vec<i32>)>> = req.topics.as_ref().map(|ts| {
+            ts.iter()
+                .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+                .collect()
+        });
+        let found = fetch_offsets(groups.get(req.group_id.as_str()), wanted, version);
+        let topics = found
+            .into_iter()
+            .map(|(topic, parts)| {
+                OffsetFetchResponseTopic::default()
+                    .with_name(TopicName(s(&topic)))
+                    .with_partitions(
+                        parts
+                            .into_iter()
+                            .map(|(p, o, e, m)| {
+                                OffsetFetchResponsePartition::default()
+                                    .with_partition_index(p)
+                                    .with_committed_offset(o)
+                                    .with_committed_leader_epoch(e)
+                                    .with_metadata(Some(s(&m)))
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        OffsetFetchResponse::default().with_topics(topics)
+    }
+
+    pub fn offset_delete(&self, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+        let mut groups = self.lock();
+        let Some(group) = groups.get_mut(req.group_id.as_str()) else {
+            return OffsetDeleteResponse::default()
+                .with_error_code(ResponseError::GroupIdNotFound.code());
+        };
+        let active = !group.is(GroupState::Empty) && !group.is(GroupState::Dead);
+        if active && group.protocol_type.as_deref() != Some("consumer") {
+            return OffsetDeleteResponse::default()
+                .with_error_code(ResponseError::NonEmptyGroup.code());
+        }
+        let subscribed: Vec<String> = if active {
+            group
+                .members
+                .values()
+                .flat_map(|m| {
+                    subscribed_topics(&m.metadata_for(group.protocol.as_deref().unwrap_or("")))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut records = Vec::new();
+        let mut topics = Vec::new();
+        for t in &req.topics {
+            let mut parts = Vec::new();
+            for p in &t.partitions {
+                let code = if subscribed.iter().any(|x| x == t.name.as_str()) {
+                    ResponseError::GroupSubscribedToTopic.code()
+                } else {
+                    if group
+                        .offsets
+                        .remove(&(t.name.to_string(), p.partition_index))
+                        .is_some()
+                    {
+                        records.push((
+                            encode_key(&RecordKey::Offset {
+                                group: group.id.clone(),
+                                topic: t.name.to_string(),
+                                partition: p.partition_index,
+                            }),
+                            None,
+                        ));
+                    }
+                    0
+                };
+                parts.push(
+                    OffsetDeleteResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code),
+                );
+            }
+            topics.push(
+                OffsetDeleteResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(parts),
+            );
+        }
+        if !records.is_empty() {
+            if let Err(e) = self.store.append(self.partition_for(&group.id), &records) {
+                tracing::error!(group = %group.id, error = %e, "cannot persist offset deletion");
+                return OffsetDeleteResponse::default()
+                    .with_error_code(ResponseError::CoordinatorNotAvailable.code());
+            }
+        }
+        OffsetDeleteResponse::default().with_topics(topics)
+    }
+
+    /// Offsets of a group that has been empty for `offsets.retention.minutes` expire; an empty
+    /// group with no offsets left is forgotten.
+    pub(crate) fn expire_offsets(&self, groups: &mut HashMap<String, Group>, now: i64) {
+        let retention = self.config.offsets_retention_ms;
+        let mut forget = Vec::new();
+        for group in groups.values_mut() {
+            if !group.is(GroupState::Empty) {
+                continue;
+            }
+            let empty_since = group.state_since_ms;
+            let expired: Vec<(String, i32)> = group
+                .offsets
+                .iter()
+                .filter(|(_, v)| {
+                    v.commit_timestamp
+                        .max(empty_since)
+                        .saturating_add(retention)
+                        <= now
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            if expired.is_empty() && !group.offsets.is_empty() {
+                continue;
+            }
+            let mut records: Vec<StoredRecord> = expired
+                .iter()
+                .map(|(topic, partition)| {
+                    (
+                        encode_key(&RecordKey::Offset {
+                            group: group.id.clone(),
+                            topic: topic.clone(),
+                            partition: *partition,
+                        }),
+                        None,
+                    )
+                })
+                .collect();
+            let all_gone = expired.len() == group.offsets.len();
+            if all_gone && group.generation > 0 {
+                records.push((
+                    encode_key(&RecordKey::Group {
+                        group: group.id.clone(),
+                    }),
+                    None,
+                ));
+            }
+            if !records.is_empty() {
+                if let Err(e) = self.store.append(self.partition_for(&group.id), &records) {
+                    tracing::error!(group = %group.id, error = %e, "cannot persist offset expiry");
+                    continue;
+                }
+                tracing::info!(group = %group.id, offsets = expired.len(), "expired offsets of an empty group");
+            }
+            for k in &expired {
+                group.offsets.remove(k);
+            }
+            if all_gone {
+                forget.push(group.id.clone());
+            }
+        }
+        for id in forget {
+            groups.remove(&id);
+        }
+    }
+}
+
+fn validate_commit(
+    group: &Group,
+    req: &OffsetCommitRequest,
+    _version: i16,
+) -> Result<(), ResponseError> {
+    if group.is(GroupState::Dead) {
+        return Err(ResponseError::CoordinatorNotAvailable);
+    }
+    let generation = req.generation_id_or_member_epoch;
+    if generation < 0 && req.member_id.is_empty() {
+        // A commit from outside any generation (an admin tool or a consumer with assign()).
+        return if group.members.is_empty() {
+            Ok(())
+        } else {
+            Err(ResponseError::UnknownMemberId)
+        };
+    }
+    if let Some(inst) = &req.group_instance_id {
+        if let Some(id) = group.static_members.get(inst.as_str()) {
+            if id != req.member_id.as_str() {
+                return Err(ResponseError::FencedInstanceId);
+            }
+        }
+    }
+    if !group.members.contains_key(req.member_id.as_str()) {
+        return Err(ResponseError::UnknownMemberId);
+    }
+    if generation != group.generation {
+        return Err(ResponseError::IllegalGeneration);
+    }
+    if group.is(GroupState::CompletingRebalance) {
+        return Err(ResponseError::RebalanceInProgress);
+    }
+    Ok(())
+}
+
+type PartitionOffsets = Vec<(i32, i64, i32, String)>;
+
+/// (topic, [(partition, offset, leader epoch, metadata)]); unknown partitions get offset -1.
+fn fetch_offsets(
+    group: Option<&Group>,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+    version: i16,
+) -> Vec<(String, PartitionOffsets)> {
+    let epoch = |e: i32| if version >= 5 { e } else { -1 };
+    match wanted {
+        Some(topics) => topics
+            .into_iter()
+            .map(|(topic, partitions)| {
+                let parts = partitions
+                    .into_iter()
+                    .map(
+                        |p| match group.and_then(|g| g.offsets.get(&(topic.clone(), p))) {
+                            Some(v) => (p, v.offset, epoch(v.leader_epoch), v.metadata.clone()),
+                            None => (p, -1, -1, String::new()),
+                        },
+                    )
+                    .collect();
+                (topic, parts)
+            })
+            .collect(),
+        None => {
+            let mut by_topic: std::collections::BTreeMap<String, PartitionOffsets> =
+                Default::default();
+            if let Some(g) = group {
+                for ((topic, p), v) in &g.offsets {
+                    by_topic.entry(topic.clone()).or_default().push((
+                        *p,
+                        v.offset,
+                        epoch(v.leader_epoch),
+                        v.metadata.clone(),
+                    ));
+                }
+            }
+            by_topic
+                .into_iter()
+                .map(|(t, mut parts)| {
+                    parts.sort_by_key(|p| p.0);
+                    (t, parts)
+                })
+                .collect()
+        }
+    }
+}
