@@ -19,10 +19,11 @@
 //!    base offset becoming the first kept record's offset. The last batch of every producer
 //!    known to the producer state keeps its header exactly (base offset, last offset delta,
 //!    sequences, timestamps) even when records go, and may become an empty batch, as in Kafka,
-//!    so producer state can still be rebuilt from the log. A segment that would become empty
-//!    keeps its last batch as an empty batch, so segment base offsets (and with them the log
-//!    start offset after a restart) never move. Segments in which nothing is removed are not
-//!    rewritten.
+//!    so producer state can still be rebuilt from the log. The last batch of every segment
+//!    keeps its span the same way, so a segment never becomes empty and still ends at the same
+//!    offset: segment base offsets (and with them the log start offset after a restart) never
+//!    move, and a fetch at an offset in a gap always finds a later batch (or the log end).
+//!    Segments in which nothing is removed are not rewritten.
 //! 4. The checkpoint moves to the first uncleanable offset.
 //!
 //! Tombstone rule (the simple form of Kafka's delete horizon): a tombstone (null value) in the
@@ -52,7 +53,9 @@
 //! The background cleaner ([`crate::LogManager::run_maintenance`]) picks a compacted log when its
 //! dirty ratio (bytes of cleanable segments at or after the checkpoint / bytes of all cleanable
 //! segments) is at least `min.cleanable.dirty.ratio`, or when the oldest record of the dirty
-//! range is older than `max.compaction.lag.ms`. [`crate::LogManager::clean_all`] and
+//! range is older than `max.compaction.lag.ms`, or when a tombstone the previous pass of this
+//! process kept has since passed `delete.retention.ms` (so tombstones of a log that receives no
+//! more writes still go; after a restart that happens with the next pass). [`crate::LogManager::clean_all`] and
 //! [`PartitionLog::clean`] run a pass regardless.
 
 use std::collections::HashMap;
@@ -97,6 +100,8 @@ pub struct CleanStats {
     pub tombstones_removed: u64,
     /// Records without a key removed.
     pub keyless_removed: u64,
+    /// Tombstones still kept in the cleaned range (younger than `delete.retention.ms`).
+    pub tombstones_kept: u64,
     /// Sizes of the rewritten segments before and after.
     pub bytes_before: u64,
     pub bytes_after: u64,
@@ -111,6 +116,18 @@ struct SegView {
     /// Timestamp of the first batch (max lag), else the largest timestamp.
     first_ts: i64,
     created_ms: i64,
+}
+
+/// What a pass decides records by.
+#[derive(Clone, Copy)]
+struct Pass<'a> {
+    /// Key -> latest offset in the dirty range.
+    map: &'a HashMap<Vec<u8>, i64>,
+    /// `(producer id, last offset)` of each producer's last batch.
+    retain: &'a std::collections::HashSet<(i64, i64)>,
+    /// Tombstones with a timestamp below this go.
+    horizon: i64,
+    config: &'a LogConfig,
 }
 
 /// The cleanable range.
@@ -238,9 +255,10 @@ impl PartitionLog {
         }
     }
 
-    /// Whether the background cleaner should clean this log now: compacted, something dirty,
-    /// and the dirty ratio reaches `min.cleanable.dirty.ratio` or the oldest dirty record is
-    /// older than `max.compaction.lag.ms`.
+    /// Whether the background cleaner should clean this log now: compacted, and either
+    /// something is dirty and the dirty ratio reaches `min.cleanable.dirty.ratio` or the oldest
+    /// dirty record is older than `max.compaction.lag.ms`, or a tombstone kept by the last pass
+    /// (of this process) has passed `delete.retention.ms`.
     pub fn needs_cleaning(&self) -> bool {
         let config = self.config();
         if !config.compact {
@@ -252,6 +270,9 @@ impl PartitionLog {
         let total: u64 = c.segments.iter().map(|s| s.size).sum();
         let dirty: Vec<&SegView> = c.segments.iter().filter(|s| s.next_offset > cp).collect();
         let dirty_bytes: u64 = dirty.iter().map(|s| s.size).sum();
+        if total > 0 && now > self.tombstone_expiry.load(Ordering::Acquire) {
+            return true;
+        }
         if dirty_bytes == 0 || total == 0 {
             return false;
         }
@@ -312,9 +333,22 @@ impl PartitionLog {
 
         let retain = self.producers.lock().last_batch_offsets();
         let horizon = now.saturating_sub(config.delete_retention_ms.max(0));
+        let pass = Pass {
+            map: &map,
+            retain: &retain,
+            horizon,
+            config: &config,
+        };
+        let mut oldest_kept_tombstone = i64::MAX;
         for s in &c.segments {
-            self.clean_segment(s, &map, &retain, horizon, &config, &mut stats)?;
+            self.clean_segment(s, &pass, &mut stats, &mut oldest_kept_tombstone)?;
         }
+        let expiry = if oldest_kept_tombstone == i64::MAX {
+            i64::MAX
+        } else {
+            oldest_kept_tombstone.saturating_add(config.delete_retention_ms.max(0))
+        };
+        self.tombstone_expiry.store(expiry, Ordering::Release);
         let new_cp = c.first_uncleanable.max(cp);
         self.set_cleaner_checkpoint(new_cp)?;
         stats.cleaned_up_to = new_cp;
@@ -329,17 +363,19 @@ impl PartitionLog {
     fn clean_segment(
         &self,
         s: &SegView,
-        map: &HashMap<Vec<u8>, i64>,
-        retain: &std::collections::HashSet<(i64, i64)>,
-        horizon: i64,
-        config: &LogConfig,
+        pass: &Pass<'_>,
         stats: &mut CleanStats,
+        oldest_kept_tombstone: &mut i64,
     ) -> Result<()> {
+        let Pass {
+            map,
+            retain,
+            horizon,
+            config,
+        } = *pass;
         let cleaned_path = segment_path(&self.dir, s.base, "log.cleaned");
         let mut out: Option<BufWriter<File>> = None;
         let mut written = 0u64;
-        // The last batch dropped entirely, kept as an empty batch if nothing else remains.
-        let mut last_dropped: Option<Vec<u8>> = None;
         let result = for_each_batch(s, |pos, h, bytes| {
             stats.records_read += h.records_count.max(0) as u64;
             let new_bytes: Option<Vec<u8>> = if h.is_control() {
@@ -356,16 +392,26 @@ impl PartitionLog {
                         Some(_) if r.null_value && d.timestamp_of(r) < horizon => {
                             stats.tombstones_removed += 1
                         }
-                        Some(_) => kept.push(r),
+                        Some(_) => {
+                            if r.null_value {
+                                stats.tombstones_kept += 1;
+                                *oldest_kept_tombstone =
+                                    (*oldest_kept_tombstone).min(d.timestamp_of(r));
+                            }
+                            kept.push(r)
+                        }
                     }
                 }
                 if kept.len() == d.records.len() {
                     None
                 } else {
-                    let keep_header =
-                        h.has_producer_id() && retain.contains(&(h.producer_id, h.last_offset()));
+                    // The segment's last batch keeps its span so the segment still ends at
+                    // the same offset: a fetch in a gap always finds a later batch.
+                    let last_in_segment = pos + h.total_size() as u64 >= s.size;
+                    let keep_header = last_in_segment
+                        || (h.has_producer_id()
+                            && retain.contains(&(h.producer_id, h.last_offset())));
                     if kept.is_empty() && !keep_header {
-                        last_dropped = Some(rebuild_batch(&d, &[], true)?);
                         Some(Vec::new())
                     } else {
                         Some(rebuild_batch(&d, &kept, keep_header)?)
@@ -414,15 +460,9 @@ impl PartitionLog {
             let _ = remove_if_exists(&cleaned_path);
             return Err(e);
         }
-        let Some(mut w) = out else {
+        let Some(w) = out else {
             return Ok(());
         };
-        if written == 0 {
-            if let Some(empty) = &last_dropped {
-                w.write_all(empty).map_err(LogError::io_at(&cleaned_path))?;
-                written = empty.len() as u64;
-            }
-        }
         let file = w
             .into_inner()
             .map_err(|e| LogError::io_at(&cleaned_path)(e.into_error()))?;

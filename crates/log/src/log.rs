@@ -1,6 +1,9 @@
 //! [`PartitionLog`]: one partition's log on local disk, Kafka's `UnifiedLog` + `LocalLog`.
 //!
-//! Concurrency. Three locks, always taken in this order:
+//! Concurrency. Locks, always taken in this order:
+//! 0. `cleaner_lock` (mutex): one compaction pass (or cleaner checkpoint change) at a time; the
+//!    pass reads closed segments without other locks and takes `writer` only to swap a
+//!    rewritten segment in (see [`crate::cleaner`]).
 //! 1. `writer` (mutex): serializes every mutation (append, roll, retention, truncation,
 //!    DeleteRecords). Its holder is the only one who writes segment files.
 //! 2. `state` (rw-lock): the segment list, `log_start_offset`, `log_end_offset`. The appender
@@ -109,6 +112,9 @@ pub struct PartitionLog {
     pub(crate) cleaner_lock: Mutex<()>,
     /// The cleaner checkpoint, -1 when the log was never cleaned; see [`crate::cleaner`].
     pub(crate) cleaner_checkpoint: std::sync::atomic::AtomicI64,
+    /// Clock time at which the oldest tombstone kept by the last cleaning pass expires
+    /// (i64::MAX when none or unknown): the background cleaner then runs even without new dirt.
+    pub(crate) tombstone_expiry: std::sync::atomic::AtomicI64,
 }
 
 impl std::fmt::Debug for PartitionLog {
@@ -152,6 +158,7 @@ impl PartitionLog {
             recovery_point: Mutex::new(loaded.recovery_point),
             cleaner_lock: Mutex::new(()),
             cleaner_checkpoint: std::sync::atomic::AtomicI64::new(cleaner_checkpoint),
+            tombstone_expiry: std::sync::atomic::AtomicI64::new(i64::MAX),
         })
     }
 

@@ -75,9 +75,11 @@ fn compress_with<C: Compressor<Vec<u8>>>(raw: &[u8]) -> Result<Vec<u8>> {
 
 /// Decompresses the records section of a batch with the codec of `attributes`.
 pub(crate) fn decompress(attributes: i16, data: &[u8]) -> Result<Vec<u8>> {
+    if attributes & COMPRESSION_MASK == 0 {
+        return Ok(data.to_vec());
+    }
     let data = Bytes::copy_from_slice(data);
     match attributes & COMPRESSION_MASK {
-        0 => Ok(data.to_vec()),
         1 => decompress_with::<codec::Gzip>(data),
         2 => decompress_with::<codec::Snappy>(data),
         3 => decompress_with::<codec::Lz4>(data),

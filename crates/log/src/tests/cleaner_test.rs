@@ -647,3 +647,27 @@ fn truncation_lowers_the_checkpoint() {
     log.truncate_to(19).unwrap();
     assert_eq!(log.cleaner_checkpoint(), 19);
 }
+
+#[test]
+fn expired_tombstones_trigger_the_background_cleaner_without_new_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, clock) = clock(100_000);
+    let mgr = LogManager::open(vec![dir.path().to_path_buf()], clock).unwrap();
+    let config = LogConfig {
+        delete_retention_ms: 10_000,
+        ..compact_config()
+    };
+    let log = mgr.get_or_create(&tp(), config).unwrap();
+    fill(&log, 4, 2, 100_000);
+    log.append_as_leader(&one("k0", None, 100_000), 0).unwrap();
+    roll(&log);
+    mgr.run_maintenance().unwrap();
+    let stats_kept = dump(&log);
+    assert!(stats_kept.iter().any(|r| r.value.is_none()));
+    assert!(!log.needs_cleaning());
+    c.set(110_001);
+    assert!(log.needs_cleaning());
+    mgr.run_maintenance().unwrap();
+    assert!(dump(&log).iter().all(|r| r.value.is_some()));
+    assert!(!log.needs_cleaning());
+}
