@@ -282,7 +282,7 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
             as u64,
         index_interval_bytes: num("index.interval.bytes", defaults.index_interval_bytes as i64)
             .max(0) as u64,
-        // A topic that is compact-only keeps its data until compaction exists.
+        // A compact-only topic is never trimmed by time or size; the cleaner keeps it small.
         retention_ms: if deletes {
             num("retention.ms", defaults.retention_ms)
         } else {

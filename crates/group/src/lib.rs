@@ -23,3 +23,6 @@ mod store;
 pub use config::GroupConfig;
 pub use coordinator::{ClientInfo, GroupCoordinator};
 pub use store::{OffsetsStore, StoreError, StoredRecord};
+
+#[cfg(test)]
+mod tests;
