@@ -1,0 +1,167 @@
+//! The [`ObjectStore`] trait: the seam between ferry and a bucket.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::Result;
+
+/// What one stored object looks like from the outside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectMeta {
+    /// The object's key (as given to `put`).
+    pub key: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Last modification time, milliseconds since the Unix epoch, as the store reports it.
+    pub last_modified_ms: i64,
+}
+
+/// Result of [`ObjectStore::put_if_absent`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// The object did not exist and now holds the given bytes.
+    Created,
+    /// An object already existed under the key; it was left untouched.
+    AlreadyExists,
+}
+
+/// The operations of [`ObjectStore`], for metrics labels, fault injection and error messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    Put,
+    PutIfAbsent,
+    Get,
+    GetRange,
+    Head,
+    List,
+    Delete,
+}
+
+impl Op {
+    pub const ALL: [Op; 7] = [
+        Op::Put,
+        Op::PutIfAbsent,
+        Op::Get,
+        Op::GetRange,
+        Op::Head,
+        Op::List,
+        Op::Delete,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Put => "put",
+            Op::PutIfAbsent => "put_if_absent",
+            Op::Get => "get",
+            Op::GetRange => "get_range",
+            Op::Head => "head",
+            Op::List => "list",
+            Op::Delete => "delete",
+        }
+    }
+
+    /// Whether the operation changes the store (and so may have happened despite an error).
+    pub fn is_write(self) -> bool {
+        matches!(self, Op::Put | Op::PutIfAbsent | Op::Delete)
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A flat namespace of immutable-once-written byte objects (a bucket).
+///
+/// Rules every implementation keeps (the conformance suite in `testing` checks them):
+///
+/// - **Whole objects only.** A reader sees either the complete previous object, the complete new
+///   one, or none; never a prefix of a put in progress.
+/// - `put` overwrites. `put_if_absent` is atomic: of many concurrent calls for one key exactly one
+///   returns [`PutOutcome::Created`]; the others get [`PutOutcome::AlreadyExists`] and the object
+///   keeps the winner's bytes.
+/// - `get`/`get_range` of a missing key is [`ObjStoreError::NotFound`](crate::ObjStoreError);
+///   `head` of a missing key is `Ok(None)`.
+/// - `get_range(key, a..b)` returns exactly `b - a` bytes; `a > b` or `b > size` is
+///   [`ObjStoreError::InvalidRange`](crate::ObjStoreError) (S3 would silently truncate; we do
+///   not). An empty range inside the object returns empty bytes.
+/// - `list(prefix)` is a plain string-prefix match over whole keys (not a directory listing) and
+///   returns objects sorted by key.
+/// - `delete` is idempotent: deleting a missing key succeeds.
+/// - Keys must pass [`crate::keys::validate_key`]; others fail with `InvalidKey` on every backend.
+///
+/// The trait is object safe; brokers hold an `Arc<dyn ObjectStore>`.
+#[async_trait]
+pub trait ObjectStore: Send + Sync + fmt::Debug {
+    /// Stores `data` under `key`, replacing any existing object.
+    async fn put(&self, key: &str, data: Bytes) -> Result<()>;
+
+    /// Stores `data` under `key` only if no object exists there (S3 `If-None-Match: *`).
+    async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutOutcome>;
+
+    /// Reads a whole object.
+    async fn get(&self, key: &str) -> Result<Bytes>;
+
+    /// Reads bytes `range.start..range.end` of an object.
+    async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes>;
+
+    /// Size and modification time of an object, `None` when it does not exist.
+    async fn head(&self, key: &str) -> Result<Option<ObjectMeta>>;
+
+    /// All objects whose key starts with `prefix`, sorted by key.
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>>;
+
+    /// Removes an object; succeeds when there is none.
+    async fn delete(&self, key: &str) -> Result<()>;
+
+    /// The bucket (or root directory) this store writes to, for metrics labels and logs.
+    fn bucket(&self) -> &str;
+}
+
+macro_rules! forward_object_store {
+    ($ty:ty) => {
+        #[async_trait]
+        impl<S: ObjectStore + ?Sized> ObjectStore for $ty {
+            async fn put(&self, key: &str, data: Bytes) -> Result<()> {
+                (**self).put(key, data).await
+            }
+            async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutOutcome> {
+                (**self).put_if_absent(key, data).await
+            }
+            async fn get(&self, key: &str) -> Result<Bytes> {
+                (**self).get(key).await
+            }
+            async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes> {
+                (**self).get_range(key, range).await
+            }
+            async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
+                (**self).head(key).await
+            }
+            async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+                (**self).list(prefix).await
+            }
+            async fn delete(&self, key: &str) -> Result<()> {
+                (**self).delete(key).await
+            }
+            fn bucket(&self) -> &str {
+                (**self).bucket()
+            }
+        }
+    };
+}
+
+forward_object_store!(Arc<S>);
+forward_object_store!(Box<S>);
+
+/// Checks `range` against an object of `size` bytes (the rule shared by every backend).
+pub(crate) fn check_range(key: &str, range: &Range<u64>, size: u64) -> Result<()> {
+    if range.start > range.end || range.end > size {
+        return Err(crate::ObjStoreError::invalid_range(key, range, Some(size)));
+    }
+    Ok(())
+}

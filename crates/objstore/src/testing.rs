@@ -1,0 +1,390 @@
+//! The backend conformance suite (feature `test-util`): one set of checks that every
+//! [`ObjectStore`] must pass, so the local directory, memory and S3 backends (and any wrapper
+//! that claims to be transparent) agree on semantics.
+//!
+//! ```ignore
+//! #[tokio::test]
+//! async fn my_backend_conforms() {
+//!     ferry_objstore::testing::conformance(&my_store).await;
+//! }
+//! ```
+//!
+//! The suite only touches keys under [`CONFORMANCE_PREFIX`], deletes leftovers from an earlier
+//! run first and cleans up after itself, so it can share a bucket with other data. It panics
+//! (with the failing property in the message) on the first violation.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::{ObjStoreError, ObjectStore, PutOutcome};
+
+/// All keys the suite writes start with this.
+pub const CONFORMANCE_PREFIX: &str = "conformance/";
+
+fn k(rest: &str) -> String {
+    format!("{CONFORMANCE_PREFIX}{rest}")
+}
+
+/// Deterministic, non-repeating-looking test bytes (every byte value occurs).
+pub fn pattern(len: usize, salt: u8) -> Bytes {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt) ^ ((i >> 8) as u8))
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+/// Runs every check against `store`. Panics on the first violation.
+pub async fn conformance(store: &dyn ObjectStore) {
+    clean(store).await;
+    missing_objects(store).await;
+    put_get_head(store).await;
+    overwrite(store).await;
+    empty_object(store).await;
+    ranges(store).await;
+    put_if_absent(store).await;
+    list_is_a_sorted_string_prefix_match(store).await;
+    delete_is_idempotent(store).await;
+    invalid_keys_are_rejected(store).await;
+    unusual_but_valid_keys(store).await;
+    clean(store).await;
+    let left = store.list(CONFORMANCE_PREFIX).await.expect("final list");
+    assert!(left.is_empty(), "cleanup left objects behind: {left:?}");
+}
+
+/// Like [`conformance`], plus a race: `racers` tasks `put_if_absent` the same key at once and
+/// exactly one must win. Needs an `Arc` because the racers run as tasks.
+pub async fn conformance_with_races(store: Arc<dyn ObjectStore>, racers: usize) {
+    conformance(store.as_ref()).await;
+    concurrent_put_if_absent_has_one_winner(store.clone(), racers).await;
+    clean(store.as_ref()).await;
+}
+
+async fn clean(store: &dyn ObjectStore) {
+    for meta in store
+        .list(CONFORMANCE_PREFIX)
+        .await
+        .expect("list for cleanup")
+    {
+        store.delete(&meta.key).await.expect("delete for cleanup");
+    }
+}
+
+async fn missing_objects(store: &dyn ObjectStore) {
+    let key = k("missing/object");
+    let err = store
+        .get(&key)
+        .await
+        .expect_err("get of a missing key must fail");
+    assert!(
+        matches!(err, ObjStoreError::NotFound { .. }),
+        "get missing: {err:?}"
+    );
+    let err = store
+        .get_range(&key, 0..1)
+        .await
+        .expect_err("get_range of a missing key");
+    assert!(
+        matches!(err, ObjStoreError::NotFound { .. }),
+        "get_range missing: {err:?}"
+    );
+    assert_eq!(store.head(&key).await.expect("head missing"), None);
+    store
+        .delete(&key)
+        .await
+        .expect("delete of a missing key succeeds");
+    assert!(store.list(&k("missing/")).await.expect("list").is_empty());
+}
+
+async fn put_get_head(store: &dyn ObjectStore) {
+    let key = k("basic/object.bin");
+    let data = pattern(70_001, 7);
+    store.put(&key, data.clone()).await.expect("put");
+    assert_eq!(
+        store.get(&key).await.expect("get"),
+        data,
+        "get returns what put stored"
+    );
+    let meta = store
+        .head(&key)
+        .await
+        .expect("head")
+        .expect("head finds the object");
+    assert_eq!(meta.key, key);
+    assert_eq!(meta.size, data.len() as u64);
+    assert!(
+        meta.last_modified_ms > 0,
+        "last_modified_ms is set: {meta:?}"
+    );
+}
+
+async fn overwrite(store: &dyn ObjectStore) {
+    let key = k("overwrite");
+    store.put(&key, pattern(100, 1)).await.expect("put 1");
+    store
+        .put(&key, pattern(10, 2))
+        .await
+        .expect("put 2 (overwrite)");
+    assert_eq!(
+        store.get(&key).await.expect("get"),
+        pattern(10, 2),
+        "put overwrites"
+    );
+    assert_eq!(
+        store.head(&key).await.expect("head").map(|m| m.size),
+        Some(10)
+    );
+}
+
+async fn empty_object(store: &dyn ObjectStore) {
+    let key = k("empty");
+    store.put(&key, Bytes::new()).await.expect("put empty");
+    assert_eq!(store.get(&key).await.expect("get empty"), Bytes::new());
+    assert_eq!(
+        store.head(&key).await.expect("head").map(|m| m.size),
+        Some(0)
+    );
+    let got = store
+        .get_range(&key, 0..0)
+        .await
+        .expect("empty range of empty object");
+    assert!(got.is_empty());
+}
+
+async fn ranges(store: &dyn ObjectStore) {
+    let key = k("ranges/object");
+    let len = (1 << 20) + 7;
+    let data = pattern(len, 3);
+    store.put(&key, data.clone()).await.expect("put");
+    let len = len as u64;
+    for range in [
+        0..1,
+        0..len,
+        1..len,
+        len - 1..len,
+        4095..4097,
+        65_536..(1 << 20) + 3,
+        12_345..12_346,
+    ] {
+        let got = store
+            .get_range(&key, range.clone())
+            .await
+            .expect("get_range");
+        assert_eq!(
+            got.len() as u64,
+            range.end - range.start,
+            "length of {range:?}"
+        );
+        assert_eq!(
+            got,
+            data.slice(range.start as usize..range.end as usize),
+            "{range:?}"
+        );
+    }
+    for empty in [0..0, 17..17, len..len] {
+        let got = store
+            .get_range(&key, empty.clone())
+            .await
+            .expect("empty range");
+        assert!(got.is_empty(), "{empty:?} is empty");
+    }
+    #[allow(clippy::reversed_empty_ranges)]
+    for bad in [len - 1..len + 1, len..len + 1, len + 10..len + 20, 10..5] {
+        let err = store
+            .get_range(&key, bad.clone())
+            .await
+            .expect_err("range outside the object must fail");
+        assert!(
+            matches!(err, ObjStoreError::InvalidRange { .. }),
+            "{bad:?} gave {err:?}"
+        );
+    }
+}
+
+async fn put_if_absent(store: &dyn ObjectStore) {
+    let key = k("conditional/object");
+    let first = store
+        .put_if_absent(&key, pattern(33, 1))
+        .await
+        .expect("first create");
+    assert_eq!(first, PutOutcome::Created);
+    let second = store
+        .put_if_absent(&key, pattern(44, 2))
+        .await
+        .expect("second create");
+    assert_eq!(second, PutOutcome::AlreadyExists);
+    assert_eq!(
+        store.get(&key).await.expect("get"),
+        pattern(33, 1),
+        "loser changed nothing"
+    );
+    store.delete(&key).await.expect("delete");
+    let again = store
+        .put_if_absent(&key, pattern(5, 3))
+        .await
+        .expect("create after delete");
+    assert_eq!(
+        again,
+        PutOutcome::Created,
+        "a deleted key can be created again"
+    );
+    assert_eq!(store.get(&key).await.expect("get"), pattern(5, 3));
+}
+
+async fn list_is_a_sorted_string_prefix_match(store: &dyn ObjectStore) {
+    let keys = [
+        "list/b/c",
+        "list/a",
+        "list/bb",
+        "list/b/d/e",
+        "list/ba",
+        "lis",
+        "listing",
+    ];
+    for (i, key) in keys.iter().enumerate() {
+        store
+            .put(&k(key), pattern(i + 1, i as u8))
+            .await
+            .expect("put");
+    }
+    let names = |metas: Vec<crate::ObjectMeta>| -> Vec<String> {
+        metas
+            .into_iter()
+            .map(|m| {
+                let size = m.size;
+                let rel = m
+                    .key
+                    .strip_prefix(CONFORMANCE_PREFIX)
+                    .unwrap_or(&m.key)
+                    .to_owned();
+                let want = keys.iter().position(|x| *x == rel).map(|i| i as u64 + 1);
+                assert_eq!(Some(size), want, "size of {rel} in listing");
+                rel
+            })
+            .collect()
+    };
+    let all = names(store.list(&k("list/")).await.expect("list dir"));
+    assert_eq!(
+        all,
+        ["list/a", "list/b/c", "list/b/d/e", "list/ba", "list/bb"]
+    );
+    let b = names(
+        store
+            .list(&k("list/b"))
+            .await
+            .expect("list partial segment"),
+    );
+    assert_eq!(
+        b,
+        ["list/b/c", "list/b/d/e", "list/ba", "list/bb"],
+        "string prefix"
+    );
+    let bd = names(store.list(&k("list/b/")).await.expect("list subdir"));
+    assert_eq!(bd, ["list/b/c", "list/b/d/e"]);
+    let lis = names(store.list(&k("lis")).await.expect("list short prefix"));
+    assert_eq!(lis.len(), 7, "'lis' matches every key: {lis:?}");
+    let exact = names(store.list(&k("list/a")).await.expect("list exact key"));
+    assert_eq!(exact, ["list/a"]);
+    assert!(store
+        .list(&k("nothing-here/"))
+        .await
+        .expect("list empty")
+        .is_empty());
+    for key in keys {
+        store.delete(&k(key)).await.expect("delete");
+    }
+}
+
+async fn delete_is_idempotent(store: &dyn ObjectStore) {
+    let key = k("delete/me");
+    store.put(&key, pattern(9, 9)).await.expect("put");
+    store.delete(&key).await.expect("delete");
+    let err = store.get(&key).await.expect_err("deleted object is gone");
+    assert!(matches!(err, ObjStoreError::NotFound { .. }), "{err:?}");
+    assert_eq!(store.head(&key).await.expect("head"), None);
+    assert!(store.list(&k("delete/")).await.expect("list").is_empty());
+    store.delete(&key).await.expect("second delete succeeds");
+}
+
+async fn invalid_keys_are_rejected(store: &dyn ObjectStore) {
+    for key in [
+        "",
+        "/conformance/abs",
+        "conformance/../x",
+        "conformance//x",
+        "conformance/x/",
+    ] {
+        let err = store
+            .put(key, Bytes::from_static(b"x"))
+            .await
+            .expect_err("invalid key must be rejected");
+        assert!(
+            matches!(err, ObjStoreError::InvalidKey { .. }),
+            "{key:?}: {err:?}"
+        );
+        let err = store.get(key).await.expect_err("invalid key get");
+        assert!(
+            matches!(err, ObjStoreError::InvalidKey { .. }),
+            "{key:?}: {err:?}"
+        );
+    }
+}
+
+async fn unusual_but_valid_keys(store: &dyn ObjectStore) {
+    for (i, rest) in [
+        "odd/a b+c=d%e&f",
+        "odd/ünïcødé",
+        "odd/x.y~z_(1)",
+        "odd/.dot",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let key = k(rest);
+        store
+            .put(&key, pattern(i + 3, 5))
+            .await
+            .expect("put odd key");
+        assert_eq!(
+            store.get(&key).await.expect("get odd key"),
+            pattern(i + 3, 5),
+            "{key}"
+        );
+        let listed = store.list(&key).await.expect("list odd key");
+        assert_eq!(listed.len(), 1, "{key}: {listed:?}");
+        assert_eq!(listed[0].key, key);
+        store.delete(&key).await.expect("delete odd key");
+    }
+}
+
+async fn concurrent_put_if_absent_has_one_winner(store: Arc<dyn ObjectStore>, racers: usize) {
+    let key = k("race/object");
+    let mut tasks = Vec::new();
+    for i in 0..racers {
+        let store = store.clone();
+        let key = key.clone();
+        tasks.push(tokio::spawn(async move {
+            let data = pattern(1000 + i, i as u8);
+            (i, store.put_if_absent(&key, data).await)
+        }));
+    }
+    let mut winners = Vec::new();
+    for task in tasks {
+        let (i, outcome) = task.await.expect("racer task");
+        if outcome.expect("racing put_if_absent") == PutOutcome::Created {
+            winners.push(i);
+        }
+    }
+    assert_eq!(
+        winners.len(),
+        1,
+        "exactly one racer creates the object: {winners:?}"
+    );
+    let winner = winners[0];
+    let got = store.get(&key).await.expect("get race winner");
+    assert_eq!(
+        got,
+        pattern(1000 + winner, winner as u8),
+        "object holds the winner's bytes"
+    );
+}
