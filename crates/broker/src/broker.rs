@@ -21,7 +21,7 @@ pub struct Broker {
     pub config: BrokerConfig,
     pub node_id: i32,
     pub clock: SharedClock,
-    pub metadata: MetadataStore,
+    pub metadata: Arc<MetadataStore>,
     pub replicas: ReplicaManager,
     pub fetch_sessions: FetchSessionCache,
     pub metrics: Arc<Metrics>,

@@ -102,6 +102,10 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("group.min.session.timeout.ms", Int, "6000", "Smallest session timeout a member may ask for."),
     def("group.max.session.timeout.ms", Int, "1800000", "Largest session timeout a member may ask for."),
     def("group.max.size", Int, "2147483647", "Most members a group may have (GROUP_MAX_SIZE_REACHED above)."),
+    def("group.consumer.heartbeat.interval.ms", Int, "5000", "Heartbeat interval given to members of consumer-protocol (KIP-848) groups."),
+    def("group.consumer.session.timeout.ms", Int, "45000", "Session timeout of members of consumer-protocol groups."),
+    def("group.consumer.assignors", List, "uniform,range", "Server-side assignors of consumer-protocol groups; the first is the default."),
+    def("group.consumer.max.size", Int, "2147483647", "Most members of a consumer-protocol group."),
     def("metrics.address", ConfigType::String, "127.0.0.1:9308", "host:port of the Prometheus endpoint (`/metrics`). Empty disables it."),
 ];
 
@@ -280,6 +284,18 @@ impl BrokerConfig {
             min_session_timeout_ms: self.long("group.min.session.timeout.ms") as i32,
             max_session_timeout_ms: self.long("group.max.session.timeout.ms") as i32,
             max_group_size: self.long("group.max.size").max(1) as usize,
+            consumer: ferry_group::ConsumerProtocolConfig {
+                heartbeat_interval_ms: self.long("group.consumer.heartbeat.interval.ms") as i32,
+                session_timeout_ms: self.long("group.consumer.session.timeout.ms") as i32,
+                default_assignor: self
+                    .raw("group.consumer.assignors")
+                    .split(',')
+                    .map(str::trim)
+                    .find(|a| !a.is_empty())
+                    .unwrap_or("uniform")
+                    .to_string(),
+                max_size: self.long("group.consumer.max.size").max(1) as usize,
+            },
         }
     }
 
@@ -447,6 +463,12 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
             .split(',')
             .all(|p| matches!(p.trim(), "delete" | "compact")),
         "compression.type" => text == "producer",
+        "group.consumer.assignors" => text
+            .split(',')
+            .all(|a| matches!(a.trim(), "uniform" | "range")),
+        "group.consumer.heartbeat.interval.ms" | "group.consumer.session.timeout.ms" => {
+            n.is_some_and(|n| n >= 1)
+        }
         _ => true,
     };
     if ok {

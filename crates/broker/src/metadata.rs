@@ -245,6 +245,15 @@ impl MetadataStore {
     }
 }
 
+impl ferry_group::TopicCatalog for MetadataStore {
+    fn topic(&self, name: &str) -> Option<(Uuid, i32)> {
+        MetadataStore::topic(self, name).map(|t| (t.id, t.partitions))
+    }
+    fn topic_name(&self, id: Uuid) -> Option<String> {
+        self.topic_by_id(id).map(|t| t.name)
+    }
+}
+
 /// Kafka cluster ids are 16 random bytes in URL-safe base64 without padding (22 chars).
 fn new_cluster_id() -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";

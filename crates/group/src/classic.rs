@@ -102,6 +102,11 @@ pub fn join(
     if group.is(GroupState::Dead) {
         return fail(ResponseError::CoordinatorNotAvailable);
     }
+    if group.has_consumer_members() {
+        return fail(ResponseError::InconsistentGroupProtocol);
+    }
+    // An empty consumer-protocol group becomes a classic one again.
+    group.consumer = None;
     let instance = req.group_instance_id.as_ref().map(|i| i.to_string());
     let protocols: Vec<(String, Bytes)> = req
         .protocols

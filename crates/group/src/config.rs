@@ -16,6 +16,8 @@ pub struct GroupConfig {
     pub max_session_timeout_ms: i32,
     /// `group.max.size`
     pub max_group_size: usize,
+    /// Settings of the KIP-848 consumer protocol (`group.consumer.*`).
+    pub consumer: crate::consumer::ConsumerProtocolConfig,
 }
 
 impl Default for GroupConfig {
@@ -28,6 +30,7 @@ impl Default for GroupConfig {
             min_session_timeout_ms: 6000,
             max_session_timeout_ms: 1_800_000,
             max_group_size: i32::MAX as usize,
+            consumer: crate::consumer::ConsumerProtocolConfig::default(),
         }
     }
 }

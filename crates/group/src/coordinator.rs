@@ -21,6 +21,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::classic::{self, Answer, Effects, JoinClient};
 use crate::config::GroupConfig;
+use crate::consumer::{self, TopicCatalog};
 use crate::group::{Group, GroupState, Member};
 use crate::offsets_topic::{
     self, decode_key, decode_value, encode_key, encode_value, GroupValue, MemberValue, RecordKey,
@@ -40,6 +41,7 @@ pub struct GroupCoordinator {
     pub(crate) clock: SharedClock,
     pub(crate) store: Arc<dyn OffsetsStore>,
     pub(crate) groups: Mutex<HashMap<String, Group>>,
+    pub(crate) catalog: Arc<dyn TopicCatalog>,
 }
 
 pub(crate) fn s(v: &str) -> StrBytes {
@@ -47,12 +49,18 @@ pub(crate) fn s(v: &str) -> StrBytes {
 }
 
 impl GroupCoordinator {
-    pub fn new(config: GroupConfig, clock: SharedClock, store: Arc<dyn OffsetsStore>) -> Self {
+    pub fn new(
+        config: GroupConfig,
+        clock: SharedClock,
+        store: Arc<dyn OffsetsStore>,
+        catalog: Arc<dyn TopicCatalog>,
+    ) -> Self {
         Self {
             config,
             clock,
             store,
             groups: Mutex::new(HashMap::new()),
+            catalog,
         }
     }
 
@@ -99,7 +107,10 @@ impl GroupCoordinator {
             }
         }
         groups.retain(|_, g| {
-            !(g.members.is_empty() && g.offsets.is_empty() && g.protocol_type.is_none())
+            !(g.members.is_empty()
+                && g.offsets.is_empty()
+                && g.protocol_type.is_none()
+                && g.consumer.is_none())
         });
         let n = groups.len();
         *self.lock() = groups;
@@ -281,6 +292,13 @@ impl GroupCoordinator {
         for group in groups.values_mut() {
             let effects = classic::tick(group, now, &self.config);
             self.apply(group, effects);
+            let expired = group
+                .consumer
+                .as_mut()
+                .is_some_and(|c| consumer::expire(c, now, &self.config.consumer));
+            if expired {
+                self.persist_consumer(group);
+            }
         }
         self.expire_offsets(&mut groups, now);
     }
@@ -292,14 +310,23 @@ impl GroupCoordinator {
         let mut listed: Vec<ListedGroup> = groups
             .values()
             .filter(|g| !g.is(GroupState::Dead))
-            .filter(|g| states.is_empty() || states.contains(&g.state.name().to_lowercase()))
-            .filter(|_| types.is_empty() || types.iter().any(|t| t == "classic"))
-            .map(|g| {
+            .map(|g| match &g.consumer {
+                Some(c) => (g, c.state_name(), "consumer", "consumer"),
+                None => (
+                    g,
+                    g.state.name(),
+                    g.protocol_type.as_deref().unwrap_or(""),
+                    "classic",
+                ),
+            })
+            .filter(|(_, state, _, _)| states.is_empty() || states.contains(&state.to_lowercase()))
+            .filter(|(_, _, _, ty)| types.is_empty() || types.iter().any(|t| t == ty))
+            .map(|(g, state, protocol_type, ty)| {
                 ListedGroup::default()
                     .with_group_id(GroupId(s(&g.id)))
-                    .with_protocol_type(s(g.protocol_type.as_deref().unwrap_or("")))
-                    .with_group_state(s(g.state.name()))
-                    .with_group_type(s("classic"))
+                    .with_protocol_type(s(protocol_type))
+                    .with_group_state(s(state))
+                    .with_group_type(s(ty))
             })
             .collect();
         listed.sort_by(|a, b| a.group_id.as_str().cmp(b.group_id.as_str()));
@@ -340,6 +367,30 @@ impl GroupCoordinator {
                         } else {
                             base
                         }
+                    }
+                    Some(g) if g.consumer.is_some() => {
+                        let c = g.consumer.as_ref();
+                        base.with_group_state(s(c.map(|c| c.state_name()).unwrap_or("Empty")))
+                            .with_protocol_type(s("consumer"))
+                            .with_members(
+                                c.map(|c| {
+                                    c.members
+                                        .values()
+                                        .map(|m| {
+                                            DescribedGroupMember::default()
+                                                .with_member_id(s(&m.id))
+                                                .with_group_instance_id(if version >= 4 {
+                                                    m.instance_id.as_deref().map(s)
+                                                } else {
+                                                    None
+                                                })
+                                                .with_client_id(s(&m.client_id))
+                                                .with_client_host(s(&m.client_host))
+                                        })
+                                        .collect()
+                                })
+                                .unwrap_or_default(),
+                            )
                     }
                     Some(g) => {
                         let stable = g.is(GroupState::Stable);
@@ -390,9 +441,7 @@ impl GroupCoordinator {
                 let code = match groups.get(id.as_str()) {
                     _ if id.is_empty() => ResponseError::InvalidGroupId.code(),
                     None => ResponseError::GroupIdNotFound.code(),
-                    Some(g) if !g.is(GroupState::Empty) && !g.is(GroupState::Dead) => {
-                        ResponseError::NonEmptyGroup.code()
-                    }
+                    Some(g) if !g.is_empty_of_members() => ResponseError::NonEmptyGroup.code(),
                     Some(g) => {
                         let mut records: Vec<StoredRecord> = g
                             .offsets
@@ -409,6 +458,12 @@ impl GroupCoordinator {
                             })
                             .collect();
                         records.push((encode_key(&RecordKey::Group { group: g.id.clone() }), None));
+                        if g.consumer.is_some() {
+                            records.push((
+                                encode_key(&RecordKey::ConsumerGroup { group: g.id.clone() }),
+                                None,
+                            ));
+                        }
                         match self.store.append(self.partition_for(&g.id), &records) {
                             Ok(()) => {
                                 groups.remove(id.as_str());
@@ -521,6 +576,12 @@ fn apply_record(group: &mut Group, key: RecordKey, value: Option<RecordValue>, n
                 GroupState::Stable
             };
             group.transition(state, now);
+        }
+        (RecordKey::ConsumerGroup { .. }, Some(RecordValue::ConsumerGroup(v))) => {
+            group.consumer = Some(crate::consumer_api::restore(v, now));
+        }
+        (RecordKey::ConsumerGroup { .. }, None) => {
+            group.consumer = None;
         }
         (RecordKey::Group { .. }, None) => {
             group.members.clear();

@@ -80,6 +80,8 @@ pub struct Group {
     /// When a CompletingRebalance gives up waiting for the leader's SyncGroup.
     pub sync_deadline_ms: i64,
     pub offsets: HashMap<(String, i32), OffsetValue>,
+    /// Set when the group runs the KIP-848 consumer protocol instead of the classic one.
+    pub consumer: Option<crate::consumer::ConsumerGroup>,
 }
 
 impl Group {
@@ -99,7 +101,20 @@ impl Group {
             initial_join_deadline_ms: None,
             sync_deadline_ms: 0,
             offsets: HashMap::new(),
+            consumer: None,
         }
+    }
+
+    /// A KIP-848 group with members.
+    pub fn has_consumer_members(&self) -> bool {
+        self.consumer
+            .as_ref()
+            .is_some_and(|c| !c.members.is_empty())
+    }
+
+    /// No member of either protocol.
+    pub fn is_empty_of_members(&self) -> bool {
+        (self.is(GroupState::Empty) || self.is(GroupState::Dead)) && !self.has_consumer_members()
     }
 
     pub fn transition(&mut self, state: GroupState, now: i64) {

@@ -12,8 +12,11 @@
 //! - a member's request is answered exactly once: parked JoinGroup/SyncGroup requests get a
 //!   response when the rebalance completes, when the member is removed, or with an error.
 
+mod assignor;
 mod classic;
 mod config;
+mod consumer;
+mod consumer_api;
 mod coordinator;
 mod group;
 mod offsets;
@@ -21,8 +24,11 @@ pub mod offsets_topic;
 mod store;
 
 pub use config::GroupConfig;
+pub use consumer::{ConsumerProtocolConfig, TopicCatalog};
 pub use coordinator::{ClientInfo, GroupCoordinator};
 pub use store::{OffsetsStore, StoreError, StoredRecord};
 
+#[cfg(test)]
+mod consumer_test;
 #[cfg(test)]
 mod tests;

@@ -190,12 +190,18 @@ impl GroupCoordinator {
             return OffsetDeleteResponse::default()
                 .with_error_code(ResponseError::GroupIdNotFound.code());
         };
-        let active = !group.is(GroupState::Empty) && !group.is(GroupState::Dead);
-        if active && group.protocol_type.as_deref() != Some("consumer") {
+        let active = !group.is_empty_of_members();
+        if active && group.consumer.is_none() && group.protocol_type.as_deref() != Some("consumer")
+        {
             return OffsetDeleteResponse::default()
                 .with_error_code(ResponseError::NonEmptyGroup.code());
         }
-        let subscribed: Vec<String> = if active {
+        let subscribed: Vec<String> = if let Some(c) = &group.consumer {
+            c.members
+                .values()
+                .flat_map(|m| m.subscribed.iter().cloned())
+                .collect()
+        } else if active {
             group
                 .members
                 .values()
@@ -258,7 +264,7 @@ impl GroupCoordinator {
         let retention = self.config.offsets_retention_ms;
         let mut forget = Vec::new();
         for group in groups.values_mut() {
-            if !group.is(GroupState::Empty) {
+            if !group.is_empty_of_members() {
                 continue;
             }
             let empty_since = group.state_since_ms;
@@ -321,12 +327,33 @@ impl GroupCoordinator {
 fn validate_commit(
     group: &Group,
     req: &OffsetCommitRequest,
-    _version: i16,
+    version: i16,
 ) -> Result<(), ResponseError> {
     if group.is(GroupState::Dead) {
         return Err(ResponseError::CoordinatorNotAvailable);
     }
     let generation = req.generation_id_or_member_epoch;
+    if let Some(c) = &group.consumer {
+        if generation < 0 && req.member_id.is_empty() {
+            return if c.members.is_empty() {
+                Ok(())
+            } else {
+                Err(ResponseError::UnknownMemberId)
+            };
+        }
+        let m = c
+            .members
+            .get(req.member_id.as_str())
+            .ok_or(ResponseError::UnknownMemberId)?;
+        if generation != m.epoch {
+            return Err(if version >= 9 {
+                ResponseError::StaleMemberEpoch
+            } else {
+                ResponseError::IllegalGeneration
+            });
+        }
+        return Ok(());
+    }
     if generation < 0 && req.member_id.is_empty() {
         // A commit from outside any generation (an admin tool or a consumer with assign()).
         return if group.members.is_empty() {

@@ -4,7 +4,10 @@
 //! Keys: offset commit (version 1: group, topic, partition) and group metadata (version 2:
 //! group). Values: offset commit (version 3: offset, leader epoch, metadata, commit timestamp)
 //! and group metadata (version 3: protocol type, generation, protocol, leader, state timestamp,
-//! members). A null value is a tombstone. The topic is compacted: the latest record per key is
+//! members). A null value is a tombstone. Consumer groups of the KIP-848 protocol are kept as
+//! one record per group under key version 1000, a layout of ferry's own (Kafka's tools skip
+//! key versions they do not know): epochs, assignor, and each member's subscription, epochs and
+//! current and target assignment. The topic is compacted: the latest record per key is
 //! the state, so replaying a partition from its start rebuilds every group it holds.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -30,14 +33,48 @@ pub enum RecordKey {
     Group {
         group: String,
     },
+    ConsumerGroup {
+        group: String,
+    },
 }
 
 impl RecordKey {
     pub fn group(&self) -> &str {
         match self {
-            RecordKey::Offset { group, .. } | RecordKey::Group { group } => group,
+            RecordKey::Offset { group, .. }
+            | RecordKey::Group { group }
+            | RecordKey::ConsumerGroup { group } => group,
         }
     }
+}
+
+pub const CONSUMER_GROUP_KEY_VERSION: i16 = 1000;
+
+/// topic id → partitions
+pub type TopicAssignment = std::collections::BTreeMap<uuid::Uuid, std::collections::BTreeSet<i32>>;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerMemberValue {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub rack: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed: Vec<String>,
+    pub server_assignor: Option<String>,
+    pub rebalance_timeout_ms: i32,
+    pub epoch: i32,
+    pub previous_epoch: i32,
+    pub assigned: TopicAssignment,
+    pub target: TopicAssignment,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumerGroupValue {
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor: String,
+    pub members: Vec<ConsumerMemberValue>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +111,7 @@ pub struct GroupValue {
 pub enum RecordValue {
     Offset(OffsetValue),
     Group(GroupValue),
+    ConsumerGroup(ConsumerGroupValue),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -137,6 +175,23 @@ impl Reader {
         self.nullable_str()?
             .ok_or_else(|| DecodeError("null where a string is required".into()))
     }
+    fn uuid(&mut self) -> Result<uuid::Uuid, DecodeError> {
+        self.need(16)?;
+        let mut raw = [0u8; 16];
+        self.0.copy_to_slice(&mut raw);
+        Ok(uuid::Uuid::from_bytes(raw))
+    }
+    fn assignment(&mut self) -> Result<TopicAssignment, DecodeError> {
+        let mut out = TopicAssignment::new();
+        for _ in 0..self.i32()?.max(0) {
+            let t = self.uuid()?;
+            let set = out.entry(t).or_default();
+            for _ in 0..self.i32()?.max(0) {
+                set.insert(self.i32()?);
+            }
+        }
+        Ok(out)
+    }
     fn bytes(&mut self) -> Result<Bytes, DecodeError> {
         let len = self.i32()?;
         if len < 0 {
@@ -164,8 +219,23 @@ pub fn encode_key(key: &RecordKey) -> Bytes {
             b.put_i16(2);
             put_str(&mut b, group);
         }
+        RecordKey::ConsumerGroup { group } => {
+            b.put_i16(CONSUMER_GROUP_KEY_VERSION);
+            put_str(&mut b, group);
+        }
     }
     b.freeze()
+}
+
+fn put_assignment(b: &mut BytesMut, a: &TopicAssignment) {
+    b.put_i32(a.len() as i32);
+    for (t, ps) in a {
+        b.put_slice(t.as_bytes());
+        b.put_i32(ps.len() as i32);
+        for p in ps {
+            b.put_i32(*p);
+        }
+    }
 }
 
 pub fn decode_key(data: Bytes) -> Result<RecordKey, DecodeError> {
@@ -177,6 +247,7 @@ pub fn decode_key(data: Bytes) -> Result<RecordKey, DecodeError> {
             partition: r.i32()?,
         }),
         2 => Ok(RecordKey::Group { group: r.str()? }),
+        CONSUMER_GROUP_KEY_VERSION => Ok(RecordKey::ConsumerGroup { group: r.str()? }),
         v => Err(DecodeError(format!("unknown key version {v}"))),
     }
 }
@@ -190,6 +261,30 @@ pub fn encode_value(value: &RecordValue) -> Bytes {
             b.put_i32(o.leader_epoch);
             put_str(&mut b, &o.metadata);
             b.put_i64(o.commit_timestamp);
+        }
+        RecordValue::ConsumerGroup(g) => {
+            b.put_i16(0);
+            b.put_i32(g.group_epoch);
+            b.put_i32(g.assignment_epoch);
+            put_str(&mut b, &g.assignor);
+            b.put_i32(g.members.len() as i32);
+            for m in &g.members {
+                put_str(&mut b, &m.member_id);
+                put_nullable_str(&mut b, m.instance_id.as_deref());
+                put_nullable_str(&mut b, m.rack.as_deref());
+                put_str(&mut b, &m.client_id);
+                put_str(&mut b, &m.client_host);
+                b.put_i32(m.subscribed.len() as i32);
+                for t in &m.subscribed {
+                    put_str(&mut b, t);
+                }
+                put_nullable_str(&mut b, m.server_assignor.as_deref());
+                b.put_i32(m.rebalance_timeout_ms);
+                b.put_i32(m.epoch);
+                b.put_i32(m.previous_epoch);
+                put_assignment(&mut b, &m.assigned);
+                put_assignment(&mut b, &m.target);
+            }
         }
         RecordValue::Group(g) => {
             b.put_i16(3);
@@ -237,6 +332,48 @@ pub fn decode_value(key: &RecordKey, data: Bytes) -> Result<RecordValue, DecodeE
                 leader_epoch,
                 metadata,
                 commit_timestamp,
+            }))
+        }
+        RecordKey::ConsumerGroup { .. } => {
+            if version != 0 {
+                return Err(DecodeError(format!(
+                    "unknown consumer group value version {version}"
+                )));
+            }
+            let group_epoch = r.i32()?;
+            let assignment_epoch = r.i32()?;
+            let assignor = r.str()?;
+            let mut members = Vec::new();
+            for _ in 0..r.i32()?.max(0) {
+                let member_id = r.str()?;
+                let instance_id = r.nullable_str()?;
+                let rack = r.nullable_str()?;
+                let client_id = r.str()?;
+                let client_host = r.str()?;
+                let mut subscribed = Vec::new();
+                for _ in 0..r.i32()?.max(0) {
+                    subscribed.push(r.str()?);
+                }
+                members.push(ConsumerMemberValue {
+                    member_id,
+                    instance_id,
+                    rack,
+                    client_id,
+                    client_host,
+                    subscribed,
+                    server_assignor: r.nullable_str()?,
+                    rebalance_timeout_ms: r.i32()?,
+                    epoch: r.i32()?,
+                    previous_epoch: r.i32()?,
+                    assigned: r.assignment()?,
+                    target: r.assignment()?,
+                });
+            }
+            Ok(RecordValue::ConsumerGroup(ConsumerGroupValue {
+                group_epoch,
+                assignment_epoch,
+                assignor,
+                members,
             }))
         }
         RecordKey::Group { .. } => {
@@ -340,6 +477,31 @@ mod tests {
             }],
         });
         assert_eq!(decode_value(&gk, encode_value(&gv)).unwrap(), gv);
+
+        let ck = RecordKey::ConsumerGroup { group: "cg".into() };
+        assert_eq!(decode_key(encode_key(&ck)).unwrap(), ck);
+        let mut assigned = TopicAssignment::new();
+        assigned.insert(uuid::Uuid::from_u128(9), [0, 2].into_iter().collect());
+        let cv = RecordValue::ConsumerGroup(ConsumerGroupValue {
+            group_epoch: 5,
+            assignment_epoch: 5,
+            assignor: "uniform".into(),
+            members: vec![ConsumerMemberValue {
+                member_id: "m".into(),
+                instance_id: None,
+                rack: Some("az1".into()),
+                client_id: "c".into(),
+                client_host: "/1.2.3.4".into(),
+                subscribed: vec!["t".into()],
+                server_assignor: None,
+                rebalance_timeout_ms: 1000,
+                epoch: 5,
+                previous_epoch: 4,
+                assigned: assigned.clone(),
+                target: assigned,
+            }],
+        });
+        assert_eq!(decode_value(&ck, encode_value(&cv)).unwrap(), cv);
     }
 
     #[test]

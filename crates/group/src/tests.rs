@@ -21,7 +21,7 @@ use crate::store::{OffsetsStore, StoreError, StoredRecord};
 use crate::{ClientInfo, GroupConfig, GroupCoordinator};
 
 #[derive(Default)]
-struct MemStore(Mutex<HashMap<i32, Vec<StoredRecord>>>);
+pub(crate) struct MemStore(Mutex<HashMap<i32, Vec<StoredRecord>>>);
 
 impl OffsetsStore for MemStore {
     fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<(), StoreError> {
@@ -44,14 +44,38 @@ impl OffsetsStore for MemStore {
     }
 }
 
+/// Topics `t` (id 1, 4 partitions) and `u` (id 2, 2 partitions).
+pub(crate) struct Catalog;
+
+impl crate::TopicCatalog for Catalog {
+    fn topic(&self, name: &str) -> Option<(uuid::Uuid, i32)> {
+        match name {
+            "t" => Some((uuid::Uuid::from_u128(1), 4)),
+            "u" => Some((uuid::Uuid::from_u128(2), 2)),
+            _ => None,
+        }
+    }
+    fn topic_name(&self, id: uuid::Uuid) -> Option<String> {
+        match id.as_u128() {
+            1 => Some("t".into()),
+            2 => Some("u".into()),
+            _ => None,
+        }
+    }
+}
+
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
-struct Fixture {
-    clock: Arc<ManualClock>,
-    store: Arc<MemStore>,
-    coord: Arc<GroupCoordinator>,
+pub(crate) struct Fixture {
+    pub(crate) clock: Arc<ManualClock>,
+    pub(crate) store: Arc<MemStore>,
+    pub(crate) coord: Arc<GroupCoordinator>,
+}
+
+pub(crate) fn fixture_with_catalog() -> Fixture {
+    fixture(0)
 }
 
 fn fixture(initial_delay: i64) -> Fixture {
@@ -62,7 +86,12 @@ fn fixture(initial_delay: i64) -> Fixture {
         offsets_topic_partitions: 5,
         ..GroupConfig::default()
     };
-    let coord = Arc::new(GroupCoordinator::new(config, clock.clone(), store.clone()));
+    let coord = Arc::new(GroupCoordinator::new(
+        config,
+        clock.clone(),
+        store.clone(),
+        Arc::new(Catalog),
+    ));
     Fixture {
         clock,
         store,
@@ -70,7 +99,7 @@ fn fixture(initial_delay: i64) -> Fixture {
     }
 }
 
-const CLIENT: ClientInfo<'static> = ClientInfo {
+pub(crate) const CLIENT: ClientInfo<'static> = ClientInfo {
     client_id: "c",
     client_host: "/127.0.0.1",
 };
@@ -378,7 +407,12 @@ async fn committed_offsets_survive_a_reload_and_keep_metadata() {
     );
 
     // A new coordinator over the same store sees the same offsets.
-    let again = GroupCoordinator::new(f.coord.config().clone(), f.clock.clone(), f.store.clone());
+    let again = GroupCoordinator::new(
+        f.coord.config().clone(),
+        f.clock.clone(),
+        f.store.clone(),
+        Arc::new(Catalog),
+    );
     again.load().unwrap();
     let f2 = Fixture {
         clock: f.clock.clone(),
@@ -468,7 +502,12 @@ async fn delete_group_refuses_live_groups_and_forgets_empty_ones() {
     assert_eq!(del(&f)[0], 0);
     assert_eq!(fetch(&f).0, -1);
     // And the deletion is durable.
-    let again = GroupCoordinator::new(f.coord.config().clone(), f.clock.clone(), f.store.clone());
+    let again = GroupCoordinator::new(
+        f.coord.config().clone(),
+        f.clock.clone(),
+        f.store.clone(),
+        Arc::new(Catalog),
+    );
     assert_eq!(again.load().unwrap(), 0);
 }
 

@@ -141,6 +141,17 @@ pub async fn handle(
             Ok(g) => ResponseKind::DeleteGroups(g.delete_groups(r)),
             Err(_) => ResponseKind::DeleteGroups(Default::default()),
         },
+        RequestKind::ConsumerGroupHeartbeat(r) => match broker.group_coordinator() {
+            Ok(g) => ResponseKind::ConsumerGroupHeartbeat(g.consumer_group_heartbeat(r, client)),
+            Err(e) => ResponseKind::ConsumerGroupHeartbeat(
+                kafka_protocol::messages::ConsumerGroupHeartbeatResponse::default()
+                    .with_error_code(e.code()),
+            ),
+        },
+        RequestKind::ConsumerGroupDescribe(r) => match broker.group_coordinator() {
+            Ok(g) => ResponseKind::ConsumerGroupDescribe(g.consumer_group_describe(r)),
+            Err(_) => ResponseKind::ConsumerGroupDescribe(Default::default()),
+        },
         RequestKind::OffsetDelete(r) => match broker.group_coordinator() {
             Ok(g) => ResponseKind::OffsetDelete(g.offset_delete(r)),
             Err(e) => ResponseKind::OffsetDelete(

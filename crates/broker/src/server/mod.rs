@@ -36,8 +36,10 @@ impl Server {
     pub async fn start(config: BrokerConfig, clock: SharedClock) -> anyhow::Result<Self> {
         let dirs = config.log_dirs();
         let first = dirs.first().context("log.dirs is empty")?.clone();
-        let metadata = MetadataStore::open(&first, config.node_id())
-            .with_context(|| format!("opening metadata in {}", first.display()))?;
+        let metadata = Arc::new(
+            MetadataStore::open(&first, config.node_id())
+                .with_context(|| format!("opening metadata in {}", first.display()))?,
+        );
         let logs = LogManager::open(dirs.clone(), clock.clone()).context("opening log dirs")?;
         let on_disk = logs.partitions_on_disk();
         let replicas = ReplicaManager::new(logs);
@@ -72,6 +74,7 @@ impl Server {
             config.group_config(),
             clock.clone(),
             offsets_store.clone(),
+            metadata.clone(),
         );
         let broker = Arc::new(Broker {
             groups,

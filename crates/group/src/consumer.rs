@@ -1,0 +1,472 @@
+//! The consumer group protocol (KIP-848): members heartbeat with ConsumerGroupHeartbeat, the
+//! coordinator computes a target assignment with a server-side assignor and moves each member
+//! towards it.
+//!
+//! Epochs: the group epoch rises whenever membership, subscriptions or subscribed topics'
+//! partition counts change; the assignment epoch is the group epoch the current target was
+//! computed for; a member's epoch reaches the assignment epoch once it holds no partition that
+//! the target gives to someone else. Invariant: a partition is never handed to a member while
+//! another member still owns it (is assigned it or has not yet confirmed revoking it).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use indexmap::IndexMap;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::consumer_group_heartbeat_response::{
+    Assignment as HbAssignment, TopicPartitions,
+};
+use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use crate::assignor::{self, Assignment, MemberSpec};
+
+/// Where the coordinator learns topic ids and partition counts.
+pub trait TopicCatalog: Send + Sync {
+    /// (topic id, partition count) of an existing topic.
+    fn topic(&self, name: &str) -> Option<(Uuid, i32)>;
+    fn topic_name(&self, id: Uuid) -> Option<String>;
+}
+
+#[derive(Debug, Clone)]
+pub struct ConsumerMember {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub rack: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed: Vec<String>,
+    pub server_assignor: Option<String>,
+    pub rebalance_timeout_ms: i32,
+    pub epoch: i32,
+    pub previous_epoch: i32,
+    /// What the member has been told to own.
+    pub assigned: Assignment,
+    /// Partitions it was told to give up but has not confirmed yet; still its own until then.
+    pub revoking: Assignment,
+    pub revoke_deadline_ms: i64,
+    pub last_heartbeat_ms: i64,
+    /// The assignment last sent, to send only changes.
+    pub last_sent: Option<Assignment>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerGroup {
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor: String,
+    pub members: IndexMap<String, ConsumerMember>,
+    pub target: BTreeMap<String, Assignment>,
+    /// topic name → (id, partitions) as of the last target computation.
+    pub subscribed_metadata: BTreeMap<String, (Uuid, i32)>,
+}
+
+/// Settings of the consumer protocol.
+#[derive(Debug, Clone)]
+pub struct ConsumerProtocolConfig {
+    pub heartbeat_interval_ms: i32,
+    pub session_timeout_ms: i32,
+    pub default_assignor: String,
+    pub max_size: usize,
+}
+
+impl Default for ConsumerProtocolConfig {
+    fn default() -> Self {
+        Self {
+            heartbeat_interval_ms: 5000,
+            session_timeout_ms: 45_000,
+            default_assignor: assignor::UNIFORM.to_string(),
+            max_size: i32::MAX as usize,
+        }
+    }
+}
+
+fn union(a: &Assignment, b: &Assignment) -> Assignment {
+    let mut out = a.clone();
+    for (t, ps) in b {
+        out.entry(*t).or_default().extend(ps.iter().copied());
+    }
+    out
+}
+
+fn minus(a: &Assignment, b: &Assignment) -> Assignment {
+    let mut out = Assignment::new();
+    for (t, ps) in a {
+        let rest: BTreeSet<i32> = match b.get(t) {
+            Some(other) => ps.difference(other).copied().collect(),
+            None => ps.clone(),
+        };
+        if !rest.is_empty() {
+            out.insert(*t, rest);
+        }
+    }
+    out
+}
+
+fn intersect(a: &Assignment, b: &Assignment) -> Assignment {
+    let mut out = Assignment::new();
+    for (t, ps) in a {
+        if let Some(other) = b.get(t) {
+            let both: BTreeSet<i32> = ps.intersection(other).copied().collect();
+            if !both.is_empty() {
+                out.insert(*t, both);
+            }
+        }
+    }
+    out
+}
+
+fn is_empty(a: &Assignment) -> bool {
+    a.values().all(BTreeSet::is_empty)
+}
+
+fn from_wire(
+    tps: &[kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions],
+) -> Assignment {
+    let mut out = Assignment::new();
+    for tp in tps {
+        if !tp.partitions.is_empty() {
+            out.entry(tp.topic_id)
+                .or_default()
+                .extend(tp.partitions.iter().copied());
+        }
+    }
+    out
+}
+
+pub fn to_wire(a: &Assignment) -> HbAssignment {
+    HbAssignment::default().with_topic_partitions(
+        a.iter()
+            .map(|(t, ps)| {
+                TopicPartitions::default()
+                    .with_topic_id(*t)
+                    .with_partitions(ps.iter().copied().collect())
+            })
+            .collect(),
+    )
+}
+
+fn err(e: ResponseError, msg: &str) -> ConsumerGroupHeartbeatResponse {
+    ConsumerGroupHeartbeatResponse::default()
+        .with_error_code(e.code())
+        .with_error_message(Some(StrBytes::from_string(msg.to_string())))
+}
+
+impl ConsumerGroup {
+    pub fn state_name(&self) -> &'static str {
+        if self.members.is_empty() {
+            "Empty"
+        } else if self.assignment_epoch < self.group_epoch {
+            "Assigning"
+        } else if self
+            .members
+            .values()
+            .any(|m| m.epoch != self.assignment_epoch || !is_empty(&m.revoking))
+        {
+            "Reconciling"
+        } else {
+            "Stable"
+        }
+    }
+
+    /// Partitions some member other than `except` still owns.
+    fn owned_by_others(&self, except: &str) -> Assignment {
+        let mut out = Assignment::new();
+        for m in self.members.values().filter(|m| m.id != except) {
+            out = union(&out, &union(&m.assigned, &m.revoking));
+        }
+        out
+    }
+
+    /// Whether subscribed topics changed shape (created, deleted, repartitioned).
+    fn refresh_metadata(&mut self, catalog: &dyn TopicCatalog) -> bool {
+        let mut now: BTreeMap<String, (Uuid, i32)> = BTreeMap::new();
+        for m in self.members.values() {
+            for t in &m.subscribed {
+                if let Some(meta) = catalog.topic(t) {
+                    now.insert(t.clone(), meta);
+                }
+            }
+        }
+        if now != self.subscribed_metadata {
+            self.subscribed_metadata = now;
+            return true;
+        }
+        false
+    }
+
+    fn compute_target(&mut self, cfg: &ConsumerProtocolConfig) {
+        let name = self
+            .members
+            .values()
+            .find_map(|m| m.server_assignor.clone())
+            .unwrap_or_else(|| cfg.default_assignor.clone());
+        let specs: Vec<MemberSpec<'_>> = self
+            .members
+            .values()
+            .map(|m| MemberSpec {
+                member_id: &m.id,
+                topics: m
+                    .subscribed
+                    .iter()
+                    .filter_map(|t| self.subscribed_metadata.get(t).map(|(id, _)| *id))
+                    .collect(),
+            })
+            .collect();
+        let partitions: BTreeMap<Uuid, i32> = self.subscribed_metadata.values().copied().collect();
+        self.target = assignor::assign(&name, &specs, &partitions, &self.target);
+        self.assignor = name;
+        self.assignment_epoch = self.group_epoch;
+    }
+
+    /// Moves a member towards its target: revoke first, then take what has been released.
+    fn reconcile(&mut self, member_id: &str, now: i64) {
+        let target = self.target.get(member_id).cloned().unwrap_or_default();
+        let others = self.owned_by_others(member_id);
+        let assignment_epoch = self.assignment_epoch;
+        let Some(m) = self.members.get_mut(member_id) else {
+            return;
+        };
+        if !is_empty(&m.revoking) {
+            return; // wait for the member to confirm
+        }
+        let to_revoke = minus(&m.assigned, &target);
+        if !is_empty(&to_revoke) {
+            m.assigned = intersect(&m.assigned, &target);
+            m.revoking = to_revoke;
+            m.revoke_deadline_ms = now + i64::from(m.rebalance_timeout_ms);
+            return;
+        }
+        if m.epoch != assignment_epoch {
+            m.previous_epoch = m.epoch;
+            m.epoch = assignment_epoch;
+        }
+        // Take the target partitions nobody else owns any more.
+        m.assigned = minus(&target, &others);
+    }
+}
+
+/// Handles one ConsumerGroupHeartbeat for `group` (which exists, possibly empty).
+#[allow(clippy::too_many_arguments)]
+pub fn heartbeat(
+    group: &mut ConsumerGroup,
+    req: &ConsumerGroupHeartbeatRequest,
+    client_id: &str,
+    client_host: &str,
+    new_member_id: String,
+    now: i64,
+    cfg: &ConsumerProtocolConfig,
+    catalog: &dyn TopicCatalog,
+) -> (ConsumerGroupHeartbeatResponse, bool) {
+    let epoch = req.member_epoch;
+    let mut changed = false;
+    // Any change to membership, subscriptions or topics moves the group epoch once.
+    let mut bump = false;
+    if epoch == -1 || epoch == -2 {
+        let id = req.member_id.to_string();
+        if group.members.shift_remove(&id).is_none() {
+            return (err(ResponseError::UnknownMemberId, "unknown member"), false);
+        }
+        group.target.remove(&id);
+        group.group_epoch += 1;
+        tracing::info!(member = %id, "consumer group member left");
+        return (
+            ConsumerGroupHeartbeatResponse::default()
+                .with_member_id(Some(req.member_id.clone()))
+                .with_member_epoch(epoch),
+            true,
+        );
+    }
+    if let Some(a) = &req.server_assignor {
+        if !assignor::is_known(a) {
+            return (
+                err(
+                    ResponseError::UnsupportedAssignor,
+                    &format!("assignor `{}` is not one of uniform, range", a.as_str()),
+                ),
+                false,
+            );
+        }
+    }
+    let member_id = if epoch == 0 {
+        if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
+            return (
+                err(
+                    ResponseError::InvalidRequest,
+                    "SubscribedTopicNames must be set when joining",
+                ),
+                false,
+            );
+        }
+        if req.subscribed_topic_regex.is_some() && req.subscribed_topic_names.is_none() {
+            return (
+                err(
+                    ResponseError::InvalidRequest,
+                    "regular-expression subscriptions are not served yet",
+                ),
+                false,
+            );
+        }
+        let id = if req.member_id.is_empty() {
+            new_member_id
+        } else {
+            req.member_id.to_string()
+        };
+        let exists = group.members.contains_key(&id);
+        if !exists {
+            // A static member replacing its previous incarnation takes over its place.
+            let replaced = req.instance_id.as_ref().and_then(|inst| {
+                group
+                    .members
+                    .values()
+                    .find(|m| m.instance_id.as_deref() == Some(inst.as_str()))
+                    .map(|m| m.id.clone())
+            });
+            if let Some(old) = replaced {
+                group.members.shift_remove(&old);
+                group.target.remove(&old);
+            } else if group.members.len() >= cfg.max_size {
+                return (
+                    err(ResponseError::GroupMaxSizeReached, "group is full"),
+                    false,
+                );
+            }
+            group.members.insert(
+                id.clone(),
+                ConsumerMember {
+                    id: id.clone(),
+                    instance_id: req.instance_id.as_ref().map(|i| i.to_string()),
+                    rack: None,
+                    client_id: client_id.to_string(),
+                    client_host: client_host.to_string(),
+                    subscribed: Vec::new(),
+                    server_assignor: None,
+                    rebalance_timeout_ms: req.rebalance_timeout_ms.max(0),
+                    epoch: 0,
+                    previous_epoch: -1,
+                    assigned: Assignment::new(),
+                    revoking: Assignment::new(),
+                    revoke_deadline_ms: 0,
+                    last_heartbeat_ms: now,
+                    last_sent: None,
+                },
+            );
+            bump = true;
+            tracing::info!(member = %id, "consumer group member joined");
+        } else if let Some(m) = group.members.get_mut(&id) {
+            // Rejoining at epoch 0: start over.
+            m.assigned.clear();
+            m.revoking.clear();
+            m.last_sent = None;
+            m.epoch = 0;
+        }
+        id
+    } else {
+        let id = req.member_id.to_string();
+        let Some(m) = group.members.get(&id) else {
+            return (err(ResponseError::UnknownMemberId, "unknown member"), false);
+        };
+        let owned = req.topic_partitions.as_deref().map(from_wire);
+        let lost_response = epoch == m.previous_epoch
+            && owned
+                .as_ref()
+                .is_none_or(|o| is_empty(&minus(o, &m.assigned)));
+        if epoch != m.epoch && !lost_response {
+            return (
+                err(ResponseError::FencedMemberEpoch, "member epoch is stale"),
+                false,
+            );
+        }
+        id
+    };
+
+    let Some(m) = group.members.get_mut(&member_id) else {
+        return (err(ResponseError::UnknownMemberId, "unknown member"), false);
+    };
+    m.last_heartbeat_ms = now;
+    if let Some(topics) = &req.subscribed_topic_names {
+        let mut names: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
+        names.sort();
+        names.dedup();
+        if names != m.subscribed {
+            m.subscribed = names;
+            bump = true;
+        }
+    }
+    if let Some(m) = group.members.get_mut(&member_id) {
+        if let Some(a) = &req.server_assignor {
+            m.server_assignor = Some(a.to_string());
+        }
+        if let Some(r) = &req.rack_id {
+            m.rack = Some(r.to_string());
+        }
+        if req.rebalance_timeout_ms > 0 {
+            m.rebalance_timeout_ms = req.rebalance_timeout_ms;
+        }
+        // The member reports what it owns: partitions no longer listed are revoked.
+        if let Some(owned) = req.topic_partitions.as_deref().map(from_wire) {
+            if !is_empty(&m.revoking) && is_empty(&intersect(&owned, &m.revoking)) {
+                m.revoking.clear();
+                changed = true;
+            }
+        }
+    }
+    bump |= group.refresh_metadata(catalog);
+    if bump {
+        group.group_epoch += 1;
+        changed = true;
+    }
+    if group.assignment_epoch < group.group_epoch {
+        group.compute_target(cfg);
+        changed = true;
+    }
+    let before = group
+        .members
+        .get(&member_id)
+        .map(|m| (m.epoch, m.assigned.clone()));
+    group.reconcile(&member_id, now);
+    let Some(m) = group.members.get_mut(&member_id) else {
+        return (
+            err(ResponseError::UnknownMemberId, "unknown member"),
+            changed,
+        );
+    };
+    if before.as_ref() != Some(&(m.epoch, m.assigned.clone())) {
+        changed = true;
+    }
+    let send = epoch == 0 || m.last_sent.as_ref() != Some(&m.assigned);
+    let assignment = send.then(|| to_wire(&m.assigned));
+    if send {
+        m.last_sent = Some(m.assigned.clone());
+    }
+    (
+        ConsumerGroupHeartbeatResponse::default()
+            .with_member_id(Some(StrBytes::from_string(member_id)))
+            .with_member_epoch(m.epoch)
+            .with_heartbeat_interval_ms(cfg.heartbeat_interval_ms)
+            .with_assignment(assignment),
+        changed,
+    )
+}
+
+/// Expired sessions and members that never confirmed a revocation leave the group.
+pub fn expire(group: &mut ConsumerGroup, now: i64, cfg: &ConsumerProtocolConfig) -> bool {
+    let dead: Vec<String> = group
+        .members
+        .values()
+        .filter(|m| {
+            m.last_heartbeat_ms + i64::from(cfg.session_timeout_ms) <= now
+                || (!is_empty(&m.revoking) && m.revoke_deadline_ms <= now)
+        })
+        .map(|m| m.id.clone())
+        .collect();
+    for id in &dead {
+        tracing::info!(member = %id, "consumer group member expired");
+        group.members.shift_remove(id);
+        group.target.remove(id);
+    }
+    if !dead.is_empty() {
+        group.group_epoch += 1;
+    }
+    !dead.is_empty()
+}

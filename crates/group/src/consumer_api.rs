@@ -1,0 +1,226 @@
+//! ConsumerGroupHeartbeat and ConsumerGroupDescribe on the coordinator, and the durable form
+//! of consumer-protocol groups.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::consumer_group_describe_response::{
+    Assignment as DescribeAssignment, DescribedGroup, Member, TopicPartitions,
+};
+use kafka_protocol::messages::{
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::assignor::Assignment;
+use crate::consumer::{self, ConsumerGroup, ConsumerMember};
+use crate::coordinator::{s, ClientInfo, GroupCoordinator};
+use crate::group::{Group, GroupState};
+use crate::offsets_topic::{
+    encode_key, encode_value, ConsumerGroupValue, ConsumerMemberValue, RecordKey, RecordValue,
+};
+
+impl GroupCoordinator {
+    pub fn consumer_group_heartbeat(
+        &self,
+        req: ConsumerGroupHeartbeatRequest,
+        client: ClientInfo<'_>,
+    ) -> ConsumerGroupHeartbeatResponse {
+        if req.group_id.is_empty() {
+            return ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(ResponseError::InvalidRequest.code())
+                .with_error_message(Some(s("GroupId can't be empty.")));
+        }
+        let now = self.now();
+        let mut groups = self.lock();
+        let group = groups
+            .entry(req.group_id.to_string())
+            .or_insert_with(|| Group::new(&req.group_id, now));
+        if group.consumer.is_none() {
+            if !(group.is(GroupState::Empty) || group.is(GroupState::Dead)) {
+                return ConsumerGroupHeartbeatResponse::default()
+                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_error_message(Some(s(&format!(
+                        "Group {} is a classic group with members, not a consumer group.",
+                        group.id
+                    ))));
+            }
+            // An empty classic group (or a new one) becomes a consumer group; offsets stay.
+            group.consumer = Some(ConsumerGroup::default());
+            group.protocol_type = None;
+        }
+        let Some(c) = group.consumer.as_mut() else {
+            return ConsumerGroupHeartbeatResponse::default()
+                .with_error_code(ResponseError::UnknownServerError.code());
+        };
+        let new_id = uuid::Uuid::new_v4().simple().to_string();
+        let (response, changed) = consumer::heartbeat(
+            c,
+            &req,
+            client.client_id,
+            client.client_host,
+            new_id,
+            now,
+            &self.config.consumer,
+            self.catalog.as_ref(),
+        );
+        if changed {
+            self.persist_consumer(group);
+        }
+        response
+    }
+
+    pub(crate) fn persist_consumer(&self, group: &Group) {
+        let Some(c) = &group.consumer else { return };
+        let value = ConsumerGroupValue {
+            group_epoch: c.group_epoch,
+            assignment_epoch: c.assignment_epoch,
+            assignor: c.assignor.clone(),
+            members: c
+                .members
+                .values()
+                .map(|m| ConsumerMemberValue {
+                    member_id: m.id.clone(),
+                    instance_id: m.instance_id.clone(),
+                    rack: m.rack.clone(),
+                    client_id: m.client_id.clone(),
+                    client_host: m.client_host.clone(),
+                    subscribed: m.subscribed.clone(),
+                    server_assignor: m.server_assignor.clone(),
+                    rebalance_timeout_ms: m.rebalance_timeout_ms,
+                    epoch: m.epoch,
+                    previous_epoch: m.previous_epoch,
+                    assigned: crate::consumer_api::merge(&m.assigned, &m.revoking),
+                    target: c.target.get(&m.id).cloned().unwrap_or_default(),
+                })
+                .collect(),
+        };
+        let record = (
+            encode_key(&RecordKey::ConsumerGroup {
+                group: group.id.clone(),
+            }),
+            Some(encode_value(&RecordValue::ConsumerGroup(value))),
+        );
+        if let Err(e) = self.store.append(self.partition_for(&group.id), &[record]) {
+            tracing::error!(group = %group.id, error = %e, "cannot persist consumer group");
+        }
+    }
+
+    pub fn consumer_group_describe(
+        &self,
+        req: ConsumerGroupDescribeRequest,
+    ) -> ConsumerGroupDescribeResponse {
+        let groups = self.lock();
+        let described = req
+            .group_ids
+            .iter()
+            .map(|id| {
+                let base = DescribedGroup::default()
+                    .with_group_id(id.clone())
+                    .with_authorized_operations(if req.include_authorized_operations {
+                        0b1111_1000
+                    } else {
+                        i32::MIN
+                    });
+                match groups.get(id.as_str()) {
+                    None => base
+                        .with_error_code(ResponseError::GroupIdNotFound.code())
+                        .with_error_message(Some(s(&format!("Group {} not found.", id.as_str()))))
+                        .with_group_state(s("Dead")),
+                    // Clients fall back to DescribeGroups for classic groups on this answer.
+                    Some(g) if g.consumer.is_none() => base
+                        .with_error_code(ResponseError::GroupIdNotFound.code())
+                        .with_error_message(Some(s(&format!(
+                            "Group {} is not a consumer group.",
+                            id.as_str()
+                        ))))
+                        .with_group_state(s("Dead")),
+                    Some(g) => {
+                        let c = g.consumer.as_ref();
+                        let c = c.cloned().unwrap_or_default();
+                        base.with_group_state(s(c.state_name()))
+                            .with_group_epoch(c.group_epoch)
+                            .with_assignment_epoch(c.assignment_epoch)
+                            .with_assignor_name(s(&c.assignor))
+                            .with_members(
+                                c.members
+                                    .values()
+                                    .map(|m| self.describe_member(&c, m))
+                                    .collect(),
+                            )
+                    }
+                }
+            })
+            .collect();
+        ConsumerGroupDescribeResponse::default().with_groups(described)
+    }
+
+    fn describe_member(&self, c: &ConsumerGroup, m: &ConsumerMember) -> Member {
+        let wire = |a: &Assignment| {
+            DescribeAssignment::default().with_topic_partitions(
+                a.iter()
+                    .map(|(t, ps)| {
+                        TopicPartitions::default()
+                            .with_topic_id(*t)
+                            .with_topic_name(TopicName(StrBytes::from_string(
+                                self.catalog.topic_name(*t).unwrap_or_default(),
+                            )))
+                            .with_partitions(ps.iter().copied().collect())
+                    })
+                    .collect(),
+            )
+        };
+        Member::default()
+            .with_member_id(s(&m.id))
+            .with_instance_id(m.instance_id.as_deref().map(s))
+            .with_rack_id(m.rack.as_deref().map(s))
+            .with_member_epoch(m.epoch)
+            .with_client_id(s(&m.client_id))
+            .with_client_host(s(&m.client_host))
+            .with_subscribed_topic_names(m.subscribed.iter().map(|t| TopicName(s(t))).collect())
+            .with_assignment(wire(&merge(&m.assigned, &m.revoking)))
+            .with_target_assignment(wire(&c.target.get(&m.id).cloned().unwrap_or_default()))
+            .with_member_type(1)
+    }
+}
+
+pub(crate) fn merge(a: &Assignment, b: &Assignment) -> Assignment {
+    let mut out = a.clone();
+    for (t, ps) in b {
+        out.entry(*t).or_default().extend(ps.iter().copied());
+    }
+    out
+}
+
+/// Rebuilds a consumer group from its record; members get a fresh session.
+pub(crate) fn restore(v: ConsumerGroupValue, now: i64) -> ConsumerGroup {
+    let mut g = ConsumerGroup {
+        group_epoch: v.group_epoch,
+        assignment_epoch: v.assignment_epoch,
+        assignor: v.assignor,
+        ..ConsumerGroup::default()
+    };
+    for m in v.members {
+        g.target.insert(m.member_id.clone(), m.target);
+        g.members.insert(
+            m.member_id.clone(),
+            ConsumerMember {
+                id: m.member_id,
+                instance_id: m.instance_id,
+                rack: m.rack,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                subscribed: m.subscribed,
+                server_assignor: m.server_assignor,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                epoch: m.epoch,
+                previous_epoch: m.previous_epoch,
+                assigned: m.assigned,
+                revoking: Assignment::new(),
+                revoke_deadline_ms: 0,
+                last_heartbeat_ms: now,
+                last_sent: None,
+            },
+        );
+    }
+    g
+}

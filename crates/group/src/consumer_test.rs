@@ -1,0 +1,220 @@
+//! KIP-848 consumer protocol tests: join, assignment, revocation before reassignment, epochs,
+//! fencing, leave, expiry, durability, and how it coexists with classic groups.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use super::tests::{fixture_with_catalog, Fixture, CLIENT};
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+fn hb(
+    f: &Fixture,
+    member: &str,
+    epoch: i32,
+    topics: Option<&[&str]>,
+    owned: Option<&BTreeSet<(u128, i32)>>,
+) -> ConsumerGroupHeartbeatResponse {
+    let owned = owned.map(|o| {
+        let mut by_topic: std::collections::BTreeMap<u128, Vec<i32>> = Default::default();
+        for (t, p) in o {
+            by_topic.entry(*t).or_default().push(*p);
+        }
+        by_topic
+            .into_iter()
+            .map(|(t, ps)| {
+                TopicPartitions::default()
+                    .with_topic_id(Uuid::from_u128(t))
+                    .with_partitions(ps)
+            })
+            .collect()
+    });
+    f.coord.consumer_group_heartbeat(
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s("cg")))
+            .with_member_id(s(member))
+            .with_member_epoch(epoch)
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(
+                topics.map(|ts| ts.iter().map(|t| TopicName(s(t))).collect()),
+            )
+            .with_topic_partitions(owned),
+        CLIENT,
+    )
+}
+
+fn owned(r: &ConsumerGroupHeartbeatResponse) -> Option<BTreeSet<(u128, i32)>> {
+    r.assignment.as_ref().map(|a| {
+        a.topic_partitions
+            .iter()
+            .flat_map(|tp| {
+                tp.partitions
+                    .iter()
+                    .map(move |p| (tp.topic_id.as_u128(), *p))
+            })
+            .collect()
+    })
+}
+
+#[test]
+fn first_member_gets_everything_then_shares_after_revoking() {
+    let f = fixture_with_catalog();
+    let a = hb(&f, "", 0, Some(&["t"]), None);
+    assert_eq!(a.error_code, 0, "{:?}", a.error_message);
+    let a_id = a.member_id.clone().unwrap().to_string();
+    assert_eq!(a.member_epoch, 1);
+    let a_owned = owned(&a).unwrap();
+    assert_eq!(a_owned.len(), 4);
+
+    // b joins: the group epoch moves, but b gets nothing a still owns.
+    let b = hb(&f, "", 0, Some(&["t"]), None);
+    let b_id = b.member_id.clone().unwrap().to_string();
+    assert_eq!(b.member_epoch, 2);
+    assert!(
+        owned(&b).unwrap().is_empty(),
+        "partitions are not given away before a revokes them"
+    );
+
+    // a is told to give up two partitions; its epoch stays until it confirms.
+    let a2 = hb(&f, &a_id, 1, None, Some(&a_owned));
+    assert_eq!(a2.member_epoch, 1);
+    let a_keep = owned(&a2).unwrap();
+    assert_eq!(a_keep.len(), 2);
+    let a3 = hb(&f, &a_id, 1, None, Some(&a_keep));
+    assert_eq!(
+        a3.member_epoch, 2,
+        "revocation confirmed: a reaches the new epoch"
+    );
+
+    // Now b receives the released partitions.
+    let b2 = hb(&f, &b_id, 2, None, Some(&BTreeSet::new()));
+    let b_owned = owned(&b2).unwrap();
+    assert_eq!(b_owned.len(), 2);
+    assert!(b_owned.is_disjoint(&a_keep));
+
+    let d = f.coord.consumer_group_describe(
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("cg"))]),
+    );
+    assert_eq!(d.groups[0].error_code, 0);
+    assert_eq!(d.groups[0].group_state.as_str(), "Stable");
+    assert_eq!(d.groups[0].members.len(), 2);
+    assert_eq!(d.groups[0].assignor_name.as_str(), "uniform");
+}
+
+#[test]
+fn stale_epochs_are_fenced_and_unknown_members_refused() {
+    let f = fixture_with_catalog();
+    let a = hb(&f, "", 0, Some(&["t"]), None);
+    let a_id = a.member_id.clone().unwrap().to_string();
+    assert_eq!(
+        hb(&f, &a_id, 7, None, None).error_code,
+        ResponseError::FencedMemberEpoch.code()
+    );
+    assert_eq!(
+        hb(&f, "ghost", 1, None, None).error_code,
+        ResponseError::UnknownMemberId.code()
+    );
+    assert_eq!(hb(&f, &a_id, 1, None, None).error_code, 0);
+}
+
+#[test]
+fn leaving_and_expiring_members_release_partitions() {
+    let f = fixture_with_catalog();
+    let a = hb(&f, "", 0, Some(&["t", "u"]), None);
+    let a_id = a.member_id.clone().unwrap().to_string();
+    let b = hb(&f, "", 0, Some(&["t", "u"]), None);
+    let b_id = b.member_id.clone().unwrap().to_string();
+    let left = hb(&f, &a_id, -1, None, None);
+    assert_eq!(left.member_epoch, -1);
+    let b2 = hb(&f, &b_id, b.member_epoch, None, Some(&BTreeSet::new()));
+    assert_eq!(
+        owned(&b2).unwrap().len(),
+        6,
+        "b owns everything once a left"
+    );
+
+    f.clock.advance(45_001);
+    f.coord.tick();
+    assert_eq!(
+        hb(&f, &b_id, b2.member_epoch, None, None).error_code,
+        ResponseError::UnknownMemberId.code()
+    );
+}
+
+#[test]
+fn consumer_groups_survive_a_reload_and_commit_with_member_epochs() {
+    let f = fixture_with_catalog();
+    let a = hb(&f, "", 0, Some(&["t"]), None);
+    let a_id = a.member_id.clone().unwrap().to_string();
+    let commit = |epoch: i32| {
+        f.coord
+            .offset_commit(
+                OffsetCommitRequest::default()
+                    .with_group_id(GroupId(s("cg")))
+                    .with_generation_id_or_member_epoch(epoch)
+                    .with_member_id(s(&a_id))
+                    .with_topics(vec![kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic::default()
+                        .with_name(TopicName(s("t")))
+                        .with_partitions(vec![kafka_protocol::messages::offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(9)])]),
+                9,
+            )
+            .topics[0]
+            .partitions[0]
+            .error_code
+    };
+    assert_eq!(commit(5), ResponseError::StaleMemberEpoch.code());
+    assert_eq!(commit(1), 0);
+
+    let again = crate::GroupCoordinator::new(
+        f.coord.config().clone(),
+        f.clock.clone(),
+        f.store.clone(),
+        Arc::new(super::tests::Catalog),
+    );
+    again.load().unwrap();
+    let d = again.consumer_group_describe(
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("cg"))]),
+    );
+    assert_eq!(d.groups[0].members.len(), 1);
+    assert_eq!(d.groups[0].members[0].member_id.as_str(), a_id);
+    let listed =
+        again.list_groups(ListGroupsRequest::default().with_types_filter(vec![s("consumer")]));
+    assert_eq!(listed.groups.len(), 1);
+    assert_eq!(listed.groups[0].group_type.as_str(), "consumer");
+}
+
+#[test]
+fn classic_and_consumer_groups_do_not_mix() {
+    let f = fixture_with_catalog();
+    hb(&f, "", 0, Some(&["t"]), None);
+    // ConsumerGroupDescribe of an unknown or classic group says so (clients then use DescribeGroups).
+    let d = f.coord.consumer_group_describe(
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("nope"))]),
+    );
+    assert_eq!(
+        d.groups[0].error_code,
+        ResponseError::GroupIdNotFound.code()
+    );
+    let unknown_assignor = f.coord.consumer_group_heartbeat(
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s("cg2")))
+            .with_member_epoch(0)
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+            .with_server_assignor(Some(s("magic"))),
+        CLIENT,
+    );
+    assert_eq!(
+        unknown_assignor.error_code,
+        ResponseError::UnsupportedAssignor.code()
+    );
+}
