@@ -25,22 +25,22 @@
 //! [`keys::validate_key`] so a key that works on the local directory also works on S3.
 
 mod error;
-// mod faulty;
+mod faulty;
 pub mod keys;
 mod local_dir;
 mod memory;
 // mod metered;
-// mod retrying;
-// mod s3;
+mod retrying;
+mod s3;
 mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
 pub use error::{ErrorKind, ObjStoreError, Result};
-// pub use faulty::{FaultController, FaultKind, FaultTarget, FaultyStore};
+pub use faulty::{FaultController, FaultKind, FaultTarget, FaultyStore};
 pub use local_dir::LocalDirStore;
 pub use memory::MemoryStore;
 // pub use metered::{MeteredStore, ObjStoreMetrics};
-// pub use retrying::{RetryConfig, RetryingStore};
-// pub use s3::{is_directory_bucket_name, S3Config, S3Store};
+pub use retrying::{RetryConfig, RetryingStore};
+pub use s3::{is_directory_bucket_name, S3Config, S3Store};
 pub use store::{ObjectMeta, ObjectStore, Op, PutOutcome};
