@@ -42,14 +42,29 @@ cat >"$OUT/ferry.toml" <<EOF
 "log.dirs" = "$OUT/data"
 "metrics.address" = "127.0.0.1:$MPORT"
 EOF
-"$FERRY" serve --config "$OUT/ferry.toml" >"$OUT/broker.log" 2>&1 &
-BROKER_PID=$!
+BROKER_PID=
+start_broker() {
+    "$FERRY" serve --config "$OUT/ferry.toml" >>"$OUT/broker.log" 2>&1 &
+    BROKER_PID=$!
+    for _ in $(seq 50); do
+        # connect and close without writing (a partial frame would be logged as a bad frame)
+        (: </dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "broker did not start, see $OUT/broker.log" >&2
+    exit 1
+}
+# The broker must still be the one we started; if something stopped it, say so and restart it.
+ensure_broker() {
+    if ! kill -0 "$BROKER_PID" 2>/dev/null; then
+        echo "warning: broker (pid $BROKER_PID) is gone, restarting it; see $OUT/broker.log" |
+            tee -a "$OUT/summary.txt" >&2
+        start_broker
+    fi
+}
+start_broker
 trap 'kill "$BROKER_PID" 2>/dev/null || true; wait "$BROKER_PID" 2>/dev/null || true' EXIT
 BOOT=127.0.0.1:$PORT
-for _ in $(seq 50); do
-    (echo >/dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && break
-    sleep 0.1
-done
 
 # busy and total jiffies of all CPUs
 cpu_jiffies() { awk '/^cpu /{idle=$5+$6; t=0; for(i=2;i<=NF;i++) t+=$i; print t-idle, t}' /proc/stat; }
@@ -75,6 +90,7 @@ run() {
     shift
     sync
     wait_idle
+    ensure_broker
     echo "\$ ferry-bench $*" | tee -a "$OUT/summary.txt"
     read -r b0 t0 < <(cpu_jiffies)
     br0=$(proc_jiffies "$BROKER_PID")
