@@ -403,3 +403,188 @@ def kafka_error_code(exc) -> int | None:
 @pytest.fixture
 def topic_name():
     return unique_topic()
+
+
+# --- consumer-group helpers (test_groups*.py) ------------------------------------------------
+
+# Brokers for group suites: no initial rebalance delay (tests that check the delay set it).
+GROUP_BROKER_CONFIG = {"group.initial.rebalance.delay.ms": 0}
+
+# librdkafka error codes that mean the client could not make sense of a response.
+PROTOCOL_ERROR_NAMES = ("_BAD_MSG", "_BAD_COMPRESSION", "_UNSUPPORTED_FEATURE", "_INVALID_ARG",
+                        "_INCONSISTENT", "UNKNOWN_SERVER_ERROR", "INVALID_REQUEST",
+                        "CORRUPT_MESSAGE", "UNSUPPORTED_VERSION")
+
+
+class GroupMember:
+    """A confluent-kafka consumer subscribed in a group, with its rebalance history
+    (on_assign/on_revoke/on_lost calls), its client errors and the records it consumed."""
+
+    def __init__(self, broker: Broker, group: str, topics, name: str = "", classic: bool = True,
+                 **conf):
+        from confluent_kafka import Consumer
+
+        self.name = name or group
+        self.assigns: list[set] = []
+        self.revokes: list[set] = []
+        self.losts: list[set] = []
+        self.errors: list = []
+        self.records: list[tuple] = []  # (topic, partition, offset, key, value)
+        base = {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "error_cb": self.errors.append,
+        }
+        if classic:
+            base.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
+        base.update(conf)
+        self.consumer = Consumer(base)
+        self.consumer.subscribe(list(topics), on_assign=self._on_assign,
+                                on_revoke=self._on_revoke, on_lost=self._on_lost)
+        self.closed = False
+
+    @staticmethod
+    def _tps(partitions) -> set:
+        return {(tp.topic, tp.partition) for tp in partitions}
+
+    def _on_assign(self, _c, partitions):
+        self.assigns.append(self._tps(partitions))
+
+    def _on_revoke(self, _c, partitions):
+        self.revokes.append(self._tps(partitions))
+
+    def _on_lost(self, _c, partitions):
+        self.losts.append(self._tps(partitions))
+
+    def assignment(self) -> set:
+        if self.closed:
+            return set()
+        return self._tps(self.consumer.assignment())
+
+    def poll(self, timeout: float = 0.1):
+        from confluent_kafka import KafkaError
+
+        m = self.consumer.poll(timeout)
+        if m is None:
+            return None
+        if m.error():
+            if m.error().code() != KafkaError._PARTITION_EOF:
+                self.errors.append(m.error())
+            return None
+        self.records.append((m.topic(), m.partition(), m.offset(), m.key(), m.value()))
+        return m
+
+    def positions(self) -> dict:
+        """(topic, partition) -> highest consumed offset + 1."""
+        out: dict = {}
+        for t, p, o, _k, _v in self.records:
+            out[(t, p)] = max(out.get((t, p), 0), o + 1)
+        return out
+
+    def commit_consumed(self, metadata: str | None = None):
+        """Synchronously commit next-offsets of everything consumed so far on the partitions
+        this member still owns."""
+        from confluent_kafka import TopicPartition
+
+        owned = self.assignment()
+        tps = []
+        for (t, p), off in sorted(self.positions().items()):
+            if (t, p) in owned:
+                tp = TopicPartition(t, p, off)
+                if metadata is not None:
+                    tp.metadata = metadata
+                tps.append(tp)
+        if tps:
+            res = self.consumer.commit(offsets=tps, asynchronous=False)
+            bad = [tp for tp in res if tp.error is not None]
+            assert not bad, f"{self.name}: commit failed: {bad}"
+        return tps
+
+    def protocol_errors(self) -> list:
+        return [e for e in self.errors
+                if any(n in (e.name() if hasattr(e, "name") else str(e))
+                       for n in PROTOCOL_ERROR_NAMES)]
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            self.consumer.close()
+
+
+def poll_members(members, seconds: float, step: float = 0.05):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for m in members:
+            if not m.closed:
+                m.poll(step)
+
+
+def all_partitions(topic: str, partitions: int) -> set:
+    return {(topic, p) for p in range(partitions)}
+
+
+def wait_group_stable(members, expected: set, timeout: float = 60, hold: float = 2.0,
+                      extra_assignments=None) -> float:
+    """Poll every member until each owns a non-empty share, the shares are disjoint and cover
+    `expected`, and that has held for `hold` seconds. Returns the seconds it took to first reach
+    that state. `extra_assignments` is a callable returning more shares (members in other
+    processes)."""
+    start = time.monotonic()
+    deadline = start + timeout
+    reached = None
+    shares: list = []
+    while time.monotonic() < deadline:
+        for m in members:
+            m.poll(0.05)
+        shares = [m.assignment() for m in members]
+        if extra_assignments is not None:
+            shares += list(extra_assignments())
+        union = set().union(*shares) if shares else set()
+        ok = (all(shares) and union == expected
+              and sum(len(s) for s in shares) == len(union))
+        if ok:
+            if reached is None:
+                reached = time.monotonic()
+            if time.monotonic() - reached >= hold:
+                return reached - start
+        else:
+            reached = None
+    raise AssertionError(
+        f"group not stable within {timeout}s: shares={shares} expected={sorted(expected)}; "
+        + "; ".join(f"{m.name}: assigns={m.assigns} revokes={m.revokes} lost={m.losts} "
+                    f"errors={m.errors[-5:]}" for m in members))
+
+
+def consume_until(members, count: int, timeout: float = 60, settle: float = 1.5) -> list:
+    """Poll until the members together consumed at least `count` new records (then `settle`
+    more seconds, to catch duplicates). Returns the new records, with the member name."""
+    marks = [len(m.records) for m in members]
+
+    def new():
+        return [(m.name,) + r for m, k in zip(members, marks) for r in m.records[k:]]
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and len(new()) < count:
+        for m in members:
+            if not m.closed:
+                m.poll(0.05)
+    poll_members(members, settle)
+    got = new()
+    assert len(got) >= count, (
+        f"consumed {len(got)} of {count} within {timeout}s; "
+        + "; ".join(f"{m.name}: assignment={sorted(m.assignment())} errors={m.errors[-5:]}"
+                    for m in members))
+    return got
+
+
+def produce_numbered(broker: Broker, topic: str, partitions: int, per_partition: int,
+                     tag: str = "m") -> set:
+    """Produce `per_partition` records to each partition; returns {(partition, offset)}."""
+    p = ck_producer(broker)
+    msgs = [{"key": f"{tag}-{pt}-{i}", "value": f"{tag}-{pt}-{i}", "partition": pt}
+            for i in range(per_partition) for pt in range(partitions)]
+    reports = produce_sync(p, topic, msgs)
+    assert_delivered(reports)
+    return {(m.partition(), m.offset()) for _e, m in reports}
