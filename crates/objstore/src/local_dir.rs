@@ -322,6 +322,13 @@ mod tests {
         crate::testing::conformance(&store).await;
     }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_put_if_absent_has_exactly_one_winner() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LocalDirStore::new(dir.path()).unwrap();
+        crate::testing::conformance_with_races(Arc::new(store), 16).await;
+    }
+
     #[tokio::test]
     async fn keys_cannot_escape_the_root_or_touch_temp_files() {
         let dir = tempfile::tempdir().unwrap();

@@ -149,7 +149,7 @@ mod tests {
 
     #[tokio::test]
     async fn memory_store_passes_conformance() {
-        crate::testing::conformance(&MemoryStore::new()).await;
+        crate::testing::conformance_with_races(Arc::new(MemoryStore::new()), 16).await;
     }
 
     #[tokio::test]

@@ -2,11 +2,11 @@
 //! [`ObjectStore`] must pass, so the local directory, memory and S3 backends (and any wrapper
 //! that claims to be transparent) agree on semantics.
 //!
-//! ```ignore
-//! #[tokio::test]
-//! async fn my_backend_conforms() {
-//!     ferry_objstore::testing::conformance(&my_store).await;
-//! }
+//! ```no_run
+//! # async fn demo() {
+//! let store = ferry_objstore::MemoryStore::new();
+//! ferry_objstore::testing::conformance(&store).await;
+//! # }
 //! ```
 //!
 //! The suite only touches keys under [`CONFORMANCE_PREFIX`], deletes leftovers from an earlier
