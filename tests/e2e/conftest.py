@@ -492,10 +492,7 @@ class GroupMember:
         tps = []
         for (t, p), off in sorted(self.positions().items()):
             if (t, p) in owned:
-                tp = TopicPartition(t, p, off)
-                if metadata is not None:
-                    tp.metadata = metadata
-                tps.append(tp)
+                tps.append(TopicPartition(t, p, off, metadata=metadata))
         if tps:
             res = self.consumer.commit(offsets=tps, asynchronous=False)
             bad = [tp for tp in res if tp.error is not None]
