@@ -12,6 +12,9 @@
 //!   fails with `EEXIST` if any object is there, so of two racing creates exactly one wins.
 //! - After a crash, `.ferry-tmp/` may hold orphaned temp files; they are never listed, and
 //!   [`LocalDirStore::new`] removes them (no put can be in flight before the store exists).
+//! - Missing directories above a key are created one by one, fsyncing each new entry's parent.
+//! - A key cannot also be a "directory" of other keys (`a` next to `a/b`), which S3 allows; the
+//!   WAL key layout ([`crate::keys`]) never produces such pairs. Such a put fails with `Other`.
 //! - Directories emptied by `delete` are left in place (S3 has no directories; they cost nothing
 //!   and removing them would race with puts creating them).
 //!
@@ -116,11 +119,26 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-fn ensure_parent(path: &Path) -> io::Result<&Path> {
+/// Creates the missing directories above `path` (below `root`), fsyncing the parent of each one
+/// it creates so a durable object never hangs off a directory entry a crash could lose.
+fn ensure_parent<'a>(root: &Path, path: &'a Path) -> io::Result<&'a Path> {
     let parent = path
         .parent()
         .ok_or_else(|| io::Error::other("object path has no parent"))?;
-    fs::create_dir_all(parent)?;
+    if parent.is_dir() {
+        return Ok(parent);
+    }
+    let rel = parent.strip_prefix(root).map_err(io::Error::other)?;
+    let mut dir = root.to_path_buf();
+    for component in rel.components() {
+        let above = dir.clone();
+        dir.push(component);
+        match fs::create_dir(&dir) {
+            Ok(()) => sync_dir(&above)?,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
     Ok(parent)
 }
 
@@ -195,10 +213,11 @@ impl ObjectStore for LocalDirStore {
     async fn put(&self, key: &str, data: Bytes) -> Result<()> {
         let path = self.path_of(key)?;
         let tmp = self.tmp_path();
+        let root = self.inner.root.clone();
         let key = key.to_owned();
         self.blocking("put", move || {
             let result = (|| {
-                let parent = ensure_parent(&path)?;
+                let parent = ensure_parent(&root, &path)?;
                 write_tmp(&tmp, &data)?;
                 fs::rename(&tmp, &path)?;
                 sync_dir(parent)
@@ -214,13 +233,14 @@ impl ObjectStore for LocalDirStore {
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutOutcome> {
         let path = self.path_of(key)?;
         let tmp = self.tmp_path();
+        let root = self.inner.root.clone();
         let key = key.to_owned();
         self.blocking("put_if_absent", move || {
             let result = (|| {
                 if fs::symlink_metadata(&path).is_ok() {
                     return Ok(PutOutcome::AlreadyExists); // cheap early answer; link decides
                 }
-                let parent = ensure_parent(&path)?;
+                let parent = ensure_parent(&root, &path)?;
                 write_tmp(&tmp, &data)?;
                 match fs::hard_link(&tmp, &path) {
                     Ok(()) => {
