@@ -492,7 +492,8 @@ class GroupMember:
         tps = []
         for (t, p), off in sorted(self.positions().items()):
             if (t, p) in owned:
-                tps.append(TopicPartition(t, p, off, metadata=metadata))
+                kw = {} if metadata is None else {"metadata": metadata}
+                tps.append(TopicPartition(t, p, off, **kw))
         if tps:
             res = self.consumer.commit(offsets=tps, asynchronous=False)
             bad = [tp for tp in res if tp.error is not None]

@@ -411,36 +411,49 @@ def test_admin_list_describe_delete_groups(gbroker):
 # --- 5. static membership ----------------------------------------------------------------------
 
 
-def test_static_member_restart_keeps_partitions(gbroker):
+@pytest.mark.parametrize("restarted", ["follower", "leader"])
+def test_static_member_restart_keeps_partitions(gbroker, restarted):
+    """KIP-345: a static member (group.instance.id) that restarts within the session timeout gets
+    its partitions back and the group does not rebalance (Kafka answers a rejoining static leader
+    with the current assignment too: old leader id before JoinGroup v9, skipAssignment since)."""
     b = gbroker
     topic = create_topic(b, unique_topic("grp"), 6)
     group = unique_topic("g")
     conf = {"partition.assignment.strategy": "range", "session.timeout.ms": 15000}
-    a = GroupMember(b, group, [topic], name="a", **{"group.instance.id": "inst-a"}, **conf)
-    o = GroupMember(b, group, [topic], name="o", **{"group.instance.id": "inst-o"}, **conf)
-    a2 = None
+    # the first member forms generation 1 alone and stays leader when the second joins
+    first = GroupMember(b, group, [topic], name="first", **{"group.instance.id": "inst-1"}, **conf)
+    members = [first]
     try:
-        wait_group_stable([a, o], all_partitions(topic, 6), timeout=60)
-        a_share, o_share = a.assignment(), o.assignment()
-        o_assigns, o_revokes = len(o.assigns), len(o.revokes)
+        wait_group_stable([first], all_partitions(topic, 6), timeout=60, hold=0.5)
+        second = GroupMember(b, group, [topic], name="second", **{"group.instance.id": "inst-2"},
+                             **conf)
+        members.append(second)
+        wait_group_stable([first, second], all_partitions(topic, 6), timeout=60)
+        victim, other = (first, second) if restarted == "leader" else (second, first)
+        v_share, o_share = victim.assignment(), other.assignment()
+        o_assigns, o_revokes = len(other.assigns), len(other.revokes)
 
-        a.close()  # static member: librdkafka sends no LeaveGroup
-        a2 = GroupMember(b, group, [topic], name="a2", **{"group.instance.id": "inst-a"}, **conf)
-        took = wait_group_stable([a2, o], all_partitions(topic, 6), timeout=30, hold=3.0)
-        print(f"static member back after {took:.2f}s")
-        assert a2.assignment() == a_share, f"a2 got {a2.assignment()}, a had {a_share}"
-        assert o.assignment() == o_share
-        assert (len(o.assigns), len(o.revokes)) == (o_assigns, o_revokes), (
-            f"the other member saw a rebalance: assigns {o.assigns} revokes {o.revokes}")
+        victim.close()  # static member: librdkafka sends no LeaveGroup
+        instance = "inst-1" if victim is first else "inst-2"
+        again = GroupMember(b, group, [topic], name="again", **{"group.instance.id": instance},
+                            **conf)
+        members.append(again)
+        took = wait_group_stable([again, other], all_partitions(topic, 6), timeout=30, hold=3.0)
+        print(f"static {restarted} back after {took:.2f}s")
+        assert again.assignment() == v_share, f"restarted got {again.assignment()}, had {v_share}"
+        assert other.assignment() == o_share
+        assert (len(other.assigns), len(other.revokes)) == (o_assigns, o_revokes), (
+            f"restarting the static {restarted} rebalanced the group: the other member's "
+            f"assigns {other.assigns} revokes {other.revokes}")
 
         expected = produce_numbered(b, topic, 6, 10)
-        got = consume_until([a2, o], len(expected))
+        got = consume_until([again, other], len(expected))
         _assert_exactly(got, expected, "after static rejoin")
         by = _by_member(got)
-        assert by.get("a2", set()) <= a_share and by.get("o", set()) <= o_share
-        assert not o.revokes[o_revokes:], o.revokes
+        assert by.get("again", set()) <= v_share and by.get(other.name, set()) <= o_share
+        assert not other.revokes[o_revokes:], other.revokes
     finally:
-        _close_all([a, o] + ([a2] if a2 else []))
+        _close_all(members)
 
 
 # --- 6. kafka-python and kafkajs groups --------------------------------------------------------
