@@ -1,0 +1,159 @@
+"""KIP-848 consumer groups (ConsumerGroupHeartbeat / ConsumerGroupDescribe, server-side
+assignors) with librdkafka's `group.protocol=consumer`."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+from confluent_kafka import (ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition,
+                             libversion)
+
+from conftest import (GroupMember, all_partitions, ck_admin, consume_until, create_topic,
+                      produce_numbered, unique_topic, wait_group_stable)
+
+try:
+    from confluent_kafka import ConsumerGroupType
+except ImportError:  # pragma: no cover
+    ConsumerGroupType = None
+
+KIP848_BROKER = {
+    "group.initial.rebalance.delay.ms": 0,
+    "group.consumer.heartbeat.interval.ms": 500,
+    "group.consumer.session.timeout.ms": 6000,
+}
+
+
+def test_librdkafka_supports_consumer_protocol():
+    ver = libversion()[1]
+    # librdkafka >= 2.12.0 (0x020c00ff) serves group.protocol=consumer (GA); requirements pin it.
+    assert ver >= 0x020C0000, f"librdkafka {libversion()[0]} is too old for group.protocol=consumer"
+
+
+@pytest.fixture
+def kbroker(broker_factory):
+    return broker_factory(dict(KIP848_BROKER))
+
+
+def member(b, group, topic, name, **conf):
+    return GroupMember(b, group, [topic], name=name, classic=False,
+                       **{"group.protocol": "consumer", **conf})
+
+
+def _close_all(members):
+    for m in members:
+        try:
+            m.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _exactly(records, expected, what):
+    keys = [(p, o) for _n, _t, p, o, _k, _v in records]
+    assert len(keys) == len(set(keys)), f"{what}: duplicates"
+    assert set(keys) == expected, (
+        f"{what}: missing {sorted(expected - set(keys))[:10]} extra {sorted(set(keys) - expected)[:10]}")
+
+
+@pytest.mark.parametrize("assignor", [None, "range", "uniform"])
+def test_two_members_consume_exactly_once(kbroker, assignor):
+    b = kbroker
+    topic = create_topic(b, unique_topic("k848"), 6)
+    group = unique_topic("g")
+    conf = {} if assignor is None else {"group.remote.assignor": assignor}
+    ms = [member(b, group, topic, f"m{i}", **conf) for i in range(2)]
+    try:
+        wait_group_stable(ms, all_partitions(topic, 6), timeout=60)
+        shares = {m.name: m.assignment() for m in ms}
+        assert sorted(len(s) for s in shares.values()) == [3, 3], shares
+        if assignor == "range":
+            # range: each member gets a contiguous block of partitions
+            for s in shares.values():
+                ps = sorted(p for _t, p in s)
+                assert ps == list(range(ps[0], ps[0] + len(ps))), shares
+        expected = produce_numbered(b, topic, 6, 30)
+        got = consume_until(ms, len(expected), timeout=60)
+        _exactly(got, expected, f"kip848/{assignor}")
+        for name, _t, p, _o, _k, _v in got:
+            assert (topic, p) in shares[name], f"{name} consumed {p} it did not own"
+        for m in ms:
+            assert m.assignment() == shares[m.name]
+            assert not m.protocol_errors(), m.protocol_errors()
+
+        d = ck_admin(b).describe_consumer_groups([group])[group].result(timeout=30)
+        if ConsumerGroupType is not None:
+            assert d.type == ConsumerGroupType.CONSUMER, d.type
+        assert d.state == ConsumerGroupState.STABLE, d.state
+        assert len(d.members) == 2
+        described = sorted(sorted((tp.topic, tp.partition) for tp in mem.assignment.topic_partitions)
+                           for mem in d.members)
+        assert described == sorted(sorted(s) for s in shares.values()), described
+        if assignor is not None:
+            assert d.partition_assignor == assignor, d.partition_assignor
+        else:
+            assert d.partition_assignor == "uniform", d.partition_assignor
+        if ConsumerGroupType is not None:
+            listed = {g.group_id: g for g in ck_admin(b).list_consumer_groups(
+                types={ConsumerGroupType.CONSUMER}).result(timeout=30).valid}
+            assert group in listed
+    finally:
+        _close_all(ms)
+
+
+def test_member_leaves_other_takes_over(kbroker):
+    b = kbroker
+    topic = create_topic(b, unique_topic("k848"), 6)
+    group = unique_topic("g")
+    a = member(b, group, topic, "a")
+    c = member(b, group, topic, "c")
+    try:
+        wait_group_stable([a, c], all_partitions(topic, 6), timeout=60)
+        batch1 = produce_numbered(b, topic, 6, 10, tag="b1")
+        _exactly(consume_until([a, c], len(batch1)), batch1, "before leave")
+        a.commit_consumed()
+        c.commit_consumed()
+        mark = len(c.records)
+        a.close()
+        took = wait_group_stable([c], all_partitions(topic, 6), timeout=6 + 30, hold=1.0)
+        print(f"kip848 takeover after leave: {took:.2f}s")
+        batch2 = produce_numbered(b, topic, 6, 10, tag="b2")
+        consume_until([c], len(batch2))
+        _exactly([("c",) + r for r in c.records[mark:]], batch2, "survivor")
+        d = ck_admin(b).describe_consumer_groups([group])[group].result(timeout=30)
+        assert len(d.members) == 1 and d.state == ConsumerGroupState.STABLE, (d.state, d.members)
+    finally:
+        _close_all([a, c])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill9"])
+def test_commit_restart_resume(kbroker, sig):
+    b = kbroker
+    n = 20
+    topic = create_topic(b, unique_topic("k848"), 3)
+    group = unique_topic("g")
+    produce_numbered(b, topic, 3, n)
+    commit_at = {p: 4 + 3 * p for p in range(3)}
+    m1 = member(b, group, topic, "m1")
+    try:
+        wait_group_stable([m1], all_partitions(topic, 3), timeout=60, hold=0.5)
+        consume_until([m1], 3 * n - len(m1.records))
+        res = m1.consumer.commit(offsets=[TopicPartition(topic, p, o, metadata=f"k-{p}")
+                                          for p, o in commit_at.items()], asynchronous=False)
+        assert all(tp.error is None for tp in res), res
+    finally:
+        m1.close()
+
+    b.restart(sig)
+
+    lst = ck_admin(b, **{"socket.timeout.ms": 30000}).list_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions(group)])[group].result(timeout=60)
+    assert {tp.partition: (tp.offset, tp.metadata) for tp in lst.topic_partitions
+            if tp.topic == topic} == {p: (o, f"k-{p}") for p, o in commit_at.items()}
+    m2 = member(b, group, topic, "m2")
+    try:
+        expected = {(p, o) for p in range(3) for o in range(commit_at[p], n)}
+        consume_until([m2], len(expected), timeout=60)
+        got = [("m2",) + r for r in m2.records]
+        _exactly(got, expected, f"resume after {sig.name}")
+    finally:
+        m2.close()
