@@ -4,7 +4,8 @@
 # kafkajs, kcat).
 #
 # Meant for a fresh Debian machine as root (CI runs it through .ci/run). Installs what the tests
-# need, idempotently: kcat (apt), a Python venv at .venv, node modules in tests/e2e/js.
+# need, idempotently: kcat (apt), a Python venv at .venv, node modules in tests/e2e/js, and the
+# s3s-fs S3 test server (cargo install).
 #
 # Environment:
 #   FERRY_BIN          broker binary for the e2e suites (default: target/debug/ferry, built here)
@@ -71,7 +72,11 @@ if [ "${FERRY_SKIP_SETUP:-0}" != 1 ]; then
     setup_apt
     setup_python
     setup_node
+    # The S3 API server the objstore crate's S3 backend tests start on loopback.
+    log "scripts/install-s3s-fs.sh"
+    "$ROOT/scripts/install-s3s-fs.sh"
 fi
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 
 if [ "${FERRY_SKIP_CARGO:-0}" != 1 ]; then
     if cargo nextest --version >/dev/null 2>&1; then

@@ -7,6 +7,11 @@ use clap::{Parser, Subcommand};
 use ferry_broker::{BrokerConfig, Server};
 use tokio::sync::watch;
 
+/// Huge allocations are reserved lazily so that a hostile element count cannot abort the
+/// process (see `ferry::alloc`).
+#[global_allocator]
+static ALLOC: ferry::alloc::FerryAlloc = ferry::alloc::FerryAlloc;
+
 #[derive(Parser)]
 #[command(
     name = "ferry",

@@ -1,0 +1,92 @@
+//! The global allocator of the `ferry` binary: the system allocator, except that very large
+//! allocations are reserved lazily (`mmap` with `MAP_NORESERVE`) instead of committed up front.
+//!
+//! Why: the `kafka-protocol` codecs size a `Vec` from the element count a request claims
+//! before reading any element. A 30-byte frame claiming 2^31 elements asks for hundreds of
+//! gigabytes; the system allocator refuses, and Rust aborts the whole process on a failed
+//! allocation. Reserving address space costs nothing until pages are touched, and decoding
+//! such a frame fails on its first missing element, so the reservation is released untouched
+//! and only that connection is closed. No allocation ferry makes on purpose reaches the
+//! threshold (requests are capped by `socket.request.max.bytes`).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::ptr;
+
+/// Allocations at or above this size are reserved lazily.
+pub const LAZY_THRESHOLD: usize = 1 << 30;
+
+pub struct FerryAlloc;
+
+fn is_lazy(layout: &Layout) -> bool {
+    // mmap returns page-aligned memory; larger alignments go to the system allocator.
+    layout.size() >= LAZY_THRESHOLD && layout.align() <= 4096
+}
+
+unsafe fn reserve(size: usize) -> *mut u8 {
+    // SAFETY: an anonymous private mapping with no address hint has no preconditions; the
+    // result is checked against MAP_FAILED.
+    let p = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        ptr::null_mut()
+    } else {
+        p.cast()
+    }
+}
+
+// SAFETY: every pointer handed out comes either from `System` (and goes back to it) or from
+// `reserve` (and goes back to `munmap` with the same size); `is_lazy` of the layout, which the
+// caller must pass back unchanged, decides which.
+unsafe impl GlobalAlloc for FerryAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if is_lazy(&layout) {
+            unsafe { reserve(layout.size()) }
+        } else {
+            unsafe { System.alloc(layout) }
+        }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        if is_lazy(&layout) {
+            // Anonymous mappings are zero-filled.
+            unsafe { reserve(layout.size()) }
+        } else {
+            unsafe { System.alloc_zeroed(layout) }
+        }
+    }
+
+    unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+        if is_lazy(&layout) {
+            unsafe {
+                libc::munmap(p.cast(), layout.size());
+            }
+        } else {
+            unsafe { System.dealloc(p, layout) }
+        }
+    }
+
+    unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
+            return ptr::null_mut();
+        };
+        if !is_lazy(&layout) && !is_lazy(&new_layout) {
+            return unsafe { System.realloc(p, layout, new_size) };
+        }
+        let fresh = unsafe { self.alloc(new_layout) };
+        if !fresh.is_null() {
+            unsafe {
+                ptr::copy_nonoverlapping(p, fresh, layout.size().min(new_size));
+                self.dealloc(p, layout);
+            }
+        }
+        fresh
+    }
+}

@@ -1,0 +1,3 @@
+//! Process-wide pieces of the `ferry` binary.
+
+pub mod alloc;
