@@ -312,9 +312,12 @@ fn rejoin_static(
         group.leader = Some(new_id.to_string());
     }
     group.members.insert(new_id.to_string(), member);
-    if group.is(GroupState::Stable) && unchanged && !was_leader {
-        // KIP-345: a restarted static member gets its place back without a rebalance.
-        let response = current_join_response(group, new_id, false);
+    // KIP-345: a restarted static member gets its place back without a rebalance. A restarted
+    // leader too, when it can be told not to recompute the assignment (KIP-814, JoinGroup v9);
+    // older clients would compute one, so they get a rebalance as in Kafka.
+    if group.is(GroupState::Stable) && unchanged && (!was_leader || version >= 9) {
+        let mut response = current_join_response(group, new_id, was_leader);
+        response.skip_assignment = was_leader;
         return (
             Answer::Now(response),
             Effects {

@@ -534,3 +534,32 @@ async fn join_with_an_unknown_member_id_or_bad_timeout_is_refused() {
         ResponseError::InconsistentGroupProtocol.code()
     );
 }
+
+#[tokio::test]
+async fn static_leader_restart_skips_assignment_on_v9() {
+    let f = fixture(0);
+    let coord = f.coord.clone();
+    let leader =
+        tokio::spawn(async move { join(&coord, join_req("", Some("lead"), &["range"])).await });
+    let r = leader.await.unwrap();
+    assert_eq!(r.generation_id, 1);
+    let old = r.member_id.to_string();
+    sync(&f, &old, 1, &[(&old, "A")]).await;
+    // v9 rejoin of the static leader: same generation, member list, skip_assignment.
+    let again = join(&f.coord, join_req("", Some("lead"), &["range"])).await;
+    assert_eq!(again.error_code, 0);
+    assert_eq!(again.generation_id, 1);
+    assert!(again.skip_assignment);
+    assert_eq!(again.leader, again.member_id);
+    assert_eq!(again.members.len(), 1);
+    let new = again.member_id.to_string();
+    assert_eq!(sync(&f, &new, 1, &[]).await.assignment, Bytes::from("A"));
+    // The same rejoin with JoinGroup v5 (no KIP-814) rebalances instead.
+    let coord = f.coord.clone();
+    let v5 = tokio::spawn(async move {
+        coord
+            .join_group(join_req("", Some("lead"), &["range"]), 5, CLIENT)
+            .await
+    });
+    assert_eq!(v5.await.unwrap().generation_id, 2);
+}
