@@ -145,7 +145,7 @@ def test_commit_restart_resume(kbroker, sig):
 
     b.restart(sig)
 
-    lst = ck_admin(b, **{"socket.timeout.ms": 30000}).list_consumer_group_offsets(
+    lst = ck_admin(b).list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group)])[group].result(timeout=60)
     assert {tp.partition: (tp.offset, tp.metadata) for tp in lst.topic_partitions
             if tp.topic == topic} == {p: (o, f"k-{p}") for p, o in commit_at.items()}
