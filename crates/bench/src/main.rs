@@ -46,6 +46,29 @@ enum Command {
     Consume(ConsumeArgs),
     /// Produce at a fixed rate and measure send→receive latency with an in-process consumer.
     E2e(E2eArgs),
+    /// Send pre-encoded batches over a bare pipelined connection: the broker's own capacity.
+    WireProduce(WireProduceArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct WireProduceArgs {
+    #[command(flatten)]
+    common: Common,
+    #[arg(long, default_value_t = 3)]
+    partitions: i32,
+    #[arg(long, default_value_t = 1600)]
+    record_size: usize,
+    #[arg(long, default_value_t = 32768)]
+    batch_size: usize,
+    /// Total bytes of record batches to send.
+    #[arg(long, default_value_t = 4_000_000_000)]
+    bytes: u64,
+    /// Produce requests in flight on the connection.
+    #[arg(long, default_value_t = 16)]
+    in_flight: usize,
+    /// 1 or all.
+    #[arg(long, default_value = "1")]
+    acks: String,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -129,12 +152,34 @@ struct E2eArgs {
     warmup_secs: u64,
 }
 
+mod wire;
+
+fn wire_produce(a: WireProduceArgs) -> Result<()> {
+    ensure_topic(&a.common, a.partitions)?;
+    let acks = match a.acks.as_str() {
+        "all" | "-1" => -1,
+        "1" => 1,
+        other => anyhow::bail!("--acks must be 1 or all, got {other}"),
+    };
+    wire::run(wire::WireArgs {
+        bootstrap: a.common.bootstrap.clone(),
+        topic: a.common.topic.clone(),
+        partitions: a.partitions,
+        record_size: a.record_size,
+        batch_size: a.batch_size,
+        total_bytes: a.bytes,
+        in_flight: a.in_flight,
+        acks,
+    })
+}
+
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Produce(a) => produce(a),
         Command::Consume(a) => consume(a),
         Command::E2e(a) => e2e(a),
+        Command::WireProduce(a) => wire_produce(a),
     };
     if let Err(e) = result {
         eprintln!("ferry-bench: error: {e:#}");
