@@ -1,0 +1,20 @@
+//! ferry's remote WAL (KIP-1176): the library core that moves follower data through the object
+//! store of the leader's AZ instead of across AZs.
+//!
+//! - [`format`]: the WAL object layout (RFC 0001): many partitions' slices in one object,
+//!   versioned and checksummed.
+//! - [`metadata`]: the `__remote_wal_log_metadata` records (RFC 0002).
+//! - [`uploader`]: the leader side, batching appends of many partitions into objects and
+//!   publishing their metadata in offset order per partition.
+//! - [`follower`]: the follower side's pure decisions: which metadata to fetch, how to coalesce
+//!   ranged GETs, and how to verify downloaded slices.
+//!
+//! What always holds across the crate: a metadata record is published only after its object's
+//! PUT succeeded; per partition, records are published in increasing offset order; a follower
+//! appends only verified slices that continue its local log exactly; any data that misses the
+//! WAL path is reported as a range for the classic fetch, never silently lost.
+
+pub mod error;
+pub mod format;
+
+pub use error::{ErrorKind, Result, WalError};
