@@ -1,0 +1,20 @@
+//! ferry's controller quorum: the cluster metadata image, the pure decisions over it (replica
+//! placement, leader election, ISR changes), and the Raft quorum (openraft) that orders the
+//! records every broker applies.
+//!
+//! Layers, each depending only on the ones above it:
+//! - [`image`]: the metadata image and [`MetadataRecord`], a deterministic state machine;
+//! - [`placement`]: rack-aware replica assignment;
+//! - [`election`]: leader election, preferred-leader restoration and ISR rules, as functions
+//!   of (image, event) returning records;
+//! - [`raft`]: durable log and snapshot storage, the TCP transport, and [`Controller`], the API
+//!   brokers use to propose records and follow the image.
+
+pub mod election;
+pub mod error;
+pub mod image;
+pub mod placement;
+// pub mod raft;
+
+pub use error::{ClusterError, ErrorKind};
+pub use image::{Applied, BrokerId, Image, ImageError, MetadataRecord};
