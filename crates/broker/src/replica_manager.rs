@@ -47,16 +47,67 @@ impl Partition {
         Ok(info)
     }
 
-    /// Committed data only (up to the high watermark).
+    /// Committed data only (up to the high watermark), up to `max_bytes` of whole batches.
+    ///
+    /// A log read stops at the end of a segment; this keeps reading the next segments until
+    /// `max_bytes` is used up, so that a consumer never receives a response made only of the
+    /// (possibly empty) tail of one segment while more data follows, which clients such as
+    /// librdkafka report as a message too large to fetch.
     pub fn read(
         &self,
         offset: i64,
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<FetchData, LogError> {
-        self.log
-            .read(offset, max_bytes, self.high_watermark(), min_one_batch)
+        let high_watermark = self.high_watermark();
+        let first = self
+            .log
+            .read(offset, max_bytes, high_watermark, min_one_batch)?;
+        let mut next = match last_offset_of(&first.records) {
+            Some(last) => last + 1,
+            None => return Ok(first),
+        };
+        if first.records.len() >= max_bytes || next >= high_watermark {
+            return Ok(first);
+        }
+        let mut combined = bytes::BytesMut::from(&first.records[..]);
+        while combined.len() < max_bytes && next < high_watermark {
+            let more = self
+                .log
+                .read(next, max_bytes - combined.len(), high_watermark, false)?;
+            let Some(last) = last_offset_of(&more.records) else {
+                break;
+            };
+            combined.extend_from_slice(&more.records);
+            if last < next {
+                break;
+            }
+            next = last + 1;
+        }
+        Ok(FetchData {
+            records: combined.freeze(),
+            ..first
+        })
     }
+}
+
+/// The last offset of the last whole batch in `records` (v2 batch headers: base offset at 0,
+/// batch length at 8, last offset delta at 23).
+fn last_offset_of(records: &[u8]) -> Option<i64> {
+    let mut pos = 0usize;
+    let mut last = None;
+    while records.len() >= pos + 27 {
+        let base = i64::from_be_bytes(records[pos..pos + 8].try_into().ok()?);
+        let len = i32::from_be_bytes(records[pos + 8..pos + 12].try_into().ok()?);
+        let delta = i32::from_be_bytes(records[pos + 23..pos + 27].try_into().ok()?);
+        let end = pos + 12 + usize::try_from(len).ok()?;
+        if len < 0 || end > records.len() {
+            break;
+        }
+        last = Some(base + i64::from(delta));
+        pos = end;
+    }
+    last
 }
 
 pub struct ReplicaManager {

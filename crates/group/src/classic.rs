@@ -312,12 +312,14 @@ fn rejoin_static(
         group.leader = Some(new_id.to_string());
     }
     group.members.insert(new_id.to_string(), member);
-    // KIP-345: a restarted static member gets its place back without a rebalance. A restarted
-    // leader too, when it can be told not to recompute the assignment (KIP-814, JoinGroup v9);
-    // older clients would compute one, so they get a rebalance as in Kafka.
-    if group.is(GroupState::Stable) && unchanged && (!was_leader || version >= 9) {
-        let mut response = current_join_response(group, new_id, was_leader);
-        response.skip_assignment = was_leader;
+    // KIP-345: a restarted static member gets its place back without a rebalance, the leader
+    // too. A leader on JoinGroup v9+ gets the member list with skip_assignment (KIP-814); older
+    // versions get no member list, so the leader does not compute a new assignment and its
+    // SyncGroup returns the stored one, as in Kafka before KIP-814.
+    if group.is(GroupState::Stable) && unchanged {
+        let with_members = was_leader && version >= 9;
+        let mut response = current_join_response(group, new_id, with_members);
+        response.skip_assignment = with_members;
         return (
             Answer::Now(response),
             Effects {

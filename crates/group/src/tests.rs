@@ -536,7 +536,7 @@ async fn join_with_an_unknown_member_id_or_bad_timeout_is_refused() {
 }
 
 #[tokio::test]
-async fn static_leader_restart_skips_assignment_on_v9() {
+async fn static_leader_restart_keeps_the_generation() {
     let f = fixture(0);
     let coord = f.coord.clone();
     let leader =
@@ -554,12 +554,14 @@ async fn static_leader_restart_skips_assignment_on_v9() {
     assert_eq!(again.members.len(), 1);
     let new = again.member_id.to_string();
     assert_eq!(sync(&f, &new, 1, &[]).await.assignment, Bytes::from("A"));
-    // The same rejoin with JoinGroup v5 (no KIP-814) rebalances instead.
-    let coord = f.coord.clone();
-    let v5 = tokio::spawn(async move {
-        coord
-            .join_group(join_req("", Some("lead"), &["range"]), 5, CLIENT)
-            .await
-    });
-    assert_eq!(v5.await.unwrap().generation_id, 2);
+    // The same rejoin with JoinGroup v5 (before KIP-814): no rebalance and no member list, so
+    // the leader keeps the assignment it has.
+    let v5 = f
+        .coord
+        .join_group(join_req("", Some("lead"), &["range"]), 5, CLIENT)
+        .await;
+    assert_eq!(v5.generation_id, 1);
+    assert!(v5.members.is_empty());
+    let v5_id = v5.member_id.to_string();
+    assert_eq!(sync(&f, &v5_id, 1, &[]).await.assignment, Bytes::from("A"));
 }

@@ -426,3 +426,26 @@ async fn topics_and_data_survive_a_restart() {
         vec!["a", "b"]
     );
 }
+
+#[tokio::test]
+async fn fetch_reads_across_segment_boundaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "").await;
+    // Tiny segments: every batch rolls a new one.
+    create(&b, "rolled", 1, &[("segment.bytes", "100")]).await;
+    for v in ["a", "b", "c", "d", "e"] {
+        produce(&b, "rolled", 0, batch(&[v], None), 1).await;
+    }
+    let part = b.replicas.partition_of("rolled", 0).unwrap();
+    assert!(part.log.segment_count() >= 5, "segments did not roll");
+    let f = fetch(&b, "rolled", 0, 0, 0, 0).await;
+    assert_eq!(
+        values_of(f.responses[0].partitions[0].records.as_ref().unwrap()),
+        vec!["a", "b", "c", "d", "e"]
+    );
+    let f = fetch(&b, "rolled", 0, 2, 0, 0).await;
+    assert_eq!(
+        values_of(f.responses[0].partitions[0].records.as_ref().unwrap()),
+        vec!["c", "d", "e"]
+    );
+}
