@@ -16,5 +16,6 @@
 
 pub mod error;
 pub mod format;
+pub mod metadata;
 
 pub use error::{ErrorKind, Result, WalError};
