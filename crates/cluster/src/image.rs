@@ -171,7 +171,7 @@ pub enum ImageError {
     InvalidLeaderEpoch {
         current: i32,
         got: i32,
-        why: &'static str,
+        why: String,
     },
     #[error("invalid ISR {isr:?}: {why}")]
     InvalidIsr { isr: Vec<BrokerId>, why: String },
@@ -430,7 +430,7 @@ impl PartitionChange<'_> {
             return Err(ImageError::InvalidLeaderEpoch {
                 current: current.leader_epoch,
                 got: self.leader_epoch,
-                why: "leader epochs never decrease",
+                why: "leader epochs never decrease".into(),
             });
         }
         let leader_changed = self.leader != current.leader;
@@ -438,7 +438,7 @@ impl PartitionChange<'_> {
             return Err(ImageError::InvalidLeaderEpoch {
                 current: current.leader_epoch,
                 got: self.leader_epoch,
-                why: "a new leader needs a new leader epoch",
+                why: "a new leader needs a new leader epoch".into(),
             });
         }
         let distinct: BTreeSet<_> = self.isr.iter().collect();

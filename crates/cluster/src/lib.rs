@@ -14,7 +14,8 @@ pub mod election;
 pub mod error;
 pub mod image;
 pub mod placement;
-// pub mod raft;
+pub mod raft;
 
 pub use error::{ClusterError, ErrorKind};
 pub use image::{Applied, BrokerId, Image, ImageError, MetadataRecord};
+pub use raft::{Committed, Controller, ControllerConfig};

@@ -1,0 +1,315 @@
+//! The controller transport: length-prefixed JSON over TCP.
+//!
+//! A frame is `[len: u32 BE][JSON]`; each connection carries one request, then its response, at a
+//! time. A client keeps one connection per peer and opens a new one after any error (a failed
+//! call is never retried on the same connection, so a late response can't be taken for the
+//! next one's). Frames over [`MAX_FRAME`] are refused as corrupt.
+//!
+//! Besides openraft's three RPCs the transport carries `Propose`, which a follower uses to hand a
+//! client's record to the leader. The leader applies it with `client_write` and does not forward
+//! again, so a request travels at most one hop.
+
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufStream};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+use super::state_machine::ApplyResult;
+use super::{Node, Raft, TypeConfig};
+use crate::image::MetadataRecord;
+
+/// The largest frame accepted (snapshots travel in chunks well below this).
+pub const MAX_FRAME: u32 = 64 << 20;
+
+#[derive(Serialize, Deserialize)]
+enum Request {
+    AppendEntries(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<u64>),
+    InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
+    Propose(MetadataRecord),
+}
+
+/// Why a forwarded proposal failed on the receiving node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) enum ProposeFailure {
+    NotLeader {
+        leader: Option<u64>,
+        leader_addr: Option<String>,
+    },
+    Raft(String),
+}
+
+#[derive(Serialize, Deserialize)]
+enum Response {
+    AppendEntries(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
+    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
+    InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    Propose(Result<(u64, ApplyResult), ProposeFailure>),
+}
+
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    #[error("connect to {addr}: {source}")]
+    Connect {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("unexpected response type")]
+    Mismatch,
+}
+
+async fn write_frame<W: AsyncWriteExt + Unpin>(w: &mut W, value: &impl Serialize) -> std::io::Result<()> {
+    let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|l| *l <= MAX_FRAME)
+        .ok_or_else(|| std::io::Error::other("frame too large"))?;
+    w.write_all(&len.to_be_bytes()).await?;
+    w.write_all(&body).await?;
+    w.flush().await
+}
+
+/// Reads one frame; `Ok(None)` on a clean end of stream before a frame starts.
+async fn read_frame<R, T>(r: &mut R) -> std::io::Result<Option<T>>
+where
+    R: AsyncReadExt + Unpin,
+    T: serde::de::DeserializeOwned,
+{
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_be_bytes(len);
+    if len > MAX_FRAME {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("frame of {len} bytes is over the limit"),
+        ));
+    }
+    let mut body = vec![0u8; len as usize];
+    r.read_exact(&mut body).await?;
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+/// One peer's connection, opened on first use.
+struct Connection {
+    addr: String,
+    stream: Option<BufStream<TcpStream>>,
+}
+
+impl Connection {
+    async fn call(&mut self, req: &Request, ttl: Duration) -> Result<Response, CallError> {
+        let result = tokio::time::timeout(ttl, self.call_inner(req)).await;
+        let result = match result {
+            Ok(r) => r,
+            Err(_) => Err(CallError::Timeout(ttl)),
+        };
+        if result.is_err() {
+            self.stream = None;
+        }
+        result
+    }
+
+    async fn call_inner(&mut self, req: &Request) -> Result<Response, CallError> {
+        if self.stream.is_none() {
+            let s = TcpStream::connect(&self.addr)
+                .await
+                .map_err(|source| CallError::Connect {
+                    addr: self.addr.clone(),
+                    source,
+                })?;
+            s.set_nodelay(true)?;
+            self.stream = Some(BufStream::new(s));
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(CallError::Mismatch);
+        };
+        write_frame(stream, req).await?;
+        match read_frame(stream).await? {
+            Some(resp) => Ok(resp),
+            None => Err(CallError::Io(std::io::ErrorKind::UnexpectedEof.into())),
+        }
+    }
+}
+
+/// Creates a [`PeerClient`] per target, as openraft asks.
+#[derive(Clone, Default)]
+pub struct TcpNetwork;
+
+impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, target: u64, node: &Node) -> PeerClient {
+        PeerClient {
+            target,
+            conn: Connection {
+                addr: node.addr.clone(),
+                stream: None,
+            },
+        }
+    }
+}
+
+/// Sends openraft's RPCs to one peer.
+pub struct PeerClient {
+    target: u64,
+    conn: Connection,
+}
+
+fn rpc_error<E: std::error::Error>(e: CallError) -> RPCError<u64, Node, E> {
+    match e {
+        CallError::Connect { .. } => RPCError::Unreachable(Unreachable::new(&e)),
+        other => RPCError::Network(NetworkError::new(&other)),
+    }
+}
+
+impl PeerClient {
+    async fn send(&mut self, req: Request, option: &RPCOption) -> Result<Response, CallError> {
+        self.conn.call(&req, option.hard_ttl()).await
+    }
+}
+
+impl RaftNetwork<TypeConfig> for PeerClient {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, Node, RaftError<u64>>> {
+        match self.send(Request::AppendEntries(rpc), &option).await {
+            Ok(Response::AppendEntries(Ok(r))) => Ok(r),
+            Ok(Response::AppendEntries(Err(e))) => {
+                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            Ok(_) => Err(rpc_error(CallError::Mismatch)),
+            Err(e) => Err(rpc_error(e)),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<u64>,
+        RPCError<u64, Node, RaftError<u64, InstallSnapshotError>>,
+    > {
+        match self.send(Request::InstallSnapshot(rpc), &option).await {
+            Ok(Response::InstallSnapshot(Ok(r))) => Ok(r),
+            Ok(Response::InstallSnapshot(Err(e))) => {
+                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            Ok(_) => Err(rpc_error(CallError::Mismatch)),
+            Err(e) => Err(rpc_error(e)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<u64>, RPCError<u64, Node, RaftError<u64>>> {
+        match self.send(Request::Vote(rpc), &option).await {
+            Ok(Response::Vote(Ok(r))) => Ok(r),
+            Ok(Response::Vote(Err(e))) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
+            Ok(_) => Err(rpc_error(CallError::Mismatch)),
+            Err(e) => Err(rpc_error(e)),
+        }
+    }
+}
+
+/// Sends `record` to the controller at `addr` and waits for it to be committed and applied.
+pub(crate) async fn forward_propose(
+    addr: &str,
+    record: MetadataRecord,
+    ttl: Duration,
+) -> Result<Result<(u64, ApplyResult), ProposeFailure>, String> {
+    let mut conn = Connection {
+        addr: addr.to_string(),
+        stream: None,
+    };
+    match conn.call(&Request::Propose(record), ttl).await {
+        Ok(Response::Propose(r)) => Ok(r),
+        Ok(_) => Err("unexpected response type".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Applies a proposal on this node only (no further forwarding).
+pub(crate) async fn propose_local(
+    raft: &Raft,
+    record: MetadataRecord,
+) -> Result<(u64, ApplyResult), ProposeFailure> {
+    use openraft::error::ClientWriteError;
+    match raft.client_write(record).await {
+        Ok(resp) => Ok((resp.log_id.index, resp.data)),
+        Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+            Err(ProposeFailure::NotLeader {
+                leader: f.leader_id,
+                leader_addr: f.leader_node.map(|n| n.addr),
+            })
+        }
+        Err(e) => Err(ProposeFailure::Raft(e.to_string())),
+    }
+}
+
+/// Accepts peers' connections on `listener` and answers their requests with `raft`, until the
+/// returned task is aborted (which also ends every connection it serves).
+pub(crate) fn serve(listener: TcpListener, raft: Raft) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut connections = JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, peer)) => {
+                        let raft = raft.clone();
+                        connections.spawn(async move {
+                            if let Err(e) = handle_connection(stream, raft).await {
+                                tracing::debug!(%peer, error = %e, "controller connection closed");
+                            }
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "controller listener accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+    })
+}
+
+async fn handle_connection(stream: TcpStream, raft: Raft) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    let mut stream = BufStream::new(stream);
+    while let Some(req) = read_frame::<_, Request>(&mut stream).await? {
+        let resp = match req {
+            Request::AppendEntries(r) => Response::AppendEntries(raft.append_entries(r).await),
+            Request::Vote(r) => Response::Vote(raft.vote(r).await),
+            Request::InstallSnapshot(r) => {
+                Response::InstallSnapshot(raft.install_snapshot(r).await)
+            }
+            Request::Propose(record) => Response::Propose(propose_local(&raft, record).await),
+        };
+        write_frame(&mut stream, &resp).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,287 @@
+//! The controller quorum end to end, in-process, with voters on 127.0.0.1 ports.
+//!
+//! Waits are bounded with generous timeouts; nothing asserts on elapsed time.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_cluster::image::{Applied, Image, MetadataRecord};
+use ferry_cluster::{ClusterError, Controller, ControllerConfig};
+use tokio::net::TcpListener;
+use uuid::Uuid;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn wait_until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn register(id: i32) -> MetadataRecord {
+    MetadataRecord::RegisterBroker {
+        id,
+        rack: Some(format!("az{id}")),
+        host: "127.0.0.1".into(),
+        port: 9000 + id as u16,
+    }
+}
+
+fn create_topic(name: &str, n: u128) -> MetadataRecord {
+    MetadataRecord::CreateTopic {
+        name: name.into(),
+        id: Uuid::from_u128(n),
+        configs: BTreeMap::new(),
+        assignments: vec![vec![1]],
+    }
+}
+
+/// The parts of an image that records change (not `applied_index`, which blank entries of new
+/// leaders also move).
+fn content(image: &Image) -> (Option<String>, String, String, i64) {
+    (
+        image.cluster_id.clone(),
+        format!("{:?}", image.brokers),
+        format!("{:?}", image.topics),
+        image.next_producer_id,
+    )
+}
+
+async fn start_single(dir: &Path) -> Controller {
+    let c = Controller::start_with(ControllerConfig::single_node(1, dir), None)
+        .await
+        .unwrap();
+    c.wait_for_leader(WAIT).await.unwrap();
+    c
+}
+
+#[tokio::test]
+async fn t10_single_node_proposes_applies_and_keeps_the_image_across_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = start_single(dir.path()).await;
+    assert!(c.is_leader());
+    c.propose(MetadataRecord::InitCluster {
+        cluster_id: "ferry-test".into(),
+    })
+    .await
+    .unwrap();
+    let reg = c.propose(register(1)).await.unwrap();
+    assert_eq!(reg.applied, Applied::BrokerEpoch(1));
+    c.propose(MetadataRecord::UnfenceBroker { id: 1 })
+        .await
+        .unwrap();
+    c.propose(create_topic("orders", 1)).await.unwrap();
+    let pids = c
+        .propose(MetadataRecord::AllocateProducerIds {
+            broker: 1,
+            count: 1000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        pids.applied,
+        Applied::ProducerIds {
+            first: 0,
+            count: 1000
+        }
+    );
+    // A rejected record is an error to the proposer and changes nothing.
+    let err = c.propose(create_topic("orders", 2)).await.unwrap_err();
+    assert!(matches!(err, ClusterError::Rejected(_)), "{err:?}");
+
+    let image = c.image();
+    assert_eq!(image.topic("orders").unwrap().partitions[0].leader, 1);
+    let before = content(&image);
+    let applied = image.applied_index;
+    let mut rx = c.subscribe();
+    assert!(rx.borrow_and_update().applied_index >= applied);
+    c.shutdown().await;
+
+    let c = start_single(dir.path()).await;
+    let image = c.wait_applied(applied, WAIT).await.unwrap();
+    assert_eq!(content(&image), before);
+    let next = c
+        .propose(MetadataRecord::AllocateProducerIds {
+            broker: 1,
+            count: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        next.applied,
+        Applied::ProducerIds {
+            first: 1000,
+            count: 10
+        }
+    );
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn t20_single_node_snapshot_compacts_the_log_and_restarts_from_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = ControllerConfig::single_node(1, dir.path());
+    config.snapshot_after_entries = 20;
+    config.entries_kept_after_snapshot = 0;
+    let c = Controller::start_with(config.clone(), None).await.unwrap();
+    c.wait_for_leader(WAIT).await.unwrap();
+    c.propose(register(1)).await.unwrap();
+    for i in 0..60u128 {
+        c.propose(create_topic(&format!("t{i}"), i + 1))
+            .await
+            .unwrap();
+    }
+    c.trigger_snapshot().await.unwrap();
+    let last = c.image().applied_index;
+    let mut metrics = c.metrics();
+    tokio::time::timeout(
+        WAIT,
+        metrics.wait_for(|m| m.snapshot.is_some_and(|s| s.index >= last) && m.purged.is_some()),
+    )
+    .await
+    .expect("snapshot and purge")
+    .unwrap();
+    let before = content(&c.image());
+    c.shutdown().await;
+    let log_len = std::fs::metadata(dir.path().join("raft-log.dat"))
+        .unwrap()
+        .len();
+    assert_eq!(log_len, 0, "the log is purged up to the snapshot");
+
+    let c = Controller::start_with(config, None).await.unwrap();
+    // The image is there before any new entry is committed: it comes from the snapshot.
+    assert_eq!(content(&c.image()), before);
+    assert_eq!(c.image().topics.len(), 60);
+    c.wait_for_leader(WAIT).await.unwrap();
+    c.propose(create_topic("after-restart", 1000))
+        .await
+        .unwrap();
+    c.shutdown().await;
+}
+
+struct Voter {
+    config: ControllerConfig,
+}
+
+async fn three_voters(dir: &Path) -> (Vec<Voter>, Vec<Option<Controller>>) {
+    let mut listeners = Vec::new();
+    let mut voters = BTreeMap::new();
+    for id in 1..=3u64 {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        voters.insert(id, l.local_addr().unwrap().to_string());
+        listeners.push(l);
+    }
+    let mut configs = Vec::new();
+    let mut controllers = Vec::new();
+    for (id, listener) in (1..=3u64).zip(listeners) {
+        let mut config = ControllerConfig::new(id, voters.clone(), dir.join(format!("n{id}")));
+        // Small, so a restarted voter has to catch up from a snapshot.
+        config.snapshot_after_entries = 10;
+        config.entries_kept_after_snapshot = 0;
+        let c = Controller::start_with(config.clone(), Some(listener))
+            .await
+            .unwrap();
+        configs.push(Voter { config });
+        controllers.push(Some(c));
+    }
+    (configs, controllers)
+}
+
+async fn agreed_leader(nodes: &[Option<Controller>]) -> u64 {
+    let mut leader = 0;
+    wait_until("one leader known to every running voter", || {
+        let leaders: Vec<Option<u64>> = nodes.iter().flatten().map(|c| c.leader()).collect();
+        let first = leaders.first().copied().flatten();
+        let ok = first.is_some() && leaders.iter().all(|l| *l == first);
+        if ok {
+            leader = first.unwrap_or_default();
+        }
+        async move { ok }
+    })
+    .await;
+    leader
+}
+
+#[tokio::test]
+async fn t30_three_voters_elect_forward_fail_over_and_catch_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (voters, mut nodes) = three_voters(dir.path()).await;
+    let leader = agreed_leader(&nodes).await;
+
+    // Propose through a follower: it is forwarded to the leader.
+    let follower = (1..=3u64).find(|id| *id != leader).unwrap();
+    let f = nodes[(follower - 1) as usize].as_ref().unwrap();
+    assert!(!f.is_leader());
+    for id in 1..=3 {
+        f.propose(register(id)).await.unwrap();
+        f.propose(MetadataRecord::UnfenceBroker { id }).await.unwrap();
+    }
+    let mut last = 0;
+    for i in 0..15u128 {
+        last = f
+            .propose(create_topic(&format!("t{i}"), i + 1))
+            .await
+            .unwrap()
+            .index;
+    }
+    for c in nodes.iter().flatten() {
+        c.wait_applied(last, WAIT).await.unwrap();
+    }
+    let before: Vec<Arc<Image>> = nodes.iter().flatten().map(|c| c.image()).collect();
+    assert!(before.windows(2).all(|w| content(&w[0]) == content(&w[1])));
+
+    // Stop the leader: the survivors elect another and keep the image.
+    let old = nodes[(leader - 1) as usize].take().unwrap();
+    old.shutdown().await;
+    let new_leader = agreed_leader(&nodes).await;
+    assert_ne!(new_leader, leader);
+    for c in nodes.iter().flatten() {
+        assert_eq!(content(&c.image()), content(&before[0]));
+    }
+    // The survivors still make progress (two of three is a quorum), enough to compact the log.
+    let survivor = nodes.iter().flatten().next().unwrap();
+    for i in 100..115u128 {
+        last = survivor
+            .propose(create_topic(&format!("t{i}"), i + 1))
+            .await
+            .unwrap()
+            .index;
+    }
+    for c in nodes.iter().flatten() {
+        c.trigger_snapshot().await.unwrap();
+    }
+    let expected = content(&survivor.wait_applied(last, WAIT).await.unwrap());
+
+    // Restart the stopped voter on its old address and directory: it catches up.
+    let config = voters[(leader - 1) as usize].config.clone();
+    let restarted = Controller::start_with(config, None).await.unwrap();
+    let image = restarted.wait_applied(last, WAIT).await.unwrap();
+    assert_eq!(content(&image), expected);
+    assert_eq!(image.topics.len(), 30);
+    nodes[(leader - 1) as usize] = Some(restarted);
+    agreed_leader(&nodes).await;
+
+    for c in nodes.into_iter().flatten() {
+        c.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn t40_a_voter_not_in_the_voter_set_is_a_config_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let voters = BTreeMap::from([(1u64, "127.0.0.1:1".to_string())]);
+    let err = Controller::start(2, voters, dir.path()).await.err().unwrap();
+    assert!(matches!(err, ClusterError::Config(_)), "{err:?}");
+}
