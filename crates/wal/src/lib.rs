@@ -17,5 +17,6 @@
 pub mod error;
 pub mod format;
 pub mod metadata;
+pub mod uploader;
 
 pub use error::{ErrorKind, Result, WalError};
