@@ -168,11 +168,7 @@ pub enum ImageError {
     #[error("partition epoch {got} is not the next one after {current}")]
     StalePartitionEpoch { current: i32, got: i32 },
     #[error("leader epoch {got} is invalid after {current}: {why}")]
-    InvalidLeaderEpoch {
-        current: i32,
-        got: i32,
-        why: String,
-    },
+    InvalidLeaderEpoch { current: i32, got: i32, why: String },
     #[error("invalid ISR {isr:?}: {why}")]
     InvalidIsr { isr: Vec<BrokerId>, why: String },
     #[error("invalid leader {leader}: {why}")]

@@ -199,12 +199,13 @@ async fn three_voters(dir: &Path) -> (Vec<Voter>, Vec<Option<Controller>>) {
     (configs, controllers)
 }
 
-async fn agreed_leader(nodes: &[Option<Controller>]) -> u64 {
+/// Waits until every running voter knows the same leader, other than `not`.
+async fn agreed_leader(nodes: &[Option<Controller>], not: Option<u64>) -> u64 {
     let mut leader = 0;
     wait_until("one leader known to every running voter", || {
         let leaders: Vec<Option<u64>> = nodes.iter().flatten().map(|c| c.leader()).collect();
         let first = leaders.first().copied().flatten();
-        let ok = first.is_some() && leaders.iter().all(|l| *l == first);
+        let ok = first.is_some() && first != not && leaders.iter().all(|l| *l == first);
         if ok {
             leader = first.unwrap_or_default();
         }
@@ -218,7 +219,7 @@ async fn agreed_leader(nodes: &[Option<Controller>]) -> u64 {
 async fn t30_three_voters_elect_forward_fail_over_and_catch_up() {
     let dir = tempfile::tempdir().unwrap();
     let (voters, mut nodes) = three_voters(dir.path()).await;
-    let leader = agreed_leader(&nodes).await;
+    let leader = agreed_leader(&nodes, None).await;
 
     // Propose through a follower: it is forwarded to the leader.
     let follower = (1..=3u64).find(|id| *id != leader).unwrap();
@@ -226,7 +227,9 @@ async fn t30_three_voters_elect_forward_fail_over_and_catch_up() {
     assert!(!f.is_leader());
     for id in 1..=3 {
         f.propose(register(id)).await.unwrap();
-        f.propose(MetadataRecord::UnfenceBroker { id }).await.unwrap();
+        f.propose(MetadataRecord::UnfenceBroker { id })
+            .await
+            .unwrap();
     }
     let mut last = 0;
     for i in 0..15u128 {
@@ -244,8 +247,9 @@ async fn t30_three_voters_elect_forward_fail_over_and_catch_up() {
 
     // Stop the leader: the survivors elect another and keep the image.
     let old = nodes[(leader - 1) as usize].take().unwrap();
+    let old_last_log = old.metrics().borrow().last_log_index.unwrap_or(0);
     old.shutdown().await;
-    let new_leader = agreed_leader(&nodes).await;
+    let new_leader = agreed_leader(&nodes, Some(leader)).await;
     assert_ne!(new_leader, leader);
     for c in nodes.iter().flatten() {
         assert_eq!(content(&c.image()), content(&before[0]));
@@ -263,6 +267,17 @@ async fn t30_three_voters_elect_forward_fail_over_and_catch_up() {
         c.trigger_snapshot().await.unwrap();
     }
     let expected = content(&survivor.wait_applied(last, WAIT).await.unwrap());
+    // The log the stopped voter would need is gone everywhere: it must take a snapshot.
+    for c in nodes.iter().flatten() {
+        let mut m = c.metrics();
+        tokio::time::timeout(
+            WAIT,
+            m.wait_for(|m| m.purged.is_some_and(|p| p.index > old_last_log)),
+        )
+        .await
+        .expect("log purged past the stopped voter's end")
+        .unwrap();
+    }
 
     // Restart the stopped voter on its old address and directory: it catches up.
     let config = voters[(leader - 1) as usize].config.clone();
@@ -271,7 +286,7 @@ async fn t30_three_voters_elect_forward_fail_over_and_catch_up() {
     assert_eq!(content(&image), expected);
     assert_eq!(image.topics.len(), 30);
     nodes[(leader - 1) as usize] = Some(restarted);
-    agreed_leader(&nodes).await;
+    agreed_leader(&nodes, None).await;
 
     for c in nodes.into_iter().flatten() {
         c.shutdown().await;
@@ -282,6 +297,9 @@ async fn t30_three_voters_elect_forward_fail_over_and_catch_up() {
 async fn t40_a_voter_not_in_the_voter_set_is_a_config_error() {
     let dir = tempfile::tempdir().unwrap();
     let voters = BTreeMap::from([(1u64, "127.0.0.1:1".to_string())]);
-    let err = Controller::start(2, voters, dir.path()).await.err().unwrap();
+    let err = Controller::start(2, voters, dir.path())
+        .await
+        .err()
+        .unwrap();
     assert!(matches!(err, ClusterError::Config(_)), "{err:?}");
 }

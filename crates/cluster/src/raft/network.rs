@@ -72,7 +72,10 @@ enum CallError {
     Mismatch,
 }
 
-async fn write_frame<W: AsyncWriteExt + Unpin>(w: &mut W, value: &impl Serialize) -> std::io::Result<()> {
+async fn write_frame<W: AsyncWriteExt + Unpin>(
+    w: &mut W,
+    value: &impl Serialize,
+) -> std::io::Result<()> {
     let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
     let len = u32::try_from(body.len())
         .ok()
@@ -228,7 +231,9 @@ impl RaftNetwork<TypeConfig> for PeerClient {
     ) -> Result<VoteResponse<u64>, RPCError<u64, Node, RaftError<u64>>> {
         match self.send(Request::Vote(rpc), &option).await {
             Ok(Response::Vote(Ok(r))) => Ok(r),
-            Ok(Response::Vote(Err(e))) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
+            Ok(Response::Vote(Err(e))) => {
+                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
             Ok(_) => Err(rpc_error(CallError::Mismatch)),
             Err(e) => Err(rpc_error(e)),
         }

@@ -66,7 +66,10 @@ impl StateMachineStore {
         let mut snapshot = None;
         if let Some(bytes) = read_optional(&dir.join(SNAPSHOT_FILE))? {
             let file: SnapshotFile = serde_json::from_slice(&bytes).map_err(|e| {
-                std::io::Error::other(format!("corrupt {}: {e}", dir.join(SNAPSHOT_FILE).display()))
+                std::io::Error::other(format!(
+                    "corrupt {}: {e}",
+                    dir.join(SNAPSHOT_FILE).display()
+                ))
             })?;
             let data = serde_json::to_vec(&file.image).map_err(std::io::Error::other)?;
             inner_image = file.image;
@@ -97,18 +100,15 @@ impl StateMachineStore {
 }
 
 impl SmInner {
-    fn save_snapshot(&mut self, meta: SnapshotMeta<u64, Node>) -> Result<Vec<u8>, SErr> {
-        let sig = Some(meta.signature());
+    /// Writes the snapshot file for the current image and keeps it as the current snapshot.
+    fn save_snapshot(&mut self, meta: SnapshotMeta<u64, Node>) -> std::io::Result<Vec<u8>> {
         let file = SnapshotFile {
             meta: meta.clone(),
             image: self.image.clone(),
         };
-        let bytes = serde_json::to_vec(&file)
-            .map_err(|e| StorageIOError::write_snapshot(sig.clone(), &e))?;
-        write_atomic(&self.dir.join(SNAPSHOT_FILE), &bytes)
-            .map_err(|e| StorageIOError::write_snapshot(sig.clone(), &e))?;
-        let data =
-            serde_json::to_vec(&self.image).map_err(|e| StorageIOError::write_snapshot(sig, &e))?;
+        let bytes = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
+        write_atomic(&self.dir.join(SNAPSHOT_FILE), &bytes)?;
+        let data = serde_json::to_vec(&self.image).map_err(std::io::Error::other)?;
         self.snapshot = Some((meta, data.clone()));
         Ok(data)
     }
@@ -127,7 +127,9 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             last_membership: inner.last_membership.clone(),
             snapshot_id,
         };
-        let data = inner.save_snapshot(meta.clone())?;
+        let data = inner
+            .save_snapshot(meta.clone())
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -191,7 +193,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         inner.image = image;
         inner.last_applied = meta.last_log_id;
         inner.last_membership = meta.last_membership.clone();
-        inner.save_snapshot(meta.clone())?;
+        inner
+            .save_snapshot(meta.clone())
+            .map_err(|e| StorageIOError::write_snapshot(Some(meta.signature()), &e))?;
         let image = Arc::new(inner.image.clone());
         inner.publish.send_replace(image);
         Ok(())
