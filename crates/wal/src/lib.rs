@@ -15,6 +15,7 @@
 //! WAL path is reported as a range for the classic fetch, never silently lost.
 
 pub mod error;
+pub mod follower;
 pub mod format;
 pub mod metadata;
 pub mod uploader;
