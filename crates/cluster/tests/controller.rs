@@ -248,7 +248,8 @@ async fn t30_three_voters_elect_forward_fail_over_and_catch_up() {
     // Stop the leader: the survivors elect another and keep the image.
     let old = nodes[(leader - 1) as usize].take().unwrap();
     let old_last_log = old.metrics().borrow().last_log_index.unwrap_or(0);
-    old.shutdown().await;
+    // Dropped, not shut down: its listener and Raft core go away with the handle.
+    drop(old);
     let new_leader = agreed_leader(&nodes, Some(leader)).await;
     assert_ne!(new_leader, leader);
     for c in nodes.iter().flatten() {
