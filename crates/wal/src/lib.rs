@@ -18,6 +18,7 @@ pub mod error;
 pub mod follower;
 pub mod format;
 pub mod metadata;
+mod sequencer;
 pub mod uploader;
 
 pub use error::{ErrorKind, Result, WalError};

@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 
 use super::*;
 use crate::format::ObjectReader;
+use crate::sequencer::Released;
 
 fn tid(n: u8) -> Uuid {
     Uuid::from_bytes([n; 16])
