@@ -71,6 +71,11 @@ pub fn handle(
                         unknown_topic_error,
                         format!("{name}-{} is not hosted here", data.index),
                     ),
+                    // Internal topics are written only by their coordinators, as in Kafka.
+                    Some(_) if name == crate::group_store::OFFSETS_TOPIC => fail(
+                        ResponseError::InvalidTopicException,
+                        format!("Cannot append to internal topic {name}"),
+                    ),
                     Some(_) if acks == -1 && min_isr.unwrap_or(1) > 1 => fail(
                         ResponseError::NotEnoughReplicas,
                         format!(

@@ -449,3 +449,34 @@ async fn fetch_reads_across_segment_boundaries() {
         vec!["c", "d", "e"]
     );
 }
+
+#[tokio::test]
+async fn clients_cannot_write_or_delete_the_offsets_topic() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "").await;
+    b.ensure_group_coordinator().unwrap();
+    let r = produce(&b, "__consumer_offsets", 0, batch(&["x"], None), 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        produce_result(&r).0,
+        ResponseError::InvalidTopicException.code()
+    );
+    let del = request(
+        ApiKey::DeleteTopics,
+        5,
+        RequestKind::DeleteTopics(
+            DeleteTopicsRequest::default().with_topic_names(vec![name("__consumer_offsets")]),
+        ),
+    );
+    match super::handle(&b, del, &super::RequestContext::for_tests()).await {
+        Some(ResponseKind::DeleteTopics(r)) => {
+            assert_eq!(
+                r.responses[0].error_code,
+                ResponseError::InvalidRequest.code()
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(b.metadata.topic("__consumer_offsets").is_some());
+}

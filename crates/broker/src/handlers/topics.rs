@@ -202,6 +202,16 @@ pub fn delete_topics(
                     .ok_or(ResponseError::UnknownTopicId),
             };
             let result = match found {
+                Ok(meta) if meta.name == crate::group_store::OFFSETS_TOPIC => {
+                    DeletableTopicResult::default()
+                        .with_name(Some(TopicName(str_bytes(&meta.name))))
+                        .with_topic_id(meta.id)
+                        .with_error_code(ResponseError::InvalidRequest.code())
+                        .with_error_message(message(format!(
+                            "Deleting the internal topic {} is not allowed",
+                            meta.name
+                        )))
+                }
                 Ok(meta) => match broker.delete_topic(&meta.name) {
                     Ok(_) => DeletableTopicResult::default()
                         .with_name(Some(TopicName(str_bytes(&meta.name))))
