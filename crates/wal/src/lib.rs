@@ -6,6 +6,7 @@
 //! - [`metadata`]: the `__remote_wal_log_metadata` records (RFC 0002).
 //! - [`uploader`]: the leader side, batching appends of many partitions into objects and
 //!   publishing their metadata in offset order per partition.
+//! - [`lifecycle`]: the object lifecycle (RFC 0003) and its valid transitions.
 //! - [`follower`]: the follower side's pure decisions: which metadata to fetch, how to coalesce
 //!   ranged GETs, and how to verify downloaded slices.
 //!
@@ -17,6 +18,7 @@
 pub mod error;
 pub mod follower;
 pub mod format;
+pub mod lifecycle;
 pub mod metadata;
 mod sequencer;
 pub mod uploader;
