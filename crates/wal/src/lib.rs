@@ -7,6 +7,8 @@
 //! - [`uploader`]: the leader side, batching appends of many partitions into objects and
 //!   publishing their metadata in offset order per partition.
 //! - [`lifecycle`]: the object lifecycle (RFC 0003) and its valid transitions.
+//! - [`gc`]: deletes objects every in-sync replica holds (or older than `local.retention.ms`),
+//!   tombstones their metadata, and sweeps orphans.
 //! - [`follower`]: the follower side's pure decisions: which metadata to fetch, how to coalesce
 //!   ranged GETs, and how to verify downloaded slices.
 //!
@@ -18,6 +20,7 @@
 pub mod error;
 pub mod follower;
 pub mod format;
+pub mod gc;
 pub mod lifecycle;
 pub mod metadata;
 mod sequencer;

@@ -127,7 +127,13 @@ mod tests {
         }
         assert!(is_valid_transition(DeletePending, Deleted));
         assert!(is_valid_transition(Orphaned, Deleted));
-        assert!(!is_valid_transition(Published, Orphaned), "published objects are never orphans");
-        assert!(!is_valid_transition(Published, Deleted), "delete goes through DeletePending");
+        assert!(
+            !is_valid_transition(Published, Orphaned),
+            "published objects are never orphans"
+        );
+        assert!(
+            !is_valid_transition(Published, Deleted),
+            "delete goes through DeletePending"
+        );
     }
 }

@@ -1,0 +1,385 @@
+//! Retention by replica progress and by age, delete-then-tombstone with retries, orphan sweep.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use bytes::Bytes;
+use ferry_common::ManualClock;
+use ferry_objstore::{FaultKind, FaultyStore, MemoryStore, Op};
+use uuid::Uuid;
+
+use super::*;
+use crate::error::WalError;
+
+const BROKER: i32 = 1;
+
+fn tid(n: u8) -> Uuid {
+    Uuid::from_bytes([n; 16])
+}
+
+fn okey(created_ms: i64, seq: u64) -> String {
+    WalObjectKey::new(BROKER, created_ms, seq)
+        .map(|k| k.to_string())
+        .unwrap_or_default()
+}
+
+fn slice(object_key: &str, p: i32, base: i64, last: i64, upload_ms: i64) -> WalSliceMetadata {
+    WalSliceMetadata {
+        bucket: "az1".into(),
+        object_key: object_key.into(),
+        byte_position: 8 + p as u64 * 100,
+        byte_length: 100,
+        topic_id: tid(1),
+        partition: p,
+        base_offset: base,
+        last_offset: last,
+        leader_epoch: 3,
+        slice_crc: 0,
+        object_size: 1 << 20,
+        uploader_broker_id: BROKER,
+        upload_time_ms: upload_ms,
+    }
+}
+
+fn wp(p: i32) -> WalPartition {
+    WalPartition {
+        topic_id: tid(1),
+        partition: p,
+    }
+}
+
+fn replica(broker_id: i32, log_end_offset: i64, in_sync: bool) -> ReplicaProgress {
+    ReplicaProgress {
+        broker_id,
+        log_end_offset,
+        in_sync,
+    }
+}
+
+fn progress(parts: &[(i32, &[ReplicaProgress])]) -> HashMap<WalPartition, PartitionProgress> {
+    parts
+        .iter()
+        .map(|(p, r)| {
+            (
+                wp(*p),
+                PartitionProgress {
+                    replicas: r.to_vec(),
+                },
+            )
+        })
+        .collect()
+}
+
+fn config() -> GcConfig {
+    GcConfig {
+        broker_id: BROKER,
+        local_retention_ms: 60_000,
+        orphan_grace_ms: 10_000,
+        max_deletes_per_round: 100,
+    }
+}
+
+#[test]
+fn deletable_only_when_every_isr_replica_holds_every_slice() {
+    let o = okey(1_000, 0);
+    let cases: Vec<(&str, HashMap<WalPartition, PartitionProgress>, bool)> = vec![
+        (
+            "all ISR replicas past both slices",
+            progress(&[
+                (0, &[replica(1, 50, true), replica(2, 10, true)]),
+                (1, &[replica(1, 50, true), replica(3, 21, true)]),
+            ]),
+            true,
+        ),
+        (
+            "a lagging ISR replica still needs partition 1's slice (LEO == last offset)",
+            progress(&[
+                (0, &[replica(1, 50, true), replica(2, 10, true)]),
+                (1, &[replica(1, 50, true), replica(3, 20, true)]),
+            ]),
+            false,
+        ),
+        (
+            "an out-of-sync replica is not waited for",
+            progress(&[
+                (0, &[replica(1, 50, true), replica(2, 0, false)]),
+                (1, &[replica(1, 50, true), replica(3, 21, true)]),
+            ]),
+            true,
+        ),
+        (
+            "unknown partition (not the leader any more): only age can delete",
+            progress(&[(0, &[replica(1, 50, true)])]),
+            false,
+        ),
+        (
+            "empty ISR never counts as held",
+            progress(&[(0, &[replica(1, 50, true)]), (1, &[replica(1, 50, false)])]),
+            false,
+        ),
+    ];
+    for (rule, prog, want) in cases {
+        let mut p = GcPlanner::new(config(), "az1");
+        p.on_published(&[slice(&o, 0, 0, 9, 1_000), slice(&o, 1, 5, 20, 1_000)]);
+        let plan = p.plan(&prog, 2_000);
+        let got = plan == vec![(o.clone(), DeleteReason::ReplicasCaughtUp)];
+        assert_eq!(got, want, "{rule}: {plan:?}");
+        let state = p.object(&o).map(|t| t.state);
+        let want_state = if want {
+            WalObjectState::DeletePending
+        } else {
+            WalObjectState::Published
+        };
+        assert_eq!(state, Some(want_state), "{rule}");
+    }
+}
+
+#[test]
+fn deletable_by_age_whatever_the_replicas_hold() {
+    let o = okey(1_000, 0);
+    let mut p = GcPlanner::new(config(), "az1");
+    p.on_metadata(&WalMetadataEvent::Upsert(slice(&o, 0, 0, 9, 1_000)));
+    let lagging = progress(&[(0, &[replica(1, 10, true), replica(2, 0, true)])]);
+    assert!(
+        p.plan(&lagging, 61_000).is_empty(),
+        "exactly at retention: kept"
+    );
+    assert_eq!(
+        p.plan(&lagging, 61_001),
+        vec![(o.clone(), DeleteReason::Retention)]
+    );
+    assert_eq!(
+        p.plan(&lagging, 61_002),
+        vec![(o, DeleteReason::Retry)],
+        "stays pending until done"
+    );
+}
+
+#[test]
+fn only_this_brokers_objects_in_its_bucket_are_tracked() {
+    let mut p = GcPlanner::new(config(), "az1");
+    let mut other_broker = slice(&okey(1_000, 0), 0, 0, 9, 0);
+    other_broker.uploader_broker_id = 2;
+    let mut other_bucket = slice(&okey(1_000, 1), 0, 10, 19, 0);
+    other_bucket.bucket = "az2".into();
+    p.on_published(&[other_broker, other_bucket]);
+    assert_eq!(p.tracked(), 0);
+}
+
+#[test]
+fn a_republished_key_is_not_tombstoned_by_the_old_object() {
+    let mine = okey(1_000, 0);
+    let mut p = GcPlanner::new(config(), "az1");
+    p.on_published(&[slice(&mine, 0, 0, 9, 0), slice(&mine, 1, 0, 9, 0)]);
+    let mut republished = slice("wal/2/0000000005000-0000000000.wal", 0, 0, 9, 5_000);
+    republished.uploader_broker_id = 2;
+    republished.bucket = "az2".into();
+    p.on_metadata(&WalMetadataEvent::Upsert(republished));
+    let plan = p.plan(&HashMap::new(), 100_000);
+    assert_eq!(plan.len(), 1);
+    let keys = p.object_deleted(&mine);
+    assert_eq!(keys.len(), 1, "only partition 1's key is still ours");
+    assert_eq!(keys[0].partition, 1);
+    // An object that loses every key is left to the orphan sweep.
+    p.on_metadata(&WalMetadataEvent::Tombstone(keys[0]));
+    p.tombstoned(&mine);
+    assert_eq!(p.tracked(), 0);
+}
+
+#[derive(Debug, Default)]
+struct Tombstones {
+    published: Mutex<Vec<WalMetadataKey>>,
+    fail_next: AtomicU32,
+}
+
+#[async_trait]
+impl TombstonePublisher for Tombstones {
+    async fn publish_tombstones(&self, keys: Vec<WalMetadataKey>) -> Result<()> {
+        if self
+            .fail_next
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(WalError::Invalid("metadata topic unavailable".into()));
+        }
+        lock(&self.published).extend(keys);
+        Ok(())
+    }
+}
+
+struct Fixture {
+    clock: Arc<ManualClock>,
+    mem: MemoryStore,
+    faults: ferry_objstore::FaultController,
+    tombstones: Arc<Tombstones>,
+    gc: WalGc,
+}
+
+fn fixture() -> Fixture {
+    let clock = ManualClock::new(100_000);
+    let mem = MemoryStore::with_clock("az1", clock.clone());
+    let faulty = FaultyStore::new(mem.clone(), 7);
+    let faults = faulty.controller();
+    let tombstones = Arc::new(Tombstones::default());
+    let gc = WalGc::new(
+        config(),
+        Arc::new(faulty),
+        tombstones.clone(),
+        clock.clone(),
+    );
+    Fixture {
+        clock,
+        mem,
+        faults,
+        tombstones,
+        gc,
+    }
+}
+
+async fn put(mem: &MemoryStore, key: &str) {
+    assert!(mem.put(key, Bytes::from_static(b"obj")).await.is_ok());
+}
+
+async fn exists(mem: &MemoryStore, key: &str) -> bool {
+    matches!(mem.head(key).await, Ok(Some(_)))
+}
+
+#[tokio::test]
+async fn delete_then_tombstone_every_slice_then_forget() {
+    let f = fixture();
+    let o = okey(99_000, 0);
+    put(&f.mem, &o).await;
+    f.gc.on_published(&[slice(&o, 0, 0, 9, 99_000), slice(&o, 1, 0, 4, 99_000)]);
+    let lagging = progress(&[
+        (0, &[replica(1, 10, true), replica(2, 10, true)]),
+        (1, &[replica(1, 5, true), replica(2, 3, true)]),
+    ]);
+    assert_eq!(f.gc.run_once(&lagging).await, GcReport::default());
+    assert!(
+        exists(&f.mem, &o).await,
+        "a lagging ISR replica still needs it"
+    );
+
+    let caught_up = progress(&[
+        (0, &[replica(1, 10, true), replica(2, 10, true)]),
+        (1, &[replica(1, 5, true), replica(2, 5, true)]),
+    ]);
+    let r = f.gc.run_once(&caught_up).await;
+    assert_eq!((r.objects_deleted, r.tombstones, r.completed), (1, 2, 1));
+    assert!(!exists(&f.mem, &o).await);
+    let published = lock(&f.tombstones.published).clone();
+    assert_eq!(
+        published.iter().map(|k| k.partition).collect::<Vec<_>>(),
+        vec![0, 1]
+    );
+    assert_eq!(f.gc.with_planner(GcPlanner::tracked), 0);
+}
+
+#[tokio::test]
+async fn store_and_publisher_errors_are_retried_without_losing_track() {
+    let f = fixture();
+    let o = okey(10_000, 0);
+    put(&f.mem, &o).await;
+    f.gc.on_published(&[slice(&o, 0, 0, 9, 10_000)]);
+    let none = HashMap::new();
+
+    f.faults.fail_next(Op::Delete, 1, FaultKind::Unavailable);
+    let r = f.gc.run_once(&none).await;
+    assert_eq!((r.objects_deleted, r.errors), (0, 1));
+    assert!(exists(&f.mem, &o).await);
+    assert_eq!(
+        f.gc.with_planner(|p| p.object(&o).map(|t| t.state)),
+        Some(WalObjectState::DeletePending)
+    );
+
+    f.tombstones.fail_next.store(1, Ordering::SeqCst);
+    let r = f.gc.run_once(&none).await;
+    assert_eq!((r.objects_deleted, r.tombstones, r.errors), (1, 0, 1));
+    assert!(!exists(&f.mem, &o).await, "deleted first");
+    assert!(
+        f.gc.with_planner(|p| p.object(&o).is_some_and(|t| t.object_deleted)),
+        "still tracked for its tombstones"
+    );
+
+    f.clock.advance(1_000);
+    let r = f.gc.run_once(&none).await;
+    assert_eq!(
+        (r.objects_deleted, r.tombstones, r.completed, r.errors),
+        (0, 1, 1, 0),
+        "only the tombstones are retried"
+    );
+    assert_eq!(f.gc.with_planner(GcPlanner::tracked), 0);
+}
+
+#[tokio::test]
+async fn crash_between_delete_and_tombstone_recovers_from_the_replay() {
+    let f = fixture();
+    let o = okey(10_000, 0);
+    let m = slice(&o, 0, 0, 9, 10_000);
+    // The object is already gone (deleted before a crash); the replay brings its record back.
+    let restarted = WalGc::new(
+        config(),
+        Arc::new(f.mem.clone()),
+        f.tombstones.clone(),
+        f.clock.clone(),
+    );
+    restarted.on_metadata(&WalMetadataEvent::Upsert(m.clone()));
+    let r = restarted.run_once(&HashMap::new()).await;
+    assert_eq!((r.objects_deleted, r.tombstones, r.completed), (1, 1, 1));
+    assert_eq!(lock(&f.tombstones.published).clone(), vec![m.key()]);
+}
+
+#[tokio::test]
+async fn orphans_are_found_and_deleted_after_the_grace_period() {
+    let f = fixture();
+    let published = okey(80_000, 0);
+    let orphan = okey(80_000, 1);
+    let young = okey(95_000, 2);
+    let other_broker = WalObjectKey::new(10, 1_000, 0)
+        .map(|k| k.to_string())
+        .unwrap_or_default();
+    let foreign = "wal/1/not-a-wal-key";
+    for k in [&published, &orphan, &young, &other_broker] {
+        put(&f.mem, k).await;
+    }
+    put(&f.mem, foreign).await;
+    f.gc.on_published(&[slice(&published, 0, 0, 9, 80_000)]);
+
+    assert_eq!(
+        f.gc.sweep_orphans().await,
+        GcReport::default(),
+        "no sweep before the metadata replay is complete"
+    );
+    f.gc.set_metadata_caught_up();
+
+    f.faults.fail_next(Op::Delete, 1, FaultKind::Timeout);
+    let r = f.gc.sweep_orphans().await;
+    assert_eq!((r.orphans_deleted, r.errors), (0, 1));
+    assert_eq!(
+        f.gc.with_planner(|p| p.orphans().map(str::to_owned).collect::<Vec<_>>()),
+        vec![orphan.clone()]
+    );
+    let r = f.gc.sweep_orphans().await;
+    assert_eq!((r.orphans_deleted, r.errors), (1, 0));
+    assert!(!exists(&f.mem, &orphan).await);
+    for k in [&published, &young, &other_broker] {
+        assert!(exists(&f.mem, k).await, "{k} must survive");
+    }
+    assert!(exists(&f.mem, foreign).await);
+
+    f.clock.advance(10_001);
+    let r = f.gc.sweep_orphans().await;
+    assert_eq!(r.orphans_deleted, 1, "the young one after its grace period");
+    assert!(!exists(&f.mem, &young).await);
+    assert!(exists(&f.mem, &published).await);
+}
+
+#[tokio::test]
+async fn listing_failure_is_an_error_not_a_deletion() {
+    let f = fixture();
+    put(&f.mem, &okey(1_000, 0)).await;
+    f.gc.set_metadata_caught_up();
+    f.faults.fail_next(Op::List, 1, FaultKind::Unavailable);
+    let r = f.gc.sweep_orphans().await;
+    assert_eq!((r.orphans_deleted, r.errors), (0, 1));
+    assert_eq!(f.gc.sweep_orphans().await.orphans_deleted, 1);
+}
