@@ -41,6 +41,9 @@ pub enum WalError {
     /// A metadata record could not be decoded.
     #[error("bad {what} of a __remote_wal_log_metadata record: {reason}")]
     BadMetadata { what: &'static str, reason: String },
+    /// The follower's log refused an append (e.g. it no longer ends where the slice begins).
+    #[error("follower append refused: {0}")]
+    Append(String),
     /// The object store failed.
     #[error(transparent)]
     Store(#[from] ObjStoreError),
@@ -73,6 +76,7 @@ impl WalError {
             | Self::Corrupt { .. }
             | Self::BadMetadata { .. } => ErrorKind::Corrupt,
             Self::EmptyObject | Self::Invalid(_) => ErrorKind::Invalid,
+            Self::Append(_) => ErrorKind::Internal,
             Self::Store(e) => match e.kind() {
                 ferry_objstore::ErrorKind::Transient => ErrorKind::Transient,
                 ferry_objstore::ErrorKind::NotFound => ErrorKind::NotFound,

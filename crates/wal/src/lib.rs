@@ -6,6 +6,8 @@
 //! - [`metadata`]: the `__remote_wal_log_metadata` records (RFC 0002).
 //! - [`uploader`]: the leader side, batching appends of many partitions into objects and
 //!   publishing their metadata in offset order per partition.
+//! - [`fetcher`]: the follower's async WAL fetcher around [`follower`]: ranged GETs, verify,
+//!   append, classic fallback.
 //! - [`lifecycle`]: the object lifecycle (RFC 0003) and its valid transitions.
 //! - [`gc`]: deletes objects every in-sync replica holds (or older than `local.retention.ms`),
 //!   tombstones their metadata, and sweeps orphans.
@@ -18,6 +20,7 @@
 //! WAL path is reported as a range for the classic fetch, never silently lost.
 
 pub mod error;
+pub mod fetcher;
 pub mod follower;
 pub mod format;
 pub mod gc;

@@ -1,0 +1,433 @@
+//! The fetcher against a MemoryStore and an in-memory follower log: coalesced GETs across
+//! partitions, corrupt and missing objects, stale epochs, transient errors, restart.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::{BufMut, BytesMut};
+use ferry_objstore::{FaultKind, FaultyStore, MemoryStore, ObjectMeta, Op, PutOutcome};
+
+use super::*;
+use crate::error::WalError;
+use crate::format::{ObjectBuilder, SliceInfo};
+
+fn tid() -> Uuid {
+    Uuid::from_bytes([7; 16])
+}
+
+fn wp(p: i32) -> WalPartition {
+    WalPartition {
+        topic_id: tid(),
+        partition: p,
+    }
+}
+
+/// A v2 batch header (the fields `verify_slice` reads) plus 8 payload bytes.
+fn batch(base: i64, last: i64, epoch: i32) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    b.put_i64(base);
+    b.put_i32(49 + 8);
+    b.put_i32(epoch);
+    b.put_u8(2);
+    b.put_u32(0);
+    b.put_i16(0);
+    b.put_i32((last - base) as i32);
+    b.put_bytes(0, 61 - b.len());
+    b.put_u64(base as u64);
+    b.to_vec()
+}
+
+/// Two batches covering `base..=last`.
+fn slice_bytes(base: i64, last: i64, epoch: i32) -> Vec<u8> {
+    let mid = base + (last - base) / 2;
+    let mut v = batch(base, mid, epoch);
+    if mid < last {
+        v.extend(batch(mid + 1, last, epoch));
+    }
+    v
+}
+
+/// Builds an object of `(partition, base, last)` slices and returns it with its records.
+fn object(key: &str, epoch: i32, slices: &[(i32, i64, i64)]) -> (Bytes, Vec<WalSliceMetadata>) {
+    let mut b = ObjectBuilder::with_capacity(0, slices.len());
+    let mut entries = Vec::new();
+    for &(p, base, last) in slices {
+        let info = SliceInfo {
+            topic_id: tid(),
+            partition: p,
+            base_offset: base,
+            last_offset: last,
+            leader_epoch: epoch,
+        };
+        let e = *b
+            .append(info, &slice_bytes(base, last, epoch))
+            .expect("test slice");
+        entries.push(e);
+    }
+    let data = b.finish().expect("test object");
+    let records = entries
+        .iter()
+        .map(|e| WalSliceMetadata {
+            bucket: "az1".into(),
+            object_key: key.into(),
+            byte_position: e.position,
+            byte_length: e.length,
+            topic_id: e.info.topic_id,
+            partition: e.info.partition,
+            base_offset: e.info.base_offset,
+            last_offset: e.info.last_offset,
+            leader_epoch: e.info.leader_epoch,
+            slice_crc: e.crc,
+            object_size: data.len() as u64,
+            uploader_broker_id: 1,
+            upload_time_ms: 0,
+        })
+        .collect();
+    (data, records)
+}
+
+fn upserts(records: &[WalSliceMetadata]) -> Vec<WalMetadataEvent> {
+    records
+        .iter()
+        .cloned()
+        .map(WalMetadataEvent::Upsert)
+        .collect()
+}
+
+#[derive(Debug, Default)]
+struct Log {
+    leo: i64,
+    epoch: i32,
+    appended: Vec<(i64, i64)>,
+}
+
+/// An in-memory follower: checks that appends continue the log and records them.
+#[derive(Debug, Default)]
+struct MemSink {
+    logs: Mutex<HashMap<WalPartition, Log>>,
+}
+
+impl MemSink {
+    fn following(parts: &[i32], epoch: i32) -> Arc<Self> {
+        let sink = Self::default();
+        for &p in parts {
+            lock(&sink.logs).insert(
+                wp(p),
+                Log {
+                    epoch,
+                    ..Log::default()
+                },
+            );
+        }
+        Arc::new(sink)
+    }
+
+    fn leo(&self, p: i32) -> i64 {
+        lock(&self.logs).get(&wp(p)).map_or(-1, |l| l.leo)
+    }
+
+    fn appended(&self, p: i32) -> Vec<(i64, i64)> {
+        lock(&self.logs)
+            .get(&wp(p))
+            .map(|l| l.appended.clone())
+            .unwrap_or_default()
+    }
+
+    /// What the classic fetch would do.
+    fn classic_append(&self, p: i32, until: i64) {
+        if let Some(l) = lock(&self.logs).get_mut(&wp(p)) {
+            l.appended.push((l.leo, until - 1));
+            l.leo = until;
+        }
+    }
+}
+
+fn walk(records: &[u8]) -> Option<(i64, i64)> {
+    let mut pos = 0;
+    let mut first = None;
+    let mut last = 0;
+    while pos < records.len() {
+        let b = records.get(pos..pos + 61)?;
+        let base = i64::from_be_bytes(b[0..8].try_into().ok()?);
+        let len = i32::from_be_bytes(b[8..12].try_into().ok()?) as usize;
+        let delta = i32::from_be_bytes(b[23..27].try_into().ok()?);
+        first.get_or_insert(base);
+        last = base + i64::from(delta);
+        pos += 12 + len;
+    }
+    first.map(|f| (f, last))
+}
+
+#[async_trait]
+impl FollowerSink for MemSink {
+    fn partition_state(&self, topic_id: Uuid, partition: i32) -> Option<FollowerPartition> {
+        lock(&self.logs)
+            .get(&WalPartition {
+                topic_id,
+                partition,
+            })
+            .map(|l| FollowerPartition {
+                log_end_offset: l.leo,
+                leader_epoch: l.epoch,
+            })
+    }
+
+    async fn append_as_follower(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        records: Bytes,
+    ) -> Result<()> {
+        let mut logs = lock(&self.logs);
+        let log = logs
+            .get_mut(&WalPartition {
+                topic_id,
+                partition,
+            })
+            .ok_or_else(|| WalError::Append("not a follower".into()))?;
+        let (first, last) =
+            walk(&records).ok_or_else(|| WalError::Append("unparsable batches".into()))?;
+        if first != log.leo {
+            return Err(WalError::Append(format!(
+                "starts at {first}, log ends at {}",
+                log.leo
+            )));
+        }
+        log.appended.push((first, last));
+        log.leo = last + 1;
+        Ok(())
+    }
+}
+
+/// Counts ranged GETs on top of any store.
+#[derive(Debug)]
+struct Counting<S> {
+    inner: S,
+    gets: AtomicUsize,
+    ranges: Mutex<Vec<Range<u64>>>,
+}
+
+impl<S> Counting<S> {
+    fn new(inner: S) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            gets: AtomicUsize::new(0),
+            ranges: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+#[async_trait]
+impl<S: ObjectStore> ObjectStore for Counting<S> {
+    async fn put(&self, key: &str, data: Bytes) -> ferry_objstore::Result<()> {
+        self.inner.put(key, data).await
+    }
+    async fn put_if_absent(&self, key: &str, data: Bytes) -> ferry_objstore::Result<PutOutcome> {
+        self.inner.put_if_absent(key, data).await
+    }
+    async fn get(&self, key: &str) -> ferry_objstore::Result<Bytes> {
+        self.inner.get(key).await
+    }
+    async fn get_range(&self, key: &str, range: Range<u64>) -> ferry_objstore::Result<Bytes> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
+        lock(&self.ranges).push(range.clone());
+        self.inner.get_range(key, range).await
+    }
+    async fn head(&self, key: &str) -> ferry_objstore::Result<Option<ObjectMeta>> {
+        self.inner.head(key).await
+    }
+    async fn list(&self, prefix: &str) -> ferry_objstore::Result<Vec<ObjectMeta>> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> ferry_objstore::Result<()> {
+        self.inner.delete(key).await
+    }
+    fn bucket(&self) -> &str {
+        self.inner.bucket()
+    }
+}
+
+fn fetcher(store: Arc<dyn ObjectStore>, sink: Arc<MemSink>) -> WalFetcher {
+    let config = FetcherConfig {
+        max_gap_bytes: 0,
+        ..FetcherConfig::default()
+    };
+    WalFetcher::with_config(
+        Arc::new(move |bucket: &str| (bucket == "az1").then(|| store.clone())),
+        sink,
+        config,
+    )
+}
+
+fn classic(p: i32, from: i64, until: i64) -> PartitionClassicFetch {
+    PartitionClassicFetch {
+        partition: wp(p),
+        fetch: ClassicFetch { from, until },
+    }
+}
+
+#[tokio::test]
+async fn many_partitions_of_one_object_take_one_get_per_contiguous_run() {
+    let mem = MemoryStore::new();
+    let slices: Vec<(i32, i64, i64)> = (0..8).map(|p| (p, 0, 9 + i64::from(p))).collect();
+    let (data, records) = object("wal/1/a.wal", 3, &slices);
+    assert!(mem.put("wal/1/a.wal", data).await.is_ok());
+    let store = Counting::new(mem);
+    // Followed: 0,1,2 and 5,6 (this broker leads or does not host 3, 4 and 7).
+    let sink = MemSink::following(&[0, 1, 2, 5, 6], 3);
+    let f = fetcher(store.clone(), sink.clone());
+    f.on_metadata(upserts(&records));
+    assert_eq!(
+        f.queued(),
+        5,
+        "records of partitions not followed are dropped"
+    );
+
+    let r = f.run_once().await;
+    assert_eq!(r.gets, 2);
+    assert_eq!(store.gets.load(Ordering::SeqCst), 2);
+    let ranges = lock(&store.ranges).clone();
+    let span = |a: usize, b: usize| records[a].byte_position..records[b].byte_range().end;
+    assert!(
+        ranges.contains(&span(0, 2)) && ranges.contains(&span(5, 6)),
+        "{ranges:?}"
+    );
+    assert_eq!(r.slices_appended, 5);
+    assert!(r.classic.is_empty());
+    for p in [0, 1, 2, 5, 6] {
+        assert_eq!(sink.leo(p), 10 + i64::from(p));
+    }
+    assert_eq!(f.queued(), 0);
+    assert_eq!(f.run_once().await.gets, 0, "nothing left to do");
+}
+
+#[tokio::test]
+async fn corrupt_slice_falls_back_to_the_classic_fetch_and_is_not_read_again() {
+    let mem = MemoryStore::new();
+    let (data, records) = object("wal/1/a.wal", 3, &[(0, 0, 9), (1, 0, 9), (2, 0, 9)]);
+    let mut damaged = data.to_vec();
+    damaged[records[1].byte_position as usize + 70] ^= 0xff;
+    assert!(mem.put("wal/1/a.wal", Bytes::from(damaged)).await.is_ok());
+    let store = Counting::new(mem);
+    let sink = MemSink::following(&[0, 1, 2], 3);
+    let f = fetcher(store.clone(), sink.clone());
+    f.on_metadata(upserts(&records));
+
+    let r = f.run_once().await;
+    assert_eq!((r.gets, r.slices_appended, r.corrupt_slices), (1, 2, 1));
+    assert_eq!(r.classic, vec![classic(1, 0, 10)]);
+    assert_eq!((sink.leo(0), sink.leo(1), sink.leo(2)), (10, 0, 10));
+
+    // Redelivered metadata for the bad slice is skipped without another GET.
+    f.on_metadata(upserts(&records[1..2]));
+    let r = f.run_once().await;
+    assert_eq!(r.gets, 0);
+    assert_eq!(store.gets.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn missing_object_is_skipped_and_the_wal_path_resumes_after_the_classic_gap() {
+    let mem = MemoryStore::new();
+    let (_, gone) = object("wal/1/gone.wal", 3, &[(0, 0, 9)]);
+    let (data, later) = object("wal/1/b.wal", 3, &[(0, 10, 19)]);
+    assert!(mem.put("wal/1/b.wal", data).await.is_ok());
+    let sink = MemSink::following(&[0], 3);
+    let f = fetcher(Arc::new(mem), sink.clone());
+    f.on_metadata(upserts(&gone));
+    f.on_metadata(upserts(&later));
+
+    let r = f.run_once().await;
+    assert_eq!(r.unreadable_objects, 1);
+    assert_eq!(r.classic, vec![classic(0, 0, 10)]);
+    assert_eq!(sink.leo(0), 0);
+
+    let r = f.run_once().await;
+    assert_eq!(r.gets, 0, "the unreadable object is not asked for again");
+    assert_eq!(r.classic, vec![classic(0, 0, 10)], "the gap stays reported");
+
+    sink.classic_append(0, 10);
+    let r = f.run_once().await;
+    assert_eq!((r.gets, r.slices_appended), (1, 1));
+    assert!(r.classic.is_empty());
+    assert_eq!(sink.appended(0), vec![(0, 9), (10, 19)]);
+}
+
+#[tokio::test]
+async fn stale_epoch_is_skipped_and_future_epoch_waits() {
+    let mem = MemoryStore::new();
+    let (old, stale) = object("wal/1/old.wal", 4, &[(0, 0, 9)]);
+    let (new, current) = object("wal/2/new.wal", 5, &[(1, 0, 9)]);
+    let (_, future) = object("wal/2/future.wal", 6, &[(2, 0, 9)]);
+    assert!(mem.put("wal/1/old.wal", old).await.is_ok());
+    assert!(mem.put("wal/2/new.wal", new).await.is_ok());
+    let sink = MemSink::following(&[0, 1, 2], 5);
+    let f = fetcher(Arc::new(mem), sink.clone());
+    f.on_metadata(upserts(&stale));
+    f.on_metadata(upserts(&current));
+    f.on_metadata(upserts(&future));
+
+    let r = f.run_once().await;
+    assert_eq!((r.stale_skipped, r.gets, r.slices_appended), (1, 1, 1));
+    assert_eq!((sink.leo(0), sink.leo(1), sink.leo(2)), (0, 10, 0));
+    assert_eq!(f.queued(), 1, "the future-epoch record is kept for later");
+}
+
+#[tokio::test]
+async fn transient_store_error_keeps_the_record_and_reports_the_range_meanwhile() {
+    let faulty = FaultyStore::new(MemoryStore::new(), 1);
+    let faults = faulty.controller();
+    let (data, records) = object("wal/1/a.wal", 3, &[(0, 0, 9)]);
+    assert!(faulty.put("wal/1/a.wal", data).await.is_ok());
+    let sink = MemSink::following(&[0], 3);
+    let f = fetcher(Arc::new(faulty), sink.clone());
+    f.on_metadata(upserts(&records));
+
+    faults.fail_next(Op::GetRange, 1, FaultKind::Throttled);
+    let r = f.run_once().await;
+    assert_eq!((r.transient_errors, r.unreadable_objects), (1, 0));
+    assert_eq!(r.classic, vec![classic(0, 0, 10)]);
+    assert_eq!(f.queued(), 1);
+
+    let r = f.run_once().await;
+    assert_eq!(r.slices_appended, 1);
+    assert_eq!(sink.leo(0), 10);
+}
+
+#[tokio::test]
+async fn a_restarted_fetcher_resumes_at_the_log_end_without_gap_or_duplicate() {
+    let mem = MemoryStore::new();
+    let (a, first) = object("wal/1/a.wal", 3, &[(0, 0, 9), (1, 0, 4)]);
+    let (b, second) = object("wal/1/b.wal", 3, &[(0, 10, 19), (1, 5, 9)]);
+    assert!(mem.put("wal/1/a.wal", a).await.is_ok());
+    assert!(mem.put("wal/1/b.wal", b).await.is_ok());
+    let store = Counting::new(mem);
+    let sink = MemSink::following(&[0, 1], 3);
+
+    let before = fetcher(store.clone(), sink.clone());
+    before.on_metadata(upserts(&first));
+    assert_eq!(before.run_once().await.slices_appended, 2);
+    drop(before);
+
+    // Restart: a new fetcher replays the whole metadata topic.
+    let after = fetcher(store.clone(), sink.clone());
+    after.on_metadata(upserts(&first));
+    after.on_metadata(upserts(&second));
+    let r = after.run_once().await;
+    assert_eq!((r.gets, r.slices_appended), (1, 2), "only object b is read");
+    assert_eq!(sink.appended(0), vec![(0, 9), (10, 19)]);
+    assert_eq!(sink.appended(1), vec![(0, 4), (5, 9)]);
+    assert_eq!(store.gets.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn tombstone_and_replacing_upsert_act_like_compaction() {
+    let sink = MemSink::following(&[0], 3);
+    let f = fetcher(Arc::new(MemoryStore::new()), sink);
+    let (_, old) = object("wal/1/a.wal", 3, &[(0, 0, 9)]);
+    let (_, new) = object("wal/2/b.wal", 3, &[(0, 0, 9)]);
+    f.on_metadata(upserts(&old));
+    f.on_metadata(upserts(&new));
+    assert_eq!(f.queued(), 1, "same key: the republished record replaces");
+    f.on_metadata([WalMetadataEvent::Tombstone(new[0].key())]);
+    assert_eq!(f.queued(), 0);
+}
