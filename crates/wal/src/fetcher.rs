@@ -216,6 +216,7 @@ pub struct WalFetcher {
     config: FetcherConfig,
     state: Mutex<State>,
     round: tokio::sync::Mutex<()>,
+    wake: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for WalFetcher {
@@ -247,19 +248,30 @@ impl WalFetcher {
             config,
             state: Mutex::new(State::default()),
             round: tokio::sync::Mutex::new(()),
+            wake: tokio::sync::Notify::new(),
         }
     }
 
     /// Queues metadata records (decoded with `WalMetadataRecord::decode`). Records of
     /// partitions the sink does not follow are dropped.
     pub fn on_metadata(&self, events: impl IntoIterator<Item = WalMetadataEvent>) {
+        // Ask the sink before taking our lock, so a sink never runs under it.
+        let events: Vec<WalMetadataEvent> = events
+            .into_iter()
+            .filter(|e| match e {
+                WalMetadataEvent::Upsert(m) => {
+                    self.sink.partition_state(m.topic_id, m.partition).is_some()
+                }
+                WalMetadataEvent::Tombstone(_) => true,
+            })
+            .collect();
+        if events.is_empty() {
+            return;
+        }
         let mut st = lock(&self.state);
         for event in events {
             match event {
                 WalMetadataEvent::Upsert(m) => {
-                    if self.sink.partition_state(m.topic_id, m.partition).is_none() {
-                        continue;
-                    }
                     let cap = self.config.max_records_per_partition;
                     let map = st.records.entry(partition_of(&m)).or_default();
                     if map.len() >= cap && !map.contains_key(&m.base_offset) {
@@ -281,6 +293,29 @@ impl WalFetcher {
                     }
                 }
             }
+        }
+        drop(st);
+        self.wake.notify_one();
+    }
+
+    /// Runs rounds until `shutdown` completes: right after new metadata arrives, and every
+    /// `interval` otherwise (to retry transient failures and re-report classic gaps). Each
+    /// round's report goes to `on_report`, which hands its `classic` ranges to the replica
+    /// fetcher. Timers use tokio time.
+    pub async fn run<F, R>(&self, interval: std::time::Duration, mut on_report: R, shutdown: F)
+    where
+        F: std::future::Future<Output = ()>,
+        R: FnMut(FetchReport),
+    {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(interval) => {}
+            }
+            let report = self.run_once().await;
+            on_report(report);
         }
     }
 

@@ -431,3 +431,44 @@ async fn tombstone_and_replacing_upsert_act_like_compaction() {
     f.on_metadata([WalMetadataEvent::Tombstone(new[0].key())]);
     assert_eq!(f.queued(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn run_loop_wakes_on_metadata_and_reports_each_round() {
+    let mem = MemoryStore::new();
+    let (data, records) = object("wal/1/a.wal", 3, &[(0, 0, 9)]);
+    assert!(mem.put("wal/1/a.wal", data).await.is_ok());
+    let sink = MemSink::following(&[0], 3);
+    let f = Arc::new(fetcher(Arc::new(mem), sink.clone()));
+    let reports = Arc::new(Mutex::new(Vec::<FetchReport>::new()));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = {
+        let (f, reports) = (f.clone(), reports.clone());
+        tokio::spawn(async move {
+            f.run(
+                std::time::Duration::from_secs(3_600),
+                |r| lock(&reports).push(r),
+                async move {
+                    let _ = stopped.await;
+                },
+            )
+            .await;
+        })
+    };
+    tokio::task::yield_now().await;
+    f.on_metadata(upserts(&records));
+    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    assert_eq!(
+        sink.leo(0),
+        10,
+        "woken by metadata, long before the interval"
+    );
+    assert_eq!(
+        lock(&reports)
+            .iter()
+            .map(|r| r.slices_appended)
+            .sum::<usize>(),
+        1
+    );
+    let _ = stop.send(());
+    assert!(task.await.is_ok());
+}

@@ -479,6 +479,36 @@ impl WalGc {
         report
     }
 
+    /// Runs until `shutdown` completes: a retention round every `every`, and the orphan sweep
+    /// every `sweep_every_rounds` rounds (at least 1). Timers use tokio time; decisions use the
+    /// injected clock.
+    pub async fn run<F: std::future::Future<Output = ()>>(
+        &self,
+        progress: &dyn ReplicaProgressSource,
+        every: std::time::Duration,
+        sweep_every_rounds: u32,
+        shutdown: F,
+    ) {
+        tokio::pin!(shutdown);
+        let sweep_every = sweep_every_rounds.max(1);
+        let mut until_sweep = sweep_every;
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = tokio::time::sleep(every) => {}
+            }
+            let r = self.run_once(progress).await;
+            until_sweep -= 1;
+            let swept = if until_sweep == 0 {
+                until_sweep = sweep_every;
+                self.sweep_orphans().await
+            } else {
+                GcReport::default()
+            };
+            tracing::debug!(?r, ?swept, "remote WAL GC round");
+        }
+    }
+
     /// The orphan sweep (rule 4): lists `wal/<broker-id>/` and deletes untracked objects older
     /// than the grace period. Does nothing until the metadata view is caught up.
     pub async fn sweep_orphans(&self) -> GcReport {

@@ -383,3 +383,34 @@ async fn listing_failure_is_an_error_not_a_deletion() {
     assert_eq!((r.orphans_deleted, r.errors), (0, 1));
     assert_eq!(f.gc.sweep_orphans().await.orphans_deleted, 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn run_loop_collects_and_sweeps_until_shutdown() {
+    let f = fixture();
+    let published = okey(90_000, 0);
+    let orphan = okey(50_000, 1);
+    put(&f.mem, &published).await;
+    put(&f.mem, &orphan).await;
+    f.gc.on_published(&[slice(&published, 0, 0, 9, 90_000)]);
+    f.gc.set_metadata_caught_up();
+    let caught_up = progress(&[(0, &[replica(1, 10, true), replica(2, 10, true)])]);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let gc = f.gc.clone();
+    let task = tokio::spawn(async move {
+        gc.run(
+            &caught_up,
+            std::time::Duration::from_secs(1),
+            2,
+            async move {
+                let _ = stopped.await;
+            },
+        )
+        .await;
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    assert!(!exists(&f.mem, &published).await, "deleted in round 1");
+    assert!(!exists(&f.mem, &orphan).await, "swept in round 2");
+    assert_eq!(lock(&f.tombstones.published).len(), 1);
+    let _ = stop.send(());
+    assert!(task.await.is_ok());
+}

@@ -17,7 +17,10 @@
 //! What always holds across the crate: a metadata record is published only after its object's
 //! PUT succeeded; per partition, records are published in increasing offset order; a follower
 //! appends only verified slices that continue its local log exactly; any data that misses the
-//! WAL path is reported as a range for the classic fetch, never silently lost.
+//! WAL path is reported as a range for the classic fetch, never silently lost; an object is
+//! deleted only when every in-sync replica holds its data or it is older than
+//! `local.retention.ms` (then its metadata is tombstoned), or when it never got metadata and is
+//! older than the orphan grace period.
 
 pub mod error;
 pub mod fetcher;
