@@ -37,7 +37,7 @@ use crate::error::{ErrorKind, Result};
 use crate::follower::{
     coalesce, plan_partition, verify_slice, ClassicFetch, FollowerPartition, SkipReason,
 };
-use crate::metadata::{WalMetadataEvent, WalSliceMetadata};
+use crate::metadata::{WalMetadataEvent, WalMetadataRecord, WalSliceMetadata};
 use crate::uploader::WalPartition;
 
 /// The follower's local log and metadata image, as the fetcher needs them.
@@ -319,6 +319,28 @@ impl WalFetcher {
         }
     }
 
+    /// Decodes raw records of the metadata topic (key, value; `None` value = tombstone) and
+    /// queues them like [`WalFetcher::on_metadata`]. Undecodable records are skipped (logged)
+    /// and counted in the result: a lost record only costs a classic fetch.
+    pub fn on_raw_metadata<'a>(
+        &self,
+        records: impl IntoIterator<Item = (&'a [u8], Option<&'a [u8]>)>,
+    ) -> usize {
+        let mut bad = 0;
+        let mut events = Vec::new();
+        for (key, value) in records {
+            match WalMetadataRecord::decode(key, value) {
+                Ok(e) => events.push(e),
+                Err(e) => {
+                    tracing::warn!(error = %e, "undecodable remote WAL metadata record skipped");
+                    bad += 1;
+                }
+            }
+        }
+        self.on_metadata(events);
+        bad
+    }
+
     /// Records queued across all partitions.
     pub fn queued(&self) -> usize {
         lock(&self.state).records.values().map(BTreeMap::len).sum()
@@ -366,11 +388,16 @@ impl WalFetcher {
         Vec<WalSliceMetadata>,
         Option<ClassicFetch>,
     )> {
+        // Ask the sink before taking our lock, so a sink never runs under it.
+        let parts: Vec<WalPartition> = lock(&self.state).records.keys().copied().collect();
+        let states: Vec<(WalPartition, Option<FollowerPartition>)> = parts
+            .into_iter()
+            .map(|wp| (wp, self.sink.partition_state(wp.topic_id, wp.partition)))
+            .collect();
         let mut st = lock(&self.state);
         let mut out = Vec::new();
-        let parts: Vec<WalPartition> = st.records.keys().copied().collect();
-        for wp in parts {
-            let Some(fs) = self.sink.partition_state(wp.topic_id, wp.partition) else {
+        for (wp, fs) in states {
+            let Some(fs) = fs else {
                 st.records.remove(&wp);
                 continue;
             };

@@ -472,3 +472,22 @@ async fn run_loop_wakes_on_metadata_and_reports_each_round() {
     let _ = stop.send(());
     assert!(task.await.is_ok());
 }
+
+#[tokio::test]
+async fn raw_records_are_decoded_and_bad_ones_skipped() {
+    let mem = MemoryStore::new();
+    let (data, records) = object("wal/1/a.wal", 3, &[(0, 0, 9)]);
+    assert!(mem.put("wal/1/a.wal", data).await.is_ok());
+    let sink = MemSink::following(&[0], 3);
+    let f = fetcher(Arc::new(mem), sink.clone());
+    let good = crate::metadata::WalMetadataRecord::upsert(&records[0]).expect("encodes");
+    let value = good.value.clone().unwrap_or_default();
+    let truncated = value.slice(..value.len() - 1);
+    let bad = f.on_raw_metadata([
+        (&good.key[..], Some(&truncated[..])),
+        (&good.key[..], Some(&value[..])),
+    ]);
+    assert_eq!(bad, 1);
+    assert_eq!(f.run_once().await.slices_appended, 1);
+    assert_eq!(sink.leo(0), 10);
+}
