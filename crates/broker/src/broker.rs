@@ -58,8 +58,9 @@ pub struct NewTopic {
 }
 
 impl Broker {
+    /// Registered, unfenced brokers in the controller's image (this one at least).
     pub fn live_broker_count(&self) -> i32 {
-        1
+        self.metadata.live_broker_count().max(1)
     }
 
     /// Checks a CreateTopics entry; -1 partitions / replication factor mean the broker default.

@@ -63,9 +63,12 @@ use ConfigType::{Boolean, Double, Int, List, Long};
 pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("node.id", Int, "1", "Id of this broker (and controller) in the cluster."),
     def("broker.rack", ConfigType::String, "", "Rack (availability zone) of this broker, e.g. `az1`. Empty: none."),
+    def("process.roles", List, "broker,controller", "Roles of this node: `broker`, `controller` or both. Only `broker,controller` is supported yet."),
+    def("controller.quorum.voters", List, "", "Voters of the controller quorum, `id@host:port,...` (KRaft format). Empty: this node is its own single-voter quorum."),
+    def("metadata.log.dir", ConfigType::String, "", "Directory of the controller's Raft log and snapshots. Empty: `__cluster_metadata` in the first of `log.dirs`."),
     def("listeners", ConfigType::String, "PLAINTEXT://127.0.0.1:9092", "Address the Kafka listener binds, `PLAINTEXT://host:port`. Port 0 picks a free port."),
     def("advertised.listeners", ConfigType::String, "", "Address given to clients in Metadata. Empty: the bound listener address."),
-    def("log.dirs", List, "./data", "Comma-separated directories holding partition logs and the broker's metadata (the first one)."),
+    def("log.dirs", List, "./data", "Comma-separated directories holding partition logs; the first also holds the controller's metadata log unless `metadata.log.dir` is set."),
     def("num.partitions", Int, "1", "Partitions of an auto-created topic, and of CreateTopics requests that give -1."),
     def("default.replication.factor", Int, "1", "Replication factor of auto-created topics and of CreateTopics requests that give -1."),
     def("auto.create.topics.enable", Boolean, "true", "Create a topic when a client asks for its metadata or produces to it."),
@@ -253,6 +256,39 @@ impl BrokerConfig {
             .filter(|s| !s.is_empty())
             .map(PathBuf::from)
             .collect()
+    }
+
+    /// `process.roles`, trimmed.
+    pub fn process_roles(&self) -> Vec<String> {
+        split_list(self.raw("process.roles"))
+    }
+
+    /// `controller.quorum.voters` as node id to `host:port`; empty means this node alone.
+    pub fn controller_quorum_voters(&self) -> Result<BTreeMap<u64, String>, ConfigError> {
+        let mut voters = BTreeMap::new();
+        for entry in split_list(self.raw("controller.quorum.voters")) {
+            let (id, addr) = parse_voter(&entry)?;
+            if voters.insert(id, addr).is_some() {
+                return Err(bad(
+                    "controller.quorum.voters",
+                    "list",
+                    format!("voter {id} is listed twice"),
+                ));
+            }
+        }
+        Ok(voters)
+    }
+
+    /// Where the controller keeps its Raft log: `metadata.log.dir`, else
+    /// `<first of log.dirs>/__cluster_metadata`.
+    pub fn metadata_log_dir(&self) -> Option<PathBuf> {
+        let explicit = self.raw("metadata.log.dir");
+        if !explicit.is_empty() {
+            return Some(PathBuf::from(explicit));
+        }
+        self.log_dirs()
+            .first()
+            .map(|d| d.join("__cluster_metadata"))
     }
 
     pub fn num_partitions(&self) -> i32 {
@@ -444,6 +480,36 @@ fn value_to_string(def: &ConfigDef, value: &toml::Value) -> Result<String, Confi
     Ok(text)
 }
 
+fn split_list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// One `id@host:port` entry of `controller.quorum.voters`.
+fn parse_voter(entry: &str) -> Result<(u64, String), ConfigError> {
+    let err = |detail: String| bad("controller.quorum.voters", "list", detail);
+    let (id, addr) = entry
+        .split_once('@')
+        .ok_or_else(|| err(format!("`{entry}` is not `id@host:port`")))?;
+    let id = id
+        .trim()
+        .parse::<u64>()
+        .map_err(|e| err(format!("bad voter id in `{entry}`: {e}")))?;
+    let (host, port) = addr
+        .rsplit_once(':')
+        .ok_or_else(|| err(format!("`{entry}` has no port")))?;
+    if host.is_empty() {
+        return Err(err(format!("`{entry}` has no host")));
+    }
+    port.parse::<u16>()
+        .map_err(|e| err(format!("bad port in `{entry}`: {e}")))?;
+    Ok((id, addr.to_string()))
+}
+
 /// Value checks beyond the type, for keys where a wrong value would only fail later.
 fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
     let n = text.parse::<i64>().ok();
@@ -466,6 +532,14 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
         "group.consumer.assignors" => text
             .split(',')
             .all(|a| matches!(a.trim(), "uniform" | "range")),
+        "process.roles" => {
+            let roles = split_list(text);
+            !roles.is_empty()
+                && roles
+                    .iter()
+                    .all(|r| matches!(r.as_str(), "broker" | "controller"))
+        }
+        "controller.quorum.voters" => split_list(text).iter().all(|v| parse_voter(v).is_ok()),
         "group.consumer.heartbeat.interval.ms" | "group.consumer.session.timeout.ms" => {
             n.is_some_and(|n| n >= 1)
         }

@@ -111,3 +111,33 @@ fn docs_hold_the_generated_reference() {
         "docs/configuration.md is stale: regenerate its tables with `ferry config-reference`"
     );
 }
+
+#[test]
+fn controller_quorum_keys() {
+    let c = BrokerConfig::default();
+    assert_eq!(c.process_roles(), vec!["broker", "controller"]);
+    assert!(c.controller_quorum_voters().unwrap().is_empty());
+    assert_eq!(
+        c.metadata_log_dir().unwrap(),
+        std::path::Path::new("./data/__cluster_metadata")
+    );
+    let c = BrokerConfig::parse(
+        "\"controller.quorum.voters\" = \"1@127.0.0.1:9093, 2@[::1]:9094\"\n\"metadata.log.dir\" = \"/m\"",
+    )
+    .unwrap();
+    let voters = c.controller_quorum_voters().unwrap();
+    assert_eq!(voters[&1], "127.0.0.1:9093");
+    assert_eq!(voters[&2], "[::1]:9094");
+    assert_eq!(c.metadata_log_dir().unwrap(), std::path::Path::new("/m"));
+    for bad in [
+        "\"controller.quorum.voters\" = \"127.0.0.1:9093\"",
+        "\"controller.quorum.voters\" = \"x@127.0.0.1:9093\"",
+        "\"controller.quorum.voters\" = \"1@127.0.0.1\"",
+        "\"process.roles\" = \"broker,zookeeper\"",
+        "\"process.roles\" = \"\"",
+    ] {
+        assert!(BrokerConfig::parse(bad).is_err(), "{bad}");
+    }
+    let dup = BrokerConfig::parse("\"controller.quorum.voters\" = \"1@a:1,1@b:2\"").unwrap();
+    assert!(dup.controller_quorum_voters().is_err());
+}

@@ -23,6 +23,9 @@ pub fn metadata_error(e: &MetadataError) -> ResponseError {
     match e {
         MetadataError::TopicExists(_) => ResponseError::TopicAlreadyExists,
         MetadataError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
+        MetadataError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+        MetadataError::Placement(_) => ResponseError::InvalidReplicationFactor,
+        e if e.is_retriable() => ResponseError::NotController,
         _ => ResponseError::KafkaStorageError,
     }
 }

@@ -142,6 +142,8 @@ impl LogManager {
             match parse_partition_dir(&name) {
                 Some(tp) => out.push(tp),
                 None if name.ends_with("-delete") => {}
+                // The controller's Raft log (`metadata.log.dir` by default).
+                None if name == "__cluster_metadata" => {}
                 None => warn!(dir = %e.path().display(), "skipping unexpected directory"),
             }
         }

@@ -1,4 +1,4 @@
-//! Start-up and shutdown of a broker: open the metadata and the logs, bind the listeners,
+//! Start-up and shutdown of a broker: open the logs, bind the listeners, start the controller,
 //! accept connections, run periodic maintenance, and on shutdown drain connections and close
 //! every log cleanly (so the next start skips recovery).
 
@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessionCache;
-use crate::metadata::MetadataStore;
+use crate::metadata::{MetadataOptions, MetadataStore};
 use crate::metrics::{self, Metrics};
 use crate::replica_manager::ReplicaManager;
 
@@ -36,10 +36,17 @@ impl Server {
     pub async fn start(config: BrokerConfig, clock: SharedClock) -> anyhow::Result<Self> {
         let dirs = config.log_dirs();
         let first = dirs.first().context("log.dirs is empty")?.clone();
-        let metadata = Arc::new(
-            MetadataStore::open(&first, config.node_id())
-                .with_context(|| format!("opening metadata in {}", first.display()))?,
-        );
+        let roles = config.process_roles();
+        if !roles.iter().any(|r| r == "broker") || !roles.iter().any(|r| r == "controller") {
+            anyhow::bail!(
+                "process.roles = {:?}: only `broker,controller` (a combined node) is supported yet",
+                roles.join(",")
+            );
+        }
+        let voters = config.controller_quorum_voters()?;
+        let metadata_dir = config
+            .metadata_log_dir()
+            .context("log.dirs is empty and metadata.log.dir is not set")?;
         let logs = LogManager::open(dirs.clone(), clock.clone()).context("opening log dirs")?;
         let on_disk = logs.partitions_on_disk();
         let replicas = ReplicaManager::new(logs);
@@ -56,6 +63,24 @@ impl Server {
         if host.is_empty() || host == "0.0.0.0" {
             host = local_addr.ip().to_string();
         }
+        let options = MetadataOptions {
+            node_id: config.node_id(),
+            dir: metadata_dir.clone(),
+            legacy_dir: first.clone(),
+            voters,
+            rack: config.rack(),
+            host: host.clone(),
+            port,
+        };
+        // Start-up blocks on the controller (election, registration, a one-time import).
+        let metadata = Arc::new(
+            tokio::task::spawn_blocking(move || MetadataStore::open(options))
+                .await
+                .context("metadata start-up task")?
+                .with_context(|| {
+                    format!("starting the controller in {}", metadata_dir.display())
+                })?,
+        );
         let metrics_listener = match config.metrics_address()? {
             Some(addr) => Some(
                 metrics::bind(addr)
@@ -177,6 +202,11 @@ impl Server {
             .context("log shutdown task")?
             .context("closing logs")?;
         tracing::info!("logs closed cleanly");
+        let b = broker.clone();
+        tokio::task::spawn_blocking(move || b.metadata.shutdown())
+            .await
+            .context("controller shutdown task")?;
+        tracing::info!("controller stopped");
         Ok(())
     }
 }

@@ -1,0 +1,141 @@
+//! The controller as the broker's synchronous metadata code sees it.
+//!
+//! The [`Controller`] runs on a small runtime of its own ("ferry-controller" threads), so a
+//! caller may wait for a commit from anywhere: a request handler on the broker's multi-threaded
+//! runtime (the wait is wrapped in `block_in_place`), a `current_thread` runtime (tests), or a
+//! plain thread. The wait never depends on the caller's runtime making progress.
+//!
+//! Reads are a `watch` borrow of the applied image and never block.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ferry_cluster::{ClusterError, Committed, Controller, ControllerConfig, Image, MetadataRecord};
+use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
+use tokio::sync::watch;
+
+/// How long start-up waits for the quorum to elect a leader.
+const LEADER_WAIT: Duration = Duration::from_secs(30);
+/// How long a caller waits for a proposal to be applied locally after it committed.
+const APPLY_WAIT: Duration = Duration::from_secs(30);
+
+pub struct Quorum {
+    handle: Handle,
+    runtime: Mutex<Option<Runtime>>,
+    controller: Mutex<Option<Arc<Controller>>>,
+    image: watch::Receiver<Arc<Image>>,
+}
+
+impl Quorum {
+    /// Starts the controller from `config` and waits until the quorum has a leader.
+    pub fn start(config: ControllerConfig) -> Result<Self, ClusterError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("ferry-controller")
+            .enable_all()
+            .build()
+            .map_err(|e| ClusterError::Raft(format!("cannot start the controller runtime: {e}")))?;
+        let handle = runtime.handle().clone();
+        let controller = wait_on(&handle, async move {
+            let controller = Controller::start_with(config, None).await?;
+            controller.wait_for_leader(LEADER_WAIT).await?;
+            Ok::<_, ClusterError>(controller)
+        })??;
+        let image = controller.subscribe();
+        Ok(Self {
+            handle,
+            runtime: Mutex::new(Some(runtime)),
+            controller: Mutex::new(Some(Arc::new(controller))),
+            image,
+        })
+    }
+
+    /// The image as applied on this node.
+    pub fn image(&self) -> Arc<Image> {
+        self.image.borrow().clone()
+    }
+
+    /// Commits `record` and returns once this node's image includes it.
+    pub fn propose(&self, record: MetadataRecord) -> Result<Committed, ClusterError> {
+        let controller = self
+            .controller
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(stopped)?;
+        wait_on(&self.handle, async move {
+            let committed = controller.propose(record).await?;
+            controller.wait_applied(committed.index, APPLY_WAIT).await?;
+            Ok(committed)
+        })?
+    }
+
+    /// Stops the controller cleanly (idempotent). Blocks until its Raft core has stopped.
+    pub fn shutdown(&self) {
+        let controller = self
+            .controller
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let runtime = self
+            .runtime
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let Some(runtime) = runtime else {
+            return;
+        };
+        // A runtime may be neither blocked on nor dropped inside another runtime's task: do
+        // both on a thread of our own.
+        let stopper = std::thread::Builder::new()
+            .name("ferry-controller-stop".into())
+            .spawn(move || {
+                if let Some(controller) = controller {
+                    match Arc::try_unwrap(controller) {
+                        Ok(c) => runtime.block_on(c.shutdown()),
+                        // A proposal is still in flight; dropping stops the listener, and
+                        // shutting the runtime down below stops the rest.
+                        Err(c) => drop(c),
+                    }
+                }
+                runtime.shutdown_timeout(Duration::from_secs(5));
+            });
+        match stopper {
+            Ok(t) => {
+                if t.join().is_err() {
+                    tracing::warn!("controller shutdown thread panicked");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot spawn the controller shutdown thread"),
+        }
+    }
+}
+
+impl Drop for Quorum {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn stopped() -> ClusterError {
+    ClusterError::Raft("the controller has stopped".into())
+}
+
+/// Runs `fut` on the controller runtime and waits for its output from any kind of thread.
+fn wait_on<T: Send + 'static>(
+    handle: &Handle,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> Result<T, ClusterError> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    handle.spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    let wait = move || rx.recv().map_err(|_| stopped());
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(wait)
+        }
+        _ => wait(),
+    }
+}
