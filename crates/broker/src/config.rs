@@ -76,7 +76,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("message.max.bytes", Int, "1048588", "Default of the topic config `max.message.bytes`: the largest record batch accepted."),
     def("fetch.max.bytes", Int, "57671680", "Upper bound on the bytes one Fetch response carries."),
     def("min.insync.replicas", Int, "1", "Default of the topic config `min.insync.replicas`."),
-    def("compression.type", ConfigType::String, "producer", "Default of the topic config `compression.type`. Only `producer` (keep what the producer sent) is served yet."),
+    def("compression.type", ConfigType::String, "producer", "Default of the topic config `compression.type`: `producer` keeps what the producer sent; `uncompressed`/`none`, `gzip`, `snappy`, `lz4` or `zstd` re-encode batches with that codec."),
     def("log.cleanup.policy", List, "delete", "Default of the topic config `cleanup.policy`."),
     def("log.segment.bytes", Int, "1073741824", "Default of `segment.bytes`: size at which a segment is rolled."),
     def("log.roll.ms", Long, "604800000", "Default of `segment.ms`: age at which a segment is rolled."),
@@ -528,7 +528,10 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
         "log.cleanup.policy" => text
             .split(',')
             .all(|p| matches!(p.trim(), "delete" | "compact")),
-        "compression.type" => text == "producer",
+        "compression.type" => matches!(
+            text,
+            "producer" | "none" | "gzip" | "snappy" | "lz4" | "zstd" | "uncompressed"
+        ),
         "group.consumer.assignors" => text
             .split(',')
             .all(|a| matches!(a.trim(), "uniform" | "range")),

@@ -12,6 +12,7 @@ pub mod group_store;
 pub mod handlers;
 pub mod metadata;
 pub mod metrics;
+pub mod recompress;
 pub mod replica_manager;
 pub mod server;
 pub mod topic_config;

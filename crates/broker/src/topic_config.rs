@@ -105,7 +105,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     t(
         "compression.type",
         ConfigType::String,
-        "Only `producer` is served yet: batches are stored as the producer compressed them.",
+        "`producer` stores batches as the producer compressed them; `uncompressed`/`none`, `gzip`, `snappy`, `lz4`, `zstd` re-encode them with that codec.",
     ),
     t(
         "unclean.leader.election.enable",
@@ -183,7 +183,9 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
         "segment.bytes" => at_least(14),
         "segment.ms" => at_least(1),
         "segment.index.bytes" => at_least(8),
-        "index.interval.bytes" | "file.delete.delay.ms" | "delete.retention.ms"
+        "index.interval.bytes"
+        | "file.delete.delay.ms"
+        | "delete.retention.ms"
         | "min.compaction.lag.ms" => at_least(0),
         "max.compaction.lag.ms" => at_least(1),
         "max.message.bytes" => at_least(0),
@@ -204,11 +206,10 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
             }
         }
         "compression.type" => match value {
-            "producer" => Ok(()),
-            "none" | "gzip" | "snappy" | "lz4" | "zstd" | "uncompressed" => Err(invalid(
-                "ferry stores batches as the producer compressed them; only `producer` is served yet",
+            "producer" | "none" | "gzip" | "snappy" | "lz4" | "zstd" | "uncompressed" => Ok(()),
+            _ => Err(invalid(
+                "must be one of producer, uncompressed, none, gzip, snappy, lz4, zstd",
             )),
-            _ => Err(invalid("unknown compression type")),
         },
         _ => Ok(()),
     }

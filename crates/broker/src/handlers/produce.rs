@@ -38,6 +38,11 @@ pub fn handle(
                 .and_then(|(v, _, _)| v.parse::<i32>().ok())
                 .unwrap_or(1)
         });
+        // Broker-side compression: None keeps the producer's codec.
+        let codec = meta.as_ref().and_then(|m| {
+            topic_config::effective(&broker.config, &m.configs, "compression.type")
+                .and_then(|(v, _, _)| crate::recompress::target_codec(&v))
+        });
         let unknown_topic_error = if version >= 13 {
             ResponseError::UnknownTopicId
         } else {
@@ -88,7 +93,17 @@ pub fn handle(
                             ResponseError::CorruptMessage,
                             "produce request without records".into(),
                         ),
-                        Some(records) => match partition.append(&records) {
+                        Some(records) => match codec
+                            .map(|c| crate::recompress::recompress(&records, c))
+                            .transpose()
+                            .map(|r| r.flatten().unwrap_or(records))
+                            .map_err(|e| {
+                                ferry_log::LogError::CorruptMessage(format!(
+                                    "cannot recompress for compression.type: {e}"
+                                ))
+                            })
+                            .and_then(|records| partition.append(&records))
+                        {
                             Ok(info) => {
                                 if !info.duplicate {
                                     broker.metrics.topic(

@@ -480,3 +480,25 @@ async fn clients_cannot_write_or_delete_the_offsets_topic() {
     }
     assert!(b.metadata.topic("__consumer_offsets").is_some());
 }
+
+#[tokio::test]
+async fn topic_compression_type_reencodes_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "").await;
+    create(&b, "zipped", 1, &[("compression.type", "gzip")]).await;
+    let r = produce(&b, "zipped", 0, batch(&["a", "b"], None), 1)
+        .await
+        .unwrap();
+    assert_eq!(produce_result(&r), (0, 0));
+    let f = fetch(&b, "zipped", 0, 0, 0, 0).await;
+    let records = f.responses[0].partitions[0].records.clone().unwrap();
+    // attributes (bytes 21..23): codec 1 = gzip
+    assert_eq!(records[22] & 0x07, 1, "stored with the topic's codec");
+    assert_eq!(values_of(&records), vec!["a", "b"]);
+    // An unknown codec is refused.
+    let bad = create(&b, "weird", 1, &[("compression.type", "brotli")]).await;
+    assert_eq!(
+        bad.topics[0].error_code,
+        ResponseError::InvalidConfig.code()
+    );
+}

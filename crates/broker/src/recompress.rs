@@ -1,0 +1,165 @@
+//! Broker-side compression (`compression.type` other than `producer`): batches a producer sent
+//! with another codec are decoded and encoded again with the topic's codec before they are
+//! appended, as Kafka's log validator does. Records keep their keys, values, headers,
+//! timestamps and order; a batch keeps its producer id, epoch and base sequence, so
+//! idempotent producers are checked exactly as for batches stored as sent.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
+};
+
+/// What a `compression.type` value asks for: `None` keeps the producer's codec.
+pub fn target_codec(value: &str) -> Option<Compression> {
+    match value {
+        "gzip" => Some(Compression::Gzip),
+        "snappy" => Some(Compression::Snappy),
+        "lz4" => Some(Compression::Lz4),
+        "zstd" => Some(Compression::Zstd),
+        "none" | "uncompressed" => Some(Compression::None),
+        _ => None,
+    }
+}
+
+/// Codec bits of every v2 batch in `records` (attributes at byte 21..23, low 3 bits).
+fn codecs(records: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    let mut pos = 0usize;
+    std::iter::from_fn(move || {
+        if records.len() < pos + 23 {
+            return None;
+        }
+        let len = i32::from_be_bytes(records[pos + 8..pos + 12].try_into().ok()?);
+        let codec = records[pos + 22] & 0x07;
+        pos = pos.checked_add(12 + usize::try_from(len).ok()?)?;
+        Some(codec)
+    })
+}
+
+/// Re-encodes `records` with `target` unless every batch already uses it (then `Ok(None)`).
+/// A batch that cannot be decoded is an error (CORRUPT_MESSAGE for the producer).
+pub fn recompress(records: &Bytes, target: Compression) -> Result<Option<Bytes>, String> {
+    if codecs(records).all(|c| c == target as u8) {
+        return Ok(None);
+    }
+    let mut input = records.clone();
+    let sets = RecordBatchDecoder::decode_all(&mut input)
+        .map_err(|e| format!("cannot decode batch: {e}"))?;
+    let mut out = BytesMut::with_capacity(records.len());
+    for set in sets {
+        let mut records = set.records;
+        let Some(first) = records.first() else {
+            continue;
+        };
+        let (base_offset, base_sequence) = (first.offset, first.sequence);
+        // The encoder keeps records in one batch while offset - sequence stays constant; give
+        // sequence-less records (-1) a run that keeps them together and still writes -1 first.
+        if base_sequence < 0 {
+            for r in &mut records {
+                r.sequence = (r.offset - base_offset) as i32 - 1;
+            }
+        }
+        RecordBatchEncoder::encode(
+            &mut out,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression: target,
+            },
+        )
+        .map_err(|e| format!("cannot encode batch: {e}"))?;
+    }
+    Ok(Some(out.freeze()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::records::{Record, TimestampType};
+
+    fn batch(compression: Compression, producer: Option<(i64, i16, i32)>) -> Bytes {
+        let records: Vec<Record> = (0..5)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: producer.map(|p| p.0).unwrap_or(-1),
+                producer_epoch: producer.map(|p| p.1).unwrap_or(-1),
+                timestamp_type: TimestampType::Creation,
+                offset: i,
+                // Without a producer the base sequence is -1; the encoder keeps records in one
+                // batch while offset - sequence is constant.
+                sequence: producer.map(|p| p.2 + i as i32).unwrap_or(i as i32 - 1),
+                timestamp: 1000 + i,
+                key: Some(Bytes::from(format!("k{i}"))),
+                value: Some(Bytes::from(format!("value {i} ").repeat(20))),
+                headers: [(
+                    kafka_protocol::protocol::StrBytes::from_static_str("h"),
+                    Some(Bytes::from_static(b"v")),
+                )]
+                .into_iter()
+                .collect(),
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression,
+            },
+        )
+        .unwrap();
+        buf.freeze()
+    }
+
+    #[test]
+    fn same_codec_is_left_alone() {
+        let b = batch(Compression::Gzip, None);
+        assert!(recompress(&b, Compression::Gzip).unwrap().is_none());
+        assert_eq!(target_codec("producer"), None);
+        assert_eq!(target_codec("uncompressed"), Some(Compression::None));
+    }
+
+    #[test]
+    fn other_codecs_are_reencoded_into_one_batch_with_the_same_records() {
+        for (from, to) in [
+            (Compression::None, Compression::Zstd),
+            (Compression::Snappy, Compression::Gzip),
+            (Compression::Lz4, Compression::None),
+        ] {
+            let original = batch(from, Some((7, 2, 40)));
+            let again = recompress(&original, to).unwrap().unwrap();
+            assert_eq!(
+                codecs(&again).collect::<Vec<_>>(),
+                vec![to as u8],
+                "one batch, new codec"
+            );
+            let a = RecordBatchDecoder::decode_all(&mut original.clone()).unwrap();
+            let b = RecordBatchDecoder::decode_all(&mut again.clone()).unwrap();
+            assert_eq!(a[0].records, b[0].records, "{from:?} -> {to:?}");
+        }
+    }
+
+    #[test]
+    fn records_without_a_producer_stay_in_one_batch() {
+        let again = recompress(&batch(Compression::None, None), Compression::Lz4)
+            .unwrap()
+            .unwrap();
+        let sets = RecordBatchDecoder::decode_all(&mut again.clone()).unwrap();
+        assert_eq!(sets.len(), 1);
+        assert_eq!(sets[0].records.len(), 5);
+        assert!(sets[0].records.iter().all(|r| r.producer_id == -1));
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        let mut b = BytesMut::from(&batch(Compression::Gzip, None)[..]);
+        let n = b.len();
+        for byte in &mut b[61..n] {
+            *byte = 0xAB;
+        }
+        assert!(recompress(&b.freeze(), Compression::None).is_err());
+    }
+}
