@@ -13,7 +13,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::assignor::Assignment;
 use crate::consumer::{self, ConsumerGroup, ConsumerMember};
-use crate::coordinator::{s, ClientInfo, GroupCoordinator};
+use crate::coordinator::{authorized_operations, s, ClientInfo, GroupCoordinator};
 use crate::group::{Group, GroupState};
 use crate::offsets_topic::{
     encode_key, encode_value, ConsumerGroupValue, ConsumerMemberValue, RecordKey, RecordValue,
@@ -116,11 +116,9 @@ impl GroupCoordinator {
             .map(|id| {
                 let base = DescribedGroup::default()
                     .with_group_id(id.clone())
-                    .with_authorized_operations(if req.include_authorized_operations {
-                        0b1111_1000
-                    } else {
-                        i32::MIN
-                    });
+                    .with_authorized_operations(authorized_operations(
+                        req.include_authorized_operations,
+                    ));
                 match groups.get(id.as_str()) {
                     None => base
                         .with_error_code(ResponseError::GroupIdNotFound.code())

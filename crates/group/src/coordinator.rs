@@ -44,6 +44,19 @@ pub struct GroupCoordinator {
     pub(crate) catalog: Arc<dyn TopicCatalog>,
 }
 
+/// Operations on a group, as Kafka's `AclOperation` bits: READ (3), DELETE (6), DESCRIBE (8),
+/// DESCRIBE_CONFIGS (10), ALTER_CONFIGS (11). ferry has no ACLs, so every client holds them all.
+const ALL_GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
+
+/// The authorized-operations field: the bit set when asked for, Kafka's "omitted" otherwise.
+pub(crate) fn authorized_operations(requested: bool) -> i32 {
+    if requested {
+        ALL_GROUP_OPERATIONS
+    } else {
+        i32::MIN
+    }
+}
+
 pub(crate) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
@@ -345,11 +358,9 @@ impl GroupCoordinator {
             .map(|id| {
                 let base = DescribedGroup::default()
                     .with_group_id(id.clone())
-                    .with_authorized_operations(if req.include_authorized_operations {
-                        0b1111_1000
-                    } else {
-                        i32::MIN
-                    });
+                    .with_authorized_operations(authorized_operations(
+                        req.include_authorized_operations,
+                    ));
                 if id.is_empty() {
                     return base
                         .with_error_code(ResponseError::InvalidGroupId.code())
