@@ -13,7 +13,8 @@ use crate::fetch_session::FetchSessionCache;
 use crate::group_store::{LogOffsetsStore, OFFSETS_TOPIC};
 use crate::metadata::{self, MetadataStore, TopicMeta};
 use crate::metrics::Metrics;
-use crate::replica_manager::ReplicaManager;
+use crate::replica_fetcher::ReplicaFetcher;
+use crate::replica_manager::{IsrChange, ReplicaManager};
 use crate::topic_config;
 
 /// Everything a request handler may touch.
@@ -31,6 +32,10 @@ pub struct Broker {
     pub offsets_store: Arc<LogOffsetsStore>,
     /// Serializes the creation and loading of `__consumer_offsets`.
     pub group_init: std::sync::Mutex<()>,
+    /// How followed partitions get their bytes from their leaders.
+    pub fetcher: Box<dyn ReplicaFetcher>,
+    /// ISR changes the partitions led here want; proposed to the controller by a task.
+    pub isr_changes: tokio::sync::mpsc::UnboundedSender<IsrChange>,
 }
 
 /// A topic-level failure with the Kafka error and a message for the client.
@@ -147,12 +152,64 @@ impl Broker {
         Ok(meta)
     }
 
-    /// Opens the logs of every partition of a known topic.
+    /// Opens the logs of the partitions of a known topic that this broker hosts, as leader or
+    /// follower by the image.
     pub fn open_topic(&self, meta: &TopicMeta) -> Result<(), TopicError> {
-        let log_config = topic_config::log_config(&self.config, &meta.configs);
+        let image = self.metadata.image();
+        let Some(topic) = image.topic(&meta.name) else {
+            return Err(TopicError::new(
+                ResponseError::UnknownTopicOrPartition,
+                format!("topic `{}` is not in the metadata image", meta.name),
+            ));
+        };
+        let log_config = topic_config::log_config(&self.config, &topic.configs);
+        // New followers start fetching when the image task syncs the fetchers.
         self.replicas
-            .ensure_topic(meta, log_config)
+            .ensure_topic(topic, log_config)
+            .map(|_| ())
             .map_err(|e| TopicError::new(errors::log_error(&e), e.to_string()))
+    }
+
+    /// The error for a partition not hosted here: NOT_LEADER_OR_FOLLOWER if the image knows it
+    /// (another broker hosts it), else UNKNOWN_TOPIC_OR_PARTITION.
+    pub fn missing_partition_error(&self, topic: &str, partition: i32) -> ResponseError {
+        let known = self
+            .metadata
+            .image()
+            .topic(topic)
+            .is_some_and(|t| partition >= 0 && (partition as usize) < t.partitions.len());
+        if known {
+            ResponseError::NotLeaderOrFollower
+        } else {
+            ResponseError::UnknownTopicOrPartition
+        }
+    }
+
+    /// The leader of a partition by the image, with its epoch: (-1, -1) if unknown.
+    pub fn leader_of(&self, topic: &str, partition: i32) -> (i32, i32) {
+        let image = self.metadata.image();
+        image
+            .topic(topic)
+            .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?))
+            .map(|p| (p.leader, p.leader_epoch))
+            .unwrap_or((-1, -1))
+    }
+
+    /// Follows a new metadata image: partitions, roles, deleted topics, fetchers.
+    pub fn apply_image(self: &Arc<Self>, image: &ferry_cluster::Image) {
+        let changes = self.replicas.apply_image(image, |t| {
+            topic_config::log_config(&self.config, &t.configs)
+        });
+        for topic in &changes.deleted_topics {
+            self.fetch_sessions.forget_topic(topic);
+            tracing::info!(topic = %topic, "deleted the local replicas of a deleted topic");
+        }
+        self.fetcher.sync(self);
+    }
+
+    /// Proposes a leader's ISR change to the controller (blocking).
+    pub fn propose_isr_change(&self, change: &IsrChange) -> Result<(), String> {
+        self.metadata.alter_isr(change).map_err(|e| e.to_string())
     }
 
     /// Creates a topic on first use when `auto.create.topics.enable` allows it.

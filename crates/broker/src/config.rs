@@ -64,7 +64,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("node.id", Int, "1", "Id of this broker (and controller) in the cluster."),
     def("broker.rack", ConfigType::String, "", "Rack (availability zone) of this broker, e.g. `az1`. Empty: none."),
     def("process.roles", List, "broker,controller", "Roles of this node: `broker`, `controller` or both. Only `broker,controller` is supported yet."),
-    def("controller.quorum.voters", List, "", "Voters of the controller quorum, `id@host:port,...` (KRaft format). Empty: this node is its own single-voter quorum."),
+    def("controller.quorum.voters", List, "", "Voters of the controller quorum, `id@host:port,...` (KRaft format). Each voter's controller listens on its own `host:port` here, which must differ from its Kafka `listeners`. Empty: this node is its own single-voter quorum."),
     def("metadata.log.dir", ConfigType::String, "", "Directory of the controller's Raft log and snapshots. Empty: `__cluster_metadata` in the first of `log.dirs`."),
     def("listeners", ConfigType::String, "PLAINTEXT://127.0.0.1:9092", "Address the Kafka listener binds, `PLAINTEXT://host:port`. Port 0 picks a free port."),
     def("advertised.listeners", ConfigType::String, "", "Address given to clients in Metadata. Empty: the bound listener address."),
@@ -76,6 +76,9 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("message.max.bytes", Int, "1048588", "Default of the topic config `max.message.bytes`: the largest record batch accepted."),
     def("fetch.max.bytes", Int, "57671680", "Upper bound on the bytes one Fetch response carries."),
     def("min.insync.replicas", Int, "1", "Default of the topic config `min.insync.replicas`."),
+    def("replica.lag.time.max.ms", Long, "30000", "A follower that has not caught up with the leader's log end offset for this long leaves the ISR (AlterPartition through the controller)."),
+    def("replica.fetch.wait.max.ms", Int, "500", "Longest time a follower's Fetch waits at the leader for new data."),
+    def("replica.fetch.max.bytes", Int, "1048576", "Bytes a follower asks for per partition in one Fetch."),
     def("compression.type", ConfigType::String, "producer", "Default of the topic config `compression.type`: `producer` keeps what the producer sent; `uncompressed`/`none`, `gzip`, `snappy`, `lz4` or `zstd` re-encode batches with that codec."),
     def("log.cleanup.policy", List, "delete", "Default of the topic config `cleanup.policy`."),
     def("log.segment.bytes", Int, "1073741824", "Default of `segment.bytes`: size at which a segment is rolled."),
@@ -204,6 +207,21 @@ impl BrokerConfig {
             return v;
         }
         lookup_def(key).map(|d| d.default).unwrap_or("")
+    }
+
+    /// `replica.lag.time.max.ms`.
+    pub fn replica_lag_time_max_ms(&self) -> i64 {
+        self.long("replica.lag.time.max.ms").max(1)
+    }
+
+    /// `replica.fetch.wait.max.ms`.
+    pub fn replica_fetch_wait_max_ms(&self) -> i32 {
+        i32::try_from(self.long("replica.fetch.wait.max.ms").max(0)).unwrap_or(500)
+    }
+
+    /// `replica.fetch.max.bytes`.
+    pub fn replica_fetch_max_bytes(&self) -> i32 {
+        i32::try_from(self.long("replica.fetch.max.bytes").max(1)).unwrap_or(1 << 20)
     }
 
     fn long(&self, key: &str) -> i64 {
@@ -520,6 +538,8 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
         | "message.max.bytes"
         | "fetch.max.bytes"
         | "min.insync.replicas"
+        | "replica.lag.time.max.ms"
+        | "replica.fetch.max.bytes"
         | "log.index.interval.bytes"
         | "log.flush.interval.messages" => n.is_some_and(|n| n >= 1),
         "log.segment.bytes" => n.is_some_and(|n| n >= 14),

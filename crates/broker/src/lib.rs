@@ -13,6 +13,7 @@ pub mod handlers;
 pub mod metadata;
 pub mod metrics;
 pub mod recompress;
+pub mod replica_fetcher;
 pub mod replica_manager;
 pub mod server;
 pub mod topic_config;

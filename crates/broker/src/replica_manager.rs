@@ -1,33 +1,159 @@
 //! The replica manager: the partitions this broker hosts, and the one path by which records
 //! are appended to and read from their logs.
 //!
-//! On a single node every partition is led here with leader epoch 0 and the in-sync replica set
-//! is this broker alone, so the high watermark is the log end offset. Each append publishes the
-//! new log end offset on the partition's watch channel; long-polling fetches wait on it.
+//! The partitions follow the controller's metadata image ([`ReplicaManager::apply_image`]): this
+//! broker hosts a log for every partition whose replicas include it, and is its leader or a
+//! follower as the image says. As leader it tracks each follower's log end offset (reported by the
+//! follower's Fetch) and the last time it caught up; the high watermark is the least log end
+//! offset over the in-sync replicas and never decreases. As follower its high watermark is the
+//! leader's, bounded by its own log end offset ([`Partition::update_follower_high_watermark`]).
+//!
+//! On a single node every partition is led here and the in-sync replica set is this broker alone,
+//! so the high watermark is the log end offset. Every change of the log end offset or the high
+//! watermark is published on the partition's watch channel; long-polling fetches and acks=all
+//! produce requests wait on it.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
 
+use ferry_cluster::image::{PartitionState, TopicImage, NO_LEADER};
+use ferry_cluster::{BrokerId, Image};
 use ferry_common::TopicPartition;
 use ferry_log::{AppendInfo, FetchData, LogConfig, LogError, LogManager, PartitionLog};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use crate::metadata::TopicMeta;
+/// What this broker is for one partition, as the image last said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    Follower { leader: BrokerId },
+}
+
+/// What the leader knows of one follower.
+#[derive(Debug, Clone, Copy)]
+struct FollowerState {
+    /// The offset of its last Fetch, i.e. its log end offset; -1 before its first fetch.
+    log_end_offset: i64,
+    /// The last time it was caught up: its fetch reached the leader's log end offset as of
+    /// that fetch, or as of its previous fetch (Kafka's rule, so a follower of a busy leader
+    /// counts as caught up).
+    last_caught_up: Instant,
+    /// The leader's log end offset and the time at its previous fetch.
+    last_fetch_leader_leo: i64,
+    last_fetch: Instant,
+}
+
+impl FollowerState {
+    fn new(now: Instant) -> Self {
+        Self {
+            log_end_offset: -1,
+            last_caught_up: now,
+            last_fetch_leader_leo: -1,
+            last_fetch: now,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct ReplicaState {
+    role: Role,
+    replicas: Vec<BrokerId>,
+    isr: Vec<BrokerId>,
+    partition_epoch: i32,
+    /// The log end offset when this broker became leader of the current epoch.
+    epoch_start_offset: i64,
+    followers: BTreeMap<BrokerId, FollowerState>,
+    /// An ISR change proposed and not yet seen in the image.
+    isr_change_pending: bool,
+}
+
+/// An ISR change this partition's leader wants the controller to make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrChange {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub leader: BrokerId,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub new_isr: Vec<BrokerId>,
+}
 
 /// One partition hosted by this broker.
 pub struct Partition {
     pub tp: TopicPartition,
     pub topic_id: Uuid,
     pub log: Arc<PartitionLog>,
-    pub leader_epoch: i32,
+    node_id: BrokerId,
+    leader_epoch: AtomicI32,
+    high_watermark: AtomicI64,
+    state: Mutex<ReplicaState>,
     end_offset: watch::Sender<i64>,
 }
 
 impl Partition {
+    fn new(tp: TopicPartition, topic_id: Uuid, log: Arc<PartitionLog>, node_id: BrokerId) -> Self {
+        let leo = log.log_end_offset();
+        let (end_offset, _) = watch::channel(leo);
+        Self {
+            tp,
+            topic_id,
+            node_id,
+            // Neither leader nor follower until the image says (the first apply is a change).
+            leader_epoch: AtomicI32::new(-1),
+            // No high-watermark checkpoint yet: a log opened here starts with its end offset.
+            high_watermark: AtomicI64::new(leo),
+            state: Mutex::new(ReplicaState {
+                role: Role::Follower { leader: NO_LEADER },
+                replicas: vec![node_id],
+                isr: vec![node_id],
+                partition_epoch: 0,
+                epoch_start_offset: leo,
+                followers: BTreeMap::new(),
+                isr_change_pending: false,
+            }),
+            log,
+            end_offset,
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, ReplicaState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch.load(Ordering::Acquire)
+    }
+
+    pub fn role(&self) -> Role {
+        self.state().role
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.role() == Role::Leader
+    }
+
+    /// The leader as this broker knows it (-1: none).
+    pub fn leader(&self) -> BrokerId {
+        match self.role() {
+            Role::Leader => self.node_id,
+            Role::Follower { leader } => leader,
+        }
+    }
+
+    pub fn isr(&self) -> Vec<BrokerId> {
+        self.state().isr.clone()
+    }
+
+    pub fn replicas(&self) -> Vec<BrokerId> {
+        self.state().replicas.clone()
+    }
+
     /// Offsets below this are committed and visible to consumers.
     pub fn high_watermark(&self) -> i64 {
-        self.log.log_end_offset()
+        self.high_watermark.load(Ordering::Acquire)
     }
 
     /// Last stable offset: no transactions yet, so it equals the high watermark.
@@ -39,12 +165,194 @@ impl Partition {
         self.end_offset.subscribe()
     }
 
+    fn notify(&self) {
+        // Always wakes the receivers, even when the log end offset did not change (HW moved).
+        self.end_offset.send_replace(self.log.log_end_offset());
+    }
+
+    /// Takes the partition's state from the image. Returns true if this broker became a
+    /// follower of a new leader or epoch (its fetcher must (re)start from a truncation check).
+    fn apply(&self, state: &PartitionState) -> bool {
+        let mut st = self.state();
+        let old_epoch = self.leader_epoch();
+        let old_role = st.role;
+        st.replicas = state.replicas.clone();
+        st.isr = state.isr.clone();
+        st.partition_epoch = state.partition_epoch;
+        st.isr_change_pending = false;
+        let new_role = if state.leader == self.node_id {
+            Role::Leader
+        } else {
+            Role::Follower {
+                leader: state.leader,
+            }
+        };
+        let changed = new_role != old_role || state.leader_epoch != old_epoch;
+        self.leader_epoch
+            .store(state.leader_epoch, Ordering::Release);
+        st.role = new_role;
+        if changed && new_role == Role::Leader {
+            st.epoch_start_offset = self.log.log_end_offset();
+            let now = Instant::now();
+            st.followers = state
+                .replicas
+                .iter()
+                .filter(|r| **r != self.node_id)
+                .map(|r| (*r, FollowerState::new(now)))
+                .collect();
+        }
+        if new_role == Role::Leader {
+            self.advance_high_watermark(&st);
+        }
+        drop(st);
+        self.notify();
+        changed && matches!(new_role, Role::Follower { leader } if leader != NO_LEADER)
+    }
+
+    /// Leader: HW = least log end offset over the ISR, never decreasing.
+    fn advance_high_watermark(&self, st: &ReplicaState) {
+        let leo = self.log.log_end_offset();
+        let mut min = leo;
+        for r in &st.isr {
+            if *r == self.node_id {
+                continue;
+            }
+            let f = st.followers.get(r).map(|f| f.log_end_offset).unwrap_or(-1);
+            min = min.min(f);
+        }
+        if min >= 0 {
+            self.high_watermark.fetch_max(min, Ordering::AcqRel);
+        }
+    }
+
+    /// Appends a producer's batches as leader.
     pub fn append(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
-        let info = self.log.append_as_leader(records, self.leader_epoch)?;
+        if !self.is_leader() {
+            return Err(LogError::KafkaStorage(format!(
+                "{} is not led by this broker",
+                self.tp
+            )));
+        }
+        let info = self.log.append_as_leader(records, self.leader_epoch())?;
         if !info.duplicate {
-            self.end_offset.send_replace(info.last_offset + 1);
+            let st = self.state();
+            self.advance_high_watermark(&st);
+            drop(st);
+            self.notify();
         }
         Ok(info)
+    }
+
+    /// Appends batches fetched from the leader as they are.
+    pub fn append_as_follower(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
+        let info = self.log.append_as_follower(records)?;
+        self.notify();
+        Ok(info)
+    }
+
+    /// Follower: HW = min(leader's HW, own log end offset).
+    pub fn update_follower_high_watermark(&self, leader_high_watermark: i64) {
+        let hw = leader_high_watermark.min(self.log.log_end_offset());
+        if self.high_watermark.swap(hw, Ordering::AcqRel) != hw {
+            self.notify();
+        }
+    }
+
+    /// Follower: drops everything from `offset` on (divergence from the leader's log).
+    pub fn truncate_to(&self, offset: i64) -> Result<(), LogError> {
+        if offset < self.log.log_end_offset() {
+            self.log.truncate_to(offset)?;
+            self.high_watermark
+                .fetch_min(self.log.log_end_offset(), Ordering::AcqRel);
+            self.notify();
+        }
+        Ok(())
+    }
+
+    /// Leader: a follower fetched from `fetch_offset` (so its log end offset is that). Returns
+    /// an ISR expansion to propose, if the follower caught up and is outside the ISR.
+    pub fn record_follower_fetch(&self, replica: BrokerId, fetch_offset: i64) -> Option<IsrChange> {
+        let mut st = self.state();
+        if st.role != Role::Leader {
+            return None;
+        }
+        let leo = self.log.log_end_offset();
+        let now = Instant::now();
+        let entry = st
+            .followers
+            .entry(replica)
+            .or_insert(FollowerState::new(now));
+        entry.log_end_offset = fetch_offset;
+        if fetch_offset >= leo {
+            entry.last_caught_up = now;
+        } else if entry.last_fetch_leader_leo >= 0 && fetch_offset >= entry.last_fetch_leader_leo {
+            entry.last_caught_up = entry.last_caught_up.max(entry.last_fetch);
+        }
+        entry.last_fetch_leader_leo = leo;
+        entry.last_fetch = now;
+        let before = self.high_watermark();
+        self.advance_high_watermark(&st);
+        let change = if st.isr_change_pending || !st.replicas.contains(&replica) {
+            None
+        } else {
+            ferry_cluster::election::expand_isr(
+                &st.isr,
+                replica,
+                fetch_offset,
+                self.high_watermark(),
+                st.epoch_start_offset,
+            )
+            .map(|new_isr| self.isr_change(&mut st, new_isr))
+        };
+        drop(st);
+        if self.high_watermark() != before {
+            self.notify();
+        }
+        change
+    }
+
+    /// Leader: followers of the ISR that have not caught up within `lag_max_ms` leave it.
+    pub fn isr_shrink(&self, lag_max_ms: i64) -> Option<IsrChange> {
+        let mut st = self.state();
+        if st.role != Role::Leader || st.isr_change_pending {
+            return None;
+        }
+        let now = Instant::now();
+        let leo = self.log.log_end_offset();
+        // A follower at the log end is caught up now.
+        let caught_up: BTreeMap<BrokerId, i64> = st
+            .followers
+            .iter()
+            .map(|(id, f)| {
+                let age = if f.log_end_offset >= leo {
+                    0
+                } else {
+                    i64::try_from(now.duration_since(f.last_caught_up).as_millis())
+                        .unwrap_or(i64::MAX)
+                };
+                (*id, -age)
+            })
+            .collect();
+        let new_isr =
+            ferry_cluster::election::shrink_isr(&st.isr, self.node_id, &caught_up, 0, lag_max_ms)?;
+        Some(self.isr_change(&mut st, new_isr))
+    }
+
+    fn isr_change(&self, st: &mut ReplicaState, new_isr: Vec<BrokerId>) -> IsrChange {
+        st.isr_change_pending = true;
+        IsrChange {
+            topic_id: self.topic_id,
+            partition: self.tp.partition,
+            leader: self.node_id,
+            leader_epoch: self.leader_epoch(),
+            partition_epoch: st.partition_epoch,
+            new_isr,
+        }
+    }
+
+    /// An ISR change could not be made; allow the next attempt.
+    pub fn isr_change_failed(&self) {
+        self.state().isr_change_pending = false;
     }
 
     /// Committed data only (up to the high watermark), up to `max_bytes` of whole batches.
@@ -59,7 +367,26 @@ impl Partition {
         max_bytes: usize,
         min_one_batch: bool,
     ) -> Result<FetchData, LogError> {
-        let high_watermark = self.high_watermark();
+        self.read_up_to(offset, max_bytes, min_one_batch, self.high_watermark())
+    }
+
+    /// Like [`Partition::read`] for a follower's fetch: everything up to the log end offset.
+    pub fn read_for_replica(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<FetchData, LogError> {
+        self.read_up_to(offset, max_bytes, min_one_batch, self.log.log_end_offset())
+    }
+
+    fn read_up_to(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        high_watermark: i64,
+    ) -> Result<FetchData, LogError> {
         let first = self
             .log
             .read(offset, max_bytes, high_watermark, min_one_batch)?;
@@ -111,16 +438,31 @@ fn last_offset_of(records: &[u8]) -> Option<i64> {
 }
 
 pub struct ReplicaManager {
+    node_id: BrokerId,
     logs: LogManager,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
 }
 
+/// What [`ReplicaManager::apply_image`] changed.
+#[derive(Default)]
+pub struct ImageChanges {
+    /// Partitions that became followers of a new leader or leader epoch.
+    pub new_followers: Vec<Arc<Partition>>,
+    /// Topics whose local logs were deleted (gone from the image).
+    pub deleted_topics: Vec<String>,
+}
+
 impl ReplicaManager {
-    pub fn new(logs: LogManager) -> Self {
+    pub fn new(logs: LogManager, node_id: BrokerId) -> Self {
         Self {
+            node_id,
             logs,
             partitions: RwLock::new(HashMap::new()),
         }
+    }
+
+    pub fn node_id(&self) -> BrokerId {
+        self.node_id
     }
 
     pub fn logs(&self) -> &LogManager {
@@ -147,25 +489,69 @@ impl ReplicaManager {
         self.partitions.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Opens (or creates) the logs of every partition of `topic` not hosted yet.
-    pub fn ensure_topic(&self, topic: &TopicMeta, config: LogConfig) -> Result<(), LogError> {
-        for p in 0..topic.partitions {
-            let tp = TopicPartition::new(topic.name.clone(), p);
-            if self.read().contains_key(&tp) {
+    /// Opens (or creates) the logs of the partitions of `topic` that have this broker among
+    /// their replicas, and takes their leader, epoch and ISR from the image. Returns the
+    /// partitions that became followers of a new leader or epoch.
+    pub fn ensure_topic(
+        &self,
+        topic: &TopicImage,
+        config: LogConfig,
+    ) -> Result<Vec<Arc<Partition>>, LogError> {
+        let mut new_followers = Vec::new();
+        for (index, state) in topic.partitions.iter().enumerate() {
+            if !state.replicas.contains(&self.node_id) {
                 continue;
             }
-            let log = self.logs.get_or_create(&tp, config.clone())?;
-            let (end_offset, _) = watch::channel(log.log_end_offset());
-            let partition = Arc::new(Partition {
-                tp: tp.clone(),
-                topic_id: topic.id,
-                log,
-                leader_epoch: 0,
-                end_offset,
-            });
-            self.write().insert(tp, partition);
+            let p = i32::try_from(index).unwrap_or(i32::MAX);
+            let tp = TopicPartition::new(topic.name.clone(), p);
+            let existing = self.read().get(&tp).cloned();
+            let partition = match existing {
+                Some(existing) if existing.topic_id == topic.id => existing,
+                _ => {
+                    let log = self.logs.get_or_create(&tp, config.clone())?;
+                    let fresh = Arc::new(Partition::new(tp.clone(), topic.id, log, self.node_id));
+                    self.write().entry(tp).or_insert(fresh).clone()
+                }
+            };
+            if partition.apply(state) {
+                new_followers.push(partition);
+            }
         }
-        Ok(())
+        Ok(new_followers)
+    }
+
+    /// Follows the image: opens logs of new partitions of this broker, takes leaders, epochs and
+    /// ISRs, and deletes the logs of topics no longer in the image. `config_of` gives the log
+    /// config of a topic.
+    pub fn apply_image(
+        &self,
+        image: &Image,
+        config_of: impl Fn(&TopicImage) -> LogConfig,
+    ) -> ImageChanges {
+        let mut changes = ImageChanges::default();
+        for topic in image.topics.values() {
+            match self.ensure_topic(topic, config_of(topic)) {
+                Ok(mut f) => changes.new_followers.append(&mut f),
+                Err(e) => {
+                    tracing::error!(topic = %topic.name, error = %e, "cannot open partition logs")
+                }
+            }
+        }
+        let gone: HashSet<String> = self
+            .read()
+            .values()
+            .filter(|p| image.topic(&p.tp.topic).is_none_or(|t| t.id != p.topic_id))
+            .map(|p| p.tp.topic.clone())
+            .collect();
+        for topic in gone {
+            match self.delete_topic(&topic) {
+                Ok(()) => changes.deleted_topics.push(topic),
+                Err(e) => {
+                    tracing::error!(topic = %topic, error = %e, "cannot delete partition logs")
+                }
+            }
+        }
+        changes
     }
 
     pub fn update_topic_config(&self, topic: &str, config: &LogConfig) {

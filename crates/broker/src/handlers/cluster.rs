@@ -44,12 +44,17 @@ pub fn describe_cluster(
                 "Only brokers endpoints are served on this listener",
             ));
     }
-    let (host, port) = &broker.advertised;
-    response.with_brokers(vec![DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(broker.node_id))
-        .with_host(str_bytes(host))
-        .with_port(i32::from(*port))
-        .with_rack(broker.config.rack().map(|r| str_bytes(&r)))])
+    let brokers = super::metadata::live_brokers(broker)
+        .into_iter()
+        .map(|(id, host, port, rack)| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(id))
+                .with_host(str_bytes(&host))
+                .with_port(i32::from(port))
+                .with_rack(rack.map(|r| str_bytes(&r)))
+        })
+        .collect();
+    response.with_brokers(brokers)
 }
 
 pub fn describe_log_dirs(

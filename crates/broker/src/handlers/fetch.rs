@@ -9,7 +9,7 @@ use ferry_log::LogError;
 use futures::future::select_all;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, PartitionData,
+    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
 };
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 use tokio::sync::watch;
@@ -46,6 +46,24 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
     let read_committed = request.isolation_level == READ_COMMITTED;
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let deadline = tokio::time::Instant::now() + max_wait;
+    // A follower's fetch (v15+ carries the id in ReplicaState): its fetch offsets are its log
+    // end offsets, and it reads up to the leader's log end offset.
+    let replica = if version >= 15 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    };
+    let replica = (replica >= 0).then_some(replica);
+    if let Some(replica) = replica {
+        for p in &partitions {
+            if let Some(partition) = resolve(broker, &p.key, version) {
+                if let Some(change) = partition.record_follower_fetch(replica, p.fetch_offset) {
+                    tracing::info!(partition = %partition.tp, isr = ?change.new_isr, "expanding the ISR");
+                    let _ = broker.isr_changes.send(change);
+                }
+            }
+        }
+    }
 
     let reads = loop {
         let resolved: Vec<Option<Arc<Partition>>> = partitions
@@ -62,6 +80,7 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
             version,
             response_max,
             read_committed,
+            replica.is_some(),
         );
         let total: usize = reads.iter().map(|r| r.bytes).sum();
         let any_error = reads.iter().any(|r| r.data.error_code != 0);
@@ -145,6 +164,7 @@ fn read_all(
     version: i16,
     response_max: usize,
     read_committed: bool,
+    from_replica: bool,
 ) -> Vec<PartitionRead> {
     let mut total = 0usize;
     partitions
@@ -160,6 +180,7 @@ fn read_all(
                 remaining,
                 total == 0,
                 read_committed,
+                from_replica,
             );
             total += read.bytes;
             read
@@ -167,14 +188,16 @@ fn read_all(
         .collect()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn read_one(
-    _broker: &Broker,
+    broker: &Broker,
     req: &FetchPartition,
     partition: Option<&Partition>,
     version: i16,
     remaining: usize,
     first: bool,
     read_committed: bool,
+    from_replica: bool,
 ) -> PartitionRead {
     let mut data = PartitionData::default()
         .with_partition_index(req.key.partition)
@@ -190,23 +213,52 @@ fn read_one(
         data: PartitionData::default(),
         bytes: 0,
     };
+    let not_leader = |data: PartitionData, name: &str| {
+        let (leader, epoch) = broker.leader_of(name, req.key.partition);
+        data.with_error_code(ResponseError::NotLeaderOrFollower.code())
+            .with_current_leader(
+                LeaderIdAndEpoch::default()
+                    .with_leader_id(BrokerId(leader))
+                    .with_leader_epoch(epoch),
+            )
+    };
     let Some(partition) = partition else {
-        let e = if version >= 13 {
-            ResponseError::UnknownTopicId
+        let known = if version >= 13 {
+            broker
+                .metadata
+                .topic_by_id(req.key.topic_id)
+                .map(|t| t.name)
         } else {
-            ResponseError::UnknownTopicOrPartition
+            Some(req.key.topic.to_string())
+        };
+        let e = match known {
+            Some(name)
+                if broker.missing_partition_error(&name, req.key.partition)
+                    == ResponseError::NotLeaderOrFollower =>
+            {
+                read.data = not_leader(data, &name);
+                return read;
+            }
+            _ if version >= 13 => ResponseError::UnknownTopicId,
+            _ => ResponseError::UnknownTopicOrPartition,
         };
         read.data = data.with_error_code(e.code());
         return read;
     };
+    // KIP-392 follower reads come later: consumers read from the leader only.
+    if !partition.is_leader() {
+        read.topic_name = partition.tp.topic.clone();
+        read.data = not_leader(data, &partition.tp.topic);
+        return read;
+    }
     read.topic_name = partition.tp.topic.clone();
     let high_watermark = partition.high_watermark();
     data = data
         .with_high_watermark(high_watermark)
         .with_last_stable_offset(partition.last_stable_offset())
         .with_log_start_offset(partition.log.log_start_offset());
-    if req.current_leader_epoch >= 0 && req.current_leader_epoch != partition.leader_epoch {
-        let e = if req.current_leader_epoch > partition.leader_epoch {
+    if req.current_leader_epoch >= 0 && req.current_leader_epoch != partition.leader_epoch() {
+        let e = if req.current_leader_epoch > partition.leader_epoch() {
             ResponseError::UnknownLeaderEpoch
         } else {
             ResponseError::FencedLeaderEpoch
@@ -233,7 +285,12 @@ fn read_one(
         read.data = data;
         return read;
     }
-    match partition.read(req.fetch_offset, max, first) {
+    let fetched = if from_replica {
+        partition.read_for_replica(req.fetch_offset, max, first)
+    } else {
+        partition.read(req.fetch_offset, max, first)
+    };
+    match fetched {
         Ok(fetched) => {
             read.bytes = fetched.records.len();
             read.data = data

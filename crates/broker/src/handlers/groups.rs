@@ -51,9 +51,25 @@ pub fn find_coordinator(
                     "unknown coordinator key type",
                 )),
             };
+            // The coordinator of a group is the leader of its `__consumer_offsets` partition.
+            let result = result.and_then(|()| {
+                let partition = broker.groups.partition_for(&key);
+                let (leader, _) = broker.leader_of(crate::group_store::OFFSETS_TOPIC, partition);
+                if leader == broker.node_id {
+                    return Ok((broker.node_id, host.clone(), port));
+                }
+                super::metadata::live_brokers(broker)
+                    .into_iter()
+                    .find(|b| b.0 == leader)
+                    .map(|(id, h, p, _)| (id, h, p))
+                    .ok_or((
+                        ResponseError::CoordinatorNotAvailable,
+                        "the group's coordinator has no live leader",
+                    ))
+            });
             let c = match result {
-                Ok(()) => base
-                    .with_node_id(BrokerId(broker.node_id))
+                Ok((id, host, port)) => base
+                    .with_node_id(BrokerId(id))
                     .with_host(str_bytes(&host))
                     .with_port(i32::from(port)),
                 Err((e, m)) => base

@@ -22,6 +22,7 @@ pub fn handle(
     request: ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
+    let replica_id = request.replica_id.0;
     let topics = request
         .topics
         .into_iter()
@@ -37,12 +38,20 @@ pub fn handle(
                         .with_leader_epoch(-1);
                     let result = match broker.replicas.partition_of(&topic.name, p.partition_index)
                     {
-                        None => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                        None => base.with_error_code(
+                            broker
+                                .missing_partition_error(&topic.name, p.partition_index)
+                                .code(),
+                        ),
+                        // Consumers' ListOffsets go to the leader (replica_id -1).
+                        Some(part) if !part.is_leader() && replica_id < 0 => {
+                            base.with_error_code(ResponseError::NotLeaderOrFollower.code())
+                        }
                         Some(part)
                             if p.current_leader_epoch >= 0
-                                && p.current_leader_epoch != part.leader_epoch =>
+                                && p.current_leader_epoch != part.leader_epoch() =>
                         {
-                            let e = if p.current_leader_epoch > part.leader_epoch {
+                            let e = if p.current_leader_epoch > part.leader_epoch() {
                                 ResponseError::UnknownLeaderEpoch
                             } else {
                                 ResponseError::FencedLeaderEpoch
@@ -55,8 +64,8 @@ pub fn handle(
                                 if version < 4 {
                                     return -1;
                                 }
-                                log.end_offset_for_epoch(part.leader_epoch)
-                                    .map(|_| part.leader_epoch)
+                                log.end_offset_for_epoch(part.leader_epoch())
+                                    .map(|_| part.leader_epoch())
                                     .filter(|_| offset >= 0)
                                     .unwrap_or(-1)
                             };

@@ -47,13 +47,18 @@ pub fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16) -> M
     for t in &topics {
         broker.metrics.error("Metadata", t.error_code);
     }
-    let (host, port) = &broker.advertised;
+    let brokers = live_brokers(broker)
+        .into_iter()
+        .map(|(id, host, port, rack)| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(id))
+                .with_host(str_bytes(&host))
+                .with_port(i32::from(port))
+                .with_rack(rack.map(|r| str_bytes(&r)))
+        })
+        .collect();
     MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(BrokerId(broker.node_id))
-            .with_host(str_bytes(host))
-            .with_port(i32::from(*port))
-            .with_rack(broker.config.rack().map(|r| str_bytes(&r)))])
+        .with_brokers(brokers)
         .with_cluster_id(Some(str_bytes(&broker.metadata.cluster_id())))
         .with_controller_id(BrokerId(broker.node_id))
         .with_topics(topics)
@@ -96,31 +101,56 @@ fn by_id(broker: &Broker, id: Uuid) -> MetadataResponseTopic {
     }
 }
 
-fn describe(broker: &Broker, topic: &TopicMeta) -> MetadataResponseTopic {
-    let me = BrokerId(broker.node_id);
-    let partitions = (0..topic.partitions)
-        .map(|p| {
-            let epoch = broker
-                .replicas
-                .partition_of(&topic.name, p)
-                .map(|p| p.leader_epoch);
-            let base = MetadataResponsePartition::default().with_partition_index(p);
-            match epoch {
-                Some(epoch) => base
-                    .with_leader_id(me)
-                    .with_leader_epoch(epoch)
-                    .with_replica_nodes(vec![me])
-                    .with_isr_nodes(vec![me]),
-                // Known in metadata but its log failed to open.
-                None => base
-                    .with_error_code(ResponseError::LeaderNotAvailable.code())
-                    .with_leader_id(BrokerId(-1))
-                    .with_leader_epoch(-1)
-                    .with_replica_nodes(vec![me])
-                    .with_offline_replicas(vec![me]),
-            }
-        })
+/// The registered, unfenced brokers of the image as (id, host, port, rack); this broker alone
+/// (as configured) if the image has none yet.
+pub fn live_brokers(broker: &Broker) -> Vec<(i32, String, u16, Option<String>)> {
+    let image = broker.metadata.image();
+    let live: Vec<_> = image
+        .brokers
+        .values()
+        .filter(|b| !b.fenced)
+        .map(|b| (b.id, b.host.clone(), b.port, b.rack.clone()))
         .collect();
+    if live.iter().any(|b| b.0 == broker.node_id) {
+        return live;
+    }
+    let (host, port) = &broker.advertised;
+    let mut all = live;
+    all.push((broker.node_id, host.clone(), *port, broker.config.rack()));
+    all
+}
+
+fn describe(broker: &Broker, topic: &TopicMeta) -> MetadataResponseTopic {
+    let image = broker.metadata.image();
+    let ids = |v: &[i32]| v.iter().map(|b| BrokerId(*b)).collect::<Vec<_>>();
+    let partitions = match image.topic(&topic.name) {
+        Some(t) => t
+            .partitions
+            .iter()
+            .enumerate()
+            .map(|(i, state)| {
+                let offline: Vec<i32> = state
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|r| !image.is_live(*r))
+                    .collect();
+                let base = MetadataResponsePartition::default()
+                    .with_partition_index(i32::try_from(i).unwrap_or(i32::MAX))
+                    .with_leader_id(BrokerId(state.leader))
+                    .with_leader_epoch(state.leader_epoch)
+                    .with_replica_nodes(ids(&state.replicas))
+                    .with_isr_nodes(ids(&state.isr))
+                    .with_offline_replicas(ids(&offline));
+                if state.leader < 0 {
+                    base.with_error_code(ResponseError::LeaderNotAvailable.code())
+                } else {
+                    base
+                }
+            })
+            .collect(),
+        None => Vec::new(),
+    };
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(str_bytes(&topic.name))))
         .with_topic_id(topic.id)

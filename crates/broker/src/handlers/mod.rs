@@ -52,7 +52,11 @@ pub async fn handle(
             ResponseKind::ApiVersions(ferry_protocol::api_versions_response(0))
         }
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v)),
-        RequestKind::Produce(r) => return produce::handle(broker, r, v).map(ResponseKind::Produce),
+        RequestKind::Produce(r) => {
+            return produce::handle(broker, r, v)
+                .await
+                .map(ResponseKind::Produce)
+        }
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, r, v).await),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker, r, v))

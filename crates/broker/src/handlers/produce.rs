@@ -1,7 +1,11 @@
 //! Produce: append each partition's batches to its log (all or nothing per partition).
 //!
-//! On a single node the in-sync replica set is this broker alone, so acks=all is satisfied as
-//! soon as the append returns, unless `min.insync.replicas` asks for more replicas than that.
+//! Only the leader accepts records (else NOT_LEADER_OR_FOLLOWER with the current leader, v10+).
+//! With acks=all the in-sync replica set must have at least `min.insync.replicas` members before
+//! the append (else NOT_ENOUGH_REPLICAS), and the response waits in a delayed-produce purgatory
+//! until the high watermark passes each partition's last appended offset, or answers
+//! REQUEST_TIMED_OUT for the partitions still waiting at the request's `timeout_ms`. On a single
+//! node the high watermark moves with the append, so nothing waits.
 
 use std::sync::Arc;
 
@@ -11,17 +15,25 @@ use kafka_protocol::messages::produce_response::{
 };
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, TopicName};
 
+use std::time::Duration;
+
+use futures::future::select_all;
+
 use super::{message, str_bytes};
 use crate::broker::Broker;
 use crate::errors;
+use crate::replica_manager::Partition;
 use crate::topic_config;
 
-pub fn handle(
+pub async fn handle(
     broker: &Arc<Broker>,
     request: ProduceRequest,
     version: i16,
 ) -> Option<ProduceResponse> {
     let acks = request.acks;
+    let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
+    // (topic index, partition index, partition, offset the high watermark must reach)
+    let mut waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
     let mut responses = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
         // v13+ names topics by id.
@@ -72,22 +84,42 @@ pub fn handle(
                 )
             } else {
                 match broker.replicas.partition_of(&name, data.index) {
+                    None if meta.is_some()
+                        && broker.missing_partition_error(&name, data.index)
+                            == ResponseError::NotLeaderOrFollower =>
+                    {
+                        fail(
+                            ResponseError::NotLeaderOrFollower,
+                            format!("this broker is not the leader of {name}-{}", data.index),
+                        )
+                    }
                     None => fail(
                         unknown_topic_error,
                         format!("{name}-{} is not hosted here", data.index),
+                    ),
+                    Some(p) if !p.is_leader() => fail(
+                        ResponseError::NotLeaderOrFollower,
+                        format!("this broker is not the leader of {}", p.tp),
                     ),
                     // Internal topics are written only by their coordinators, as in Kafka.
                     Some(_) if name == crate::group_store::OFFSETS_TOPIC => fail(
                         ResponseError::InvalidTopicException,
                         format!("Cannot append to internal topic {name}"),
                     ),
-                    Some(_) if acks == -1 && min_isr.unwrap_or(1) > 1 => fail(
-                        ResponseError::NotEnoughReplicas,
-                        format!(
-                            "min.insync.replicas is {} but the in-sync replica set has 1 member",
-                            min_isr.unwrap_or(1)
-                        ),
-                    ),
+                    Some(p)
+                        if acks == -1
+                            && i32::try_from(p.isr().len()).unwrap_or(i32::MAX)
+                                < min_isr.unwrap_or(1) =>
+                    {
+                        fail(
+                            ResponseError::NotEnoughReplicas,
+                            format!(
+                                "min.insync.replicas is {} but the in-sync replica set has {} member(s)",
+                                min_isr.unwrap_or(1),
+                                p.isr().len()
+                            ),
+                        )
+                    }
                     Some(partition) => match data.records {
                         None => fail(
                             ResponseError::CorruptMessage,
@@ -117,6 +149,14 @@ pub fn handle(
                                         info.bytes as u64,
                                     );
                                 }
+                                if acks == -1 && partition.high_watermark() <= info.last_offset {
+                                    waits.push((
+                                        responses.len(),
+                                        partition_responses.len(),
+                                        partition.clone(),
+                                        info.last_offset + 1,
+                                    ));
+                                }
                                 base.clone()
                                     .with_base_offset(info.first_offset)
                                     .with_log_append_time_ms(info.log_append_time)
@@ -137,11 +177,12 @@ pub fn handle(
             };
             broker.metrics.error("Produce", response.error_code);
             if response.error_code == ResponseError::NotLeaderOrFollower.code() {
+                let (leader, epoch) = broker.leader_of(&name, data.index);
                 partition_responses.push(
                     response.with_current_leader(
                         LeaderIdAndEpoch::default()
-                            .with_leader_id(BrokerId(-1))
-                            .with_leader_epoch(-1),
+                            .with_leader_id(BrokerId(leader))
+                            .with_leader_epoch(epoch),
                     ),
                 );
             } else {
@@ -158,5 +199,67 @@ pub fn handle(
     if acks == 0 {
         return None;
     }
+    if !waits.is_empty() {
+        let still_waiting = wait_for_high_watermark(&waits, timeout).await;
+        for (t, p, partition, _) in still_waiting {
+            let Some(r) = responses
+                .get_mut(t)
+                .and_then(|topic| topic.partition_responses.get_mut(p))
+            else {
+                continue;
+            };
+            let (error, text) = if partition.is_leader() {
+                (
+                    ResponseError::RequestTimedOut,
+                    "the in-sync replicas did not acknowledge the records in time",
+                )
+            } else {
+                (
+                    ResponseError::NotLeaderOrFollower,
+                    "leadership moved before the records were acknowledged",
+                )
+            };
+            r.error_code = error.code();
+            r.error_message = message(text.to_string());
+            broker.metrics.error("Produce", r.error_code);
+        }
+    }
     Some(ProduceResponse::default().with_responses(responses))
+}
+
+/// The delayed-produce purgatory: waits until every partition's high watermark reaches its
+/// target, its leadership is lost, or `timeout` passes. Returns the waits not completed.
+async fn wait_for_high_watermark(
+    waits: &[(usize, usize, Arc<Partition>, i64)],
+    timeout: Duration,
+) -> Vec<(usize, usize, Arc<Partition>, i64)> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut watchers: Vec<_> = waits.iter().map(|w| w.2.subscribe()).collect();
+    loop {
+        let pending: Vec<usize> = waits
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.2.high_watermark() < w.3 && w.2.is_leader())
+            .map(|(i, _)| i)
+            .collect();
+        if pending.is_empty() {
+            // Completed, or leadership lost (reported below as NOT_LEADER_OR_FOLLOWER).
+            return waits
+                .iter()
+                .filter(|w| w.2.high_watermark() < w.3)
+                .cloned()
+                .collect();
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return pending.into_iter().map(|i| waits[i].clone()).collect();
+        }
+        let changed = select_all(
+            watchers
+                .iter_mut()
+                .enumerate()
+                .filter(|(i, _)| pending.contains(i))
+                .map(|(_, w)| Box::pin(w.changed())),
+        );
+        let _ = tokio::time::timeout_at(deadline, changed).await;
+    }
 }

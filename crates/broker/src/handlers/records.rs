@@ -36,7 +36,14 @@ pub fn delete_records(
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
                     let r = match broker.replicas.partition_of(&topic.name, p.partition_index) {
-                        None => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                        None => base.with_error_code(
+                            broker
+                                .missing_partition_error(&topic.name, p.partition_index)
+                                .code(),
+                        ),
+                        Some(part) if !part.is_leader() => {
+                            base.with_error_code(ResponseError::NotLeaderOrFollower.code())
+                        }
                         Some(part) => {
                             let hw = part.high_watermark();
                             let target = if p.offset == HIGH_WATERMARK {
@@ -86,9 +93,9 @@ pub fn offset_for_leader_epoch(
                         None => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
                         Some(part)
                             if p.current_leader_epoch >= 0
-                                && p.current_leader_epoch != part.leader_epoch =>
+                                && p.current_leader_epoch != part.leader_epoch() =>
                         {
-                            let e = if p.current_leader_epoch > part.leader_epoch {
+                            let e = if p.current_leader_epoch > part.leader_epoch() {
                                 ResponseError::UnknownLeaderEpoch
                             } else {
                                 ResponseError::FencedLeaderEpoch

@@ -146,7 +146,15 @@ impl MetadataStore {
                 .as_ref()
                 .map(|(_, l)| l.cluster_id.clone())
                 .unwrap_or_else(new_cluster_id);
-            store.propose(MetadataRecord::InitCluster { cluster_id })?;
+            match store.propose(MetadataRecord::InitCluster { cluster_id }) {
+                // Another voter set it first.
+                Err(MetadataError::Controller(ClusterError::Rejected(
+                    ImageError::ClusterIdSet(_),
+                ))) => {}
+                other => {
+                    other?;
+                }
+            }
         }
         // Every start is a new incarnation with a new broker epoch.
         store.propose(MetadataRecord::RegisterBroker {
@@ -217,6 +225,32 @@ impl MetadataStore {
                 rack: b.rack.clone(),
             })
             .collect()
+    }
+
+    /// A receiver that sees every newly applied image.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<Arc<Image>> {
+        self.quorum.subscribe()
+    }
+
+    /// Proposes a partition leader's ISR change (Kafka's AlterPartition), checked against the
+    /// current image first.
+    pub fn alter_isr(
+        &self,
+        change: &crate::replica_manager::IsrChange,
+    ) -> Result<(), MetadataError> {
+        let request = ferry_cluster::election::AlterIsrRequest {
+            topic_id: change.topic_id,
+            partition: change.partition,
+            leader: change.leader,
+            leader_epoch: change.leader_epoch,
+            partition_epoch: change.partition_epoch,
+            new_isr: change.new_isr.clone(),
+        };
+        let record = ferry_cluster::election::alter_isr(&self.image(), &request).map_err(|e| {
+            MetadataError::InvalidPartitions(format!("AlterPartition refused: {e}"))
+        })?;
+        self.propose(record)?;
+        Ok(())
     }
 
     /// Registered, unfenced brokers.

@@ -56,6 +56,11 @@ impl Quorum {
         self.image.borrow().clone()
     }
 
+    /// A receiver that sees every newly applied image.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Image>> {
+        self.image.clone()
+    }
+
     /// Commits `record` and returns once this node's image includes it.
     pub fn propose(&self, record: MetadataRecord) -> Result<Committed, ClusterError> {
         let controller = self

@@ -20,7 +20,8 @@ use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessionCache;
 use crate::metadata::{MetadataOptions, MetadataStore};
 use crate::metrics::{self, Metrics};
-use crate::replica_manager::ReplicaManager;
+use crate::replica_fetcher::ClassicFetcher;
+use crate::replica_manager::{IsrChange, ReplicaManager};
 
 /// A running broker.
 pub struct Server {
@@ -29,6 +30,7 @@ pub struct Server {
     pub metrics_addr: Option<SocketAddr>,
     listener: TcpListener,
     metrics_listener: Option<TcpListener>,
+    isr_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<IsrChange>>>,
 }
 
 impl Server {
@@ -49,7 +51,7 @@ impl Server {
             .context("log.dirs is empty and metadata.log.dir is not set")?;
         let logs = LogManager::open(dirs.clone(), clock.clone()).context("opening log dirs")?;
         let on_disk = logs.partitions_on_disk();
-        let replicas = ReplicaManager::new(logs);
+        let replicas = ReplicaManager::new(logs, config.node_id());
 
         let listen = config.listener()?;
         let listener = TcpListener::bind(listen)
@@ -101,7 +103,10 @@ impl Server {
             offsets_store.clone(),
             metadata.clone(),
         );
+        let (isr_tx, isr_rx) = tokio::sync::mpsc::unbounded_channel();
         let broker = Arc::new(Broker {
+            fetcher: Box::new(ClassicFetcher::default()),
+            isr_changes: isr_tx,
             groups,
             offsets_store,
             group_init: std::sync::Mutex::new(()),
@@ -135,6 +140,7 @@ impl Server {
             }
         }
         Ok(Self {
+            isr_rx: std::sync::Mutex::new(Some(isr_rx)),
             broker,
             local_addr,
             metrics_addr,
@@ -160,6 +166,12 @@ impl Server {
         }
         background.spawn(maintenance(broker.clone()));
         background.spawn(group_timers(broker.clone()));
+        background.spawn(follow_image(broker.clone()));
+        background.spawn(isr_shrink(broker.clone()));
+        let isr_rx = self.isr_rx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(rx) = isr_rx {
+            background.spawn(propose_isr_changes(broker.clone(), rx));
+        }
 
         let mut connections = JoinSet::new();
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -196,6 +208,7 @@ impl Server {
             connections.abort_all();
         }
         background.abort_all();
+        broker.fetcher.shutdown();
         let b = broker.clone();
         tokio::task::spawn_blocking(move || b.replicas.shutdown())
             .await
@@ -236,6 +249,74 @@ async fn group_timers(broker: Arc<Broker>) {
         tick.tick().await;
         if broker.offsets_store.is_ready() {
             broker.groups.tick();
+        }
+    }
+}
+
+/// Follows the controller's image: partitions this broker hosts, leader or follower, fetchers.
+async fn follow_image(broker: Arc<Broker>) {
+    let mut rx = broker.metadata.subscribe();
+    loop {
+        let image = rx.borrow_and_update().clone();
+        let b = broker.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || b.apply_image(&image)).await {
+            tracing::error!(error = %e, "applying the metadata image panicked");
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Every half `replica.lag.time.max.ms`, partitions led here drop lagging followers from the ISR.
+async fn isr_shrink(broker: Arc<Broker>) {
+    let lag = broker.config.replica_lag_time_max_ms();
+    let period = Duration::from_millis(u64::try_from(lag / 2).unwrap_or(1000).max(10));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for p in broker.replicas.all() {
+            if let Some(change) = p.isr_shrink(lag) {
+                tracing::info!(partition = %p.tp, isr = ?change.new_isr, "shrinking the ISR");
+                let _ = broker.isr_changes.send(change);
+            }
+        }
+    }
+}
+
+/// Proposes the ISR changes of partitions led here, one at a time.
+async fn propose_isr_changes(
+    broker: Arc<Broker>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<IsrChange>,
+) {
+    while let Some(change) = rx.recv().await {
+        let b = broker.clone();
+        let c = change.clone();
+        let result = tokio::task::spawn_blocking(move || b.propose_isr_change(&c)).await;
+        let failed = match result {
+            Ok(Ok(())) => {
+                tracing::info!(topic_id = %change.topic_id, partition = change.partition, isr = ?change.new_isr, "ISR changed");
+                false
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(topic_id = %change.topic_id, partition = change.partition, error = %e, "ISR change failed");
+                true
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "ISR change task panicked");
+                true
+            }
+        };
+        if failed {
+            if let Some(p) = broker
+                .replicas
+                .all()
+                .into_iter()
+                .find(|p| p.topic_id == change.topic_id && p.tp.partition == change.partition)
+            {
+                p.isr_change_failed();
+            }
         }
     }
 }

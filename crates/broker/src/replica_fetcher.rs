@@ -1,0 +1,355 @@
+//! How bytes reach a follower: the seam [`ReplicaFetcher`], and its classic implementation
+//! [`ClassicFetcher`], which fetches from the leader with the Fetch API (as Kafka's replica
+//! fetcher threads do). The remote WAL will provide another implementation.
+//!
+//! [`ClassicFetcher`] runs one task per leader broker. Each round sends one Fetch (v12, topic
+//! names, sessionless) with `replica_id` = this broker for every partition this broker follows on
+//! that leader, from its log end offset and with the epoch of its last batch; the leader answers
+//! with records (appended as they are, [`Partition::append_as_follower`]), its high watermark
+//! (the follower's becomes min(leader HW, own LEO)), or a diverging epoch (KIP-595/KIP-320): the
+//! follower's log has batches the leader does not, and is truncated to the leader's epoch
+//! boundary before fetching again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use ferry_cluster::BrokerId;
+use ferry_common::TopicPartition;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId as WireBrokerId, FetchRequest, FetchResponse, RequestHeader, ResponseHeader,
+    TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+
+use crate::broker::Broker;
+use crate::replica_manager::{Partition, Role};
+
+/// The Fetch version followers send: v12 has `last_fetched_epoch` / `diverging_epoch` and still
+/// names topics (v13+ use topic ids).
+const FETCH_VERSION: i16 = 12;
+/// Back-off after a failed round (connection error, leader not ready).
+const RETRY_BACKOFF: Duration = Duration::from_millis(200);
+/// Largest response frame a follower accepts.
+const MAX_RESPONSE: usize = 256 << 20;
+
+/// The one way the replica manager makes a follower's log follow its leader.
+pub trait ReplicaFetcher: Send + Sync {
+    /// Makes the fetcher follow exactly the partitions this broker follows now (by the replica
+    /// manager's roles). Called after every change of the metadata image.
+    fn sync(&self, broker: &Arc<Broker>);
+    /// Stops every fetch task.
+    fn shutdown(&self);
+}
+
+/// Classic replication: followers fetch from the leader's Kafka listener.
+#[derive(Default)]
+pub struct ClassicFetcher {
+    tasks: Mutex<HashMap<BrokerId, LeaderTask>>,
+}
+
+struct LeaderTask {
+    partitions: Arc<Mutex<BTreeMap<TopicPartition, Arc<Partition>>>>,
+    handle: JoinHandle<()>,
+}
+
+impl ReplicaFetcher for ClassicFetcher {
+    fn sync(&self, broker: &Arc<Broker>) {
+        let mut wanted: HashMap<BrokerId, BTreeMap<TopicPartition, Arc<Partition>>> =
+            HashMap::new();
+        for p in broker.replicas.all() {
+            if let Role::Follower { leader } = p.role() {
+                if leader >= 0 && leader != broker.node_id {
+                    wanted.entry(leader).or_default().insert(p.tp.clone(), p);
+                }
+            }
+        }
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks.retain(|leader, task| {
+            let keep = wanted.contains_key(leader) && !task.handle.is_finished();
+            if !keep {
+                task.handle.abort();
+            }
+            keep
+        });
+        for (leader, partitions) in wanted {
+            match tasks.get(&leader) {
+                Some(task) => {
+                    *task.partitions.lock().unwrap_or_else(|p| p.into_inner()) = partitions;
+                }
+                None => {
+                    let shared = Arc::new(Mutex::new(partitions));
+                    let handle =
+                        tokio::spawn(run_leader(Arc::downgrade(broker), leader, shared.clone()));
+                    tasks.insert(
+                        leader,
+                        LeaderTask {
+                            partitions: shared,
+                            handle,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    fn shutdown(&self) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        for (_, task) in tasks.drain() {
+            task.handle.abort();
+        }
+    }
+}
+
+/// A connection to one leader.
+struct Connection {
+    stream: TcpStream,
+    correlation_id: i32,
+}
+
+impl Connection {
+    async fn fetch(
+        &mut self,
+        request: &FetchRequest,
+        client_id: &str,
+    ) -> anyhow::Result<FetchResponse> {
+        self.correlation_id = self.correlation_id.wrapping_add(1);
+        let header = RequestHeader::default()
+            .with_request_api_key(ApiKey::Fetch as i16)
+            .with_request_api_version(FETCH_VERSION)
+            .with_correlation_id(self.correlation_id)
+            .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
+        let header_version = ApiKey::Fetch.request_header_version(FETCH_VERSION);
+        let mut body = BytesMut::new();
+        header.encode(&mut body, header_version)?;
+        request.encode(&mut body, FETCH_VERSION)?;
+        let mut frame = BytesMut::with_capacity(body.len() + 4);
+        frame.put_i32(i32::try_from(body.len())?);
+        frame.extend_from_slice(&body);
+        self.stream.write_all(&frame).await?;
+        let size = self.stream.read_i32().await?;
+        let size = usize::try_from(size)?;
+        if size == 0 || size > MAX_RESPONSE {
+            anyhow::bail!("response frame of {size} bytes");
+        }
+        let mut buf = vec![0u8; size];
+        self.stream.read_exact(&mut buf).await?;
+        let mut buf = Bytes::from(buf);
+        let header = ResponseHeader::decode(
+            &mut buf,
+            ApiKey::Fetch.response_header_version(FETCH_VERSION),
+        )?;
+        if header.correlation_id != self.correlation_id {
+            anyhow::bail!(
+                "correlation id {} in the response, {} expected",
+                header.correlation_id,
+                self.correlation_id
+            );
+        }
+        let response = FetchResponse::decode(&mut buf, FETCH_VERSION)?;
+        if buf.has_remaining() {
+            tracing::debug!(left = buf.remaining(), "bytes left after a fetch response");
+        }
+        Ok(response)
+    }
+}
+
+async fn connect(broker: &Broker, leader: BrokerId) -> anyhow::Result<Connection> {
+    let image = broker.metadata.image();
+    let Some(reg) = image.brokers.get(&leader) else {
+        anyhow::bail!("leader {leader} is not registered");
+    };
+    let addr = format!("{}:{}", reg.host, reg.port);
+    let stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(&addr))
+        .await
+        .map_err(|_| anyhow::anyhow!("connect to {addr} timed out"))??;
+    let _ = stream.set_nodelay(true);
+    Ok(Connection {
+        stream,
+        correlation_id: 0,
+    })
+}
+
+async fn run_leader(
+    broker: Weak<Broker>,
+    leader: BrokerId,
+    partitions: Arc<Mutex<BTreeMap<TopicPartition, Arc<Partition>>>>,
+) {
+    let mut conn: Option<Connection> = None;
+    loop {
+        let Some(b) = broker.upgrade() else { return };
+        if conn.is_none() {
+            match connect(&b, leader).await {
+                Ok(c) => conn = Some(c),
+                Err(e) => {
+                    tracing::debug!(leader, error = %e, "replica fetcher cannot connect");
+                    drop(b);
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                    continue;
+                }
+            }
+        }
+        let current: Vec<Arc<Partition>> = partitions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|p| p.role() == Role::Follower { leader })
+            .cloned()
+            .collect();
+        if current.is_empty() {
+            drop(b);
+            tokio::time::sleep(RETRY_BACKOFF).await;
+            continue;
+        }
+        let request = build_request(&b, &current);
+        let client_id = format!("ferry-replica-fetcher-{}", b.node_id);
+        let Some(c) = conn.as_mut() else { continue };
+        let result = c.fetch(&request, &client_id).await;
+        match result {
+            Ok(response) => {
+                let backoff = handle_response(leader, &current, response);
+                drop(b);
+                if backoff {
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                }
+            }
+            Err(e) => {
+                tracing::debug!(leader, error = %e, "replica fetch failed; reconnecting");
+                conn = None;
+                drop(b);
+                tokio::time::sleep(RETRY_BACKOFF).await;
+            }
+        }
+    }
+}
+
+fn build_request(broker: &Broker, partitions: &[Arc<Partition>]) -> FetchRequest {
+    let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
+    for p in partitions {
+        let last_fetched_epoch = p
+            .log
+            .epoch_entries()
+            .last()
+            .map(|(epoch, _)| *epoch)
+            .unwrap_or(-1);
+        topics.entry(p.tp.topic.clone()).or_default().push(
+            FetchPartition::default()
+                .with_partition(p.tp.partition)
+                .with_current_leader_epoch(p.leader_epoch())
+                .with_fetch_offset(p.log.log_end_offset())
+                .with_last_fetched_epoch(last_fetched_epoch)
+                .with_log_start_offset(p.log.log_start_offset())
+                .with_partition_max_bytes(broker.config.replica_fetch_max_bytes()),
+        );
+    }
+    FetchRequest::default()
+        .with_replica_id(WireBrokerId(broker.node_id))
+        .with_max_wait_ms(broker.config.replica_fetch_wait_max_ms())
+        .with_min_bytes(1)
+        .with_max_bytes(i32::try_from(broker.config.fetch_max_bytes()).unwrap_or(i32::MAX))
+        .with_isolation_level(0)
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_topics(
+            topics
+                .into_iter()
+                .map(|(name, partitions)| {
+                    FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(name)))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
+}
+
+/// Applies a leader's answer; returns true if the fetcher should back off before the next round.
+fn handle_response(
+    leader: BrokerId,
+    partitions: &[Arc<Partition>],
+    response: FetchResponse,
+) -> bool {
+    if response.error_code != 0 {
+        tracing::debug!(leader, code = response.error_code, "replica fetch refused");
+        return true;
+    }
+    let by_tp: HashMap<(&str, i32), &Arc<Partition>> = partitions
+        .iter()
+        .map(|p| ((p.tp.topic.as_str(), p.tp.partition), p))
+        .collect();
+    let mut backoff = false;
+    for topic in &response.responses {
+        for data in &topic.partitions {
+            let Some(p) = by_tp.get(&(topic.topic.as_str(), data.partition_index)) else {
+                continue;
+            };
+            if data.error_code != 0 {
+                let error = ResponseError::try_from_code(data.error_code);
+                tracing::debug!(partition = %p.tp, leader, error = ?error, "replica fetch partition error");
+                backoff = true;
+                continue;
+            }
+            if data.diverging_epoch.epoch >= 0 {
+                let target = match p.log.end_offset_for_epoch(data.diverging_epoch.epoch) {
+                    Some((epoch, end)) if epoch == data.diverging_epoch.epoch => {
+                        end.min(data.diverging_epoch.end_offset)
+                    }
+                    Some((_, end)) => end.min(data.diverging_epoch.end_offset),
+                    None => data.diverging_epoch.end_offset,
+                };
+                tracing::info!(partition = %p.tp, leader, offset = target, "truncating to the leader's epoch boundary");
+                if let Err(e) = p.truncate_to(target.max(0)) {
+                    tracing::error!(partition = %p.tp, error = %e, "follower truncation failed");
+                    backoff = true;
+                }
+                continue;
+            }
+            if let Some(records) = &data.records {
+                if !records.is_empty() {
+                    if let Err(e) = append_whole_batches(p, records) {
+                        tracing::error!(partition = %p.tp, error = %e, "follower append failed");
+                        backoff = true;
+                        continue;
+                    }
+                }
+            }
+            p.update_follower_high_watermark(data.high_watermark);
+        }
+    }
+    backoff
+}
+
+/// Appends the whole batches of `records` that start at or after the log end offset (a response
+/// may end in a partial batch, and may begin before the log end if the leader's read started at
+/// the batch holding it).
+fn append_whole_batches(p: &Partition, records: &[u8]) -> Result<(), ferry_log::LogError> {
+    let leo = p.log.log_end_offset();
+    let mut pos = 0usize;
+    let mut start = None;
+    let mut end = 0usize;
+    while records.len() >= pos + 27 {
+        let base = i64::from_be_bytes(records[pos..pos + 8].try_into().unwrap_or([0; 8]));
+        let len = i32::from_be_bytes(records[pos + 8..pos + 12].try_into().unwrap_or([0; 4]));
+        let delta = i32::from_be_bytes(records[pos + 23..pos + 27].try_into().unwrap_or([0; 4]));
+        let Ok(len) = usize::try_from(len) else { break };
+        let next = pos + 12 + len;
+        if next > records.len() {
+            break;
+        }
+        let last = base + i64::from(delta);
+        if last >= leo && start.is_none() {
+            start = Some(pos);
+        }
+        end = next;
+        pos = next;
+    }
+    match start {
+        Some(s) if s < end => p.append_as_follower(&records[s..end]).map(|_| ()),
+        _ => Ok(()),
+    }
+}

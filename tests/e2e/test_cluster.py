@@ -1,0 +1,208 @@
+"""A three-broker cluster on loopback (racks az1, az2, az3): one controller quorum, classic
+replication from leaders to followers, acks=all and min.insync.replicas.
+
+Each broker is `process.roles = broker,controller` with the same `controller.quorum.voters`
+(controller ports distinct from the Kafka listeners).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import Broker, free_port, unique_topic
+
+LAG_MS = 3000
+
+
+class Cluster:
+    def __init__(self, root: Path):
+        controller_ports = [free_port() for _ in range(3)]
+        voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(controller_ports))
+        self.brokers = [
+            Broker(
+                root / f"broker-{i + 1}",
+                {
+                    "node.id": i + 1,
+                    "process.roles": "broker,controller",
+                    "controller.quorum.voters": voters,
+                    "broker.rack": f"az{i + 1}",
+                    "replica.lag.time.max.ms": LAG_MS,
+                },
+            )
+            for i in range(3)
+        ]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def by_id(self, node_id: int) -> Broker:
+        return self.brokers[node_id - 1]
+
+    def start(self, timeout: float = 90.0):
+        for b in self.brokers:
+            b.start(wait=False)
+        deadline = time.monotonic() + timeout
+        pending = list(self.brokers)
+        last = None
+        while pending and time.monotonic() < deadline:
+            b = pending[0]
+            b._check_alive("while the cluster starts")
+            try:
+                md = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=5)
+                if sorted(md.brokers) == [1, 2, 3]:
+                    pending.pop(0)
+                    continue
+                last = f"brokers {sorted(md.brokers)}"
+            except Exception as e:  # noqa: BLE001 - poll until the deadline
+                last = repr(e)
+            time.sleep(0.3)
+        if pending:
+            tails = "\n".join(p.log_tail(40) for p in pending)
+            raise TimeoutError(f"cluster not formed: {last}\n{tails}")
+
+    def stop(self):
+        for b in self.brokers:
+            b.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path)
+    c.start()
+    yield c
+    c.stop()
+
+
+def create_topic(cluster: Cluster, name: str, partitions: int, config: dict | None = None):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=3, config=config or {})]
+    )
+    futures[name].result(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic=name, timeout=10)
+        t = md.topics.get(name)
+        if t is not None and t.error is None and len(t.partitions) == partitions and all(
+            p.leader >= 1 and len(p.isrs) == 3 for p in t.partitions.values()
+        ):
+            return {pid: p for pid, p in t.partitions.items()}
+        time.sleep(0.2)
+    raise TimeoutError(f"topic {name} not ready")
+
+
+def log_bytes(broker: Broker, topic: str, partition: int) -> bytes:
+    d = broker.data_dir / f"{topic}-{partition}"
+    return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
+
+
+def test_three_brokers_replicate_acks_all(cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    md = admin.list_topics(timeout=10)
+    assert sorted(md.brokers) == [1, 2, 3]
+
+    topic = unique_topic("repl")
+    partitions = create_topic(cluster, topic, 3)
+    for p in partitions.values():
+        assert sorted(p.replicas) == [1, 2, 3]
+    # Leaders spread over the brokers.
+    assert len({p.leader for p in partitions.values()}) == 3
+
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+        }
+    )
+    errors = []
+
+    def on_delivery(err, msg):
+        if err is not None:
+            errors.append(err)
+
+    total = 5000
+    for i in range(total):
+        producer.produce(topic, key=str(i).encode(), value=f"v{i}".encode(), partition=i % 3,
+                         on_delivery=on_delivery)
+        if i % 500 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    assert errors == []
+
+    # Each partition read from its leader: everything, in order.
+    for pid, p in partitions.items():
+        consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.by_id(p.leader).bootstrap,
+                "group.id": f"g-{topic}-{pid}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        consumer.assign([TopicPartition(topic, pid, 0)])
+        values = []
+        deadline = time.monotonic() + 60
+        expected = len(range(pid, total, 3))
+        while len(values) < expected and time.monotonic() < deadline:
+            for m in consumer.consume(500, timeout=1):
+                assert m.error() is None, m.error()
+                values.append(m.value())
+        consumer.close()
+        assert values == [f"v{i}".encode() for i in range(pid, total, 3)]
+
+    # Followers hold byte-identical logs once caught up.
+    deadline = time.monotonic() + 30
+    while True:
+        same = all(
+            len({log_bytes(b, topic, pid) for b in cluster.brokers}) == 1
+            for pid in partitions
+        )
+        if same or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    for pid in partitions:
+        logs = [log_bytes(b, topic, pid) for b in cluster.brokers]
+        assert len(logs[0]) > 0
+        assert logs[0] == logs[1] == logs[2], f"partition {pid} differs: {[len(l) for l in logs]}"
+
+
+def test_min_insync_replicas_with_a_broker_stopped(cluster):
+    topic = unique_topic("minisr")
+    partitions = create_topic(cluster, topic, 1, {"min.insync.replicas": "3"})
+    leader = partitions[0].leader
+    producer_conf = {
+        "bootstrap.servers": cluster.by_id(leader).bootstrap,
+        "acks": "all",
+        "enable.idempotence": False,
+        "retries": 0,
+        "request.timeout.ms": 5000,
+        "message.timeout.ms": 10000,
+    }
+
+    def produce_one() -> KafkaError | None:
+        result = []
+        p = Producer(producer_conf)
+        p.produce(topic, value=b"x", partition=0, on_delivery=lambda e, m: result.append(e))
+        p.flush(20)
+        return result[0] if result else KafkaError(KafkaError._TIMED_OUT)
+
+    assert produce_one() is None
+
+    victim = next(b for i, b in enumerate(cluster.brokers) if i + 1 != leader)
+    victim.stop()
+    deadline = time.monotonic() + 40
+    last = None
+    while time.monotonic() < deadline:
+        last = produce_one()
+        if last is not None and last.code() == KafkaError.NOT_ENOUGH_REPLICAS:
+            break
+        time.sleep(0.5)
+    assert last is not None and last.code() == KafkaError.NOT_ENOUGH_REPLICAS, last
