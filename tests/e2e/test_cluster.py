@@ -206,3 +206,17 @@ def test_min_insync_replicas_with_a_broker_stopped(cluster):
             break
         time.sleep(0.5)
     assert last is not None and last.code() == KafkaError.NOT_ENOUGH_REPLICAS, last
+
+    # The stopped follower comes back, catches up and rejoins the ISR; acks=all works again.
+    victim.start(wait=False)
+    admin = AdminClient({"bootstrap.servers": cluster.by_id(leader).bootstrap})
+    deadline = time.monotonic() + 60
+    isr = []
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic=topic, timeout=10)
+        isr = sorted(md.topics[topic].partitions[0].isrs)
+        if isr == [1, 2, 3]:
+            break
+        time.sleep(0.5)
+    assert isr == [1, 2, 3]
+    assert produce_one() is None

@@ -580,3 +580,7 @@ impl ReplicaManager {
         self.logs.shutdown()
     }
 }
+
+#[cfg(test)]
+#[path = "replica_manager_test.rs"]
+mod tests;

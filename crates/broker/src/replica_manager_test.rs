@@ -1,0 +1,153 @@
+use super::*;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+fn batch(n: usize) -> Bytes {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1,
+            timestamp: 1_000 + i as i64,
+            key: None,
+            value: Some(Bytes::from(format!("v{i}"))),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+fn topic(leader: BrokerId, isr: Vec<BrokerId>, partition_epoch: i32) -> TopicImage {
+    TopicImage {
+        name: "t".into(),
+        id: Uuid::from_u128(7),
+        configs: BTreeMap::new(),
+        partitions: vec![PartitionState {
+            replicas: vec![1, 2, 3],
+            isr,
+            leader,
+            leader_epoch: 0,
+            partition_epoch,
+        }],
+    }
+}
+
+fn manager(dir: &std::path::Path, node: BrokerId) -> ReplicaManager {
+    let logs = LogManager::open(vec![dir.to_path_buf()], ferry_common::system_clock()).unwrap();
+    ReplicaManager::new(logs, node)
+}
+
+#[test]
+fn leader_high_watermark_is_the_least_isr_log_end_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(dir.path(), 1);
+    assert!(rm
+        .ensure_topic(&topic(1, vec![1, 2, 3], 0), LogConfig::default())
+        .unwrap()
+        .is_empty());
+    let p = rm.partition_of("t", 0).unwrap();
+    assert!(p.is_leader());
+    p.append(&batch(5)).unwrap();
+    assert_eq!(p.high_watermark(), 0);
+    assert!(p.record_follower_fetch(2, 5).is_none());
+    assert_eq!(p.high_watermark(), 0, "follower 3 has not fetched yet");
+    assert!(p.record_follower_fetch(3, 3).is_none());
+    assert_eq!(p.high_watermark(), 3);
+    // A follower fetching from an older offset never moves the HW back.
+    p.record_follower_fetch(3, 1);
+    assert_eq!(p.high_watermark(), 3);
+    p.record_follower_fetch(3, 5);
+    assert_eq!(p.high_watermark(), 5);
+    // Consumers read up to the HW, replicas up to the LEO.
+    p.append(&batch(2)).unwrap();
+    assert_eq!(p.read(5, 1 << 20, true).unwrap().records.len(), 0);
+    assert!(!p
+        .read_for_replica(5, 1 << 20, true)
+        .unwrap()
+        .records
+        .is_empty());
+}
+
+#[test]
+fn isr_expands_when_caught_up_and_shrinks_when_lagging() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(dir.path(), 1);
+    rm.ensure_topic(&topic(1, vec![1, 2], 4), LogConfig::default())
+        .unwrap();
+    let p = rm.partition_of("t", 0).unwrap();
+    p.append(&batch(3)).unwrap();
+    p.record_follower_fetch(2, 3);
+    assert_eq!(p.high_watermark(), 3);
+    assert!(p.record_follower_fetch(3, 1).is_none(), "not caught up");
+    let change = p
+        .record_follower_fetch(3, 3)
+        .expect("caught up: joins the ISR");
+    assert_eq!(change.new_isr, vec![1, 2, 3]);
+    assert_eq!(change.partition_epoch, 4);
+    assert!(
+        p.record_follower_fetch(3, 3).is_none(),
+        "one change at a time"
+    );
+    p.isr_change_failed();
+
+    // The controller made the change; then follower 2 stops fetching.
+    rm.ensure_topic(&topic(1, vec![1, 2, 3], 5), LogConfig::default())
+        .unwrap();
+    p.append(&batch(1)).unwrap();
+    p.record_follower_fetch(3, 4);
+    assert!(p.isr_shrink(60_000).is_none());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let change = p.isr_shrink(10).expect("follower 2 lags");
+    assert_eq!(change.new_isr, vec![1, 3]);
+}
+
+#[test]
+fn follower_appends_leader_batches_and_bounds_its_high_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let leader_rm = manager(&dir.path().join("a"), 1);
+    let follower_rm = manager(&dir.path().join("b"), 2);
+    leader_rm
+        .ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+        .unwrap();
+    let followers = follower_rm
+        .ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+        .unwrap();
+    assert_eq!(followers.len(), 1, "became a follower");
+    let leader = leader_rm.partition_of("t", 0).unwrap();
+    let follower = follower_rm.partition_of("t", 0).unwrap();
+    assert_eq!(follower.role(), Role::Follower { leader: 1 });
+    assert!(
+        follower.append(&batch(1)).is_err(),
+        "a follower takes no produce"
+    );
+    leader.append(&batch(4)).unwrap();
+    let bytes = leader.read_for_replica(0, 1 << 20, true).unwrap().records;
+    follower.append_as_follower(&bytes).unwrap();
+    assert_eq!(follower.log.log_end_offset(), 4);
+    follower.update_follower_high_watermark(10);
+    assert_eq!(follower.high_watermark(), 4);
+    follower.update_follower_high_watermark(2);
+    assert_eq!(follower.high_watermark(), 2);
+    follower.truncate_to(1).unwrap();
+    assert_eq!(follower.log.log_end_offset(), 1);
+    assert_eq!(follower.high_watermark(), 1);
+}
