@@ -97,11 +97,11 @@ pub fn describe_log_dirs(
     let results = dirs
         .into_iter()
         .map(|(dir, topics)| {
+            let (total, usable) = disk_space(std::path::Path::new(&dir)).unwrap_or((-1, -1));
             DescribeLogDirsResult::default()
                 .with_log_dir(str_bytes(&dir))
-                // Unknown to ferry yet: -1 as the protocol allows.
-                .with_total_bytes(-1)
-                .with_usable_bytes(-1)
+                .with_total_bytes(total)
+                .with_usable_bytes(usable)
                 .with_topics(
                     topics
                         .into_iter()
@@ -116,4 +116,39 @@ pub fn describe_log_dirs(
         })
         .collect();
     DescribeLogDirsResponse::default().with_results(results)
+}
+
+/// (total, usable) bytes of the file system holding `dir`, as DescribeLogDirs v4 reports them;
+/// `None` when the file system cannot be asked (the response then says -1, "unknown").
+fn disk_space(dir: &std::path::Path) -> Option<(i64, i64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is a NUL-terminated string and `st` is a properly sized out-parameter that
+    // is only read after statvfs reports success.
+    let rc = unsafe { libc::statvfs(path.as_ptr(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: statvfs returned 0, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    let block = st.f_frsize as i64;
+    Some((
+        (st.f_blocks as i64).saturating_mul(block),
+        (st.f_bavail as i64).saturating_mul(block),
+    ))
+}
+
+#[cfg(test)]
+mod disk_tests {
+    #[test]
+    fn disk_space_of_a_real_directory_is_positive() {
+        let dir = tempfile::tempdir().unwrap();
+        let (total, usable) = super::disk_space(dir.path()).unwrap();
+        assert!(
+            total > 0 && usable > 0 && usable <= total,
+            "{total} {usable}"
+        );
+        assert!(super::disk_space(std::path::Path::new("/definitely/not/here")).is_none());
+    }
 }
