@@ -34,6 +34,18 @@ pub fn config_error(_: &TopicConfigError) -> ResponseError {
     ResponseError::InvalidConfig
 }
 
+/// KIP-320: a request's `current_leader_epoch` (-1 = not given) against the partition's. An
+/// older epoch is fenced; a newer one means this broker has not learned of it yet.
+pub fn leader_epoch_error(requested: i32, current: i32) -> Option<ResponseError> {
+    if requested < 0 || requested == current {
+        None
+    } else if requested > current {
+        Some(ResponseError::UnknownLeaderEpoch)
+    } else {
+        Some(ResponseError::FencedLeaderEpoch)
+    }
+}
+
 /// Error code for a wire field: 0 for success.
 pub fn code(e: Option<ResponseError>) -> i16 {
     e.map(|e| e.code()).unwrap_or(0)

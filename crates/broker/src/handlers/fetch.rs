@@ -257,12 +257,8 @@ fn read_one(
         .with_high_watermark(high_watermark)
         .with_last_stable_offset(partition.last_stable_offset())
         .with_log_start_offset(partition.log.log_start_offset());
-    if req.current_leader_epoch >= 0 && req.current_leader_epoch != partition.leader_epoch() {
-        let e = if req.current_leader_epoch > partition.leader_epoch() {
-            ResponseError::UnknownLeaderEpoch
-        } else {
-            ResponseError::FencedLeaderEpoch
-        };
+    if let Some(e) = errors::leader_epoch_error(req.current_leader_epoch, partition.leader_epoch())
+    {
         read.data = data.with_error_code(e.code());
         return read;
     }

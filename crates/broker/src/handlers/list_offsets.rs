@@ -48,15 +48,17 @@ pub fn handle(
                             base.with_error_code(ResponseError::NotLeaderOrFollower.code())
                         }
                         Some(part)
-                            if p.current_leader_epoch >= 0
-                                && p.current_leader_epoch != part.leader_epoch() =>
+                            if errors::leader_epoch_error(
+                                p.current_leader_epoch,
+                                part.leader_epoch(),
+                            )
+                            .is_some() =>
                         {
-                            let e = if p.current_leader_epoch > part.leader_epoch() {
-                                ResponseError::UnknownLeaderEpoch
-                            } else {
-                                ResponseError::FencedLeaderEpoch
-                            };
-                            base.with_error_code(e.code())
+                            let e = errors::leader_epoch_error(
+                                p.current_leader_epoch,
+                                part.leader_epoch(),
+                            );
+                            base.with_error_code(errors::code(e))
                         }
                         Some(part) => {
                             let log = &part.log;

@@ -92,15 +92,17 @@ pub fn offset_for_leader_epoch(
                     let r = match broker.replicas.partition_of(&topic.topic, p.partition) {
                         None => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
                         Some(part)
-                            if p.current_leader_epoch >= 0
-                                && p.current_leader_epoch != part.leader_epoch() =>
+                            if errors::leader_epoch_error(
+                                p.current_leader_epoch,
+                                part.leader_epoch(),
+                            )
+                            .is_some() =>
                         {
-                            let e = if p.current_leader_epoch > part.leader_epoch() {
-                                ResponseError::UnknownLeaderEpoch
-                            } else {
-                                ResponseError::FencedLeaderEpoch
-                            };
-                            base.with_error_code(e.code())
+                            let e = errors::leader_epoch_error(
+                                p.current_leader_epoch,
+                                part.leader_epoch(),
+                            );
+                            base.with_error_code(errors::code(e))
                         }
                         Some(part) => match part.log.end_offset_for_epoch(p.leader_epoch) {
                             Some((epoch, end)) => {
