@@ -81,7 +81,7 @@ impl Default for ConsumerProtocolConfig {
     }
 }
 
-fn union(a: &Assignment, b: &Assignment) -> Assignment {
+pub(crate) fn union(a: &Assignment, b: &Assignment) -> Assignment {
     let mut out = a.clone();
     for (t, ps) in b {
         out.entry(*t).or_default().extend(ps.iter().copied());

@@ -89,7 +89,7 @@ impl GroupCoordinator {
                     rebalance_timeout_ms: m.rebalance_timeout_ms,
                     epoch: m.epoch,
                     previous_epoch: m.previous_epoch,
-                    assigned: crate::consumer_api::merge(&m.assigned, &m.revoking),
+                    assigned: consumer::union(&m.assigned, &m.revoking),
                     target: c.target.get(&m.id).cloned().unwrap_or_default(),
                 })
                 .collect(),
@@ -175,18 +175,10 @@ impl GroupCoordinator {
             .with_client_id(s(&m.client_id))
             .with_client_host(s(&m.client_host))
             .with_subscribed_topic_names(m.subscribed.iter().map(|t| TopicName(s(t))).collect())
-            .with_assignment(wire(&merge(&m.assigned, &m.revoking)))
+            .with_assignment(wire(&consumer::union(&m.assigned, &m.revoking)))
             .with_target_assignment(wire(&c.target.get(&m.id).cloned().unwrap_or_default()))
             .with_member_type(1)
     }
-}
-
-pub(crate) fn merge(a: &Assignment, b: &Assignment) -> Assignment {
-    let mut out = a.clone();
-    for (t, ps) in b {
-        out.entry(*t).or_default().extend(ps.iter().copied());
-    }
-    out
 }
 
 /// Rebuilds a consumer group from its record; members get a fresh session.

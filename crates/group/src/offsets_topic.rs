@@ -51,7 +51,7 @@ impl RecordKey {
 pub const CONSUMER_GROUP_KEY_VERSION: i16 = 1000;
 
 /// topic id → partitions
-pub type TopicAssignment = std::collections::BTreeMap<uuid::Uuid, std::collections::BTreeSet<i32>>;
+pub use crate::assignor::Assignment as TopicAssignment;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConsumerMemberValue {
