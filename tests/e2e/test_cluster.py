@@ -220,3 +220,57 @@ def test_min_insync_replicas_with_a_broker_stopped(cluster):
         time.sleep(0.5)
     assert isr == [1, 2, 3]
     assert produce_one() is None
+
+
+def scrape_inter_broker(broker: Broker) -> dict:
+    """`ferry_inter_broker_bytes_total` of one broker as {(direction, peer_rack, kind): bytes}."""
+    import re
+    import urllib.request
+
+    text = urllib.request.urlopen(broker.metrics_url, timeout=10).read().decode()
+    out = {}
+    pattern = re.compile(
+        r'^ferry_inter_broker_bytes_total\{direction="(\w+)",peer_rack="([^"]*)",kind="(\w+)"\} (\d+)'
+    )
+    for line in text.splitlines():
+        m = pattern.match(line)
+        if m:
+            out[(m.group(1), m.group(2), m.group(3))] = int(m.group(4))
+    return out
+
+
+def cross_rack_received(cluster: Cluster, kind: str) -> int:
+    """Bytes of `kind` every broker received from brokers in other racks (each byte once)."""
+    total = 0
+    for i, b in enumerate(cluster.brokers):
+        own = f"az{i + 1}"
+        for (direction, rack, k), n in scrape_inter_broker(b).items():
+            if direction == "received" and k == kind and rack != own:
+                total += n
+    return total
+
+
+def test_cross_rack_replication_bytes_are_counted(cluster):
+    """Classic replication at RF=3 moves every produced byte to two other racks: the metrics
+    must show about 2 bytes of cross-rack replication traffic per byte produced."""
+    topic = unique_topic("xaz")
+    create_topic(cluster, topic, 3)
+    before = cross_rack_received(cluster, "replication")
+    value = b"x" * 1000
+    count = 10_000
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5}
+    )
+    for i in range(count):
+        producer.produce(topic, value=value, partition=i % 3)
+        if i % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0
+    # acks=all: the followers hold everything once the last ack arrived.
+    time.sleep(1.0)
+    moved = cross_rack_received(cluster, "replication") - before
+    produced = count * len(value)
+    ratio = moved / produced
+    assert 1.9 < ratio < 2.6, f"{moved} cross-rack replication bytes for {produced} produced"
+    # The controller quorum talks across racks too, under its own kind.
+    assert cross_rack_received(cluster, "controller") > 0

@@ -197,6 +197,7 @@ impl Broker {
 
     /// Follows a new metadata image: partitions, roles, deleted topics, fetchers.
     pub fn apply_image(self: &Arc<Self>, image: &ferry_cluster::Image) {
+        self.metrics.set_peer_racks(peer_racks(image));
         let changes = self.replicas.apply_image(image, |t| {
             topic_config::log_config(&self.config, &t.configs)
         });
@@ -308,4 +309,13 @@ impl Broker {
     pub fn is_internal_topic(name: &str) -> bool {
         name.starts_with("__")
     }
+}
+
+/// Every registered broker's rack as a metric label (`none` for a broker without one).
+pub fn peer_racks(image: &ferry_cluster::Image) -> std::collections::HashMap<i32, String> {
+    image
+        .brokers
+        .values()
+        .map(|b| (b.id, b.rack.clone().unwrap_or_else(|| "none".to_string())))
+        .collect()
 }

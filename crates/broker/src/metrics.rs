@@ -1,7 +1,8 @@
 //! Prometheus metrics of the broker, served as text on `metrics.address` at `/metrics`.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -28,6 +29,54 @@ pub struct TopicLabels {
     pub topic: String,
 }
 
+/// Bytes exchanged with another broker, by its rack: the traffic that crosses AZs when racks
+/// are AZs.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InterBrokerLabels {
+    /// `sent` or `received`, seen from this broker.
+    pub direction: &'static str,
+    /// The peer's `broker.rack` (`none` when it has none, `unknown` when it is not registered).
+    pub peer_rack: String,
+    pub kind: &'static str,
+}
+
+/// What inter-broker bytes were for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrafficKind {
+    /// Replica fetches (requests and responses, record data included).
+    Replication,
+    /// The controller quorum's Raft traffic.
+    Controller,
+    /// Anything else a broker sends another (e.g. internal produce requests).
+    Other,
+}
+
+impl TrafficKind {
+    fn label(self) -> &'static str {
+        match self {
+            TrafficKind::Replication => "replication",
+            TrafficKind::Controller => "controller",
+            TrafficKind::Other => "other",
+        }
+    }
+}
+
+/// The client id prefix of every connection one broker opens to another; the receiving broker
+/// recognises inter-broker requests by it (`ferry-broker-<node.id>[-<purpose>]`).
+pub const INTER_BROKER_CLIENT_PREFIX: &str = "ferry-broker-";
+
+/// The client id a broker uses towards its peers for `purpose` (e.g. `replica-fetcher`).
+pub fn inter_broker_client_id(node_id: i32, purpose: &str) -> String {
+    format!("{INTER_BROKER_CLIENT_PREFIX}{node_id}-{purpose}")
+}
+
+/// The sending broker's id, when `client_id` is an inter-broker client id.
+pub fn inter_broker_peer(client_id: &str) -> Option<i32> {
+    let rest = client_id.strip_prefix(INTER_BROKER_CLIENT_PREFIX)?;
+    let digits = rest.split('-').next()?;
+    digits.parse().ok()
+}
+
 fn latency_histogram() -> Histogram {
     // 50 µs .. ~1.6 s
     Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
@@ -45,6 +94,9 @@ pub struct Metrics {
     pub bytes_out: Family<TopicLabels, Counter>,
     pub connections: Gauge,
     pub malformed_requests: Counter,
+    pub inter_broker_bytes: Family<InterBrokerLabels, Counter>,
+    /// Each registered broker's rack label, refreshed with every metadata image.
+    peer_racks: RwLock<HashMap<i32, String>>,
 }
 
 impl Default for Metrics {
@@ -69,6 +121,12 @@ impl Metrics {
         let bytes_out = Family::<TopicLabels, Counter>::default();
         let connections = Gauge::default();
         let malformed_requests = Counter::default();
+        let inter_broker_bytes = Family::<InterBrokerLabels, Counter>::default();
+        registry.register(
+            "inter_broker_bytes",
+            "Bytes sent to and received from other brokers, by the peer's rack and purpose",
+            inter_broker_bytes.clone(),
+        );
         registry.register("requests", "Requests handled, by API", requests.clone());
         registry.register(
             "request_errors",
@@ -127,6 +185,38 @@ impl Metrics {
             bytes_out,
             connections,
             malformed_requests,
+            inter_broker_bytes,
+            peer_racks: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Replaces the broker-id-to-rack map used to label inter-broker traffic.
+    pub fn set_peer_racks(&self, racks: HashMap<i32, String>) {
+        *self.peer_racks.write().unwrap_or_else(|p| p.into_inner()) = racks;
+    }
+
+    /// Counts bytes exchanged with broker `peer` (`None`: a peer that did not say who it is).
+    pub fn inter_broker(&self, kind: TrafficKind, peer: Option<i32>, sent: u64, received: u64) {
+        let rack = match peer {
+            Some(id) => self
+                .peer_racks
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| "unknown".to_string()),
+            None => "unknown".to_string(),
+        };
+        for (direction, n) in [("sent", sent), ("received", received)] {
+            if n > 0 {
+                self.inter_broker_bytes
+                    .get_or_create(&InterBrokerLabels {
+                        direction,
+                        peer_rack: rack.clone(),
+                        kind: kind.label(),
+                    })
+                    .inc_by(n);
+            }
         }
     }
 
@@ -233,5 +323,41 @@ mod tests {
             text.contains("ferry_topic_messages_in_total{topic=\"orders\"} 3"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn inter_broker_bytes_are_labelled_with_the_peer_rack() {
+        let m = Metrics::new();
+        m.set_peer_racks(HashMap::from([(2, "az2".to_string())]));
+        m.inter_broker(TrafficKind::Replication, Some(2), 100, 5000);
+        m.inter_broker(TrafficKind::Controller, Some(9), 7, 0);
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "ferry_inter_broker_bytes_total{direction=\"received\",peer_rack=\"az2\",kind=\"replication\"} 5000"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "ferry_inter_broker_bytes_total{direction=\"sent\",peer_rack=\"unknown\",kind=\"controller\"} 7"
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.contains("direction=\"received\",peer_rack=\"unknown\""),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn inter_broker_client_ids_name_the_sender() {
+        assert_eq!(
+            inter_broker_peer(&inter_broker_client_id(3, "replica-fetcher")),
+            Some(3)
+        );
+        assert_eq!(inter_broker_peer("ferry-broker-12"), Some(12));
+        assert_eq!(inter_broker_peer("rdkafka"), None);
+        assert_eq!(inter_broker_peer("ferry-broker-x"), None);
     }
 }

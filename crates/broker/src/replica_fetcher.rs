@@ -29,6 +29,7 @@ use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
+use crate::metrics::{inter_broker_client_id, Metrics, TrafficKind};
 use crate::replica_manager::{Partition, Role};
 
 /// The Fetch version followers send: v12 has `last_fetched_epoch` / `diverging_epoch` and still
@@ -111,6 +112,8 @@ impl ReplicaFetcher for ClassicFetcher {
 struct Connection {
     stream: TcpStream,
     correlation_id: i32,
+    leader: BrokerId,
+    metrics: Arc<Metrics>,
 }
 
 impl Connection {
@@ -140,6 +143,12 @@ impl Connection {
         }
         let mut buf = vec![0u8; size];
         self.stream.read_exact(&mut buf).await?;
+        self.metrics.inter_broker(
+            TrafficKind::Replication,
+            Some(self.leader),
+            frame.len() as u64,
+            4 + size as u64,
+        );
         let mut buf = Bytes::from(buf);
         let header = ResponseHeader::decode(
             &mut buf,
@@ -173,6 +182,8 @@ async fn connect(broker: &Broker, leader: BrokerId) -> anyhow::Result<Connection
     Ok(Connection {
         stream,
         correlation_id: 0,
+        leader,
+        metrics: broker.metrics.clone(),
     })
 }
 
@@ -208,7 +219,7 @@ async fn run_leader(
             continue;
         }
         let request = build_request(&b, &current);
-        let client_id = format!("ferry-replica-fetcher-{}", b.node_id);
+        let client_id = inter_broker_client_id(b.node_id, "replica-fetcher");
         let Some(c) = conn.as_mut() else { continue };
         let result = c.fetch(&request, &client_id).await;
         match result {

@@ -18,4 +18,4 @@ pub mod raft;
 
 pub use error::{ClusterError, ErrorKind};
 pub use image::{Applied, BrokerId, Image, ImageError, MetadataRecord};
-pub use raft::{Committed, Controller, ControllerConfig};
+pub use raft::{Committed, Controller, ControllerConfig, Traffic, TrafficObserver};

@@ -104,6 +104,8 @@ pub struct MetadataOptions {
     /// The advertised endpoint of this broker.
     pub host: String,
     pub port: u16,
+    /// Told the bytes of the controller's traffic with each peer.
+    pub traffic: Option<ferry_cluster::TrafficObserver>,
 }
 
 /// The next unused producer id of this broker's current block, and the block's end.
@@ -130,6 +132,7 @@ impl MetadataStore {
         })?;
         let legacy = legacy::read(&options.legacy_dir, node_id)?;
         let mut config = ControllerConfig::new(raft_id, options.voters.clone(), &options.dir);
+        config.traffic = options.traffic.clone();
         if options.voters.len() <= 1 {
             // Alone, there is nobody to wait for: elect quickly after a restart.
             config.heartbeat_interval = std::time::Duration::from_millis(50);

@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::broker::Broker;
 use crate::handlers;
-use crate::metrics::ApiLabels;
+use crate::metrics::{self, ApiLabels, TrafficKind};
 
 pub async fn serve(
     broker: Arc<Broker>,
@@ -60,10 +60,8 @@ pub async fn serve(
                 break;
             }
         };
-        broker
-            .metrics
-            .network_bytes_in
-            .inc_by(frame.len() as u64 + 4);
+        let request_bytes = frame.len() as u64 + 4;
+        broker.metrics.network_bytes_in.inc_by(request_bytes);
         let started = Instant::now();
         let request = match decode_request(frame) {
             Ok(r) => r,
@@ -107,6 +105,9 @@ pub async fn serve(
                 .unwrap_or_default(),
             client_host: format!("/{}", peer.ip()),
         };
+        // Requests from other brokers are counted by the sender's rack (cross-AZ traffic).
+        let from_broker =
+            metrics::inter_broker_peer(&ctx.client_id).filter(|id| *id != broker.node_id);
         let response = handlers::handle(&broker, request, &ctx).await;
         broker
             .metrics
@@ -118,6 +119,16 @@ pub async fn serve(
         };
         match encode_response(api_key, version, correlation_id, &body) {
             Ok(f) => {
+                if from_broker.is_some() {
+                    let kind = if api_key == ApiKey::Fetch {
+                        TrafficKind::Replication
+                    } else {
+                        TrafficKind::Other
+                    };
+                    broker
+                        .metrics
+                        .inter_broker(kind, from_broker, f.len() as u64, request_bytes);
+                }
                 if tx.send(f).await.is_err() {
                     break;
                 }

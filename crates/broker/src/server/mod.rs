@@ -19,7 +19,7 @@ use crate::broker::Broker;
 use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessionCache;
 use crate::metadata::{MetadataOptions, MetadataStore};
-use crate::metrics::{self, Metrics};
+use crate::metrics::{self, Metrics, TrafficKind};
 use crate::replica_fetcher::ClassicFetcher;
 use crate::replica_manager::{IsrChange, ReplicaManager};
 
@@ -65,7 +65,14 @@ impl Server {
         if host.is_empty() || host == "0.0.0.0" {
             host = local_addr.ip().to_string();
         }
+        let metrics = Arc::new(Metrics::new());
+        let controller_metrics = metrics.clone();
+        let traffic = ferry_cluster::TrafficObserver::new(move |peer, t| {
+            let peer = peer.and_then(|p| i32::try_from(p).ok());
+            controller_metrics.inter_broker(TrafficKind::Controller, peer, t.sent, t.received);
+        });
         let options = MetadataOptions {
+            traffic: Some(traffic),
             node_id: config.node_id(),
             dir: metadata_dir.clone(),
             legacy_dir: first.clone(),
@@ -116,9 +123,12 @@ impl Server {
             metadata,
             replicas,
             fetch_sessions: FetchSessionCache::default(),
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             advertised: (host, port),
         });
+        broker
+            .metrics
+            .set_peer_racks(crate::broker::peer_racks(&broker.metadata.image()));
         for topic in broker.metadata.topics() {
             if let Err(e) = broker.open_topic(&topic) {
                 // One damaged partition must not keep the others offline.

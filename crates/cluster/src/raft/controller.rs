@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::log_store::LogStore;
-use super::network::{self, ProposeFailure, TcpNetwork};
+use super::network::{self, ProposeFailure, TcpNetwork, TrafficObserver};
 use super::state_machine::{ApplyResult, StateMachineStore};
 use super::{Metrics, Raft};
 use crate::error::ClusterError;
@@ -43,6 +43,8 @@ pub struct ControllerConfig {
     pub entries_kept_after_snapshot: u64,
     /// How long a forwarded proposal may take.
     pub forward_timeout: Duration,
+    /// Told the size of every frame exchanged with peers.
+    pub traffic: Option<TrafficObserver>,
 }
 
 impl ControllerConfig {
@@ -57,6 +59,7 @@ impl ControllerConfig {
             snapshot_after_entries: 1000,
             entries_kept_after_snapshot: 100,
             forward_timeout: Duration::from_secs(10),
+            traffic: None,
         }
     }
 
@@ -98,6 +101,7 @@ pub struct Controller {
     image: watch::Receiver<Arc<Image>>,
     server: Option<JoinHandle<()>>,
     forward_timeout: Duration,
+    traffic: Option<TrafficObserver>,
 }
 
 impl Controller {
@@ -144,13 +148,15 @@ impl Controller {
         let raft = Raft::new(
             config.node_id,
             raft_config,
-            TcpNetwork,
+            TcpNetwork {
+                observer: config.traffic.clone(),
+            },
             log_store,
             state_machine,
         )
         .await
         .map_err(|e| ClusterError::Raft(e.to_string()))?;
-        let server = listener.map(|l| network::serve(l, raft.clone()));
+        let server = listener.map(|l| network::serve(l, raft.clone(), config.traffic.clone()));
         let controller = Self {
             node_id: config.node_id,
             raft,
@@ -158,6 +164,7 @@ impl Controller {
             image,
             server,
             forward_timeout: config.forward_timeout,
+            traffic: config.traffic.clone(),
         };
         controller.initialize_if_new().await?;
         Ok(controller)
@@ -215,7 +222,16 @@ impl Controller {
                 leader_addr: hint_addr,
             });
         };
-        match network::forward_propose(&addr, record, self.forward_timeout).await {
+        let peer = leader.filter(|l| *l != self.node_id);
+        match network::forward_propose(
+            &addr,
+            peer,
+            record,
+            self.forward_timeout,
+            self.traffic.clone(),
+        )
+        .await
+        {
             Ok(Ok(done)) => committed(done),
             Ok(Err(ProposeFailure::NotLeader {
                 leader,

@@ -16,6 +16,7 @@ pub mod network;
 pub mod state_machine;
 
 pub use controller::{Committed, Controller, ControllerConfig};
+pub use network::{Traffic, TrafficObserver};
 
 /// A voter's address, `host:port`.
 pub type Node = openraft::BasicNode;

@@ -9,6 +9,7 @@
 //! client's record to the leader. The leader applies it with `client_write` and does not forward
 //! again, so a request travels at most one hop.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{
@@ -30,6 +31,35 @@ use crate::image::MetadataRecord;
 
 /// The largest frame accepted (snapshots travel in chunks well below this).
 pub const MAX_FRAME: u32 = 64 << 20;
+
+/// Told the bytes of every controller frame this node sends or receives, with the peer's node
+/// id where the frame names it (`None` for a forwarded proposal, which carries no sender). The
+/// broker turns this into its inter-broker traffic by rack; the cluster crate knows no racks.
+#[derive(Clone)]
+pub struct TrafficObserver(Arc<dyn Fn(Option<u64>, Traffic) + Send + Sync>);
+
+/// Bytes of one exchange with a peer, frame headers included.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    pub sent: u64,
+    pub received: u64,
+}
+
+impl TrafficObserver {
+    pub fn new(f: impl Fn(Option<u64>, Traffic) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    fn observe(&self, peer: Option<u64>, traffic: Traffic) {
+        (self.0)(peer, traffic)
+    }
+}
+
+impl std::fmt::Debug for TrafficObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TrafficObserver")
+    }
+}
 
 #[derive(Serialize, Deserialize)]
 enum Request {
@@ -72,10 +102,11 @@ enum CallError {
     Mismatch,
 }
 
+/// Writes one frame and returns its size in bytes.
 async fn write_frame<W: AsyncWriteExt + Unpin>(
     w: &mut W,
     value: &impl Serialize,
-) -> std::io::Result<()> {
+) -> std::io::Result<u64> {
     let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
     let len = u32::try_from(body.len())
         .ok()
@@ -83,11 +114,13 @@ async fn write_frame<W: AsyncWriteExt + Unpin>(
         .ok_or_else(|| std::io::Error::other("frame too large"))?;
     w.write_all(&len.to_be_bytes()).await?;
     w.write_all(&body).await?;
-    w.flush().await
+    w.flush().await?;
+    Ok(4 + u64::from(len))
 }
 
-/// Reads one frame; `Ok(None)` on a clean end of stream before a frame starts.
-async fn read_frame<R, T>(r: &mut R) -> std::io::Result<Option<T>>
+/// Reads one frame and its size in bytes; `Ok(None)` on a clean end of stream before a frame
+/// starts.
+async fn read_frame<R, T>(r: &mut R) -> std::io::Result<Option<(T, u64)>>
 where
     R: AsyncReadExt + Unpin,
     T: serde::de::DeserializeOwned,
@@ -108,7 +141,7 @@ where
     let mut body = vec![0u8; len as usize];
     r.read_exact(&mut body).await?;
     serde_json::from_slice(&body)
-        .map(Some)
+        .map(|v| Some((v, 4 + u64::from(len))))
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
@@ -116,6 +149,9 @@ where
 struct Connection {
     addr: String,
     stream: Option<BufStream<TcpStream>>,
+    /// The peer's node id, for the traffic observer.
+    peer: Option<u64>,
+    observer: Option<TrafficObserver>,
 }
 
 impl Connection {
@@ -145,9 +181,17 @@ impl Connection {
         let Some(stream) = self.stream.as_mut() else {
             return Err(CallError::Mismatch);
         };
-        write_frame(stream, req).await?;
-        match read_frame(stream).await? {
-            Some(resp) => Ok(resp),
+        let sent = write_frame(stream, req).await?;
+        let response = read_frame(stream).await;
+        let received = match &response {
+            Ok(Some((_, n))) => *n,
+            _ => 0,
+        };
+        if let Some(o) = &self.observer {
+            o.observe(self.peer, Traffic { sent, received });
+        }
+        match response? {
+            Some((resp, _)) => Ok(resp),
             None => Err(CallError::Io(std::io::ErrorKind::UnexpectedEof.into())),
         }
     }
@@ -155,7 +199,9 @@ impl Connection {
 
 /// Creates a [`PeerClient`] per target, as openraft asks.
 #[derive(Clone, Default)]
-pub struct TcpNetwork;
+pub struct TcpNetwork {
+    pub(crate) observer: Option<TrafficObserver>,
+}
 
 impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
     type Network = PeerClient;
@@ -166,6 +212,8 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
             conn: Connection {
                 addr: node.addr.clone(),
                 stream: None,
+                peer: Some(target),
+                observer: self.observer.clone(),
             },
         }
     }
@@ -243,12 +291,16 @@ impl RaftNetwork<TypeConfig> for PeerClient {
 /// Sends `record` to the controller at `addr` and waits for it to be committed and applied.
 pub(crate) async fn forward_propose(
     addr: &str,
+    peer: Option<u64>,
     record: MetadataRecord,
     ttl: Duration,
+    observer: Option<TrafficObserver>,
 ) -> Result<Result<(u64, ApplyResult), ProposeFailure>, String> {
     let mut conn = Connection {
         addr: addr.to_string(),
         stream: None,
+        peer,
+        observer,
     };
     match conn.call(&Request::Propose(record), ttl).await {
         Ok(Response::Propose(r)) => Ok(r),
@@ -277,7 +329,11 @@ pub(crate) async fn propose_local(
 
 /// Accepts peers' connections on `listener` and answers their requests with `raft`, until the
 /// returned task is aborted (which also ends every connection it serves).
-pub(crate) fn serve(listener: TcpListener, raft: Raft) -> tokio::task::JoinHandle<()> {
+pub(crate) fn serve(
+    listener: TcpListener,
+    raft: Raft,
+    observer: Option<TrafficObserver>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut connections = JoinSet::new();
         loop {
@@ -285,8 +341,9 @@ pub(crate) fn serve(listener: TcpListener, raft: Raft) -> tokio::task::JoinHandl
                 accepted = listener.accept() => match accepted {
                     Ok((stream, peer)) => {
                         let raft = raft.clone();
+                        let observer = observer.clone();
                         connections.spawn(async move {
-                            if let Err(e) = handle_connection(stream, raft).await {
+                            if let Err(e) = handle_connection(stream, raft, observer).await {
                                 tracing::debug!(%peer, error = %e, "controller connection closed");
                             }
                         });
@@ -302,10 +359,23 @@ pub(crate) fn serve(listener: TcpListener, raft: Raft) -> tokio::task::JoinHandl
     })
 }
 
-async fn handle_connection(stream: TcpStream, raft: Raft) -> std::io::Result<()> {
+async fn handle_connection(
+    stream: TcpStream,
+    raft: Raft,
+    observer: Option<TrafficObserver>,
+) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let mut stream = BufStream::new(stream);
-    while let Some(req) = read_frame::<_, Request>(&mut stream).await? {
+    while let Some((req, received)) = read_frame::<_, Request>(&mut stream).await? {
+        // The sender as the request names it: the leader of an append or snapshot, the
+        // candidate of a vote.
+        let peer = match &req {
+            Request::AppendEntries(r) => Some(r.vote.leader_id().voted_for()),
+            Request::Vote(r) => Some(r.vote.leader_id().voted_for()),
+            Request::InstallSnapshot(r) => Some(r.vote.leader_id().voted_for()),
+            Request::Propose(_) => None,
+        }
+        .flatten();
         let resp = match req {
             Request::AppendEntries(r) => Response::AppendEntries(raft.append_entries(r).await),
             Request::Vote(r) => Response::Vote(raft.vote(r).await),
@@ -314,7 +384,10 @@ async fn handle_connection(stream: TcpStream, raft: Raft) -> std::io::Result<()>
             }
             Request::Propose(record) => Response::Propose(propose_local(&raft, record).await),
         };
-        write_frame(&mut stream, &resp).await?;
+        let sent = write_frame(&mut stream, &resp).await?;
+        if let Some(o) = &observer {
+            o.observe(peer, Traffic { sent, received });
+        }
     }
     Ok(())
 }
