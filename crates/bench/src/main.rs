@@ -85,6 +85,13 @@ struct Common {
     /// librdkafka `debug` contexts (e.g. `protocol,broker,fetch`); logs go to stderr.
     #[arg(long)]
     debug: Option<String>,
+    /// Replication factor of the topic when it has to be created.
+    #[arg(long, default_value_t = 1)]
+    replication_factor: i32,
+    /// Topic config KEY=VALUE for the topic when it has to be created (repeatable), e.g.
+    /// `remote.wal.enable=true`.
+    #[arg(long = "topic-config", value_name = "KEY=VALUE")]
+    topic_configs: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -267,7 +274,17 @@ fn ensure_topic(common: &Common, partitions: i32) -> Result<i32> {
     let mut cfg = base_config(common)?;
     apply_extra(&mut cfg, common)?;
     let admin: AdminClient<DefaultClientContext> = cfg.create().context("creating admin client")?;
-    let new = NewTopic::new(&common.topic, partitions, TopicReplication::Fixed(1));
+    let mut new = NewTopic::new(
+        &common.topic,
+        partitions,
+        TopicReplication::Fixed(common.replication_factor),
+    );
+    for kv in &common.topic_configs {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--topic-config {kv}: expected KEY=VALUE"))?;
+        new = new.set(k, v);
+    }
     let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
     let results = futures_executor::block_on(admin.create_topics([&new], &opts))
         .context("CreateTopics request")?;

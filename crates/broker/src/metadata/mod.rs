@@ -34,6 +34,8 @@ use uuid::Uuid;
 pub use legacy::{FILE_NAME as LEGACY_FILE_NAME, IMPORTED_NAME as LEGACY_IMPORTED_NAME};
 
 const PRODUCER_ID_BLOCK: i64 = 1000;
+/// How long start-up keeps retrying a proposal the quorum could not take yet.
+const START_PROPOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TopicMeta {
@@ -149,7 +151,7 @@ impl MetadataStore {
                 .as_ref()
                 .map(|(_, l)| l.cluster_id.clone())
                 .unwrap_or_else(new_cluster_id);
-            match store.propose(MetadataRecord::InitCluster { cluster_id }) {
+            match store.propose_at_start(MetadataRecord::InitCluster { cluster_id }) {
                 // Another voter set it first.
                 Err(MetadataError::Controller(ClusterError::Rejected(
                     ImageError::ClusterIdSet(_),
@@ -160,13 +162,13 @@ impl MetadataStore {
             }
         }
         // Every start is a new incarnation with a new broker epoch.
-        store.propose(MetadataRecord::RegisterBroker {
+        store.propose_at_start(MetadataRecord::RegisterBroker {
             id: node_id,
             rack: options.rack.clone(),
             host: options.host.clone(),
             port: options.port,
         })?;
-        store.propose(MetadataRecord::UnfenceBroker { id: node_id })?;
+        store.propose_at_start(MetadataRecord::UnfenceBroker { id: node_id })?;
         if let Some((path, state)) = legacy {
             store.import(&state)?;
             legacy::mark_imported(&path)?;
@@ -216,6 +218,21 @@ impl MetadataStore {
 
     fn propose(&self, record: MetadataRecord) -> Result<Applied, MetadataError> {
         Ok(self.quorum.propose(record)?.applied)
+    }
+
+    /// Like [`Self::propose`], but rides out a leadership change: while the voters start
+    /// together, the leader one node saw may step down before its proposal reaches it.
+    fn propose_at_start(&self, record: MetadataRecord) -> Result<Applied, MetadataError> {
+        let deadline = std::time::Instant::now() + START_PROPOSE_WAIT;
+        loop {
+            match self.propose(record.clone()) {
+                Err(e) if e.is_retriable() && std::time::Instant::now() < deadline => {
+                    tracing::debug!(error = %e, "controller busy at start-up; retrying");
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                other => return other,
+            }
+        }
     }
 
     fn live_brokers(&self) -> Vec<PlacementBroker> {
