@@ -206,6 +206,9 @@ impl Broker {
             tracing::info!(topic = %topic, "deleted the local replicas of a deleted topic");
         }
         self.fetcher.sync(self);
+        if image.topic(OFFSETS_TOPIC).is_some() {
+            self.follow_offsets_leadership();
+        }
     }
 
     /// Proposes a leader's ISR change to the controller (blocking).
@@ -283,20 +286,43 @@ impl Broker {
             }
         };
         self.open_topic(&meta)?;
-        let partitions = (0..meta.partitions)
-            .map(|p| self.replicas.partition_of(OFFSETS_TOPIC, p))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| {
-                TopicError::new(
-                    ResponseError::CoordinatorNotAvailable,
-                    "offsets partitions missing",
-                )
-            })?;
-        self.offsets_store.set_partitions(partitions);
-        self.groups
-            .load()
-            .map_err(|e| TopicError::new(ResponseError::CoordinatorNotAvailable, e.to_string()))?;
+        self.follow_offsets_leadership();
         Ok(())
+    }
+
+    /// The group coordinator follows the leadership of `__consumer_offsets` (Kafka's
+    /// `onElection` / `onResignation`): it loads the groups of each partition that became led
+    /// here, at each new leader epoch, and unloads those of partitions led elsewhere now.
+    pub fn follow_offsets_leadership(&self) {
+        let Some(meta) = self.metadata.topic(OFFSETS_TOPIC) else {
+            return;
+        };
+        let min_isr = topic_config::effective(&self.config, &meta.configs, "min.insync.replicas")
+            .and_then(|(v, _, _)| v.parse::<i32>().ok())
+            .unwrap_or(1);
+        let hosted: Vec<_> = (0..meta.partitions)
+            .filter_map(|p| self.replicas.partition_of(OFFSETS_TOPIC, p))
+            .collect();
+        self.offsets_store.set_partitions(hosted, min_isr);
+        let led: std::collections::HashMap<i32, i32> =
+            self.groups.led_partitions().into_iter().collect();
+        for p in 0..meta.partitions {
+            let leading = self
+                .replicas
+                .partition_of(OFFSETS_TOPIC, p)
+                .filter(|x| x.is_leader())
+                .map(|x| x.leader_epoch());
+            match leading {
+                Some(epoch) if led.get(&p) != Some(&epoch) => {
+                    if let Err(e) = self.groups.on_election(p, epoch) {
+                        tracing::error!(partition = p, error = %e, "cannot load consumer groups");
+                    }
+                }
+                Some(_) => {}
+                None if led.contains_key(&p) => self.groups.on_resignation(p),
+                None => {}
+            }
+        }
     }
 
     /// The group coordinator, once `__consumer_offsets` exists.

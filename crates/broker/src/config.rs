@@ -102,6 +102,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("offsets.topic.num.partitions", Int, "50", "Partitions of `__consumer_offsets` (fixed once the topic exists)."),
     def("offsets.topic.replication.factor", Int, "3", "Replication factor of `__consumer_offsets`, capped at the number of live brokers."),
     def("offsets.topic.segment.bytes", Int, "104857600", "Segment size of `__consumer_offsets`."),
+    def("offsets.commit.timeout.ms", Int, "5000", "How long an offset commit waits for the in-sync replicas of `__consumer_offsets` (REQUEST_TIMED_OUT after)."),
     def("offsets.retention.minutes", Int, "10080", "Committed offsets of a group that has been empty this long are deleted."),
     def("offset.metadata.max.bytes", Int, "4096", "Largest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE above)."),
     def("group.initial.rebalance.delay.ms", Int, "3000", "How long the first rebalance of an empty group waits for more members."),
@@ -326,6 +327,9 @@ impl BrokerConfig {
     }
     pub fn retention_check_interval_ms(&self) -> u64 {
         self.long("log.retention.check.interval.ms").max(100) as u64
+    }
+    pub fn offsets_commit_timeout_ms(&self) -> u64 {
+        self.long("offsets.commit.timeout.ms").max(1) as u64
     }
     pub fn group_config(&self) -> ferry_group::GroupConfig {
         ferry_group::GroupConfig {

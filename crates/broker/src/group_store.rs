@@ -1,11 +1,16 @@
-//! `__consumer_offsets` as the group coordinator's store: records are appended to the topic's
-//! partitions through the replica manager like any produce, and read back for replay.
+//! `__consumer_offsets` as the group coordinator's store: records are appended to the
+//! partitions led here through the replica manager like an acks=all produce, and read back up to
+//! the log end when this broker is elected leader of a partition.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use ferry_common::SharedClock;
-use ferry_group::{OffsetsStore, StoreError, StoredRecord};
+use ferry_group::{Appended, OffsetsStore, StoreError, StoredRecord};
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
@@ -14,44 +19,83 @@ use crate::replica_manager::Partition;
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-/// The partitions of `__consumer_offsets`, known once the topic exists.
+/// The partitions of `__consumer_offsets` hosted here, known once the topic exists.
 pub struct LogOffsetsStore {
-    partitions: OnceLock<Vec<Arc<Partition>>>,
+    partitions: RwLock<HashMap<i32, Arc<Partition>>>,
+    ready: AtomicBool,
+    /// `min.insync.replicas` of the topic: fewer in-sync replicas refuse an append.
+    min_isr: AtomicI32,
+    /// `offsets.commit.timeout.ms`
+    commit_timeout: Duration,
     clock: SharedClock,
 }
 
 impl LogOffsetsStore {
-    pub fn new(clock: SharedClock) -> Self {
+    pub fn new(clock: SharedClock, commit_timeout: Duration) -> Self {
         Self {
-            partitions: OnceLock::new(),
+            partitions: RwLock::new(HashMap::new()),
+            ready: AtomicBool::new(false),
+            min_isr: AtomicI32::new(1),
+            commit_timeout,
             clock,
         }
     }
 
     pub fn is_ready(&self) -> bool {
-        self.partitions.get().is_some()
+        self.ready.load(Ordering::Acquire)
     }
 
-    pub fn set_partitions(&self, partitions: Vec<Arc<Partition>>) {
-        let _ = self.partitions.set(partitions);
+    /// Takes the partitions hosted here (the replica manager's) and the topic's
+    /// `min.insync.replicas`.
+    pub fn set_partitions(&self, partitions: Vec<Arc<Partition>>, min_isr: i32) {
+        let map = partitions
+            .into_iter()
+            .map(|p| (p.tp.partition, p))
+            .collect();
+        *self.partitions.write().unwrap_or_else(|p| p.into_inner()) = map;
+        self.min_isr.store(min_isr.max(1), Ordering::Release);
+        self.ready.store(true, Ordering::Release);
     }
 
-    fn partition(&self, p: i32) -> Result<&Arc<Partition>, StoreError> {
+    fn partition(&self, p: i32) -> Result<Arc<Partition>, StoreError> {
         self.partitions
-            .get()
-            .and_then(|ps| ps.get(p as usize))
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&p)
+            .cloned()
             .ok_or_else(|| {
-                StoreError(format!(
-                    "partition {p} of {OFFSETS_TOPIC} is not hosted here"
-                ))
+                StoreError::new(
+                    ResponseError::NotCoordinator,
+                    format!("partition {p} of {OFFSETS_TOPIC} is not hosted here"),
+                )
             })
     }
 }
 
 impl OffsetsStore for LogOffsetsStore {
-    fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<(), StoreError> {
+    fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<Appended, StoreError> {
+        let p = self.partition(partition)?;
+        if !p.is_leader() {
+            return Err(StoreError::new(
+                ResponseError::NotCoordinator,
+                format!("{} is not led by this broker", p.tp),
+            ));
+        }
         if records.is_empty() {
-            return Ok(());
+            return Ok(Appended {
+                end_offset: p.log.log_end_offset(),
+                durable: Box::pin(async { Ok(()) }),
+            });
+        }
+        // As an acks=all produce: NOT_ENOUGH_REPLICAS, which Kafka's coordinator answers as
+        // COORDINATOR_NOT_AVAILABLE.
+        let min_isr = self.min_isr.load(Ordering::Acquire);
+        let isr = i32::try_from(p.isr().len()).unwrap_or(i32::MAX);
+        if isr < min_isr {
+            return Err(StoreError::unavailable(format!(
+                "{}: min.insync.replicas is {min_isr} but the in-sync replica set has {isr} member(s)",
+                p.tp
+            )));
         }
         let now = self.clock.now_ms();
         let records: Vec<Record> = records
@@ -82,29 +126,43 @@ impl OffsetsStore for LogOffsetsStore {
                 compression: Compression::None,
             },
         )
-        .map_err(|e| StoreError(format!("encoding records: {e}")))?;
-        self.partition(partition)?
-            .append(&buf)
-            .map(|_| ())
-            .map_err(|e| StoreError(e.to_string()))
+        .map_err(|e| StoreError::unavailable(format!("encoding records: {e}")))?;
+        let epoch = p.leader_epoch();
+        let info = p.append(&buf).map_err(|e| {
+            // Kafka: a storage error or lost leadership is NOT_COORDINATOR, a record too large
+            // INVALID_COMMIT_OFFSET_SIZE.
+            let error = match crate::errors::log_error(&e) {
+                ResponseError::MessageTooLarge => ResponseError::InvalidCommitOffsetSize,
+                ResponseError::KafkaStorageError => ResponseError::NotCoordinator,
+                _ => ResponseError::CoordinatorNotAvailable,
+            };
+            StoreError::new(error, e.to_string())
+        })?;
+        let end_offset = info.last_offset + 1;
+        Ok(Appended {
+            end_offset,
+            durable: Box::pin(committed(p, epoch, end_offset, self.commit_timeout)),
+        })
     }
 
     fn read_all(&self, partition: i32) -> Result<Vec<StoredRecord>, StoreError> {
         let p = self.partition(partition)?;
         let mut out = Vec::new();
         let mut offset = p.log.log_start_offset();
-        let end = p.high_watermark();
+        // Up to the log end, as Kafka's coordinator loads on election: a new leader's log is
+        // the partition's truth, and its high watermark catches up to it.
+        let end = p.log.log_end_offset();
         while offset < end {
             let data = p
                 .log
                 .read(offset, 1 << 20, end, true)
-                .map_err(|e| StoreError(e.to_string()))?;
+                .map_err(|e| StoreError::unavailable(e.to_string()))?;
             if data.records.is_empty() {
                 break;
             }
             let mut buf: Bytes = data.records;
             let sets = RecordBatchDecoder::decode_all(&mut buf)
-                .map_err(|e| StoreError(format!("decoding records: {e}")))?;
+                .map_err(|e| StoreError::unavailable(format!("decoding records: {e}")))?;
             let mut next = offset;
             for set in sets {
                 for r in set.records {
@@ -123,5 +181,49 @@ impl OffsetsStore for LogOffsetsStore {
             offset = next;
         }
         Ok(out)
+    }
+}
+
+/// Resolves when the high watermark of `p` reaches `end_offset` while this broker still leads
+/// it at `epoch`: NOT_COORDINATOR once leadership moved, REQUEST_TIMED_OUT after `timeout`.
+async fn committed(
+    p: Arc<Partition>,
+    epoch: i32,
+    end_offset: i64,
+    timeout: Duration,
+) -> Result<(), StoreError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut changes = p.subscribe();
+    loop {
+        if !p.is_leader() || p.leader_epoch() != epoch {
+            return Err(StoreError::new(
+                ResponseError::NotCoordinator,
+                format!(
+                    "leadership of {} moved before the ISR held the records",
+                    p.tp
+                ),
+            ));
+        }
+        if p.high_watermark() >= end_offset {
+            return Ok(());
+        }
+        match tokio::time::timeout_at(deadline, changes.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => {
+                return Err(StoreError::new(
+                    ResponseError::NotCoordinator,
+                    format!("{} is no longer hosted here", p.tp),
+                ))
+            }
+            Err(_) => {
+                return Err(StoreError::new(
+                    ResponseError::RequestTimedOut,
+                    format!(
+                        "the in-sync replicas of {} did not acknowledge within offsets.commit.timeout.ms",
+                        p.tp
+                    ),
+                ))
+            }
+        }
     }
 }

@@ -32,6 +32,9 @@ impl GroupCoordinator {
         }
         let now = self.now();
         let mut groups = self.lock();
+        if let Err(e) = self.serves(&req.group_id) {
+            return ConsumerGroupHeartbeatResponse::default().with_error_code(e.code());
+        }
         let group = groups
             .entry(req.group_id.to_string())
             .or_insert_with(|| Group::new(&req.group_id, now));
@@ -119,6 +122,9 @@ impl GroupCoordinator {
                     .with_authorized_operations(authorized_operations(
                         req.include_authorized_operations,
                     ));
+                if let Err(e) = self.serves(id) {
+                    return base.with_error_code(e.code());
+                }
                 match groups.get(id.as_str()) {
                     None => base
                         .with_error_code(ResponseError::GroupIdNotFound.code())

@@ -149,12 +149,12 @@ fn leaving_and_expiring_members_release_partitions() {
     );
 }
 
-#[test]
-fn consumer_groups_survive_a_reload_and_commit_with_member_epochs() {
+#[tokio::test]
+async fn consumer_groups_survive_a_reload_and_commit_with_member_epochs() {
     let f = fixture_with_catalog();
     let a = hb(&f, "", 0, Some(&["t"]), None);
     let a_id = a.member_id.clone().unwrap().to_string();
-    let commit = |epoch: i32| {
+    let commit = async |epoch: i32| {
         f.coord
             .offset_commit(
                 OffsetCommitRequest::default()
@@ -168,12 +168,13 @@ fn consumer_groups_survive_a_reload_and_commit_with_member_epochs() {
                             .with_committed_offset(9)])]),
                 9,
             )
+            .await
             .topics[0]
             .partitions[0]
             .error_code
     };
-    assert_eq!(commit(5), ResponseError::StaleMemberEpoch.code());
-    assert_eq!(commit(1), 0);
+    assert_eq!(commit(5).await, ResponseError::StaleMemberEpoch.code());
+    assert_eq!(commit(1).await, 0);
 
     let again = crate::GroupCoordinator::new(
         f.coord.config().clone(),

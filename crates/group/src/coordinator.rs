@@ -2,6 +2,7 @@
 //! record of their state in `__consumer_offsets`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
@@ -40,8 +41,24 @@ pub struct GroupCoordinator {
     pub(crate) config: GroupConfig,
     pub(crate) clock: SharedClock,
     pub(crate) store: Arc<dyn OffsetsStore>,
+    /// The groups of the partitions led and loaded here. Lock order: `groups`, then `owned`.
     pub(crate) groups: Mutex<HashMap<String, Group>>,
+    /// The `__consumer_offsets` partitions this broker leads, as Kafka's coordinator tracks
+    /// them: a group of any other partition gets NOT_COORDINATOR.
+    owned: Mutex<HashMap<i32, Owned>>,
+    next_load: AtomicU64,
     pub(crate) catalog: Arc<dyn TopicCatalog>,
+}
+
+/// One led partition: the leader epoch it was taken at, and whether its groups are loaded.
+#[derive(Debug, Clone, Copy)]
+struct Owned {
+    epoch: i32,
+    /// Tells one load from the next, so that a load superseded by a newer election (or a
+    /// resignation) does not install its groups, and in-flight commits of an older load do not
+    /// touch the newer one's state.
+    load: u64,
+    loaded: bool,
 }
 
 /// Operations on a group, as Kafka's `AclOperation` bits: READ (3), DELETE (6), DESCRIBE (8),
@@ -73,6 +90,8 @@ impl GroupCoordinator {
             clock,
             store,
             groups: Mutex::new(HashMap::new()),
+            owned: Mutex::new(HashMap::new()),
+            next_load: AtomicU64::new(1),
             catalog,
         }
     }
@@ -93,49 +112,144 @@ impl GroupCoordinator {
         offsets_topic::partition_for(group, self.config.offsets_topic_partitions)
     }
 
-    /// Rebuilds every group from `__consumer_offsets` (replacing what is in memory).
+    fn owned(&self) -> MutexGuard<'_, HashMap<i32, Owned>> {
+        self.owned.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes every partition as led here and rebuilds all groups from `__consumer_offsets`
+    /// (replacing what is in memory): a coordinator that is the only broker.
     pub fn load(&self) -> Result<usize, StoreError> {
-        let now = self.now();
-        let mut groups: HashMap<String, Group> = HashMap::new();
+        let mut n = 0;
         for p in 0..self.config.offsets_topic_partitions {
-            for (key, value) in self.store.read_all(p)? {
-                let key = match decode_key(key) {
-                    Ok(k) => k,
-                    Err(e) => {
-                        tracing::warn!(partition = p, error = %e, "skipping unreadable group record key");
-                        continue;
-                    }
-                };
-                let group = groups
-                    .entry(key.group().to_string())
-                    .or_insert_with(|| Group::new(key.group(), now));
-                let value = match value.map(|v| decode_value(&key, v)).transpose() {
-                    Ok(v) => v,
-                    Err(e) => {
-                        tracing::warn!(partition = p, error = %e, "skipping unreadable group record value");
-                        continue;
-                    }
-                };
-                apply_record(group, key, value, now);
-            }
-        }
-        groups.retain(|_, g| {
-            !(g.members.is_empty()
-                && g.offsets.is_empty()
-                && g.protocol_type.is_none()
-                && g.consumer.is_none())
-        });
-        let n = groups.len();
-        *self.lock() = groups;
-        if n > 0 {
-            tracing::info!(groups = n, "loaded consumer groups from __consumer_offsets");
+            self.on_resignation(p);
+            n += self.on_election(p, 0)?;
         }
         Ok(n)
+    }
+
+    /// This broker became leader of `__consumer_offsets` partition `partition` at leader epoch
+    /// `epoch` (Kafka's `onElection`): replays the partition's log up to its end and serves its
+    /// groups from then on; until then their requests get COORDINATOR_LOAD_IN_PROGRESS. A
+    /// partition already taken at this epoch is left as it is. Returns the groups loaded.
+    pub fn on_election(&self, partition: i32, epoch: i32) -> Result<usize, StoreError> {
+        let load = {
+            let mut owned = self.owned();
+            if owned.get(&partition).is_some_and(|o| o.epoch == epoch) {
+                return Ok(0);
+            }
+            let load = self.next_load.fetch_add(1, Ordering::Relaxed);
+            owned.insert(
+                partition,
+                Owned {
+                    epoch,
+                    load,
+                    loaded: false,
+                },
+            );
+            load
+        };
+        // Groups of an earlier epoch are stale: the log may have moved on under another leader.
+        self.drop_groups(&mut self.lock(), partition);
+        let records = match self.store.read_all(partition) {
+            Ok(r) => r,
+            Err(e) => {
+                let mut owned = self.owned();
+                if owned.get(&partition).is_some_and(|o| o.load == load) {
+                    owned.remove(&partition);
+                }
+                return Err(e);
+            }
+        };
+        let loaded = replay(partition, records, self.now());
+        let mut groups = self.lock();
+        let mut owned = self.owned();
+        match owned.get_mut(&partition) {
+            Some(o) if o.load == load => o.loaded = true,
+            // Resigned or re-elected meanwhile: that one decides.
+            _ => return Ok(0),
+        }
+        let n = loaded.len();
+        groups.extend(loaded);
+        tracing::info!(
+            partition,
+            epoch,
+            groups = n,
+            "loaded the consumer groups of a __consumer_offsets partition led here"
+        );
+        Ok(n)
+    }
+
+    /// This broker no longer leads `partition` (Kafka's `onResignation`): its groups leave
+    /// memory, and their parked JoinGroup and SyncGroup requests get NOT_COORDINATOR.
+    pub fn on_resignation(&self, partition: i32) {
+        let mut groups = self.lock();
+        if self.owned().remove(&partition).is_none() {
+            return;
+        }
+        let n = self.drop_groups(&mut groups, partition);
+        if n > 0 {
+            tracing::info!(
+                partition,
+                groups = n,
+                "unloaded the consumer groups of a __consumer_offsets partition no longer led here"
+            );
+        }
+    }
+
+    fn drop_groups(&self, groups: &mut HashMap<String, Group>, partition: i32) -> usize {
+        let ids: Vec<String> = groups
+            .keys()
+            .filter(|id| self.partition_for(id) == partition)
+            .cloned()
+            .collect();
+        for id in &ids {
+            let Some(mut group) = groups.remove(id) else {
+                continue;
+            };
+            for m in group.members.values_mut() {
+                if let Some((tx, _)) = m.join_waiter.take() {
+                    let _ = tx.send(classic::join_error(ResponseError::NotCoordinator, &m.id));
+                }
+                if let Some((tx, _)) = m.sync_waiter.take() {
+                    let _ = tx.send(classic::sync_error(ResponseError::NotCoordinator));
+                }
+            }
+        }
+        ids.len()
+    }
+
+    /// The partitions led here, with the leader epoch they were taken at.
+    pub fn led_partitions(&self) -> Vec<(i32, i32)> {
+        let mut led: Vec<(i32, i32)> = self.owned().iter().map(|(p, o)| (*p, o.epoch)).collect();
+        led.sort_unstable();
+        led
+    }
+
+    /// Whether this broker serves `group` now: NOT_COORDINATOR if it does not lead the group's
+    /// partition, COORDINATOR_LOAD_IN_PROGRESS while it loads it. Returns the load it serves
+    /// from. Call with the `groups` lock held so that the answer holds until it is released.
+    pub(crate) fn serves(&self, group: &str) -> Result<u64, ResponseError> {
+        match self.owned().get(&self.partition_for(group)) {
+            None => Err(ResponseError::NotCoordinator),
+            Some(o) if !o.loaded => Err(ResponseError::CoordinatorLoadInProgress),
+            Some(o) => Ok(o.load),
+        }
+    }
+
+    /// The load serving `group`'s partition now, if it is loaded.
+    pub(crate) fn current_load(&self, group: &str) -> Option<u64> {
+        self.serves(group).ok()
+    }
+
+    /// Some led partition is still loading (ListGroups reports it).
+    pub(crate) fn loading(&self) -> bool {
+        self.owned().values().any(|o| !o.loaded)
     }
 
     /// Persists what `effects` asks for, then answers parked requests.
     pub(crate) fn apply(&self, group: &Group, effects: Effects) {
         if effects.persist_group {
+            // Written like Kafka's group metadata, though the answers do not wait for the ISR.
             if let Err(e) = self
                 .store
                 .append(self.partition_for(&group.id), &[group_record(group)])
@@ -159,6 +273,9 @@ impl GroupCoordinator {
         }
         let answer = {
             let mut groups = self.lock();
+            if let Err(e) = self.serves(&req.group_id) {
+                return classic::join_error(e, &req.member_id);
+            }
             let now = self.now();
             let group = groups
                 .entry(req.group_id.to_string())
@@ -202,6 +319,9 @@ impl GroupCoordinator {
         }
         let answer = {
             let mut groups = self.lock();
+            if let Err(e) = self.serves(&req.group_id) {
+                return classic::sync_error(e);
+            }
             let Some(group) = groups.get_mut(req.group_id.as_str()) else {
                 return classic::sync_error(ResponseError::UnknownMemberId);
             };
@@ -219,8 +339,10 @@ impl GroupCoordinator {
 
     pub fn heartbeat(&self, req: HeartbeatRequest) -> HeartbeatResponse {
         let mut groups = self.lock();
+        let serves = self.serves(&req.group_id);
         let code = match groups.get_mut(req.group_id.as_str()) {
             None if req.group_id.is_empty() => ResponseError::InvalidGroupId.code(),
+            _ if serves.is_err() => serves.err().map_or(0, |e| e.code()),
             None => ResponseError::UnknownMemberId.code(),
             Some(group) => match classic::heartbeat(group, &req, self.now()) {
                 Ok(()) => 0,
@@ -245,6 +367,9 @@ impl GroupCoordinator {
             vec![(req.member_id.to_string(), None)]
         };
         let mut groups = self.lock();
+        if let Err(e) = self.serves(&req.group_id) {
+            return LeaveGroupResponse::default().with_error_code(e.code());
+        }
         let now = self.now();
         let Some(group) = groups.get_mut(req.group_id.as_str()) else {
             return LeaveGroupResponse::default()
@@ -343,7 +468,16 @@ impl GroupCoordinator {
             })
             .collect();
         listed.sort_by(|a, b| a.group_id.as_str().cmp(b.group_id.as_str()));
-        ListGroupsResponse::default().with_groups(listed)
+        // Memory holds only the groups of partitions loaded here; like Kafka, the groups are
+        // listed even while another partition loads.
+        let code = if self.loading() {
+            ResponseError::CoordinatorLoadInProgress.code()
+        } else {
+            0
+        };
+        ListGroupsResponse::default()
+            .with_error_code(code)
+            .with_groups(listed)
     }
 
     pub fn describe_groups(
@@ -365,6 +499,9 @@ impl GroupCoordinator {
                     return base
                         .with_error_code(ResponseError::InvalidGroupId.code())
                         .with_group_state(s("Dead"));
+                }
+                if let Err(e) = self.serves(id) {
+                    return base.with_error_code(e.code()).with_group_state(s("Dead"));
                 }
                 match groups.get(id.as_str()) {
                     None => {
@@ -449,8 +586,10 @@ impl GroupCoordinator {
             .groups_names
             .iter()
             .map(|id| {
+                let serves = self.serves(id);
                 let code = match groups.get(id.as_str()) {
                     _ if id.is_empty() => ResponseError::InvalidGroupId.code(),
+                    _ if serves.is_err() => serves.err().map_or(0, |e| e.code()),
                     None => ResponseError::GroupIdNotFound.code(),
                     Some(g) if !g.is_empty_of_members() => ResponseError::NonEmptyGroup.code(),
                     Some(g) => {
@@ -476,14 +615,14 @@ impl GroupCoordinator {
                             ));
                         }
                         match self.store.append(self.partition_for(&g.id), &records) {
-                            Ok(()) => {
+                            Ok(_) => {
                                 groups.remove(id.as_str());
                                 tracing::info!(group = %id.as_str(), "deleted group");
                                 0
                             }
                             Err(e) => {
                                 tracing::error!(group = %id.as_str(), error = %e, "cannot delete group");
-                                ResponseError::CoordinatorNotAvailable.code()
+                                e.error.code()
                             }
                         }
                     }
@@ -493,6 +632,38 @@ impl GroupCoordinator {
             .collect();
         DeleteGroupsResponse::default().with_results(results)
     }
+}
+
+/// Rebuilds the groups of one partition from its records, oldest first.
+fn replay(partition: i32, records: Vec<StoredRecord>, now: i64) -> HashMap<String, Group> {
+    let mut groups: HashMap<String, Group> = HashMap::new();
+    for (key, value) in records {
+        let key = match decode_key(key) {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::warn!(partition, error = %e, "skipping unreadable group record key");
+                continue;
+            }
+        };
+        let group = groups
+            .entry(key.group().to_string())
+            .or_insert_with(|| Group::new(key.group(), now));
+        let value = match value.map(|v| decode_value(&key, v)).transpose() {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(partition, error = %e, "skipping unreadable group record value");
+                continue;
+            }
+        };
+        apply_record(group, key, value, now);
+    }
+    groups.retain(|_, g| {
+        !(g.members.is_empty()
+            && g.offsets.is_empty()
+            && g.protocol_type.is_none()
+            && g.consumer.is_none())
+    });
+    groups
 }
 
 pub(crate) fn group_record(group: &Group) -> StoredRecord {

@@ -80,6 +80,9 @@ pub struct Group {
     /// When a CompletingRebalance gives up waiting for the leader's SyncGroup.
     pub sync_deadline_ms: i64,
     pub offsets: HashMap<(String, i32), OffsetValue>,
+    /// The log end after the record of each offset committed since the group was loaded, so
+    /// that commits answered out of order are applied in log order.
+    pub offset_log_ends: HashMap<(String, i32), i64>,
     /// Set when the group runs the KIP-848 consumer protocol instead of the classic one.
     pub consumer: Option<crate::consumer::ConsumerGroup>,
 }
@@ -101,6 +104,7 @@ impl Group {
             initial_join_deadline_ms: None,
             sync_deadline_ms: 0,
             offsets: HashMap::new(),
+            offset_log_ends: HashMap::new(),
             consumer: None,
         }
     }

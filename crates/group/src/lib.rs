@@ -26,9 +26,11 @@ mod store;
 pub use config::GroupConfig;
 pub use consumer::{ConsumerProtocolConfig, TopicCatalog};
 pub use coordinator::{ClientInfo, GroupCoordinator};
-pub use store::{OffsetsStore, StoreError, StoredRecord};
+pub use store::{Appended, Durable, OffsetsStore, StoreError, StoredRecord};
 
 #[cfg(test)]
 mod consumer_test;
+#[cfg(test)]
+mod ownership_test;
 #[cfg(test)]
 mod tests;

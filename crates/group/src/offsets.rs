@@ -25,7 +25,13 @@ use crate::offsets_topic::{encode_key, encode_value, OffsetValue, RecordKey, Rec
 use crate::store::StoredRecord;
 
 impl GroupCoordinator {
-    pub fn offset_commit(&self, req: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
+    /// Commits offsets as Kafka does: appended to the group's partition, answered once the
+    /// in-sync replicas hold them, and only then visible to OffsetFetch.
+    pub async fn offset_commit(
+        &self,
+        req: OffsetCommitRequest,
+        version: i16,
+    ) -> OffsetCommitResponse {
         let respond = |code_for: &dyn Fn(&str, i32, Option<&str>) -> i16| {
             let topics = req
                 .topics
@@ -56,64 +62,105 @@ impl GroupCoordinator {
             return respond(&|_, _, _| ResponseError::InvalidGroupId.code());
         }
         let now = self.now();
-        let mut groups = self.lock();
-        let group = groups
-            .entry(req.group_id.to_string())
-            .or_insert_with(|| Group::new(&req.group_id, now));
-        if let Err(e) = validate_commit(group, &req, version) {
-            return respond(&|_, _, _| e.code());
-        }
         let max = self.config.offset_metadata_max_bytes;
-        let mut records: Vec<StoredRecord> = Vec::new();
-        let mut accepted: Vec<((String, i32), OffsetValue)> = Vec::new();
-        for t in &req.topics {
-            for p in &t.partitions {
-                let metadata = p.committed_metadata.as_deref().unwrap_or("");
-                if metadata.len() > max {
-                    continue;
+        let (load, appended, accepted) = {
+            let mut groups = self.lock();
+            let load = match self.serves(&req.group_id) {
+                Ok(load) => load,
+                Err(e) => return respond(&|_, _, _| e.code()),
+            };
+            let group = groups
+                .entry(req.group_id.to_string())
+                .or_insert_with(|| Group::new(&req.group_id, now));
+            if let Err(e) = validate_commit(group, &req, version) {
+                return respond(&|_, _, _| e.code());
+            }
+            let mut records: Vec<StoredRecord> = Vec::new();
+            let mut accepted: Vec<((String, i32), OffsetValue)> = Vec::new();
+            for t in &req.topics {
+                for p in &t.partitions {
+                    let metadata = p.committed_metadata.as_deref().unwrap_or("");
+                    if metadata.len() > max {
+                        continue;
+                    }
+                    let value = OffsetValue {
+                        offset: p.committed_offset,
+                        leader_epoch: if version >= 6 {
+                            p.committed_leader_epoch
+                        } else {
+                            -1
+                        },
+                        metadata: metadata.to_string(),
+                        commit_timestamp: now,
+                    };
+                    records.push((
+                        encode_key(&RecordKey::Offset {
+                            group: group.id.clone(),
+                            topic: t.name.to_string(),
+                            partition: p.partition_index,
+                        }),
+                        Some(encode_value(&RecordValue::Offset(value.clone()))),
+                    ));
+                    accepted.push(((t.name.to_string(), p.partition_index), value));
                 }
-                let value = OffsetValue {
-                    offset: p.committed_offset,
-                    leader_epoch: if version >= 6 {
-                        p.committed_leader_epoch
-                    } else {
-                        -1
-                    },
-                    metadata: metadata.to_string(),
-                    commit_timestamp: now,
-                };
-                records.push((
-                    encode_key(&RecordKey::Offset {
-                        group: group.id.clone(),
-                        topic: t.name.to_string(),
-                        partition: p.partition_index,
-                    }),
-                    Some(encode_value(&RecordValue::Offset(value.clone()))),
-                ));
-                accepted.push(((t.name.to_string(), p.partition_index), value));
             }
-        }
-        let stored = records.is_empty()
-            || self
-                .store
-                .append(self.partition_for(&group.id), &records)
-                .is_ok();
-        if stored {
-            for (k, v) in accepted {
-                group.offsets.insert(k, v);
-            }
-        } else {
-            tracing::error!(group = %group.id, "cannot persist committed offsets");
+            let appended = if records.is_empty() {
+                None
+            } else {
+                Some(self.store.append(self.partition_for(&group.id), &records))
+            };
+            (load, appended, accepted)
+        };
+        let stored = match appended {
+            None => Ok(()),
+            Some(Err(e)) => Err(e),
+            Some(Ok(a)) => match a.durable.await {
+                Ok(()) => {
+                    self.materialize(&req.group_id, load, a.end_offset, accepted);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+        };
+        if let Err(e) = &stored {
+            tracing::warn!(group = %req.group_id.as_str(), error = %e, "offsets not committed");
         }
         respond(&|_, _, metadata| {
             if metadata.is_some_and(|m| m.len() > max) {
                 ResponseError::OffsetMetadataTooLarge.code()
-            } else if !stored {
-                ResponseError::CoordinatorNotAvailable.code()
             } else {
-                0
+                stored.as_ref().err().map_or(0, |e| e.error.code())
             }
         })
+    }
+
+    /// Makes durable commits visible, unless the partition was loaded anew meanwhile (the load
+    /// replayed them) or a later append to the log already set the same offsets.
+    fn materialize(
+        &self,
+        group_id: &str,
+        load: u64,
+        end_offset: i64,
+        accepted: Vec<((String, i32), OffsetValue)>,
+    ) {
+        let mut groups = self.lock();
+        if self.current_load(group_id) != Some(load) {
+            return;
+        }
+        let Some(group) = groups.get_mut(group_id) else {
+            return;
+        };
+        for (k, v) in accepted {
+            if group
+                .offset_log_ends
+                .get(&k)
+                .is_some_and(|later| *later > end_offset)
+            {
+                continue;
+            }
+            group.offset_log_ends.insert(k.clone(), end_offset);
+            group.offsets.insert(k, v);
+        }
     }
 
     pub fn offset_fetch(&self, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
@@ -123,6 +170,11 @@ impl GroupCoordinator {
                 .groups
                 .iter()
                 .map(|g| {
+                    if let Err(e) = self.serves(&g.group_id) {
+                        return OffsetFetchResponseGroup::default()
+                            .with_group_id(g.group_id.clone())
+                            .with_error_code(e.code());
+                    }
                     let wanted: Option<Vec<(String, Vec<i32>)>> = g.topics.as_ref().map(|ts| {
                         ts.iter()
                             .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
@@ -161,6 +213,35 @@ impl GroupCoordinator {
                 .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
                 .collect()
         });
+        if let Err(e) = self.serves(&req.group_id) {
+            // Versions 0 and 1 have no top-level error: each partition carries it.
+            let topics = if version < 2 {
+                wanted
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(topic, parts)| {
+                        OffsetFetchResponseTopic::default()
+                            .with_name(TopicName(s(&topic)))
+                            .with_partitions(
+                                parts
+                                    .into_iter()
+                                    .map(|p| {
+                                        OffsetFetchResponsePartition::default()
+                                            .with_partition_index(p)
+                                            .with_committed_offset(-1)
+                                            .with_error_code(e.code())
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            return OffsetFetchResponse::default()
+                .with_error_code(e.code())
+                .with_topics(topics);
+        }
         let found = fetch_offsets(groups.get(req.group_id.as_str()), wanted, version);
         let topics = found
             .into_iter()
@@ -186,6 +267,9 @@ impl GroupCoordinator {
 
     pub fn offset_delete(&self, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
         let mut groups = self.lock();
+        if let Err(e) = self.serves(&req.group_id) {
+            return OffsetDeleteResponse::default().with_error_code(e.code());
+        }
         let Some(group) = groups.get_mut(req.group_id.as_str()) else {
             return OffsetDeleteResponse::default()
                 .with_error_code(ResponseError::GroupIdNotFound.code());
@@ -251,8 +335,7 @@ impl GroupCoordinator {
         if !records.is_empty() {
             if let Err(e) = self.store.append(self.partition_for(&group.id), &records) {
                 tracing::error!(group = %group.id, error = %e, "cannot persist offset deletion");
-                return OffsetDeleteResponse::default()
-                    .with_error_code(ResponseError::CoordinatorNotAvailable.code());
+                return OffsetDeleteResponse::default().with_error_code(e.error.code());
             }
         }
         OffsetDeleteResponse::default().with_topics(topics)

@@ -1,19 +1,54 @@
 //! The seam between the coordinator and the `__consumer_offsets` log.
 
+use std::future::Future;
+use std::pin::Pin;
+
 use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 
 /// A record of `__consumer_offsets`: key, and value or `None` for a tombstone.
 pub type StoredRecord = (Bytes, Option<Bytes>);
 
-#[derive(Debug, thiserror::Error)]
-#[error("__consumer_offsets: {0}")]
-pub struct StoreError(pub String);
+/// A failed append or read, with the error a group API answers for it (Kafka's mapping: a lost
+/// leadership is NOT_COORDINATOR, too few in-sync replicas COORDINATOR_NOT_AVAILABLE, an ISR
+/// that did not acknowledge in time REQUEST_TIMED_OUT).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("__consumer_offsets: {message}")]
+pub struct StoreError {
+    pub error: ResponseError,
+    pub message: String,
+}
+
+impl StoreError {
+    pub fn new(error: ResponseError, message: impl Into<String>) -> Self {
+        Self {
+            error,
+            message: message.into(),
+        }
+    }
+
+    /// Anything else: the coordinator cannot serve the group for now.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ResponseError::CoordinatorNotAvailable, message)
+    }
+}
+
+/// Resolves once the in-sync replicas hold an append (acks=all).
+pub type Durable = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
+
+/// An append written to the leader's log.
+pub struct Appended {
+    /// The offset after the last record appended: orders appends to the same partition.
+    pub end_offset: i64,
+    pub durable: Durable,
+}
 
 /// Durable storage for group records, one partition per group (see
 /// [`crate::offsets_topic::partition_for`]).
 pub trait OffsetsStore: Send + Sync {
-    /// Appends records to a partition; returns once they are as durable as an acks=all produce.
-    fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<(), StoreError>;
-    /// Every record of a partition, oldest first.
+    /// Appends records to a partition this broker leads. Returns once they are in the leader's
+    /// log; [`Appended::durable`] resolves when the in-sync replicas hold them.
+    fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<Appended, StoreError>;
+    /// Every record of a partition up to its log end, oldest first.
     fn read_all(&self, partition: i32) -> Result<Vec<StoredRecord>, StoreError>;
 }

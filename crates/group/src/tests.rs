@@ -17,25 +17,34 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use crate::store::{OffsetsStore, StoreError, StoredRecord};
+use crate::store::{Appended, OffsetsStore, StoreError, StoredRecord};
 use crate::{ClientInfo, GroupConfig, GroupCoordinator};
 
+/// An in-memory `__consumer_offsets`. Appends are durable at once unless `not_durable` holds
+/// the error the in-sync replicas would cause.
 #[derive(Default)]
-pub(crate) struct MemStore(Mutex<HashMap<i32, Vec<StoredRecord>>>);
+pub(crate) struct MemStore {
+    logs: Mutex<HashMap<i32, Vec<StoredRecord>>>,
+    pub(crate) not_durable: Mutex<Option<StoreError>>,
+}
 
 impl OffsetsStore for MemStore {
-    fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<(), StoreError> {
-        self.0
-            .lock()
-            .unwrap()
-            .entry(partition)
-            .or_default()
-            .extend_from_slice(records);
-        Ok(())
+    fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<Appended, StoreError> {
+        let mut logs = self.logs.lock().unwrap();
+        let log = logs.entry(partition).or_default();
+        log.extend_from_slice(records);
+        let outcome = match self.not_durable.lock().unwrap().clone() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        };
+        Ok(Appended {
+            end_offset: log.len() as i64,
+            durable: Box::pin(async move { outcome }),
+        })
     }
     fn read_all(&self, partition: i32) -> Result<Vec<StoredRecord>, StoreError> {
         Ok(self
-            .0
+            .logs
             .lock()
             .unwrap()
             .get(&partition)
@@ -92,6 +101,8 @@ fn fixture(initial_delay: i64) -> Fixture {
         store.clone(),
         Arc::new(Catalog),
     ));
+    // A single broker: it leads every partition of `__consumer_offsets`.
+    coord.load().unwrap();
     Fixture {
         clock,
         store,
@@ -360,21 +371,24 @@ async fn leave_group_triggers_rebalance_and_empties_the_group() {
     assert!(d.groups[0].members.is_empty());
 }
 
-fn commit(f: &Fixture, generation: i32, member: &str, offset: i64, metadata: &str) -> i16 {
-    let r = f.coord.offset_commit(
-        OffsetCommitRequest::default()
-            .with_group_id(GroupId(s("g")))
-            .with_generation_id_or_member_epoch(generation)
-            .with_member_id(s(member))
-            .with_topics(vec![OffsetCommitRequestTopic::default()
-                .with_name(TopicName(s("t")))
-                .with_partitions(vec![OffsetCommitRequestPartition::default()
-                    .with_partition_index(0)
-                    .with_committed_offset(offset)
-                    .with_committed_leader_epoch(3)
-                    .with_committed_metadata(Some(s(metadata)))])]),
-        8,
-    );
+async fn commit(f: &Fixture, generation: i32, member: &str, offset: i64, metadata: &str) -> i16 {
+    let r = f
+        .coord
+        .offset_commit(
+            OffsetCommitRequest::default()
+                .with_group_id(GroupId(s("g")))
+                .with_generation_id_or_member_epoch(generation)
+                .with_member_id(s(member))
+                .with_topics(vec![OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partitions(vec![OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(offset)
+                        .with_committed_leader_epoch(3)
+                        .with_committed_metadata(Some(s(metadata)))])]),
+            8,
+        )
+        .await;
     r.topics[0].partitions[0].error_code
 }
 
@@ -398,11 +412,11 @@ fn fetch(f: &Fixture) -> (i64, String) {
 async fn committed_offsets_survive_a_reload_and_keep_metadata() {
     let f = fixture(0);
     assert_eq!(fetch(&f), (-1, String::new()));
-    assert_eq!(commit(&f, -1, "", 42, "hello"), 0);
+    assert_eq!(commit(&f, -1, "", 42, "hello").await, 0);
     assert_eq!(fetch(&f), (42, "hello".to_string()));
     let too_big = "x".repeat(5000);
     assert_eq!(
-        commit(&f, -1, "", 43, &too_big),
+        commit(&f, -1, "", 43, &too_big).await,
         ResponseError::OffsetMetadataTooLarge.code()
     );
 
@@ -428,22 +442,22 @@ async fn commits_are_fenced_by_generation_and_membership() {
     let ra = join_new(&f, &["range"]).await.await.unwrap();
     let a_id = ra.member_id.to_string();
     assert_eq!(
-        commit(&f, 1, &a_id, 5, ""),
+        commit(&f, 1, &a_id, 5, "").await,
         ResponseError::RebalanceInProgress.code(),
         "before SyncGroup"
     );
     sync(&f, &a_id, 1, &[(&a_id, "x")]).await;
-    assert_eq!(commit(&f, 1, &a_id, 5, ""), 0);
+    assert_eq!(commit(&f, 1, &a_id, 5, "").await, 0);
     assert_eq!(
-        commit(&f, 7, &a_id, 6, ""),
+        commit(&f, 7, &a_id, 6, "").await,
         ResponseError::IllegalGeneration.code()
     );
     assert_eq!(
-        commit(&f, 1, "ghost", 6, ""),
+        commit(&f, 1, "ghost", 6, "").await,
         ResponseError::UnknownMemberId.code()
     );
     assert_eq!(
-        commit(&f, -1, "", 6, ""),
+        commit(&f, -1, "", 6, "").await,
         ResponseError::UnknownMemberId.code(),
         "a live group refuses outside commits"
     );
@@ -453,7 +467,7 @@ async fn commits_are_fenced_by_generation_and_membership() {
 #[tokio::test]
 async fn offsets_of_an_empty_group_expire_after_retention() {
     let f = fixture(0);
-    commit(&f, -1, "", 7, "");
+    commit(&f, -1, "", 7, "").await;
     let retention = f.coord.config().offsets_retention_ms;
     f.clock.advance(retention - 1);
     f.coord.tick();
@@ -498,7 +512,7 @@ async fn delete_group_refuses_live_groups_and_forgets_empty_ones() {
             .with_members(vec![MemberIdentity::default().with_member_id(s(&a_id))]),
         4,
     );
-    commit(&f, -1, "", 3, "");
+    commit(&f, -1, "", 3, "").await;
     assert_eq!(del(&f)[0], 0);
     assert_eq!(fetch(&f).0, -1);
     // And the deletion is durable.

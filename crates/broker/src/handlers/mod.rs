@@ -122,7 +122,7 @@ pub async fn handle(
             ),
         },
         RequestKind::OffsetCommit(r) => match broker.group_coordinator() {
-            Ok(g) => ResponseKind::OffsetCommit(g.offset_commit(r, v)),
+            Ok(g) => ResponseKind::OffsetCommit(g.offset_commit(r, v).await),
             Err(_) => ResponseKind::OffsetCommit(Default::default()),
         },
         RequestKind::OffsetFetch(r) => match broker.group_coordinator() {

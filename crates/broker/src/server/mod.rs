@@ -103,7 +103,10 @@ impl Server {
             None => None,
         };
 
-        let offsets_store = Arc::new(crate::group_store::LogOffsetsStore::new(clock.clone()));
+        let offsets_store = Arc::new(crate::group_store::LogOffsetsStore::new(
+            clock.clone(),
+            Duration::from_millis(config.offsets_commit_timeout_ms()),
+        ));
         let groups = ferry_group::GroupCoordinator::new(
             config.group_config(),
             clock.clone(),
