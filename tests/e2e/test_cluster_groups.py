@@ -1,0 +1,242 @@
+"""Consumer groups in a three-broker cluster: a group's coordinator is the leader of its
+`__consumer_offsets` partition, the other brokers answer NOT_COORDINATOR, and when the
+coordinator dies (kill -9) the new leader of the partition loads the group from its replica of
+the log, so committed offsets survive and the group keeps consuming.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+import kwire
+from test_cluster import Cluster, create_topic  # noqa: F401 - Cluster for the fixture below
+
+OFFSETS_TOPIC = "__consumer_offsets"
+PARTITIONS = 3
+PER_PARTITION = 400
+NOT_COORDINATOR = 16
+UNKNOWN_MEMBER_ID = 25
+API_HEARTBEAT = 12
+
+
+@pytest.fixture
+def cluster(tmp_path, request):
+    c = Cluster(tmp_path)
+    c.start()
+    yield c
+    failed = any(
+        getattr(getattr(request.node, f"rep_{w}", None), "failed", False) for w in ("setup", "call")
+    )
+    if failed:
+        for b in c.brokers:
+            print(f"\n===== ferry log tail ({b.workdir}) =====\n{b.log_tail(60)}")
+    c.stop()
+
+
+def produce(cluster: Cluster, topic: str):
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+    for part in range(PARTITIONS):
+        for i in range(PER_PARTITION):
+            p.produce(topic, value=f"{part}:{i}".encode(), partition=part)
+    assert p.flush(60) == 0
+
+
+def coordinator_of(cluster: Cluster, group: str, alive=None) -> int:
+    """The coordinator a client finds for the group (FindCoordinator, through DescribeGroups)."""
+    brokers = alive or cluster.brokers
+    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers)})
+    deadline = time.monotonic() + 60
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            d = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
+            if d.coordinator is not None and d.coordinator.id >= 1:
+                return d.coordinator.id
+        except KafkaException as e:
+            last = e
+        time.sleep(0.3)
+    raise TimeoutError(f"no coordinator for {group}: {last!r}")
+
+
+def heartbeat_error(broker, group: str) -> int:
+    """Heartbeat v0 straight to one broker: only the coordinator knows the group."""
+    with kwire.Conn.to(broker) as c:
+        r = c.request(API_HEARTBEAT, 0, kwire.string(group) + kwire.i32(1) + kwire.string("m"))
+        return r.i16()
+
+
+def committed(cluster: Cluster, group: str, topic: str, alive) -> dict[int, int]:
+    """The group's committed offsets, as its coordinator answers OffsetFetch."""
+    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in alive)})
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
+    deadline = time.monotonic() + 60
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            res = admin.list_consumer_group_offsets([req], request_timeout=10)[group].result()
+            return {tp.partition: tp.offset for tp in res.topic_partitions if tp.offset >= 0}
+        except KafkaException as e:
+            last = e
+            time.sleep(0.5)
+    raise TimeoutError(f"offsets of {group} not fetched: {last!r}")
+
+
+class Member:
+    """One consumer of the group that records every offset it receives and commits
+    synchronously (retrying while the coordinator moves)."""
+
+    def __init__(self, cluster: Cluster, group: str, topic: str, protocol: str):
+        conf = {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "group.protocol": protocol,
+        }
+        if protocol == "classic":
+            conf["session.timeout.ms"] = 30000
+            conf["heartbeat.interval.ms"] = 500
+        self.c = Consumer(conf)
+        self.c.subscribe([topic])
+        self.seen: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+        self.commits: dict[int, int] = {}
+
+    def consume(self, n: int, timeout: float = 60):
+        got = 0
+        deadline = time.monotonic() + timeout
+        while got < n and time.monotonic() < deadline:
+            for m in self.c.consume(200, timeout=0.5):
+                if m.error() is not None:
+                    continue
+                part, i = m.value().decode().split(":")
+                assert int(part) == m.partition() and int(i) == m.offset()
+                self.seen[m.partition()].append(m.offset())
+                got += 1
+        assert got >= n, f"consumed {got} of {n}"
+
+    def commit(self, timeout: float = 60):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                done = self.c.commit(asynchronous=False)
+                break
+            except KafkaException:
+                # While the coordinator moves: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, ...
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        for tp in done or []:
+            assert tp.error is None, tp.error
+            if tp.offset >= 0:
+                self.commits[tp.partition] = tp.offset
+
+    def close(self):
+        self.c.close()
+
+
+def wait_leaders_away_from(cluster: Cluster, victim: int, alive, topics, timeout: float = 60):
+    """Until no partition of `topics` names the victim as leader (it was fenced)."""
+    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in alive)})
+    deadline = time.monotonic() + timeout
+    last = None
+    fenced = False
+    while time.monotonic() < deadline:
+        try:
+            md = admin.list_topics(timeout=5)
+            fenced = fenced or victim not in md.brokers
+            leaders = [
+                p.leader for t in topics for p in md.topics[t].partitions.values()
+            ]
+            if victim not in md.brokers and all(l >= 1 and l != victim for l in leaders):
+                return
+            last = f"brokers {sorted(md.brokers)}, leaders {leaders}"
+        except Exception as e:  # noqa: BLE001 - poll until the deadline
+            last = repr(e)
+        time.sleep(0.3)
+    if not fenced:
+        pytest.skip(f"this build never fences a killed broker (broker liveness): {last}")
+    raise TimeoutError(f"leadership did not move off broker {victim}: {last}")
+
+
+def test_offsets_topic_is_replicated_and_only_the_coordinator_serves_the_group(cluster):
+    topic = "cg-serve"
+    create_topic(cluster, topic, PARTITIONS)
+    produce(cluster, topic)
+    group = "g-serve"
+    m = Member(cluster, group, topic, "classic")
+    m.consume(100)
+    m.commit()
+
+    # `offsets.topic.replication.factor` (3) with three live brokers.
+    md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
+        topic=OFFSETS_TOPIC, timeout=10
+    )
+    parts = md.topics[OFFSETS_TOPIC].partitions
+    assert len(parts) == 50
+    assert all(sorted(p.replicas) == [1, 2, 3] for p in parts.values())
+
+    coord = coordinator_of(cluster, group)
+    for b in cluster.brokers:
+        code = heartbeat_error(b, group)
+        if cluster.brokers.index(b) + 1 == coord:
+            assert code == UNKNOWN_MEMBER_ID
+        else:
+            assert code == NOT_COORDINATOR
+    m.close()
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_group_survives_a_kill9_of_its_coordinator(cluster, protocol):
+    topic = f"cg-fail-{protocol}"
+    create_topic(cluster, topic, PARTITIONS)
+    produce(cluster, topic)
+    group = f"g-fail-{protocol}"
+    m = Member(cluster, group, topic, protocol)
+    m.consume(300)
+    m.commit()
+    before = dict(m.commits)
+    assert sum(before.values()) >= 300
+
+    victim = coordinator_of(cluster, group)
+    alive = [b for b in cluster.brokers if b is not cluster.by_id(victim)]
+    cluster.by_id(victim).kill9()
+    wait_leaders_away_from(cluster, victim, alive, [OFFSETS_TOPIC, topic], timeout=45)
+    new_coord = coordinator_of(cluster, group, alive)
+    assert new_coord != victim
+    # The new coordinator loaded the group from its replica of the log.
+    assert committed(cluster, group, topic, alive) == before
+
+    # The same member keeps consuming and committing through the new coordinator; whatever it
+    # receives now is at or after the last commit (nothing committed comes back).
+    mark = {p: len(m.seen[p]) for p in range(PARTITIONS)}
+    m.consume(300)
+    m.commit()
+    for p in range(PARTITIONS):
+        assert all(o >= before.get(p, 0) for o in m.seen[p][mark[p]:]), p
+    assert committed(cluster, group, topic, alive) == m.commits
+
+    # The killed broker comes back; the group still works wherever its coordinator is now.
+    cluster.by_id(victim).start()
+    m.consume(150)
+    m.commit()
+    last = dict(m.commits)
+    m.close()
+    assert committed(cluster, group, topic, cluster.brokers) == last
+
+    # A new member of the group starts exactly at the last commit: nothing skipped, nothing
+    # committed delivered twice.
+    m2 = Member(cluster, group, topic, protocol)
+    remaining = PARTITIONS * PER_PARTITION - sum(last.values())
+    m2.consume(remaining)
+    for p in range(PARTITIONS):
+        start = last.get(p, 0)
+        assert m2.seen[p][:1] == ([start] if start < PER_PARTITION else []), p
+        # Everything up to the end was received, in order, without gaps.
+        assert sorted(set(m.seen[p]) | set(m2.seen[p])) == list(range(PER_PARTITION)), p
+    m2.close()
