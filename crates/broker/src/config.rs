@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The type of a config value, as Kafka's `ConfigDef.Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +100,12 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("log.cleaner.max.compaction.lag.ms", Long, "9223372036854775807", "Default of `max.compaction.lag.ms`."),
     def("log.cleaner.min.cleanable.ratio", Double, "0.5", "Default of `min.cleanable.dirty.ratio`."),
     def("unclean.leader.election.enable", Boolean, "false", "Default of the topic config of the same name."),
+    def("broker.heartbeat.interval.ms", Int, "2000", "How often a broker heartbeats to the active controller."),
+    def("broker.session.timeout.ms", Int, "9000", "A broker whose heartbeats stop for this long is fenced by the active controller: its leaderships move to other in-sync replicas and it leaves every ISR."),
+    def("controlled.shutdown.enable", Boolean, "true", "On SIGTERM, ask the controller to move this broker's leaderships to other in-sync replicas before stopping (waits at most `broker.session.timeout.ms`)."),
+    def("auto.leader.rebalance.enable", Boolean, "true", "The active controller gives leadership back to preferred (first) replicas that are live and in sync."),
+    def("leader.imbalance.check.interval.seconds", Long, "300", "How often the active controller checks for leader imbalance."),
+    def("leader.imbalance.per.broker.percentage", Int, "10", "Preferred leaders of a broker are restored when more than this percentage of the partitions it prefers are led elsewhere."),
     def("offsets.topic.num.partitions", Int, "50", "Partitions of `__consumer_offsets` (fixed once the topic exists)."),
     def("offsets.topic.replication.factor", Int, "3", "Replication factor of `__consumer_offsets`, capped at the number of live brokers."),
     def("offsets.topic.segment.bytes", Int, "104857600", "Segment size of `__consumer_offsets`."),
@@ -223,6 +230,42 @@ impl BrokerConfig {
     /// `replica.fetch.max.bytes`.
     pub fn replica_fetch_max_bytes(&self) -> i32 {
         i32::try_from(self.long("replica.fetch.max.bytes").max(1)).unwrap_or(1 << 20)
+    }
+
+    /// `unclean.leader.election.enable`.
+    pub fn unclean_leader_election(&self) -> bool {
+        self.boolean("unclean.leader.election.enable")
+    }
+
+    /// `broker.heartbeat.interval.ms`.
+    pub fn broker_heartbeat_interval(&self) -> Duration {
+        Duration::from_millis(self.long("broker.heartbeat.interval.ms").max(1) as u64)
+    }
+
+    /// `broker.session.timeout.ms`.
+    pub fn broker_session_timeout(&self) -> Duration {
+        Duration::from_millis(self.long("broker.session.timeout.ms").max(1) as u64)
+    }
+
+    /// `controlled.shutdown.enable`.
+    pub fn controlled_shutdown_enable(&self) -> bool {
+        self.boolean("controlled.shutdown.enable")
+    }
+
+    /// `auto.leader.rebalance.enable`.
+    pub fn auto_leader_rebalance_enable(&self) -> bool {
+        self.boolean("auto.leader.rebalance.enable")
+    }
+
+    /// `leader.imbalance.check.interval.seconds`.
+    pub fn leader_imbalance_check_interval(&self) -> Duration {
+        Duration::from_secs(self.long("leader.imbalance.check.interval.seconds").max(1) as u64)
+    }
+
+    /// `leader.imbalance.per.broker.percentage`.
+    pub fn leader_imbalance_per_broker_percentage(&self) -> i64 {
+        self.long("leader.imbalance.per.broker.percentage")
+            .clamp(0, 100)
     }
 
     fn long(&self, key: &str) -> i64 {
@@ -545,7 +588,11 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
         | "replica.lag.time.max.ms"
         | "replica.fetch.max.bytes"
         | "log.index.interval.bytes"
-        | "log.flush.interval.messages" => n.is_some_and(|n| n >= 1),
+        | "log.flush.interval.messages"
+        | "broker.heartbeat.interval.ms"
+        | "broker.session.timeout.ms"
+        | "leader.imbalance.check.interval.seconds" => n.is_some_and(|n| n >= 1),
+        "leader.imbalance.per.broker.percentage" => n.is_some_and(|n| (0..=100).contains(&n)),
         "log.segment.bytes" => n.is_some_and(|n| n >= 14),
         "log.index.size.max.bytes" => n.is_some_and(|n| n >= 8),
         "log.message.timestamp.type" => matches!(text, "CreateTime" | "LogAppendTime"),

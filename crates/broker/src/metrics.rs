@@ -97,6 +97,7 @@ pub struct Metrics {
     pub inter_broker_bytes: Family<InterBrokerLabels, Counter>,
     /// Each registered broker's rack label, refreshed with every metadata image.
     peer_racks: RwLock<HashMap<i32, String>>,
+    pub controller: ControllerMetrics,
 }
 
 impl Default for Metrics {
@@ -173,7 +174,9 @@ impl Metrics {
             "Connections closed because of a malformed or oversized frame",
             malformed_requests.clone(),
         );
+        let controller = ControllerMetrics::register(&mut registry);
         Self {
+            controller,
             registry,
             requests,
             errors,
@@ -249,6 +252,60 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ElectionLabels {
+    /// `clean` or `unclean`.
+    pub kind: String,
+}
+
+/// Liveness and leadership metrics (Kafka's ActiveControllerCount, FencedBrokerCount,
+/// LeaderElectionRate, UncleanLeaderElectionsPerSec, ControlledShutdown).
+#[derive(Default)]
+pub struct ControllerMetrics {
+    /// 1 while this node is the active controller (the Raft leader).
+    pub active: Gauge,
+    /// Registered brokers that are fenced, as this node's image shows.
+    pub fenced_brokers: Gauge,
+    /// Leader changes the active controller proposed and got committed, clean or unclean.
+    pub leader_elections: Family<ElectionLabels, Counter>,
+    /// Controlled shutdowns the active controller completed (the broker was told to stop).
+    pub controlled_shutdowns: Counter,
+}
+
+impl ControllerMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        registry.register(
+            "controller_active",
+            "1 on the active controller (the Raft leader of the controller quorum), else 0",
+            m.active.clone(),
+        );
+        registry.register(
+            "controller_fenced_brokers",
+            "Registered brokers that are fenced",
+            m.fenced_brokers.clone(),
+        );
+        registry.register(
+            "controller_leader_elections",
+            "Partition leader changes committed by this controller, by kind (clean, unclean)",
+            m.leader_elections.clone(),
+        );
+        registry.register(
+            "controller_controlled_shutdowns",
+            "Brokers this controller let shut down after moving their leaderships",
+            m.controlled_shutdowns.clone(),
+        );
+        m
+    }
+
+    pub fn election(&self, unclean: bool) {
+        let kind = if unclean { "unclean" } else { "clean" };
+        self.leader_elections
+            .get_or_create(&ElectionLabels { kind: kind.into() })
+            .inc();
     }
 }
 

@@ -18,4 +18,7 @@ pub mod raft;
 
 pub use error::{ClusterError, ErrorKind};
 pub use image::{Applied, BrokerId, Image, ImageError, MetadataRecord};
-pub use raft::{Committed, Controller, ControllerConfig, Traffic, TrafficObserver};
+pub use raft::{
+    BrokerHeartbeat, Committed, Controller, ControllerConfig, HeartbeatCall, HeartbeatError,
+    HeartbeatInbox, HeartbeatReply, Traffic, TrafficObserver,
+};

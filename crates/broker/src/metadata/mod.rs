@@ -7,7 +7,10 @@
 //! was told exists survives a crash. Reads come from the applied image.
 //!
 //! Start-up ([`MetadataStore::open`]): the cluster id is set on first start (22-char URL-safe
-//! base64, as Kafka), this broker registers (rack, advertised endpoint) and is unfenced, and the
+//! base64, as Kafka); in a cluster, a previous incarnation of this broker that the image still
+//! shows live is fenced first (it died: its leaderships move to other in-sync replicas); this
+//! broker registers (rack, advertised endpoint) with a new broker epoch and is unfenced (taking
+//! the lead of partitions that had no live in-sync replica but itself), and the
 //! JSON file of earlier versions (`ferry-metadata.json` in the first log dir), if still present,
 //! is imported once: its cluster id, its topics with their ids and configs, and its producer-id
 //! position; then it is renamed to `ferry-metadata.json.imported`. An import interrupted by a
@@ -108,6 +111,8 @@ pub struct MetadataOptions {
     pub port: u16,
     /// Told the bytes of the controller's traffic with each peer.
     pub traffic: Option<ferry_cluster::TrafficObserver>,
+    /// `unclean.leader.election.enable`, the default for topics that do not set it.
+    pub unclean_leader_election: bool,
 }
 
 /// The next unused producer id of this broker's current block, and the block's end.
@@ -119,6 +124,10 @@ struct ProducerIds {
 
 pub struct MetadataStore {
     node_id: i32,
+    /// The epoch this incarnation's registration got (what its heartbeats carry).
+    broker_epoch: std::sync::atomic::AtomicI64,
+    /// Whether other voters exist (a single node has nobody to hand leaderships to).
+    clustered: bool,
     quorum: quorum::Quorum,
     producer_ids: Mutex<ProducerIds>,
 }
@@ -143,6 +152,8 @@ impl MetadataStore {
         }
         let store = Self {
             node_id,
+            broker_epoch: std::sync::atomic::AtomicI64::new(-1),
+            clustered: options.voters.len() > 1,
             quorum: quorum::Quorum::start(config)?,
             producer_ids: Mutex::new(ProducerIds::default()),
         };
@@ -161,14 +172,27 @@ impl MetadataStore {
                 }
             }
         }
+        let unclean = options.unclean_leader_election;
+        if store.clustered && store.image().is_live(node_id) {
+            // The previous incarnation crashed before its session expired; what it led must
+            // move to replicas that are in sync now (this one restarts as a follower).
+            let records = ferry_cluster::election::fence_broker(&store.image(), node_id, unclean);
+            store.propose_all(records)?;
+        }
         // Every start is a new incarnation with a new broker epoch.
-        store.propose_at_start(MetadataRecord::RegisterBroker {
+        let registered = store.propose_at_start(MetadataRecord::RegisterBroker {
             id: node_id,
             rack: options.rack.clone(),
             host: options.host.clone(),
             port: options.port,
         })?;
-        store.propose_at_start(MetadataRecord::UnfenceBroker { id: node_id })?;
+        if let Applied::BrokerEpoch(epoch) = registered {
+            store
+                .broker_epoch
+                .store(epoch, std::sync::atomic::Ordering::Relaxed);
+        }
+        let records = ferry_cluster::election::unfence_broker(&store.image(), node_id, unclean);
+        store.propose_all(records)?;
         if let Some((path, state)) = legacy {
             store.import(&state)?;
             legacy::mark_imported(&path)?;
@@ -233,6 +257,60 @@ impl MetadataStore {
                 other => return other,
             }
         }
+    }
+
+    /// Proposes election records in order. A partition change computed from an image that has
+    /// moved on since is rejected and skipped (the controller's liveness task reconciles it).
+    fn propose_all(&self, records: Vec<MetadataRecord>) -> Result<(), MetadataError> {
+        for record in records {
+            match self.propose_at_start(record) {
+                Err(MetadataError::Controller(ClusterError::Rejected(e))) => {
+                    tracing::info!(error = %e, "election record rejected; left to the controller");
+                }
+                other => {
+                    other?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`MetadataStore::propose`] for async callers; the error is the controller's.
+    pub async fn propose_async(&self, record: MetadataRecord) -> Result<(), ClusterError> {
+        self.quorum.propose_async(record).await.map(|_| ())
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    /// The broker epoch of this incarnation's registration.
+    pub fn broker_epoch(&self) -> i64 {
+        self.broker_epoch.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether the quorum has other voters.
+    pub fn clustered(&self) -> bool {
+        self.clustered
+    }
+
+    /// Sends a heartbeat of this broker to the active controller.
+    pub async fn heartbeat(
+        &self,
+        request: ferry_cluster::BrokerHeartbeat,
+        ttl: std::time::Duration,
+    ) -> Result<ferry_cluster::HeartbeatReply, ferry_cluster::HeartbeatError> {
+        self.quorum.heartbeat(request, ttl).await
+    }
+
+    /// The heartbeats other brokers send to this voter (once; the liveness task takes them).
+    pub fn take_heartbeats(&self) -> Option<ferry_cluster::HeartbeatInbox> {
+        self.quorum.take_heartbeats()
+    }
+
+    /// Whether this node is the active controller (the Raft leader).
+    pub fn is_active_controller(&self) -> bool {
+        self.quorum.is_leader()
     }
 
     fn live_brokers(&self) -> Vec<PlacementBroker> {

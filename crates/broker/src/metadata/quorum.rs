@@ -5,13 +5,18 @@
 //! runtime (the wait is wrapped in `block_in_place`), a `current_thread` runtime (tests), or a
 //! plain thread. The wait never depends on the caller's runtime making progress.
 //!
-//! Reads are a `watch` borrow of the applied image and never block.
+//! Reads are a `watch` borrow of the applied image and never block. Async callers (the
+//! liveness tasks) use the `*_async` forms, which run on the controller runtime too and only
+//! await a channel on the caller's.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferry_cluster::{ClusterError, Committed, Controller, ControllerConfig, Image, MetadataRecord};
+use ferry_cluster::{
+    BrokerHeartbeat, ClusterError, Committed, Controller, ControllerConfig, HeartbeatError,
+    HeartbeatInbox, HeartbeatReply, Image, MetadataRecord,
+};
 use tokio::runtime::{Handle, Runtime, RuntimeFlavor};
 use tokio::sync::watch;
 
@@ -63,17 +68,57 @@ impl Quorum {
 
     /// Commits `record` and returns once this node's image includes it.
     pub fn propose(&self, record: MetadataRecord) -> Result<Committed, ClusterError> {
-        let controller = self
-            .controller
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or_else(stopped)?;
+        let controller = self.controller()?;
         wait_on(&self.handle, async move {
             let committed = controller.propose(record).await?;
             controller.wait_applied(committed.index, APPLY_WAIT).await?;
             Ok(committed)
         })?
+    }
+
+    fn controller(&self) -> Result<Arc<Controller>, ClusterError> {
+        self.controller
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or_else(stopped)
+    }
+
+    /// [`Quorum::propose`] for async callers.
+    pub async fn propose_async(&self, record: MetadataRecord) -> Result<Committed, ClusterError> {
+        let controller = self.controller()?;
+        run_on(&self.handle, async move {
+            let committed = controller.propose(record).await?;
+            controller.wait_applied(committed.index, APPLY_WAIT).await?;
+            Ok(committed)
+        })
+        .await?
+    }
+
+    /// Sends a broker heartbeat to the active controller.
+    pub async fn heartbeat(
+        &self,
+        request: BrokerHeartbeat,
+        ttl: Duration,
+    ) -> Result<HeartbeatReply, HeartbeatError> {
+        let controller = self
+            .controller()
+            .map_err(|e| HeartbeatError::Unavailable(e.to_string()))?;
+        run_on(&self.handle, async move {
+            controller.heartbeat(request, ttl).await
+        })
+        .await
+        .map_err(|e| HeartbeatError::Unavailable(e.to_string()))?
+    }
+
+    /// The heartbeats sent to this voter (once).
+    pub fn take_heartbeats(&self) -> Option<HeartbeatInbox> {
+        self.controller().ok()?.take_heartbeats()
+    }
+
+    /// Whether this node is the Raft leader, i.e. the active controller.
+    pub fn is_leader(&self) -> bool {
+        self.controller().is_ok_and(|c| c.is_leader())
     }
 
     /// Stops the controller cleanly (idempotent). Blocks until its Raft core has stopped.
@@ -125,6 +170,18 @@ impl Drop for Quorum {
 
 fn stopped() -> ClusterError {
     ClusterError::Raft("the controller has stopped".into())
+}
+
+/// Runs `fut` on the controller runtime; the caller only awaits its output.
+async fn run_on<T: Send + 'static>(
+    handle: &Handle,
+    fut: impl Future<Output = T> + Send + 'static,
+) -> Result<T, ClusterError> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    handle.spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    rx.await.map_err(|_| stopped())
 }
 
 /// Runs `fut` on the controller runtime and waits for its output from any kind of thread.

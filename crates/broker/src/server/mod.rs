@@ -1,6 +1,7 @@
 //! Start-up and shutdown of a broker: open the logs, bind the listeners, start the controller,
-//! accept connections, run periodic maintenance, and on shutdown drain connections and close
-//! every log cleanly (so the next start skips recovery).
+//! accept connections, run periodic maintenance and the liveness tasks, and on shutdown first
+//! hand leaderships to other replicas (controlled shutdown, still serving meanwhile), then drain
+//! connections and close every log cleanly (so the next start skips recovery).
 
 mod connection;
 
@@ -80,6 +81,7 @@ impl Server {
             rack: config.rack(),
             host: host.clone(),
             port,
+            unclean_leader_election: config.unclean_leader_election(),
         };
         // Start-up blocks on the controller (election, registration, a one-time import).
         let metadata = Arc::new(
@@ -181,6 +183,7 @@ impl Server {
         background.spawn(group_timers(broker.clone()));
         background.spawn(follow_image(broker.clone()));
         background.spawn(isr_shrink(broker.clone()));
+        crate::liveness::spawn(&broker, &mut background);
         let isr_rx = self.isr_rx.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(rx) = isr_rx {
             background.spawn(propose_isr_changes(broker.clone(), rx));
@@ -188,6 +191,11 @@ impl Server {
 
         let mut connections = JoinSet::new();
         let (stop_tx, stop_rx) = watch::channel(false);
+        // Set once shutdown is asked for: the controlled shutdown, during which clients and
+        // followers are still served (they learn of the new leaders from the metadata).
+        let mut handing_over: Option<
+            std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+        > = None;
         loop {
             tokio::select! {
                 accepted = self.listener.accept() => match accepted {
@@ -202,11 +210,17 @@ impl Server {
                     }
                 },
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
-                _ = shutdown.changed() => {
+                _ = shutdown.changed(), if handing_over.is_none() => {
                     if *shutdown.borrow() {
-                        break;
+                        handing_over = Some(Box::pin(crate::liveness::controlled_shutdown(broker.clone())));
                     }
                 }
+                _ = async {
+                    match handing_over.as_mut() {
+                        Some(f) => f.await,
+                        None => std::future::pending().await,
+                    }
+                }, if handing_over.is_some() => break,
             }
         }
         tracing::info!("shutting down: draining connections");

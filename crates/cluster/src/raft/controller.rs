@@ -19,6 +19,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::heartbeat::{
+    self, BrokerHeartbeat, HeartbeatCall, HeartbeatError, HeartbeatInbox, HeartbeatReply,
+};
 use super::log_store::LogStore;
 use super::network::{self, ProposeFailure, TcpNetwork, TrafficObserver};
 use super::state_machine::{ApplyResult, StateMachineStore};
@@ -102,6 +105,8 @@ pub struct Controller {
     server: Option<JoinHandle<()>>,
     forward_timeout: Duration,
     traffic: Option<TrafficObserver>,
+    heartbeats: tokio::sync::mpsc::Sender<HeartbeatCall>,
+    inbox: std::sync::Mutex<Option<HeartbeatInbox>>,
 }
 
 impl Controller {
@@ -156,7 +161,9 @@ impl Controller {
         )
         .await
         .map_err(|e| ClusterError::Raft(e.to_string()))?;
-        let server = listener.map(|l| network::serve(l, raft.clone(), config.traffic.clone()));
+        let (heartbeats, inbox) = heartbeat::channel();
+        let server = listener
+            .map(|l| network::serve(l, raft.clone(), config.traffic.clone(), heartbeats.clone()));
         let controller = Self {
             node_id: config.node_id,
             raft,
@@ -165,6 +172,8 @@ impl Controller {
             server,
             forward_timeout: config.forward_timeout,
             traffic: config.traffic.clone(),
+            heartbeats,
+            inbox: std::sync::Mutex::new(Some(inbox)),
         };
         controller.initialize_if_new().await?;
         Ok(controller)
@@ -243,6 +252,32 @@ impl Controller {
             Ok(Err(ProposeFailure::Raft(e))) => Err(ClusterError::Raft(e)),
             Err(e) => Err(ClusterError::Network(format!("forwarding to {addr}: {e}"))),
         }
+    }
+
+    /// Sends a broker heartbeat to the active controller: handed to this node's own liveness
+    /// task when this node leads, else forwarded to the leader (one hop) with `ttl` to answer.
+    pub async fn heartbeat(
+        &self,
+        request: BrokerHeartbeat,
+        ttl: Duration,
+    ) -> Result<HeartbeatReply, HeartbeatError> {
+        let leader = self.leader();
+        if leader == Some(self.node_id) {
+            return heartbeat::deliver(&self.heartbeats, request, leader).await;
+        }
+        let addr = leader
+            .and_then(|l| self.voters.get(&l).cloned())
+            .filter(|a| !a.is_empty());
+        let Some(addr) = addr else {
+            return Err(HeartbeatError::NotController { leader });
+        };
+        network::forward_heartbeat(&addr, leader, request, ttl, self.traffic.clone()).await
+    }
+
+    /// The heartbeats this voter receives, for the task that keeps broker sessions; `None`
+    /// once taken.
+    pub fn take_heartbeats(&self) -> Option<HeartbeatInbox> {
+        self.inbox.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
     /// The image as applied on this node.

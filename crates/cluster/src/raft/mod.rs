@@ -3,6 +3,7 @@
 //! - [`log_store`]: the durable Raft log and vote, with openraft's storage rules in its doc;
 //! - [`state_machine`]: the metadata [`Image`](crate::Image) as the state machine, with snapshots;
 //! - [`network`]: length-prefixed JSON over TCP between voters, plus proposal forwarding;
+//! - [`heartbeat`]: broker heartbeats (KIP-631) carried on that transport;
 //! - [`controller`]: [`Controller`], what a broker starts and talks to.
 //!
 //! Membership is static: the voters given at start (KRaft's `controller.quorum.voters`). A node
@@ -11,11 +12,15 @@
 
 pub mod controller;
 mod fsutil;
+pub mod heartbeat;
 pub mod log_store;
 pub mod network;
 pub mod state_machine;
 
 pub use controller::{Committed, Controller, ControllerConfig};
+pub use heartbeat::{
+    BrokerHeartbeat, HeartbeatCall, HeartbeatError, HeartbeatInbox, HeartbeatReply,
+};
 pub use network::{Traffic, TrafficObserver};
 
 /// A voter's address, `host:port`.

@@ -7,7 +7,8 @@
 //!
 //! Besides openraft's three RPCs the transport carries `Propose`, which a follower uses to hand a
 //! client's record to the leader. The leader applies it with `client_write` and does not forward
-//! again, so a request travels at most one hop.
+//! again, so a request travels at most one hop. It also carries broker heartbeats
+//! ([`super::heartbeat`]), answered by the receiving voter's liveness task.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +26,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufStream};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
+use super::heartbeat::{self, BrokerHeartbeat, HeartbeatCall, HeartbeatError, HeartbeatReply};
 use super::state_machine::ApplyResult;
 use super::{Node, Raft, TypeConfig};
 use crate::image::MetadataRecord;
@@ -67,6 +69,7 @@ enum Request {
     Vote(VoteRequest<u64>),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
     Propose(MetadataRecord),
+    Heartbeat(BrokerHeartbeat),
 }
 
 /// Why a forwarded proposal failed on the receiving node.
@@ -85,6 +88,7 @@ enum Response {
     Vote(Result<VoteResponse<u64>, RaftError<u64>>),
     InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
     Propose(Result<(u64, ApplyResult), ProposeFailure>),
+    Heartbeat(Result<HeartbeatReply, HeartbeatError>),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -309,6 +313,29 @@ pub(crate) async fn forward_propose(
     }
 }
 
+/// Sends a broker heartbeat to the controller at `addr` and waits for its answer.
+pub(crate) async fn forward_heartbeat(
+    addr: &str,
+    peer: Option<u64>,
+    request: BrokerHeartbeat,
+    ttl: Duration,
+    observer: Option<TrafficObserver>,
+) -> Result<HeartbeatReply, HeartbeatError> {
+    let mut conn = Connection {
+        addr: addr.to_string(),
+        stream: None,
+        peer,
+        observer,
+    };
+    match conn.call(&Request::Heartbeat(request), ttl).await {
+        Ok(Response::Heartbeat(r)) => r,
+        Ok(_) => Err(HeartbeatError::Unavailable(
+            "unexpected response type".into(),
+        )),
+        Err(e) => Err(HeartbeatError::Unavailable(e.to_string())),
+    }
+}
+
 /// Applies a proposal on this node only (no further forwarding).
 pub(crate) async fn propose_local(
     raft: &Raft,
@@ -333,6 +360,7 @@ pub(crate) fn serve(
     listener: TcpListener,
     raft: Raft,
     observer: Option<TrafficObserver>,
+    heartbeats: tokio::sync::mpsc::Sender<HeartbeatCall>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut connections = JoinSet::new();
@@ -342,8 +370,9 @@ pub(crate) fn serve(
                     Ok((stream, peer)) => {
                         let raft = raft.clone();
                         let observer = observer.clone();
+                        let heartbeats = heartbeats.clone();
                         connections.spawn(async move {
-                            if let Err(e) = handle_connection(stream, raft, observer).await {
+                            if let Err(e) = handle_connection(stream, raft, observer, heartbeats).await {
                                 tracing::debug!(%peer, error = %e, "controller connection closed");
                             }
                         });
@@ -363,17 +392,20 @@ async fn handle_connection(
     stream: TcpStream,
     raft: Raft,
     observer: Option<TrafficObserver>,
+    heartbeats: tokio::sync::mpsc::Sender<HeartbeatCall>,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     let mut stream = BufStream::new(stream);
     while let Some((req, received)) = read_frame::<_, Request>(&mut stream).await? {
         // The sender as the request names it: the leader of an append or snapshot, the
-        // candidate of a vote.
+        // candidate of a vote, the broker of a heartbeat.
         let peer = match &req {
             Request::AppendEntries(r) => Some(r.vote.leader_id().voted_for()),
             Request::Vote(r) => Some(r.vote.leader_id().voted_for()),
             Request::InstallSnapshot(r) => Some(r.vote.leader_id().voted_for()),
             Request::Propose(_) => None,
+            // Combined nodes: a broker's id is its voter id.
+            Request::Heartbeat(hb) => Some(u64::try_from(hb.broker_id).ok()),
         }
         .flatten();
         let resp = match req {
@@ -383,6 +415,10 @@ async fn handle_connection(
                 Response::InstallSnapshot(raft.install_snapshot(r).await)
             }
             Request::Propose(record) => Response::Propose(propose_local(&raft, record).await),
+            Request::Heartbeat(hb) => {
+                let leader = raft.metrics().borrow().current_leader;
+                Response::Heartbeat(heartbeat::deliver(&heartbeats, hb, leader).await)
+            }
         };
         let sent = write_frame(&mut stream, &resp).await?;
         if let Some(o) = &observer {

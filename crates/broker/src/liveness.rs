@@ -1,0 +1,643 @@
+//! Broker liveness (KIP-631): heartbeats, session expiry and fencing, controlled shutdown, and
+//! preferred-leader restoration.
+//!
+//! Every broker heartbeats to the active controller every `broker.heartbeat.interval.ms`
+//! ([`heartbeats`]). Only the active controller (the Raft leader) keeps sessions, in memory
+//! ([`Sessions`]); a node that becomes the leader gives every broker a full
+//! `broker.session.timeout.ms` before fencing anyone. The controller side ([`spawn`]) has two
+//! tasks: one answers heartbeats and watches deadlines without ever waiting on the quorum, the
+//! other turns the resulting [`Action`]s into election records (`ferry_cluster::election`),
+//! computed from the image current when they are proposed.
+//!
+//! - a session that expires fences the broker: its leaderships move to in-sync replicas and it
+//!   leaves every ISR; a fenced broker that heartbeats again, caught up with the metadata, is
+//!   unfenced (a heartbeat of an older incarnation gets STALE_BROKER_EPOCH and is ignored);
+//! - controlled shutdown ([`controlled_shutdown`], on SIGTERM): the broker heartbeats with
+//!   `want_shutdown`; the controller moves its leaderships to other in-sync replicas, and once
+//!   it leads nothing another replica could lead, answers `should_shut_down` and fences it;
+//! - every `leader.imbalance.check.interval.seconds`, preferred leaders are restored for
+//!   brokers whose share of partitions led elsewhere exceeds
+//!   `leader.imbalance.per.broker.percentage`;
+//! - about once a second the controller also finishes what a rejected record left undone
+//!   (a fenced broker still leading, a partition without leader that could have one).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ferry_cluster::election;
+use ferry_cluster::image::NO_LEADER;
+use ferry_cluster::{
+    BrokerHeartbeat, BrokerId, ClusterError, HeartbeatError, HeartbeatInbox, HeartbeatReply, Image,
+    MetadataRecord,
+};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::broker::Broker;
+
+/// How often the controller checks deadlines and leadership.
+const TICK: Duration = Duration::from_millis(100);
+/// How often the controller reconciles partitions left half-done by a rejected record.
+const RECONCILE_EVERY: Duration = Duration::from_secs(1);
+/// How soon a fence that did not take effect (no quorum) is tried again.
+const FENCE_RETRY: Duration = Duration::from_secs(1);
+/// How often a broker in controlled shutdown asks the controller.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(200);
+
+/// What the controller has to propose.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Action {
+    Fence(BrokerId),
+    ControlledShutdown(BrokerId),
+    Unfence(BrokerId),
+    /// Restore preferred leaders, never onto these brokers (they are shutting down).
+    Rebalance(BTreeSet<BrokerId>),
+    /// Finish fences and elections that a rejected record left undone.
+    Reconcile(BTreeSet<BrokerId>),
+}
+
+/// One broker's session, as the active controller keeps it.
+#[derive(Debug, Clone)]
+struct Session {
+    epoch: i64,
+    deadline: Instant,
+    shutting_down: bool,
+    shutdown_reported: bool,
+    /// The metadata offset a fenced broker must reach before it is unfenced.
+    catch_up_to: Option<u64>,
+}
+
+impl Session {
+    fn new(epoch: i64, deadline: Instant) -> Self {
+        Self {
+            epoch,
+            deadline,
+            shutting_down: false,
+            shutdown_reported: false,
+            catch_up_to: None,
+        }
+    }
+}
+
+/// The controller's answer to one heartbeat.
+#[derive(Debug)]
+pub struct Outcome {
+    pub reply: Result<HeartbeatReply, HeartbeatError>,
+    pub action: Option<Action>,
+    /// This heartbeat completed the broker's controlled shutdown.
+    pub shutdown_completed: bool,
+}
+
+/// Broker sessions of the active controller (Kafka's BrokerHeartbeatManager).
+#[derive(Debug)]
+pub struct Sessions {
+    timeout: Duration,
+    map: BTreeMap<BrokerId, Session>,
+}
+
+impl Sessions {
+    pub fn new(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            map: BTreeMap::new(),
+        }
+    }
+
+    /// A new active controller: every registered broker gets a full session from `now`.
+    pub fn reset(&mut self, image: &Image, now: Instant) {
+        self.map = image
+            .brokers
+            .values()
+            .map(|b| (b.id, Session::new(b.epoch, now + self.timeout)))
+            .collect();
+    }
+
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+
+    /// Brokers in controlled shutdown.
+    pub fn shutting_down(&self) -> BTreeSet<BrokerId> {
+        self.map
+            .iter()
+            .filter(|(_, s)| s.shutting_down)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    pub fn heartbeat(&mut self, image: &Image, req: &BrokerHeartbeat, now: Instant) -> Outcome {
+        let id = req.broker_id;
+        let Some(reg) = image.brokers.get(&id) else {
+            return Outcome {
+                reply: Err(HeartbeatError::NotRegistered(id)),
+                action: None,
+                shutdown_completed: false,
+            };
+        };
+        if reg.epoch != req.broker_epoch {
+            return Outcome {
+                reply: Err(HeartbeatError::StaleBrokerEpoch {
+                    current: reg.epoch,
+                    got: req.broker_epoch,
+                }),
+                action: None,
+                shutdown_completed: false,
+            };
+        }
+        let session = self
+            .map
+            .entry(id)
+            .or_insert_with(|| Session::new(reg.epoch, now));
+        if session.epoch != reg.epoch {
+            *session = Session::new(reg.epoch, now);
+        }
+        session.deadline = now + self.timeout;
+        session.shutting_down |= req.want_shutdown;
+        if session.shutting_down {
+            let done = !leads_movable(image, id);
+            let shutdown_completed = done && !session.shutdown_reported;
+            session.shutdown_reported |= done;
+            let action = match (done, reg.fenced) {
+                (false, _) => Some(Action::ControlledShutdown(id)),
+                // It is going away: out of every ISR now, not when its session expires.
+                (true, false) => Some(Action::Fence(id)),
+                (true, true) => None,
+            };
+            return Outcome {
+                reply: Ok(HeartbeatReply {
+                    is_caught_up: true,
+                    is_fenced: reg.fenced,
+                    should_shut_down: done,
+                }),
+                action,
+                shutdown_completed,
+            };
+        }
+        if !reg.fenced {
+            session.catch_up_to = None;
+            return Outcome {
+                reply: Ok(HeartbeatReply {
+                    is_caught_up: true,
+                    is_fenced: false,
+                    should_shut_down: false,
+                }),
+                action: req.want_fence.then_some(Action::Fence(id)),
+                shutdown_completed: false,
+            };
+        }
+        // Fenced: unfence once the broker has applied the metadata as of now (Kafka waits for
+        // the registration offset; a fenced broker may have missed the moves since).
+        let target = *session.catch_up_to.get_or_insert(image.applied_index);
+        let caught_up = req.current_metadata_offset >= target;
+        Outcome {
+            reply: Ok(HeartbeatReply {
+                is_caught_up: caught_up,
+                is_fenced: true,
+                should_shut_down: false,
+            }),
+            action: (caught_up && !req.want_fence).then_some(Action::Unfence(id)),
+            shutdown_completed: false,
+        }
+    }
+
+    /// Live brokers whose session has expired at `now`; each is reported again after
+    /// [`FENCE_RETRY`] while the image still shows it live. A broker seen for the first time
+    /// (or with a new registration) gets a full session.
+    pub fn expired(&mut self, image: &Image, now: Instant) -> Vec<BrokerId> {
+        let mut out = Vec::new();
+        for reg in image.brokers.values().filter(|b| !b.fenced) {
+            let session = self
+                .map
+                .entry(reg.id)
+                .or_insert_with(|| Session::new(reg.epoch, now + self.timeout));
+            if session.epoch != reg.epoch {
+                *session = Session::new(reg.epoch, now + self.timeout);
+            }
+            if now >= session.deadline {
+                session.deadline = now + FENCE_RETRY;
+                out.push(reg.id);
+            }
+        }
+        out
+    }
+}
+
+/// Whether `broker` leads a partition that another live in-sync replica could lead.
+pub fn leads_movable(image: &Image, broker: BrokerId) -> bool {
+    let live = |b: BrokerId| b != broker && image.is_live(b);
+    image
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.iter())
+        .filter(|p| p.leader == broker)
+        .any(|p| {
+            let others: Vec<BrokerId> = p.isr.iter().copied().filter(|b| *b != broker).collect();
+            election::elect_leader(p, &others, live, false).leader != NO_LEADER
+        })
+}
+
+/// Partitions `broker` leads in `image`.
+pub fn led_partitions(image: &Image, broker: BrokerId) -> usize {
+    image
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.iter())
+        .filter(|p| p.leader == broker)
+        .count()
+}
+
+/// The preferred-leader records for brokers over the imbalance ratio: of the partitions a
+/// broker is the preferred leader of, more than `percentage` % are led by another broker.
+/// Never elects a broker in `exclude`.
+pub fn rebalance_records(
+    image: &Image,
+    percentage: i64,
+    exclude: &BTreeSet<BrokerId>,
+) -> Vec<MetadataRecord> {
+    let mut preferred: BTreeMap<BrokerId, (i64, i64)> = BTreeMap::new();
+    for p in image.topics.values().flat_map(|t| t.partitions.iter()) {
+        let entry = preferred.entry(p.preferred_leader()).or_default();
+        entry.0 += 1;
+        if p.leader != p.preferred_leader() {
+            entry.1 += 1;
+        }
+    }
+    let imbalanced = |b: BrokerId| {
+        preferred
+            .get(&b)
+            .is_some_and(|(total, elsewhere)| elsewhere * 100 > percentage * total)
+    };
+    election::restore_preferred_leaders(image)
+        .into_iter()
+        .filter(|r| match r {
+            MetadataRecord::AlterPartition { leader, .. } => {
+                !exclude.contains(leader) && imbalanced(*leader)
+            }
+            _ => false,
+        })
+        .collect()
+}
+
+/// The records `action` needs against `image` (empty when there is nothing left to do).
+pub fn records_for(image: &Image, action: &Action, unclean: bool) -> Vec<MetadataRecord> {
+    match action {
+        Action::Fence(id) => {
+            let mut records = election::fence_broker(image, *id, unclean);
+            if !image.is_live(*id) {
+                records.retain(|r| !matches!(r, MetadataRecord::FenceBroker { .. }));
+            }
+            records
+        }
+        Action::Unfence(id) => {
+            let mut records = election::unfence_broker(image, *id, unclean);
+            if image.is_live(*id) {
+                records.retain(|r| !matches!(r, MetadataRecord::UnfenceBroker { .. }));
+            }
+            records
+        }
+        Action::ControlledShutdown(id) => election::controlled_shutdown(image, *id),
+        // Expanded broker by broker in `propose_action`, each from a fresh image.
+        Action::Reconcile(_) | Action::Rebalance(_) => Vec::new(),
+    }
+}
+
+/// Liveness timing from the broker config.
+#[derive(Debug, Clone)]
+struct Settings {
+    heartbeat_interval: Duration,
+    session_timeout: Duration,
+    unclean: bool,
+    rebalance: bool,
+    imbalance_interval: Duration,
+    imbalance_percentage: i64,
+}
+
+impl Settings {
+    fn of(broker: &Broker) -> Self {
+        let c = &broker.config;
+        Self {
+            heartbeat_interval: c.broker_heartbeat_interval(),
+            session_timeout: c.broker_session_timeout(),
+            unclean: c.unclean_leader_election(),
+            rebalance: c.auto_leader_rebalance_enable(),
+            imbalance_interval: c.leader_imbalance_check_interval(),
+            imbalance_percentage: c.leader_imbalance_per_broker_percentage(),
+        }
+    }
+
+    /// How long a forwarded heartbeat may take: well within a session.
+    fn heartbeat_ttl(&self) -> Duration {
+        (self.session_timeout / 3).clamp(Duration::from_millis(200), Duration::from_secs(5))
+    }
+}
+
+/// Starts this node's liveness tasks on `tasks`: its heartbeats, and the controller side
+/// (sessions, fencing, rebalancing) that acts while this node is the active controller.
+pub fn spawn(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
+    tasks.spawn(heartbeats(broker.clone()));
+    if let Some(inbox) = broker.metadata.take_heartbeats() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tasks.spawn(controller(broker.clone(), inbox, tx));
+        tasks.spawn(proposer(broker.clone(), rx));
+    }
+}
+
+fn heartbeat_request(broker: &Broker, want_shutdown: bool) -> BrokerHeartbeat {
+    BrokerHeartbeat {
+        broker_id: broker.node_id,
+        broker_epoch: broker.metadata.broker_epoch(),
+        current_metadata_offset: broker.metadata.image().applied_index,
+        want_fence: false,
+        want_shutdown,
+    }
+}
+
+/// This broker's heartbeats, every `broker.heartbeat.interval.ms`.
+async fn heartbeats(broker: Arc<Broker>) {
+    let settings = Settings::of(&broker);
+    let mut tick = tokio::time::interval(settings.heartbeat_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut fenced = false;
+    let mut failing = false;
+    loop {
+        tick.tick().await;
+        let request = heartbeat_request(&broker, false);
+        match broker
+            .metadata
+            .heartbeat(request, settings.heartbeat_ttl())
+            .await
+        {
+            Ok(reply) => {
+                if reply.is_fenced != fenced {
+                    tracing::info!(
+                        fenced = reply.is_fenced,
+                        "the controller reports this broker {}",
+                        if reply.is_fenced {
+                            "fenced"
+                        } else {
+                            "unfenced"
+                        }
+                    );
+                    fenced = reply.is_fenced;
+                }
+                failing = false;
+            }
+            Err(e @ HeartbeatError::StaleBrokerEpoch { .. }) => {
+                tracing::warn!(error = %e, "heartbeat refused");
+            }
+            Err(e) => {
+                // Elections make this common for a moment; say it once per outage.
+                if !failing {
+                    tracing::info!(error = %e, "heartbeat failed; retrying");
+                }
+                failing = true;
+            }
+        }
+    }
+}
+
+/// Answers heartbeats and watches sessions while this node is the active controller.
+async fn controller(
+    broker: Arc<Broker>,
+    mut inbox: HeartbeatInbox,
+    actions: mpsc::UnboundedSender<Action>,
+) {
+    let settings = Settings::of(&broker);
+    let metrics = &broker.metrics.controller;
+    let mut sessions = Sessions::new(settings.session_timeout);
+    let mut active = false;
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut next_reconcile = Instant::now();
+    let mut next_rebalance = Instant::now() + settings.imbalance_interval;
+    loop {
+        tokio::select! {
+            call = inbox.recv() => {
+                let Some(call) = call else { return };
+                let now = Instant::now();
+                let image = broker.metadata.image();
+                observe(&broker, &mut active, &mut sessions, &image, now, &mut next_rebalance, &settings);
+                if !active {
+                    let _ = call.reply.send(Err(HeartbeatError::NotController { leader: None }));
+                    continue;
+                }
+                let outcome = sessions.heartbeat(&image, &call.request, now);
+                if outcome.shutdown_completed {
+                    metrics.controlled_shutdowns.inc();
+                    tracing::info!(broker = call.request.broker_id, "controlled shutdown of broker complete");
+                }
+                if let Err(e) = &outcome.reply {
+                    tracing::debug!(broker = call.request.broker_id, error = %e, "heartbeat refused");
+                }
+                let _ = call.reply.send(outcome.reply);
+                if let Some(action) = outcome.action {
+                    let _ = actions.send(action);
+                }
+            }
+            _ = tick.tick() => {
+                let now = Instant::now();
+                let image = broker.metadata.image();
+                let fenced = image.brokers.values().filter(|b| b.fenced).count();
+                metrics.fenced_brokers.set(i64::try_from(fenced).unwrap_or(i64::MAX));
+                observe(&broker, &mut active, &mut sessions, &image, now, &mut next_rebalance, &settings);
+                metrics.active.set(i64::from(active));
+                if !active {
+                    continue;
+                }
+                for id in sessions.expired(&image, now) {
+                    tracing::warn!(broker = id, timeout_ms = settings.session_timeout.as_millis() as u64, "broker session expired; fencing it");
+                    let _ = actions.send(Action::Fence(id));
+                }
+                if now >= next_reconcile {
+                    next_reconcile = now + RECONCILE_EVERY;
+                    let _ = actions.send(Action::Reconcile(sessions.shutting_down()));
+                }
+                if settings.rebalance && now >= next_rebalance {
+                    next_rebalance = now + settings.imbalance_interval;
+                    let _ = actions.send(Action::Rebalance(sessions.shutting_down()));
+                }
+            }
+        }
+    }
+}
+
+/// Notices this node becoming (or ceasing to be) the active controller.
+fn observe(
+    broker: &Broker,
+    active: &mut bool,
+    sessions: &mut Sessions,
+    image: &Image,
+    now: Instant,
+    next_rebalance: &mut Instant,
+    settings: &Settings,
+) {
+    let leader = broker.metadata.is_active_controller();
+    if leader && !*active {
+        tracing::info!(
+            brokers = image.brokers.len(),
+            "this node is the active controller; every broker gets a full session"
+        );
+        sessions.reset(image, now);
+        *next_rebalance = now + settings.imbalance_interval;
+    } else if !leader && *active {
+        tracing::info!("this node is no longer the active controller");
+        sessions.clear();
+    }
+    *active = leader;
+}
+
+/// Proposes the records of queued actions, one action at a time, each from the image current
+/// when it runs. Duplicate actions queued meanwhile run once.
+async fn proposer(broker: Arc<Broker>, mut rx: mpsc::UnboundedReceiver<Action>) {
+    let unclean = Settings::of(&broker).unclean;
+    let percentage = Settings::of(&broker).imbalance_percentage;
+    while let Some(first) = rx.recv().await {
+        let mut batch = BTreeSet::from([first]);
+        while let Ok(more) = rx.try_recv() {
+            batch.insert(more);
+        }
+        for action in batch {
+            if !broker.metadata.is_active_controller() {
+                break;
+            }
+            match &action {
+                Action::Reconcile(shutting_down) => {
+                    let image = broker.metadata.image();
+                    for reg in image.brokers.values() {
+                        let step = if reg.fenced {
+                            Action::Fence(reg.id)
+                        } else if shutting_down.contains(&reg.id) {
+                            continue;
+                        } else {
+                            Action::Unfence(reg.id)
+                        };
+                        let records = records_for(&broker.metadata.image(), &step, unclean);
+                        propose(&broker, records, &step).await;
+                    }
+                }
+                Action::Rebalance(exclude) => {
+                    let records = rebalance_records(&broker.metadata.image(), percentage, exclude);
+                    propose(&broker, records, &action).await;
+                }
+                _ => {
+                    let records = records_for(&broker.metadata.image(), &action, unclean);
+                    propose(&broker, records, &action).await;
+                }
+            }
+        }
+    }
+}
+
+/// Proposes `records` in order, stopping at the first failure (a later round recomputes).
+async fn propose(broker: &Broker, records: Vec<MetadataRecord>, why: &Action) {
+    for record in records {
+        let before = broker.metadata.image();
+        let election = leader_change(&before, &record);
+        match broker.metadata.propose_async(record.clone()).await {
+            Ok(()) => {
+                if let Some((topic, partition, from, to, epoch, unclean)) = election {
+                    broker.metrics.controller.election(unclean);
+                    tracing::info!(%topic, partition, from, to, leader_epoch = epoch, unclean, cause = ?why, "partition leader changed");
+                } else if let MetadataRecord::FenceBroker { id }
+                | MetadataRecord::UnfenceBroker { id } = &record
+                {
+                    let fenced = matches!(record, MetadataRecord::FenceBroker { .. });
+                    tracing::info!(broker = id, fenced, cause = ?why, "broker {}", if fenced { "fenced" } else { "unfenced" });
+                }
+            }
+            Err(ClusterError::Rejected(e)) => {
+                tracing::debug!(error = %e, cause = ?why, "election record rejected (the image moved on)");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, cause = ?why, "cannot propose an election record");
+                return;
+            }
+        }
+    }
+}
+
+/// (topic, partition, old leader, new leader, leader epoch, unclean) when `record` gives a
+/// partition a new, real leader.
+fn leader_change(
+    image: &Image,
+    record: &MetadataRecord,
+) -> Option<(String, i32, BrokerId, BrokerId, i32, bool)> {
+    let MetadataRecord::AlterPartition {
+        topic_id,
+        partition,
+        leader,
+        leader_epoch,
+        unclean,
+        ..
+    } = record
+    else {
+        return None;
+    };
+    let topic = image.topic_by_id(*topic_id)?;
+    let current = topic.partitions.get(usize::try_from(*partition).ok()?)?;
+    (current.leader != *leader && *leader != NO_LEADER).then(|| {
+        (
+            topic.name.clone(),
+            *partition,
+            current.leader,
+            *leader,
+            *leader_epoch,
+            *unclean,
+        )
+    })
+}
+
+/// On SIGTERM: has the controller move this broker's leaderships to other in-sync replicas,
+/// then returns, at the latest after `broker.session.timeout.ms` (the controller would fence
+/// a broker that silent anyway). A single node, or `controlled.shutdown.enable = false`,
+/// returns at once.
+pub async fn controlled_shutdown(broker: Arc<Broker>) {
+    if !broker.config.controlled_shutdown_enable() || !broker.metadata.clustered() {
+        return;
+    }
+    let settings = Settings::of(&broker);
+    let id = broker.node_id;
+    let deadline = Instant::now() + settings.session_timeout;
+    tracing::info!(
+        leaderships = led_partitions(&broker.metadata.image(), id),
+        "controlled shutdown: asking the controller to move this broker's leaderships"
+    );
+    loop {
+        let request = heartbeat_request(&broker, true);
+        let reply = broker
+            .metadata
+            .heartbeat(request, settings.heartbeat_ttl())
+            .await;
+        // The controller decided from its image; wait until ours shows the moves too.
+        let movable_here = leads_movable(&broker.metadata.image(), id);
+        match reply {
+            Ok(r) if r.should_shut_down && !movable_here => break,
+            Err(e @ HeartbeatError::StaleBrokerEpoch { .. }) => {
+                tracing::warn!(error = %e, "controlled shutdown refused; stopping");
+                break;
+            }
+            // Nothing to hand over, and no controller to tell: its session will expire.
+            Err(_) if !movable_here => break,
+            _ => {}
+        }
+        if Instant::now() >= deadline {
+            tracing::warn!(
+                leaderships = led_partitions(&broker.metadata.image(), id),
+                "controlled shutdown did not complete within broker.session.timeout.ms; stopping anyway"
+            );
+            return;
+        }
+        tokio::time::sleep(SHUTDOWN_POLL).await;
+    }
+    tracing::info!(
+        leaderships = led_partitions(&broker.metadata.image(), id),
+        "controlled shutdown complete"
+    );
+}
+
+#[cfg(test)]
+#[path = "liveness_test.rs"]
+mod tests;
