@@ -20,7 +20,7 @@ LAG_MS = 3000
 
 
 class Cluster:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, extra_config: dict | None = None):
         controller_ports = [free_port() for _ in range(3)]
         voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(controller_ports))
         self.brokers = [
@@ -32,6 +32,7 @@ class Cluster:
                     "controller.quorum.voters": voters,
                     "broker.rack": f"az{i + 1}",
                     "replica.lag.time.max.ms": LAG_MS,
+                    **(extra_config or {}),
                 },
             )
             for i in range(3)
