@@ -8,6 +8,7 @@ the active controller restores preferred leaders every 2 s.
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 import urllib.request
@@ -345,3 +346,35 @@ def test_sigterm_moves_leaderships_first_and_preferred_leaders_return(cluster):
     producer.wait_progress()
     producer.finish()
     check_acknowledged_exactly_once(cluster, topic, producer)
+
+
+def test_a_paused_broker_is_fenced_then_unfenced_when_its_heartbeats_resume(cluster):
+    topic = unique_topic("pause")
+    create_topic(cluster, topic, 3, MIN_ISR)
+    wait_preferred_leaders(cluster, topic)
+    controller = active_controller(cluster)
+    victim = next(b for b in cluster.brokers if b is not controller)
+    vid = cluster.brokers.index(victim) + 1
+    producer = NumberedProducer(cluster.bootstrap, topic, 3)
+    producer.start()
+    producer.wait_progress()
+
+    victim.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for("the paused broker is fenced",
+                 lambda: metric(controller, "ferry_controller_fenced_brokers") == 1, 20)
+        wait_for("its leaderships moved", lambda: all(
+            leader not in (-1, vid) and vid not in isr
+            for leader, _, isr in partitions_of(cluster, topic).values()), 20)
+        producer.wait_progress()
+    finally:
+        victim.proc.send_signal(signal.SIGCONT)
+    # Same incarnation, heartbeating again: unfenced, back in every ISR, leading again.
+    wait_for("unfenced", lambda: metric(controller, "ferry_controller_fenced_brokers") == 0, 20)
+    wait_isr_full(cluster, topic)
+    wait_preferred_leaders(cluster, topic)
+    assert victim.starts == 1
+    producer.wait_progress()
+    producer.finish()
+    check_acknowledged_exactly_once(cluster, topic, producer)
+    check_replicas_identical(cluster, topic, 3)

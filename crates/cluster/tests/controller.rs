@@ -304,3 +304,78 @@ async fn t40_a_voter_not_in_the_voter_set_is_a_config_error() {
         .unwrap();
     assert!(matches!(err, ClusterError::Config(_)), "{err:?}");
 }
+
+#[tokio::test]
+async fn t50_heartbeats_reach_the_leaders_inbox_from_any_voter() {
+    use ferry_cluster::{BrokerHeartbeat, HeartbeatError, HeartbeatReply};
+
+    let dir = tempfile::tempdir().unwrap();
+    let (_voters, nodes) = three_voters(dir.path()).await;
+    let leader = agreed_leader(&nodes, None).await;
+    let leader_node = nodes[(leader - 1) as usize].as_ref().unwrap();
+    let mut inbox = leader_node.take_heartbeats().unwrap();
+    assert!(leader_node.take_heartbeats().is_none(), "taken once");
+    // Stands in for the leader's liveness task; `is_fenced` follows the broker id's parity so
+    // each sender can tell the answer is its own.
+    let answering = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while let Some(call) = inbox.recv().await {
+            seen.push(call.request.broker_id);
+            let _ = call.reply.send(Ok(HeartbeatReply {
+                is_caught_up: true,
+                is_fenced: call.request.broker_id % 2 == 0,
+                should_shut_down: call.request.want_shutdown,
+            }));
+            if seen.len() == 3 {
+                return seen;
+            }
+        }
+        seen
+    });
+    for id in 1..=3u64 {
+        let node = nodes[(id - 1) as usize].as_ref().unwrap();
+        let reply = node
+            .heartbeat(
+                BrokerHeartbeat {
+                    broker_id: id as i32,
+                    broker_epoch: 1,
+                    current_metadata_offset: 0,
+                    want_fence: false,
+                    want_shutdown: id == 3,
+                },
+                WAIT,
+            )
+            .await
+            .unwrap();
+        assert_eq!(reply.is_fenced, id % 2 == 0);
+        assert_eq!(reply.should_shut_down, id == 3);
+    }
+    let mut seen = answering.await.unwrap();
+    seen.sort();
+    assert_eq!(seen, vec![1, 2, 3]);
+
+    // Nobody answers on the leader any more: a follower's heartbeat is refused, not lost.
+    let follower = (1..=3u64).find(|id| *id != leader).unwrap();
+    let err = nodes[(follower - 1) as usize]
+        .as_ref()
+        .unwrap()
+        .heartbeat(
+            BrokerHeartbeat {
+                broker_id: follower as i32,
+                broker_epoch: 1,
+                current_metadata_offset: 0,
+                want_fence: false,
+                want_shutdown: false,
+            },
+            WAIT,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, HeartbeatError::NotController { .. }),
+        "{err:?}"
+    );
+    for c in nodes.into_iter().flatten() {
+        c.shutdown().await;
+    }
+}
