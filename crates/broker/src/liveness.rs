@@ -45,6 +45,12 @@ const RECONCILE_EVERY: Duration = Duration::from_secs(1);
 const FENCE_RETRY: Duration = Duration::from_secs(1);
 /// How often a broker in controlled shutdown asks the controller.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(200);
+/// How long a broker in controlled shutdown tries to reach a controller at all: longer than a
+/// Raft election; without a quorum nothing can move anyway.
+const SHUTDOWN_NO_CONTROLLER: Duration = Duration::from_secs(3);
+/// How long a broker told to shut down waits to see its own fence applied (so the others know
+/// it is gone before it is: the last voters may be unable to commit it after it stops).
+const SHUTDOWN_FENCE_WAIT: Duration = Duration::from_secs(2);
 
 /// What the controller has to propose.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -605,6 +611,7 @@ pub async fn controlled_shutdown(broker: Arc<Broker>) {
         leaderships = led_partitions(&broker.metadata.image(), id),
         "controlled shutdown: asking the controller to move this broker's leaderships"
     );
+    let mut unreachable_since: Option<Instant> = None;
     loop {
         let request = heartbeat_request(&broker, true);
         let reply = broker
@@ -614,14 +621,24 @@ pub async fn controlled_shutdown(broker: Arc<Broker>) {
         // The controller decided from its image; wait until ours shows the moves too.
         let movable_here = leads_movable(&broker.metadata.image(), id);
         match reply {
-            Ok(r) if r.should_shut_down && !movable_here => break,
+            Ok(r) if r.should_shut_down && !movable_here => {
+                wait_fenced(&broker).await;
+                break;
+            }
+            Ok(_) => unreachable_since = None,
             Err(e @ HeartbeatError::StaleBrokerEpoch { .. }) => {
                 tracing::warn!(error = %e, "controlled shutdown refused; stopping");
                 break;
             }
             // Nothing to hand over, and no controller to tell: its session will expire.
             Err(_) if !movable_here => break,
-            _ => {}
+            Err(e) => {
+                let since = *unreachable_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= SHUTDOWN_NO_CONTROLLER {
+                    tracing::warn!(error = %e, leaderships = led_partitions(&broker.metadata.image(), id), "no active controller for controlled shutdown (no quorum?); stopping anyway");
+                    return;
+                }
+            }
         }
         if Instant::now() >= deadline {
             tracing::warn!(
@@ -636,6 +653,17 @@ pub async fn controlled_shutdown(broker: Arc<Broker>) {
         leaderships = led_partitions(&broker.metadata.image(), id),
         "controlled shutdown complete"
     );
+}
+
+/// Waits (briefly) until this node's image shows this broker fenced.
+async fn wait_fenced(broker: &Broker) {
+    let mut rx = broker.metadata.subscribe();
+    let id = broker.node_id;
+    let fenced =
+        tokio::time::timeout(SHUTDOWN_FENCE_WAIT, rx.wait_for(|image| !image.is_live(id))).await;
+    if !matches!(fenced, Ok(Ok(_))) {
+        tracing::debug!("own fence not seen before stopping");
+    }
 }
 
 #[cfg(test)]
