@@ -655,10 +655,19 @@ pub async fn controlled_shutdown(broker: Arc<Broker>) {
     );
 }
 
-/// Waits (briefly) until this node's image shows this broker fenced.
+/// Waits (briefly) until this node's image shows this broker fenced, when another broker is
+/// live to learn of it.
 async fn wait_fenced(broker: &Broker) {
     let mut rx = broker.metadata.subscribe();
     let id = broker.node_id;
+    let others_live = rx
+        .borrow()
+        .brokers
+        .values()
+        .any(|b| b.id != id && !b.fenced);
+    if !others_live {
+        return;
+    }
     let fenced =
         tokio::time::timeout(SHUTDOWN_FENCE_WAIT, rx.wait_for(|image| !image.is_live(id))).await;
     if !matches!(fenced, Ok(Ok(_))) {
