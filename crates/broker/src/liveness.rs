@@ -536,31 +536,50 @@ async fn proposer(broker: Arc<Broker>, mut rx: mpsc::UnboundedReceiver<Action>) 
     }
 }
 
-/// Proposes `records` in order, stopping at the first failure (a later round recomputes).
-async fn propose(broker: &Broker, records: Vec<MetadataRecord>, why: &Action) {
-    for record in records {
-        let before = broker.metadata.image();
-        let election = leader_change(&before, &record);
-        match broker.metadata.propose_async(record.clone()).await {
-            Ok(()) => {
-                if let Some((topic, partition, from, to, epoch, unclean)) = election {
-                    broker.metrics.controller.election(unclean);
-                    tracing::info!(%topic, partition, from, to, leader_epoch = epoch, unclean, cause = ?why, "partition leader changed");
-                } else if let MetadataRecord::FenceBroker { id }
-                | MetadataRecord::UnfenceBroker { id } = &record
-                {
-                    let fenced = matches!(record, MetadataRecord::FenceBroker { .. });
-                    tracing::info!(broker = id, fenced, cause = ?why, "broker {}", if fenced { "fenced" } else { "unfenced" });
-                }
+/// Proposes `records`: a broker record (fence, unfence) first, then the partition changes all
+/// at once (each touches another partition, and the quorum commits them in a few batches rather
+/// than one round trip each). A failure stops the broker record's followers; a rejected
+/// partition change is recomputed by a later round.
+async fn propose(broker: &Arc<Broker>, records: Vec<MetadataRecord>, why: &Action) {
+    let (partitions, brokers): (Vec<_>, Vec<_>) = records
+        .into_iter()
+        .partition(|r| matches!(r, MetadataRecord::AlterPartition { .. }));
+    for record in brokers {
+        if !propose_one(broker, record, why).await {
+            return;
+        }
+    }
+    let mut changes = JoinSet::new();
+    for record in partitions {
+        let (broker, why) = (broker.clone(), why.clone());
+        changes.spawn(async move { propose_one(&broker, record, &why).await });
+    }
+    while changes.join_next().await.is_some() {}
+}
+
+/// Proposes one record and logs what it did; false if it failed.
+async fn propose_one(broker: &Broker, record: MetadataRecord, why: &Action) -> bool {
+    let election = leader_change(&broker.metadata.image(), &record);
+    match broker.metadata.propose_async(record.clone()).await {
+        Ok(()) => {
+            if let Some((topic, partition, from, to, epoch, unclean)) = election {
+                broker.metrics.controller.election(unclean);
+                tracing::info!(%topic, partition, from, to, leader_epoch = epoch, unclean, cause = ?why, "partition leader changed");
+            } else if let MetadataRecord::FenceBroker { id }
+            | MetadataRecord::UnfenceBroker { id } = &record
+            {
+                let fenced = matches!(record, MetadataRecord::FenceBroker { .. });
+                tracing::info!(broker = id, fenced, cause = ?why, "broker {}", if fenced { "fenced" } else { "unfenced" });
             }
-            Err(ClusterError::Rejected(e)) => {
-                tracing::debug!(error = %e, cause = ?why, "election record rejected (the image moved on)");
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, cause = ?why, "cannot propose an election record");
-                return;
-            }
+            true
+        }
+        Err(ClusterError::Rejected(e)) => {
+            tracing::debug!(error = %e, cause = ?why, "election record rejected (the image moved on)");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, cause = ?why, "cannot propose an election record");
+            false
         }
     }
 }
