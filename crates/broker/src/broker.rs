@@ -34,6 +34,8 @@ pub struct Broker {
     pub group_init: std::sync::Mutex<()>,
     /// How followed partitions get their bytes from their leaders.
     pub fetcher: Box<dyn ReplicaFetcher>,
+    /// The remote WAL (KIP-1176): uploader, WAL fetcher, metadata publisher and GC.
+    pub remote_wal: Arc<crate::remote_wal::RemoteWal>,
     /// ISR changes the partitions led here want; proposed to the controller by a task.
     pub isr_changes: tokio::sync::mpsc::UnboundedSender<IsrChange>,
 }
@@ -205,6 +207,7 @@ impl Broker {
             self.fetch_sessions.forget_topic(topic);
             tracing::info!(topic = %topic, "deleted the local replicas of a deleted topic");
         }
+        self.remote_wal.on_image(self, image);
         self.fetcher.sync(self);
         if image.topic(OFFSETS_TOPIC).is_some() {
             self.follow_offsets_leadership();

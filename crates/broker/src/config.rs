@@ -120,6 +120,28 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("group.consumer.session.timeout.ms", Int, "45000", "Session timeout of members of consumer-protocol groups."),
     def("group.consumer.assignors", List, "uniform,range", "Server-side assignors of consumer-protocol groups; the first is the default."),
     def("group.consumer.max.size", Int, "2147483647", "Most members of a consumer-protocol group."),
+    def("remote.wal.enable", Boolean, "false", "Default of the topic config `remote.wal.enable`: followers of such topics get their data through the object store of the leader's rack (KIP-1176) instead of by Fetch across racks."),
+    def("remote.wal.store", ConfigType::String, "local", "Object store of the remote WAL: `local` (a directory per rack, for tests and single hosts) or `s3` (S3, S3 Express One Zone or an S3-compatible server)."),
+    def("remote.wal.buckets", ConfigType::String, "", "Bucket of each rack, `rack=bucket,...` (`az1=/data/wal-a,az2=/data/wal-b` for `local`: directories; bucket names for `s3`). The uploader writes to its own `broker.rack`'s bucket; readers reach every bucket listed. Empty: one bucket named after this broker's rack under `remote.wal.local.dir` (`local` only)."),
+    def("remote.wal.local.dir", ConfigType::String, "", "Parent directory of the per-rack bucket directories when `remote.wal.store = local` and a rack is not listed in `remote.wal.buckets`. Empty: `remote-wal` next to the first of `log.dirs`."),
+    def("remote.wal.s3.endpoint", ConfigType::String, "", "Endpoint URL of an S3-compatible server, e.g. `http://127.0.0.1:9000`. Empty: AWS."),
+    def("remote.wal.s3.region", ConfigType::String, "us-east-1", "Region of the S3 buckets."),
+    def("remote.wal.s3.path.style", Boolean, "false", "Path-style addressing (`endpoint/bucket/key`), needed by most S3-compatible servers."),
+    def("remote.wal.s3.access.key.id", ConfigType::String, "", "Static S3 access key id. Empty (with the secret empty too): the AWS default credential chain."),
+    def("remote.wal.s3.secret.access.key", ConfigType::String, "", "Static S3 secret access key (set together with the key id)."),
+    def("remote.wal.upload.interval.ms", Long, "10", "Longest time an appended byte waits before its WAL object is cut and uploaded."),
+    def("remote.wal.upload.max.bytes", Int, "1048576", "Cut and upload a WAL object as soon as this many bytes wait."),
+    def("remote.wal.buffer.max.bytes", Long, "67108864", "Bytes waiting or uploading at most; beyond this (slow or failing store) appends reach followers by the classic fetch."),
+    def("remote.wal.fallback.ms", Long, "500", "A follower of a remote-WAL partition that has not caught up with the leader for this long gets its data by the classic fetch until it has."),
+    def("remote.wal.metadata.topic.num.partitions", Int, "16", "Partitions of `__remote_wal_log_metadata` (fixed once the topic exists)."),
+    def("remote.wal.gc.interval.ms", Long, "1000", "How often the remote WAL garbage collector deletes objects every in-sync replica holds."),
+    def("remote.wal.orphan.grace.ms", Long, "60000", "WAL objects without metadata older than this are deleted by the orphan sweep."),
+    def("remote.wal.retention.ms", Long, "3600000", "A WAL object older than this is deleted even if a replica still misses its data (that replica then uses the classic fetch)."),
+    def("remote.wal.cost.put.per.1000", Double, "0.00113", "Price in USD of 1,000 PUT requests, for the estimated cost gauge (S3 Express One Zone)."),
+    def("remote.wal.cost.get.per.1000", Double, "0.00003", "Price in USD of 1,000 GET requests (S3 Express One Zone)."),
+    def("remote.wal.cost.upload.per.gb", Double, "0.0032", "Price in USD per GB uploaded (S3 Express One Zone)."),
+    def("remote.wal.cost.retrieval.per.gb", Double, "0.0006", "Price in USD per GB retrieved (S3 Express One Zone)."),
+    def("remote.wal.cost.cross.az.per.gb", Double, "0.01", "Price in USD per GB crossing availability zones, each way."),
     def("metrics.address", ConfigType::String, "127.0.0.1:9308", "host:port of the Prometheus endpoint (`/metrics`). Empty disables it."),
 ];
 
@@ -432,6 +454,7 @@ impl BrokerConfig {
             "min.insync.replicas" => &["min.insync.replicas"],
             "compression.type" => &["compression.type"],
             "unclean.leader.election.enable" => &["unclean.leader.election.enable"],
+            "remote.wal.enable" => &["remote.wal.enable"],
             "delete.retention.ms" => &["log.cleaner.delete.retention.ms"],
             "min.compaction.lag.ms" => &["log.cleaner.min.compaction.lag.ms"],
             "max.compaction.lag.ms" => &["log.cleaner.max.compaction.lag.ms"],
@@ -591,8 +614,15 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
         | "log.flush.interval.messages"
         | "broker.heartbeat.interval.ms"
         | "broker.session.timeout.ms"
-        | "leader.imbalance.check.interval.seconds" => n.is_some_and(|n| n >= 1),
+        | "leader.imbalance.check.interval.seconds"
+        | "remote.wal.upload.interval.ms"
+        | "remote.wal.upload.max.bytes"
+        | "remote.wal.buffer.max.bytes"
+        | "remote.wal.fallback.ms"
+        | "remote.wal.metadata.topic.num.partitions"
+        | "remote.wal.gc.interval.ms" => n.is_some_and(|n| n >= 1),
         "leader.imbalance.per.broker.percentage" => n.is_some_and(|n| (0..=100).contains(&n)),
+        "remote.wal.store" => matches!(text, "local" | "s3"),
         "log.segment.bytes" => n.is_some_and(|n| n >= 14),
         "log.index.size.max.bytes" => n.is_some_and(|n| n >= 8),
         "log.message.timestamp.type" => matches!(text, "CreateTime" | "LogAppendTime"),

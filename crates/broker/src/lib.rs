@@ -14,6 +14,7 @@ pub mod liveness;
 pub mod metadata;
 pub mod metrics;
 pub mod recompress;
+pub mod remote_wal;
 pub mod replica_fetcher;
 pub mod replica_manager;
 pub mod server;

@@ -49,6 +49,8 @@ pub enum TrafficKind {
     Controller,
     /// Anything else a broker sends another (e.g. internal produce requests).
     Other,
+    /// Produce requests to `__remote_wal_log_metadata` (remote WAL metadata).
+    WalMetadata,
 }
 
 impl TrafficKind {
@@ -57,6 +59,7 @@ impl TrafficKind {
             TrafficKind::Replication => "replication",
             TrafficKind::Controller => "controller",
             TrafficKind::Other => "other",
+            TrafficKind::WalMetadata => "wal_metadata",
         }
     }
 }
@@ -98,6 +101,8 @@ pub struct Metrics {
     /// Each registered broker's rack label, refreshed with every metadata image.
     peer_racks: RwLock<HashMap<i32, String>>,
     pub controller: ControllerMetrics,
+    /// Inter-broker bytes (both directions, all kinds) by peer rack, for cost estimates.
+    rack_totals: std::sync::Mutex<HashMap<String, u64>>,
 }
 
 impl Default for Metrics {
@@ -108,7 +113,13 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
+        Self::with_extra(|_| {})
+    }
+
+    /// Metrics with more families registered by `extra` (e.g. the remote WAL's).
+    pub fn with_extra(extra: impl FnOnce(&mut Registry)) -> Self {
         let mut registry = Registry::with_prefix("ferry");
+        extra(&mut registry);
         let requests = Family::<ApiLabels, Counter>::default();
         let errors = Family::<ApiErrorLabels, Counter>::default();
         let request_latency =
@@ -190,7 +201,20 @@ impl Metrics {
             malformed_requests,
             inter_broker_bytes,
             peer_racks: RwLock::new(HashMap::new()),
+            rack_totals: std::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Inter-broker bytes exchanged with brokers of racks other than `own_rack` (both
+    /// directions; peers of unknown rack included).
+    pub fn cross_rack_bytes(&self, own_rack: &str) -> u64 {
+        self.rack_totals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(rack, _)| rack.as_str() != own_rack)
+            .map(|(_, n)| *n)
+            .sum()
     }
 
     /// Replaces the broker-id-to-rack map used to label inter-broker traffic.
@@ -210,6 +234,12 @@ impl Metrics {
                 .unwrap_or_else(|| "unknown".to_string()),
             None => "unknown".to_string(),
         };
+        *self
+            .rack_totals
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(rack.clone())
+            .or_default() += sent + received;
         for (direction, n) in [("sent", sent), ("received", received)] {
             if n > 0 {
                 self.inter_broker_bytes

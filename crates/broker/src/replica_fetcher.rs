@@ -9,6 +9,14 @@
 //! (the follower's becomes min(leader HW, own LEO)), or a diverging epoch (KIP-595/KIP-320): the
 //! follower's log has batches the leader does not, and is truncated to the leader's epoch
 //! boundary before fetching again.
+//!
+//! Each leader has two lanes, each a task running the same loop over the partitions whose
+//! wal-mode flag ([`Partition::wal_mode`], set by the remote WAL glue) selects it:
+//! [`Lane::Classic`] long-polls for records as above; [`Lane::Wal`] is for partitions whose data
+//! comes through the remote WAL: it only reports the log end offset (partition max bytes 0, no
+//! wait) right after the log end moved, or every `replica.fetch.wait.max.ms`, so that the
+//! leader's high watermark and acks=all follow the WAL path with no long-poll in the way. The
+//! leader may still answer a report with records when it finds the follower behind the WAL path.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
@@ -52,8 +60,26 @@ pub trait ReplicaFetcher: Send + Sync {
 /// Classic replication: followers fetch from the leader's Kafka listener.
 #[derive(Default)]
 pub struct ClassicFetcher {
-    tasks: Mutex<HashMap<BrokerId, LeaderTask>>,
+    tasks: Mutex<HashMap<(BrokerId, Lane), LeaderTask>>,
 }
+
+/// Which partitions of a leader a fetch task serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Lane {
+    /// Records by long-polling Fetch.
+    Classic,
+    /// Offsets-only reports for remote-WAL partitions.
+    Wal,
+}
+
+impl Lane {
+    fn serves(self, p: &Partition) -> bool {
+        p.wal_mode() == (self == Lane::Wal)
+    }
+}
+
+/// How long an idle lane waits before looking at its partitions' flags again.
+const IDLE_WAIT: Duration = Duration::from_millis(50);
 
 struct LeaderTask {
     partitions: Arc<Mutex<BTreeMap<TopicPartition, Arc<Partition>>>>,
@@ -72,7 +98,7 @@ impl ReplicaFetcher for ClassicFetcher {
             }
         }
         let mut tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        tasks.retain(|leader, task| {
+        tasks.retain(|(leader, _), task| {
             let keep = wanted.contains_key(leader) && !task.handle.is_finished();
             if !keep {
                 task.handle.abort();
@@ -80,21 +106,28 @@ impl ReplicaFetcher for ClassicFetcher {
             keep
         });
         for (leader, partitions) in wanted {
-            match tasks.get(&leader) {
-                Some(task) => {
-                    *task.partitions.lock().unwrap_or_else(|p| p.into_inner()) = partitions;
-                }
-                None => {
-                    let shared = Arc::new(Mutex::new(partitions));
-                    let handle =
-                        tokio::spawn(run_leader(Arc::downgrade(broker), leader, shared.clone()));
-                    tasks.insert(
-                        leader,
-                        LeaderTask {
-                            partitions: shared,
-                            handle,
-                        },
-                    );
+            for lane in [Lane::Classic, Lane::Wal] {
+                match tasks.get(&(leader, lane)) {
+                    Some(task) => {
+                        *task.partitions.lock().unwrap_or_else(|p| p.into_inner()) =
+                            partitions.clone();
+                    }
+                    None => {
+                        let shared = Arc::new(Mutex::new(partitions.clone()));
+                        let handle = tokio::spawn(run_leader(
+                            Arc::downgrade(broker),
+                            leader,
+                            lane,
+                            shared.clone(),
+                        ));
+                        tasks.insert(
+                            (leader, lane),
+                            LeaderTask {
+                                partitions: shared,
+                                handle,
+                            },
+                        );
+                    }
                 }
             }
         }
@@ -190,6 +223,7 @@ async fn connect(broker: &Broker, leader: BrokerId) -> anyhow::Result<Connection
 async fn run_leader(
     broker: Weak<Broker>,
     leader: BrokerId,
+    lane: Lane,
     partitions: Arc<Mutex<BTreeMap<TopicPartition, Arc<Partition>>>>,
 ) {
     let mut conn: Option<Connection> = None;
@@ -210,24 +244,30 @@ async fn run_leader(
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .values()
-            .filter(|p| p.role() == Role::Follower { leader })
+            .filter(|p| p.role() == Role::Follower { leader } && lane.serves(p))
             .cloned()
             .collect();
         if current.is_empty() {
             drop(b);
-            tokio::time::sleep(RETRY_BACKOFF).await;
+            tokio::time::sleep(IDLE_WAIT).await;
             continue;
         }
-        let request = build_request(&b, &current);
+        let request = build_request(&b, &current, lane);
+        let reported: Vec<i64> = current.iter().map(|p| p.log.log_end_offset()).collect();
+        let wait_max = Duration::from_millis(
+            u64::try_from(b.config.replica_fetch_wait_max_ms()).unwrap_or(500),
+        );
         let client_id = inter_broker_client_id(b.node_id, "replica-fetcher");
         let Some(c) = conn.as_mut() else { continue };
         let result = c.fetch(&request, &client_id).await;
         match result {
             Ok(response) => {
-                let backoff = handle_response(leader, &current, response);
+                let backoff = handle_response(&b, leader, &current, response);
                 drop(b);
                 if backoff {
                     tokio::time::sleep(RETRY_BACKOFF).await;
+                } else if lane == Lane::Wal {
+                    wait_for_progress(&current, &reported, wait_max).await;
                 }
             }
             Err(e) => {
@@ -240,7 +280,38 @@ async fn run_leader(
     }
 }
 
-fn build_request(broker: &Broker, partitions: &[Arc<Partition>]) -> FetchRequest {
+/// WAL lane: waits until a partition's log end moved past what was reported (the WAL path
+/// appended), a partition left the lane, or `wait_max` passed (to refresh the high watermark).
+async fn wait_for_progress(partitions: &[Arc<Partition>], reported: &[i64], wait_max: Duration) {
+    let deadline = tokio::time::Instant::now() + wait_max;
+    let mut watchers: Vec<_> = partitions.iter().map(|p| p.subscribe()).collect();
+    loop {
+        let moved = partitions
+            .iter()
+            .zip(reported)
+            .any(|(p, r)| p.log.log_end_offset() != *r || !p.wal_mode());
+        let now = tokio::time::Instant::now();
+        if moved || now >= deadline {
+            return;
+        }
+        // Bounded: a deleted partition's channel closes, and flags change without a wake-up.
+        let step = deadline.min(now + IDLE_WAIT);
+        let changed =
+            futures::future::select_all(watchers.iter_mut().map(|w| Box::pin(w.changed())));
+        let _ = tokio::time::timeout_at(step, changed).await;
+    }
+}
+
+fn build_request(broker: &Broker, partitions: &[Arc<Partition>], lane: Lane) -> FetchRequest {
+    // WAL lane: offsets only, answered at once.
+    let (partition_max_bytes, max_wait_ms, min_bytes) = match lane {
+        Lane::Classic => (
+            broker.config.replica_fetch_max_bytes(),
+            broker.config.replica_fetch_wait_max_ms(),
+            1,
+        ),
+        Lane::Wal => (0, 0, 0),
+    };
     let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
     for p in partitions {
         let last_fetched_epoch = p
@@ -256,13 +327,13 @@ fn build_request(broker: &Broker, partitions: &[Arc<Partition>]) -> FetchRequest
                 .with_fetch_offset(p.log.log_end_offset())
                 .with_last_fetched_epoch(last_fetched_epoch)
                 .with_log_start_offset(p.log.log_start_offset())
-                .with_partition_max_bytes(broker.config.replica_fetch_max_bytes()),
+                .with_partition_max_bytes(partition_max_bytes),
         );
     }
     FetchRequest::default()
         .with_replica_id(WireBrokerId(broker.node_id))
-        .with_max_wait_ms(broker.config.replica_fetch_wait_max_ms())
-        .with_min_bytes(1)
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(min_bytes)
         .with_max_bytes(i32::try_from(broker.config.fetch_max_bytes()).unwrap_or(i32::MAX))
         .with_isolation_level(0)
         .with_session_id(0)
@@ -281,6 +352,7 @@ fn build_request(broker: &Broker, partitions: &[Arc<Partition>]) -> FetchRequest
 
 /// Applies a leader's answer; returns true if the fetcher should back off before the next round.
 fn handle_response(
+    broker: &Broker,
     leader: BrokerId,
     partitions: &[Arc<Partition>],
     response: FetchResponse,
@@ -322,10 +394,13 @@ fn handle_response(
             }
             if let Some(records) = &data.records {
                 if !records.is_empty() {
-                    if let Err(e) = append_whole_batches(p, records) {
-                        tracing::error!(partition = %p.tp, error = %e, "follower append failed");
-                        backoff = true;
-                        continue;
+                    match append_whole_batches(p, records) {
+                        Ok(n) => broker.remote_wal.on_classic_follower_append(p, n),
+                        Err(e) => {
+                            tracing::error!(partition = %p.tp, error = %e, "follower append failed");
+                            backoff = true;
+                            continue;
+                        }
                     }
                 }
             }
@@ -338,7 +413,7 @@ fn handle_response(
 /// Appends the whole batches of `records` that start at or after the log end offset (a response
 /// may end in a partial batch, and may begin before the log end if the leader's read started at
 /// the batch holding it).
-fn append_whole_batches(p: &Partition, records: &[u8]) -> Result<(), ferry_log::LogError> {
+fn append_whole_batches(p: &Partition, records: &[u8]) -> Result<u64, ferry_log::LogError> {
     let leo = p.log.log_end_offset();
     let mut pos = 0usize;
     let mut start = None;
@@ -360,7 +435,9 @@ fn append_whole_batches(p: &Partition, records: &[u8]) -> Result<(), ferry_log::
         pos = next;
     }
     match start {
-        Some(s) if s < end => p.append_as_follower(&records[s..end]).map(|_| ()),
-        _ => Ok(()),
+        Some(s) if s < end => p
+            .append_as_follower(&records[s..end])
+            .map(|_| (end - s) as u64),
+        _ => Ok(0),
     }
 }

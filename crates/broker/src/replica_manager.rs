@@ -14,7 +14,7 @@
 //! produce requests wait on it.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
@@ -91,6 +91,14 @@ pub struct Partition {
     high_watermark: AtomicI64,
     state: Mutex<ReplicaState>,
     end_offset: watch::Sender<i64>,
+    /// Follower of a remote-WAL topic: the WAL path brings the data, the replica fetcher only
+    /// reports the log end offset (set by `remote_wal`).
+    wal_mode: AtomicBool,
+    /// Follower: the leader's high watermark as last reported (may exceed the log end).
+    leader_high_watermark: AtomicI64,
+    /// Serialises appends that must keep their order with a follow-up (leader: the remote WAL
+    /// hand-off; follower: appends checked against the log end).
+    append_order: Mutex<()>,
 }
 
 impl Partition {
@@ -116,7 +124,28 @@ impl Partition {
             }),
             log,
             end_offset,
+            wal_mode: AtomicBool::new(false),
+            leader_high_watermark: AtomicI64::new(-1),
+            append_order: Mutex::new(()),
         }
+    }
+
+    /// Whether the replica fetcher only reports offsets for this partition (remote WAL).
+    pub fn wal_mode(&self) -> bool {
+        self.wal_mode.load(Ordering::Acquire)
+    }
+
+    pub fn set_wal_mode(&self, on: bool) {
+        self.wal_mode.store(on, Ordering::Release);
+    }
+
+    /// Follower: the leader's high watermark as last reported (-1 before the first report).
+    pub fn leader_high_watermark(&self) -> i64 {
+        self.leader_high_watermark.load(Ordering::Acquire)
+    }
+
+    fn append_order(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.append_order.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, ReplicaState> {
@@ -243,15 +272,65 @@ impl Partition {
         Ok(info)
     }
 
+    /// Appends a producer's batches as leader and runs `then` with the result before the next
+    /// append of this partition (so a follow-up, e.g. the remote WAL hand-off, keeps log order).
+    pub fn append_then(
+        &self,
+        records: &[u8],
+        then: impl FnOnce(&Self, &AppendInfo),
+    ) -> Result<AppendInfo, LogError> {
+        let _order = self.append_order();
+        let info = self.append(records)?;
+        then(self, &info);
+        Ok(info)
+    }
+
     /// Appends batches fetched from the leader as they are.
     pub fn append_as_follower(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
+        let _order = self.append_order();
         let info = self.log.append_as_follower(records)?;
         self.notify();
         Ok(info)
     }
 
+    /// Like [`Partition::append_as_follower`], only if the first batch starts exactly at the log
+    /// end offset (the remote WAL's slices must continue the log, never leave a gap).
+    pub fn append_as_follower_at(&self, base: i64, records: &[u8]) -> Result<AppendInfo, LogError> {
+        let _order = self.append_order();
+        let leo = self.log.log_end_offset();
+        if base != leo {
+            return Err(LogError::InvalidRecord(format!(
+                "{}: batches start at {base} but the log ends at {leo}",
+                self.tp
+            )));
+        }
+        let info = self.log.append_as_follower(records)?;
+        self.notify();
+        Ok(info)
+    }
+
+    /// Leader: a remote-WAL follower holds what the leader had a WAL latency ago, so it counts
+    /// as caught up for the ISR.
+    pub fn note_follower_caught_up(&self, replica: BrokerId) {
+        if let Some(f) = self.state().followers.get_mut(&replica) {
+            f.last_caught_up = Instant::now();
+        }
+    }
+
+    /// Leader: every replica's (id, log end offset, in the ISR), this broker included.
+    pub fn replica_progress(&self) -> Vec<(BrokerId, i64, bool)> {
+        let st = self.state();
+        let mut out = vec![(self.node_id, self.log.log_end_offset(), true)];
+        for (id, f) in &st.followers {
+            out.push((*id, f.log_end_offset, st.isr.contains(id)));
+        }
+        out
+    }
+
     /// Follower: HW = min(leader's HW, own log end offset).
     pub fn update_follower_high_watermark(&self, leader_high_watermark: i64) {
+        self.leader_high_watermark
+            .store(leader_high_watermark, Ordering::Release);
         let hw = leader_high_watermark.min(self.log.log_end_offset());
         if self.high_watermark.swap(hw, Ordering::AcqRel) != hw {
             self.notify();
@@ -260,6 +339,7 @@ impl Partition {
 
     /// Follower: drops everything from `offset` on (divergence from the leader's log).
     pub fn truncate_to(&self, offset: i64) -> Result<(), LogError> {
+        let _order = self.append_order();
         if offset < self.log.log_end_offset() {
             self.log.truncate_to(offset)?;
             self.high_watermark

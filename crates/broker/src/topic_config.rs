@@ -112,6 +112,11 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         ConfigType::Boolean,
         "Allow an out-of-sync replica to become leader.",
     ),
+    t(
+        "remote.wal.enable",
+        ConfigType::Boolean,
+        "Replicate through the object store of the leader's rack (KIP-1176 remote WAL) instead of by Fetch across racks.",
+    ),
 ];
 
 pub fn lookup(name: &str) -> Option<&'static TopicConfigDef> {

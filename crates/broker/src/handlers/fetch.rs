@@ -80,7 +80,7 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
             version,
             response_max,
             read_committed,
-            replica.is_some(),
+            replica,
         );
         let total: usize = reads.iter().map(|r| r.bytes).sum();
         let any_error = reads.iter().any(|r| r.data.error_code != 0);
@@ -164,7 +164,7 @@ fn read_all(
     version: i16,
     response_max: usize,
     read_committed: bool,
-    from_replica: bool,
+    replica: Option<i32>,
 ) -> Vec<PartitionRead> {
     let mut total = 0usize;
     partitions
@@ -180,7 +180,7 @@ fn read_all(
                 remaining,
                 total == 0,
                 read_committed,
-                from_replica,
+                replica,
             );
             total += read.bytes;
             read
@@ -197,7 +197,7 @@ fn read_one(
     remaining: usize,
     first: bool,
     read_committed: bool,
-    from_replica: bool,
+    replica: Option<i32>,
 ) -> PartitionRead {
     let mut data = PartitionData::default()
         .with_partition_index(req.key.partition)
@@ -276,12 +276,24 @@ fn read_one(
             }
         }
     }
-    let max = (req.max_bytes.max(0) as usize).min(remaining);
+    let mut max = (req.max_bytes.max(0) as usize).min(remaining);
+    // A remote-WAL follower's report (no data asked): offsets only, unless the leader finds it
+    // behind the WAL path; then it gets its data here, classically.
+    if let Some(id) = replica.filter(|_| req.max_bytes == 0) {
+        if !broker
+            .remote_wal
+            .on_replica_report(partition, id, req.fetch_offset)
+        {
+            read.data = data;
+            return read;
+        }
+        max = (broker.config.replica_fetch_max_bytes().max(0) as usize).min(remaining);
+    }
     if max == 0 && !first {
         read.data = data;
         return read;
     }
-    let fetched = if from_replica {
+    let fetched = if replica.is_some() {
         partition.read_for_replica(req.fetch_offset, max, first)
     } else {
         partition.read(req.fetch_offset, max, first)

@@ -134,7 +134,11 @@ pub async fn handle(
                                     "cannot recompress for compression.type: {e}"
                                 ))
                             })
-                            .and_then(|records| partition.append(&records))
+                            .and_then(|records| {
+                                partition.append_then(&records, |p, info| {
+                                    broker.remote_wal.on_leader_append(p, info)
+                                })
+                            })
                         {
                             Ok(info) => {
                                 if !info.duplicate {

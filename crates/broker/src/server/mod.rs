@@ -66,7 +66,12 @@ impl Server {
         if host.is_empty() || host == "0.0.0.0" {
             host = local_addr.ip().to_string();
         }
-        let metrics = Arc::new(Metrics::new());
+        let remote_wal = Arc::new(
+            crate::remote_wal::RemoteWal::open(&config, clock.clone())
+                .await
+                .context("setting up the remote WAL (remote.wal.*)")?,
+        );
+        let metrics = Arc::new(Metrics::with_extra(|r| remote_wal.register_metrics(r)));
         let controller_metrics = metrics.clone();
         let traffic = ferry_cluster::TrafficObserver::new(move |peer, t| {
             let peer = peer.and_then(|p| i32::try_from(p).ok());
@@ -118,6 +123,7 @@ impl Server {
         let (isr_tx, isr_rx) = tokio::sync::mpsc::unbounded_channel();
         let broker = Arc::new(Broker {
             fetcher: Box::new(ClassicFetcher::default()),
+            remote_wal: remote_wal.clone(),
             isr_changes: isr_tx,
             groups,
             offsets_store,
@@ -134,6 +140,7 @@ impl Server {
         broker
             .metrics
             .set_peer_racks(crate::broker::peer_racks(&broker.metadata.image()));
+        remote_wal.attach(&broker);
         for topic in broker.metadata.topics() {
             if let Err(e) = broker.open_topic(&topic) {
                 // One damaged partition must not keep the others offline.
@@ -182,6 +189,7 @@ impl Server {
         background.spawn(maintenance(broker.clone()));
         background.spawn(group_timers(broker.clone()));
         background.spawn(follow_image(broker.clone()));
+        broker.remote_wal.clone().spawn(&broker, &mut background);
         background.spawn(isr_shrink(broker.clone()));
         crate::liveness::spawn(&broker, &mut background);
         let isr_rx = self.isr_rx.lock().unwrap_or_else(|p| p.into_inner()).take();

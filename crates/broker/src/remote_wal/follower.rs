@@ -1,0 +1,316 @@
+//! The follower side: the [`FollowerSink`] the WAL fetcher appends through (the replica
+//! manager's partitions), and the per-partition choice between the WAL path and the classic
+//! fetch ([`ModeTracker`]), which sets each partition's wal-mode flag for the replica fetcher.
+//!
+//! In WAL mode the replica fetcher still reports the log end offset to the leader (so the high
+//! watermark and acks=all keep their meaning) but asks for no record data. A partition leaves WAL
+//! mode for the classic fetch when the WAL fetcher reports a range it cannot serve (metadata
+//! gap, unreadable object, failed append) or when it has stalled (no progress for
+//! `remote.wal.fallback.ms` while the leader's high watermark is ahead of it, i.e. it fell out of
+//! the ISR); it returns once its log end reaches the end of that range. (A follower still in the
+//! ISR that stalls is caught by the leader, which then answers its reports with data; see
+//! `leader.rs`.)
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use ferry_common::TopicPartition;
+use ferry_wal::fetcher::{FetchReport, FollowerSink};
+use ferry_wal::follower::FollowerPartition;
+use ferry_wal::WalError;
+use uuid::Uuid;
+
+use super::Shared;
+use crate::replica_manager::{Partition, Role};
+
+/// The replica manager as the WAL fetcher sees it.
+#[derive(Debug)]
+pub struct ReplicaSink {
+    pub(super) shared: Arc<Shared>,
+}
+
+impl ReplicaSink {
+    fn partition(&self, topic_id: Uuid, partition: i32) -> Option<Arc<Partition>> {
+        let name = self.shared.topic_name(topic_id)?;
+        let broker = self.shared.broker.get().and_then(Weak::upgrade)?;
+        let p = broker.replicas.partition_of(&name, partition)?;
+        (p.topic_id == topic_id && matches!(p.role(), Role::Follower { leader } if leader >= 0))
+            .then_some(p)
+    }
+}
+
+/// The first batch's base offset (v2 header: base offset at byte 0).
+fn first_base_offset(records: &[u8]) -> Option<i64> {
+    Some(i64::from_be_bytes(records.get(..8)?.try_into().ok()?))
+}
+
+#[async_trait]
+impl FollowerSink for ReplicaSink {
+    fn partition_state(&self, topic_id: Uuid, partition: i32) -> Option<FollowerPartition> {
+        let p = self.partition(topic_id, partition)?;
+        Some(FollowerPartition {
+            log_end_offset: p.log.log_end_offset(),
+            leader_epoch: p.leader_epoch(),
+        })
+    }
+
+    async fn append_as_follower(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        records: Bytes,
+    ) -> ferry_wal::Result<()> {
+        let p = self.partition(topic_id, partition).ok_or_else(|| {
+            WalError::Invalid(format!("{topic_id}-{partition} is not followed here"))
+        })?;
+        let base =
+            first_base_offset(&records).ok_or_else(|| WalError::Invalid("empty slice".into()))?;
+        let len = records.len() as u64;
+        let appended = tokio::task::spawn_blocking(move || p.append_as_follower_at(base, &records))
+            .await
+            .map_err(|e| WalError::Invalid(format!("append task: {e}")))?;
+        appended.map_err(|e| WalError::Invalid(format!("follower append refused: {e}")))?;
+        self.shared.metrics.follower_bytes("wal", len);
+        Ok(())
+    }
+}
+
+/// Where one partition gets its data from now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Wal,
+    /// Classic fetch until the log end reaches `until`.
+    Classic {
+        until: i64,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Track {
+    mode: Mode,
+    last_leo: i64,
+    last_progress_ms: i64,
+}
+
+/// The pure mode switcher (no I/O; time is passed in).
+#[derive(Debug, Default)]
+pub struct ModeTracker {
+    fallback_ms: i64,
+    parts: HashMap<TopicPartition, Track>,
+}
+
+impl ModeTracker {
+    pub fn new(fallback_ms: i64) -> Self {
+        Self {
+            fallback_ms,
+            parts: HashMap::new(),
+        }
+    }
+
+    pub fn mode(&self, tp: &TopicPartition) -> Mode {
+        self.parts.get(tp).map_or(Mode::Wal, |t| t.mode)
+    }
+
+    /// Starts (or restarts) following `tp` on the WAL path.
+    pub fn follow(&mut self, tp: &TopicPartition, leo: i64, now_ms: i64) {
+        self.parts.insert(
+            tp.clone(),
+            Track {
+                mode: Mode::Wal,
+                last_leo: leo,
+                last_progress_ms: now_ms,
+            },
+        );
+    }
+
+    pub fn forget(&mut self, tp: &TopicPartition) {
+        self.parts.remove(tp);
+    }
+
+    pub fn followed(&self) -> Vec<TopicPartition> {
+        self.parts.keys().cloned().collect()
+    }
+
+    /// The WAL fetcher cannot serve `from..until`: take it by the classic fetch.
+    pub fn on_classic_range(&mut self, tp: &TopicPartition, leo: i64, until: i64) -> Mode {
+        let Some(t) = self.parts.get_mut(tp) else {
+            return Mode::Wal;
+        };
+        if until > leo {
+            let until = match t.mode {
+                Mode::Classic { until: u } => u.max(until),
+                Mode::Wal => until,
+            };
+            t.mode = Mode::Classic { until };
+        }
+        t.mode
+    }
+
+    /// Periodic check with the partition's log end and the leader's high watermark.
+    pub fn tick(&mut self, tp: &TopicPartition, leo: i64, leader_hw: i64, now_ms: i64) -> Mode {
+        let Some(t) = self.parts.get_mut(tp) else {
+            return Mode::Wal;
+        };
+        if leo != t.last_leo {
+            t.last_leo = leo;
+            t.last_progress_ms = now_ms;
+        }
+        match t.mode {
+            Mode::Classic { until } if leo >= until => {
+                t.mode = Mode::Wal;
+                t.last_progress_ms = now_ms;
+            }
+            Mode::Wal if leader_hw > leo && now_ms - t.last_progress_ms >= self.fallback_ms => {
+                t.mode = Mode::Classic { until: leader_hw };
+            }
+            _ => {}
+        }
+        t.mode
+    }
+}
+
+/// The tracker with the partitions' flags: what the WAL glue drives.
+#[derive(Debug)]
+pub struct FollowerModes {
+    tracker: Mutex<ModeTracker>,
+}
+
+impl FollowerModes {
+    pub fn new(fallback_ms: i64) -> Self {
+        Self {
+            tracker: Mutex::new(ModeTracker::new(fallback_ms)),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ModeTracker> {
+        self.tracker.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes the tracked set equal the remote-WAL partitions this broker follows (after an image
+    /// change), and puts new ones in WAL mode.
+    pub fn sync(&self, followed: &[Arc<Partition>], now_ms: i64) {
+        let mut t = self.lock();
+        let wanted: std::collections::HashSet<&TopicPartition> =
+            followed.iter().map(|p| &p.tp).collect();
+        for tp in t.followed() {
+            if !wanted.contains(&tp) {
+                t.forget(&tp);
+            }
+        }
+        for p in followed {
+            if !t.parts.contains_key(&p.tp) {
+                t.follow(&p.tp, p.log.log_end_offset(), now_ms);
+            }
+            p.set_wal_mode(t.mode(&p.tp) == Mode::Wal);
+        }
+    }
+
+    /// Applies a WAL fetcher round's classic ranges. Returns how many partitions switched to
+    /// the classic fetch.
+    pub fn on_report(
+        &self,
+        report: &FetchReport,
+        resolve: impl Fn(Uuid, i32) -> Option<Arc<Partition>>,
+    ) -> u64 {
+        let mut switched = 0;
+        for c in &report.classic {
+            let Some(p) = resolve(c.partition.topic_id, c.partition.partition) else {
+                continue;
+            };
+            let mode = self
+                .lock()
+                .on_classic_range(&p.tp, p.log.log_end_offset(), c.fetch.until);
+            if mode != Mode::Wal && p.wal_mode() {
+                tracing::debug!(partition = %p.tp, ?mode, from = c.fetch.from, "remote WAL: classic fetch for a range the WAL path cannot serve");
+                switched += 1;
+            }
+            p.set_wal_mode(mode == Mode::Wal);
+        }
+        switched
+    }
+
+    /// Periodic: stall detection and return to the WAL path. Returns how many partitions
+    /// switched to the classic fetch.
+    pub fn tick(&self, partitions: &[Arc<Partition>], now_ms: i64) -> u64 {
+        partitions
+            .iter()
+            .map(|p| u64::from(self.tick_one(p, now_ms)))
+            .sum()
+    }
+
+    /// [`FollowerModes::tick`] for one partition; true if it switched to the classic fetch.
+    pub fn tick_one(&self, p: &Partition, now_ms: i64) -> bool {
+        let mode = self.lock().tick(
+            &p.tp,
+            p.log.log_end_offset(),
+            p.leader_high_watermark(),
+            now_ms,
+        );
+        let was_wal = p.wal_mode();
+        p.set_wal_mode(mode == Mode::Wal);
+        was_wal && mode != Mode::Wal
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tp() -> TopicPartition {
+        TopicPartition::new("t", 0)
+    }
+
+    #[test]
+    fn a_fallback_range_goes_classic_until_its_end_then_back_to_wal() {
+        let mut m = ModeTracker::new(500);
+        m.follow(&tp(), 100, 0);
+        assert_eq!(m.mode(&tp()), Mode::Wal);
+        // A range already below the log end changes nothing.
+        assert_eq!(m.on_classic_range(&tp(), 100, 90), Mode::Wal);
+        assert_eq!(
+            m.on_classic_range(&tp(), 100, 150),
+            Mode::Classic { until: 150 }
+        );
+        // Ranges widen, never shrink.
+        assert_eq!(
+            m.on_classic_range(&tp(), 100, 120),
+            Mode::Classic { until: 150 }
+        );
+        assert_eq!(m.tick(&tp(), 140, 140, 10), Mode::Classic { until: 150 });
+        assert_eq!(m.tick(&tp(), 150, 150, 20), Mode::Wal);
+    }
+
+    #[test]
+    fn a_stall_while_the_leader_is_ahead_goes_classic_and_recovers() {
+        let mut m = ModeTracker::new(500);
+        m.follow(&tp(), 100, 0);
+        // Leader not ahead: no stall however long.
+        assert_eq!(m.tick(&tp(), 100, 100, 10_000), Mode::Wal);
+        // Ahead, but not for long enough yet (progress resets the timer).
+        assert_eq!(m.tick(&tp(), 101, 200, 10_100), Mode::Wal);
+        assert_eq!(m.tick(&tp(), 101, 200, 10_500), Mode::Wal);
+        assert_eq!(
+            m.tick(&tp(), 101, 200, 10_600),
+            Mode::Classic { until: 200 }
+        );
+        assert_eq!(
+            m.tick(&tp(), 180, 210, 10_700),
+            Mode::Classic { until: 200 }
+        );
+        assert_eq!(m.tick(&tp(), 205, 210, 10_800), Mode::Wal);
+        // Back on the WAL path with a fresh timer.
+        assert_eq!(m.tick(&tp(), 205, 210, 11_000), Mode::Wal);
+    }
+
+    #[test]
+    fn unknown_partitions_are_left_alone() {
+        let mut m = ModeTracker::new(500);
+        assert_eq!(m.on_classic_range(&tp(), 0, 10), Mode::Wal);
+        assert_eq!(m.tick(&tp(), 0, 10, 10_000), Mode::Wal);
+        m.follow(&tp(), 0, 0);
+        m.forget(&tp());
+        assert!(m.followed().is_empty());
+    }
+}

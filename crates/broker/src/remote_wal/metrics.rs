@@ -1,0 +1,292 @@
+//! Metrics of the remote WAL, and the estimated cost per hour from the `remote.wal.cost.*` price
+//! table (object-store requests and bytes, plus the cross-AZ bytes of inter-broker traffic).
+
+use std::collections::BTreeSet;
+
+use std::sync::Mutex;
+
+use ferry_objstore::ObjStoreMetrics;
+use ferry_wal::fetcher::FetchReport;
+use ferry_wal::metadata::WalSliceMetadata;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use super::config::CostTable;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PathLabels {
+    /// `wal` or `classic`.
+    pub path: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CostLabels {
+    /// `requests` or `transfer`.
+    pub part: &'static str,
+}
+
+#[derive(Debug)]
+pub struct RemoteWalMetrics {
+    pub objstore: ObjStoreMetrics,
+    pub objects_uploaded: Counter,
+    pub bytes_uploaded: Counter,
+    pub objects_downloaded: Counter,
+    pub bytes_downloaded: Counter,
+    pub slices_per_object: Histogram,
+    pub partitions_per_object: Histogram,
+    pub follower_bytes: Family<PathLabels, Counter>,
+    pub metadata_bytes_produced: Counter,
+    pub fallback_ranges: Counter,
+    /// Leader: WAL reports answered with records (follower behind the WAL path).
+    pub reports_served_classic: Counter,
+    /// Follower: partitions switched to the classic fetch by a WAL fetcher range or a stall.
+    pub classic_switches: Counter,
+    /// Estimated USD per hour, as millionths (gauges are integers).
+    pub cost_micro_usd_per_hour: Family<CostLabels, Gauge>,
+    cost: Mutex<CostState>,
+}
+
+#[derive(Debug, Default)]
+struct CostState {
+    last: Option<(i64, Totals)>,
+}
+
+/// Counters the cost estimate is computed from.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Totals {
+    pub puts: u64,
+    pub gets: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    pub cross_az_bytes: u64,
+}
+
+/// USD per hour (requests, transfer) for the counters' change over `elapsed_ms`.
+pub fn cost_per_hour(prices: &CostTable, delta: Totals, elapsed_ms: i64) -> (f64, f64) {
+    if elapsed_ms <= 0 {
+        return (0.0, 0.0);
+    }
+    let per_hour = 3_600_000.0 / elapsed_ms as f64;
+    let gb = 1e9;
+    let requests = delta.puts as f64 / 1000.0 * prices.put_per_1000
+        + delta.gets as f64 / 1000.0 * prices.get_per_1000;
+    let transfer = delta.bytes_up as f64 / gb * prices.upload_per_gb
+        + delta.bytes_down as f64 / gb * prices.retrieval_per_gb
+        + delta.cross_az_bytes as f64 / gb * prices.cross_az_per_gb;
+    (requests * per_hour, transfer * per_hour)
+}
+
+impl RemoteWalMetrics {
+    pub fn new() -> Self {
+        Self {
+            objstore: ObjStoreMetrics::new(),
+            objects_uploaded: Counter::default(),
+            bytes_uploaded: Counter::default(),
+            objects_downloaded: Counter::default(),
+            bytes_downloaded: Counter::default(),
+            slices_per_object: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
+            partitions_per_object: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
+            follower_bytes: Family::default(),
+            metadata_bytes_produced: Counter::default(),
+            fallback_ranges: Counter::default(),
+            reports_served_classic: Counter::default(),
+            classic_switches: Counter::default(),
+            cost_micro_usd_per_hour: Family::default(),
+            cost: Mutex::new(CostState::default()),
+        }
+    }
+
+    pub fn register(&self, r: &mut Registry) {
+        self.objstore.register(r);
+        r.register(
+            "remote_wal_objects_uploaded",
+            "WAL objects uploaded and published",
+            self.objects_uploaded.clone(),
+        );
+        r.register(
+            "remote_wal_uploaded_bytes",
+            "Bytes of WAL objects uploaded and published",
+            self.bytes_uploaded.clone(),
+        );
+        r.register(
+            "remote_wal_gets",
+            "Ranged GETs of WAL objects by this broker's follower",
+            self.objects_downloaded.clone(),
+        );
+        r.register(
+            "remote_wal_downloaded_bytes",
+            "Bytes downloaded from WAL objects by this broker's follower",
+            self.bytes_downloaded.clone(),
+        );
+        r.register(
+            "remote_wal_slices_per_object",
+            "Slices in each uploaded WAL object",
+            self.slices_per_object.clone(),
+        );
+        r.register(
+            "remote_wal_partitions_per_object",
+            "Distinct partitions in each uploaded WAL object",
+            self.partitions_per_object.clone(),
+        );
+        r.register(
+            "remote_wal_follower_bytes",
+            "Record bytes this broker appended as a follower of remote-WAL partitions, by path (wal or classic)",
+            self.follower_bytes.clone(),
+        );
+        r.register(
+            "remote_wal_metadata_produced_bytes",
+            "Record-batch bytes this broker produced to __remote_wal_log_metadata",
+            self.metadata_bytes_produced.clone(),
+        );
+        r.register(
+            "remote_wal_fallback_ranges",
+            "Offset ranges the uploader dropped from the WAL path (followers fetch them classically)",
+            self.fallback_ranges.clone(),
+        );
+        r.register(
+            "remote_wal_reports_served_classic",
+            "Follower reports of remote-WAL partitions this leader answered with records because the follower was behind the WAL path",
+            self.reports_served_classic.clone(),
+        );
+        r.register(
+            "remote_wal_classic_switches",
+            "Times a followed remote-WAL partition switched to the classic fetch",
+            self.classic_switches.clone(),
+        );
+        r.register(
+            "remote_wal_estimated_cost_micro_usd_per_hour",
+            "Estimated cost of object-store requests and of transfer (object store plus cross-AZ inter-broker bytes) in millionths of a USD per hour, over the last minute",
+            self.cost_micro_usd_per_hour.clone(),
+        );
+    }
+
+    pub fn follower_bytes(&self, path: &'static str, n: u64) {
+        self.follower_bytes
+            .get_or_create(&PathLabels { path })
+            .inc_by(n);
+    }
+
+    /// Objects whose slices were just published.
+    pub fn on_published(&self, records: &[WalSliceMetadata]) {
+        // Per object: size, slices, distinct partitions.
+        type PerObject = (u64, usize, BTreeSet<(uuid::Uuid, i32)>);
+        let mut objects: std::collections::BTreeMap<&str, PerObject> = Default::default();
+        for m in records {
+            let e = objects.entry(m.object_key.as_str()).or_default();
+            e.0 = m.object_size;
+            e.1 += 1;
+            e.2.insert((m.topic_id, m.partition));
+        }
+        for (size, slices, parts) in objects.values() {
+            self.objects_uploaded.inc();
+            self.bytes_uploaded.inc_by(*size);
+            self.slices_per_object.observe(*slices as f64);
+            self.partitions_per_object.observe(parts.len() as f64);
+        }
+    }
+
+    pub fn on_fetch_report(&self, r: &FetchReport) {
+        self.objects_downloaded.inc_by(r.gets as u64);
+        self.bytes_downloaded.inc_by(r.bytes_downloaded);
+    }
+
+    /// Updates the cost gauges from the counters' change since the last call (at most every
+    /// minute a new base is taken, so the estimate follows the recent rate).
+    pub fn update_cost(&self, prices: &CostTable, now: Totals, now_ms: i64) {
+        let mut st = self.cost.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((then_ms, then)) = st.last else {
+            st.last = Some((now_ms, now));
+            return;
+        };
+        let delta = Totals {
+            puts: now.puts.saturating_sub(then.puts),
+            gets: now.gets.saturating_sub(then.gets),
+            bytes_up: now.bytes_up.saturating_sub(then.bytes_up),
+            bytes_down: now.bytes_down.saturating_sub(then.bytes_down),
+            cross_az_bytes: now.cross_az_bytes.saturating_sub(then.cross_az_bytes),
+        };
+        let (requests, transfer) = cost_per_hour(prices, delta, now_ms - then_ms);
+        self.cost_micro_usd_per_hour
+            .get_or_create(&CostLabels { part: "requests" })
+            .set((requests * 1e6) as i64);
+        self.cost_micro_usd_per_hour
+            .get_or_create(&CostLabels { part: "transfer" })
+            .set((transfer * 1e6) as i64);
+        if now_ms - then_ms >= 60_000 {
+            st.last = Some((now_ms, now));
+        }
+    }
+}
+
+impl Default for RemoteWalMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prices() -> CostTable {
+        CostTable {
+            put_per_1000: 0.00113,
+            get_per_1000: 0.00003,
+            upload_per_gb: 0.0032,
+            retrieval_per_gb: 0.0006,
+            cross_az_per_gb: 0.01,
+        }
+    }
+
+    #[test]
+    fn cost_scales_to_an_hour() {
+        // 100 PUTs/s and 1 GB cross-AZ in one second.
+        let d = Totals {
+            puts: 100,
+            cross_az_bytes: 1_000_000_000,
+            ..Totals::default()
+        };
+        let (req, xfer) = cost_per_hour(&prices(), d, 1000);
+        assert!(
+            (req - 100.0 * 3600.0 * 0.00113 / 1000.0).abs() < 1e-9,
+            "{req}"
+        );
+        assert!((xfer - 0.01 * 3600.0).abs() < 1e-9, "{xfer}");
+        assert_eq!(cost_per_hour(&prices(), d, 0), (0.0, 0.0));
+    }
+
+    #[test]
+    fn published_records_count_objects_and_partitions() {
+        let m = RemoteWalMetrics::new();
+        let rec = |key: &str, p: i32| WalSliceMetadata {
+            bucket: "b".into(),
+            object_key: key.into(),
+            byte_position: 0,
+            byte_length: 1,
+            topic_id: uuid::Uuid::nil(),
+            partition: p,
+            base_offset: 0,
+            last_offset: 0,
+            leader_epoch: 0,
+            slice_crc: 0,
+            object_size: 100,
+            uploader_broker_id: 1,
+            upload_time_ms: 0,
+        };
+        m.on_published(&[rec("a", 0), rec("a", 1), rec("b", 0)]);
+        assert_eq!(m.objects_uploaded.get(), 2);
+        assert_eq!(m.bytes_uploaded.get(), 200);
+        let mut r = Registry::default();
+        m.register(&mut r);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &r).unwrap();
+        assert!(
+            text.contains("remote_wal_partitions_per_object_sum 3.0"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,410 @@
+//! The remote WAL (KIP-1176) wired into the broker: for topics with `remote.wal.enable=true`,
+//! followers get their data through the object store of the leader's rack instead of by Fetch
+//! across racks.
+//!
+//! The data's way (see `docs/architecture.md`):
+//!
+//! 1. **Leader** (`leader.rs`): after a local append of a remote-WAL partition the produce
+//!    handler hands the batches, as stored, to the broker's one `Uploader`, which cuts an object
+//!    of many partitions every `remote.wal.upload.interval.ms`, PUTs it into this rack's bucket
+//!    (`store.rs`) and publishes one metadata record per slice (`publisher.rs`) to
+//!    `__remote_wal_log_metadata`.
+//! 2. **Metadata** (`reader.rs`): every broker follows that topic from its local replicas and
+//!    feeds the records to its `WalFetcher` and its GC.
+//! 3. **Follower** (`follower.rs`): the `WalFetcher` range-reads the slices of partitions
+//!    followed here and appends them like a Fetch response. The replica fetcher keeps reporting
+//!    the log end offset to the leader, asking for no record data while the partition is in WAL
+//!    mode; it takes the classic fetch for ranges the WAL path cannot serve and returns by
+//!    itself.
+//! 4. **Lifecycle** (`gc.rs`): objects every in-sync replica holds are deleted and their
+//!    metadata tombstoned; orphans are swept.
+//! 5. **Metrics** (`metrics.rs`), including an estimated cost per hour.
+
+pub mod config;
+pub mod follower;
+pub mod gc;
+pub mod leader;
+pub mod metrics;
+pub mod publisher;
+pub mod reader;
+pub mod store;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::time::Duration;
+
+use ferry_cluster::{BrokerId, Image};
+use ferry_common::SharedClock;
+use ferry_log::AppendInfo;
+use ferry_objstore::Op;
+use ferry_wal::fetcher::{FetcherConfig, WalFetcher};
+use ferry_wal::gc::{GcConfig, WalGc};
+use ferry_wal::uploader::{AppendOutcome, BatcherConfig, Uploader, UploaderConfig, WalAppend};
+use prometheus_client::registry::Registry;
+use tokio::task::JoinSet;
+use uuid::Uuid;
+
+use crate::broker::Broker;
+use crate::config::BrokerConfig;
+use crate::replica_manager::{Partition, Role};
+use config::RemoteWalConfig;
+use follower::{FollowerModes, ReplicaSink};
+use leader::LeaderTracker;
+use metrics::{RemoteWalMetrics, Totals};
+use publisher::MetadataProducer;
+use store::Stores;
+
+/// State shared by the glue's parts.
+#[derive(Debug)]
+pub struct Shared {
+    pub config: RemoteWalConfig,
+    pub metrics: RemoteWalMetrics,
+    broker: OnceLock<Weak<Broker>>,
+    /// Topics with `remote.wal.enable=true`, by id.
+    topics: RwLock<HashMap<Uuid, String>>,
+}
+
+impl Shared {
+    fn topic_name(&self, id: Uuid) -> Option<String> {
+        self.topics
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .cloned()
+    }
+}
+
+/// The broker's one remote WAL.
+pub struct RemoteWal {
+    shared: Arc<Shared>,
+    clock: SharedClock,
+    stores: Stores,
+    uploader: Option<Uploader>,
+    fetcher: Arc<WalFetcher>,
+    gc: Option<WalGc>,
+    publisher: Arc<MetadataProducer>,
+    follower: FollowerModes,
+    leader: Mutex<LeaderTracker>,
+}
+
+impl RemoteWal {
+    /// Reads the `remote.wal.*` keys and opens the buckets (no network request).
+    pub async fn open(config: &BrokerConfig, clock: SharedClock) -> anyhow::Result<Self> {
+        let config = RemoteWalConfig::from_broker(config)?;
+        let metrics = RemoteWalMetrics::new();
+        let stores = Stores::open(&config, &metrics.objstore).await?;
+        Ok(Self::with_stores(config, stores, metrics, clock))
+    }
+
+    pub fn with_stores(
+        config: RemoteWalConfig,
+        stores: Stores,
+        metrics: RemoteWalMetrics,
+        clock: SharedClock,
+    ) -> Self {
+        let fallback_ms = config.fallback_ms;
+        let shared = Arc::new(Shared {
+            config,
+            metrics,
+            broker: OnceLock::new(),
+            topics: RwLock::new(HashMap::new()),
+        });
+        let c = &shared.config;
+        let publisher = Arc::new(MetadataProducer::new(shared.clone()));
+        let own = stores.own();
+        let uploader = own.clone().map(|store| {
+            Uploader::new(
+                UploaderConfig {
+                    batcher: BatcherConfig {
+                        broker_id: c.node_id,
+                        upload_interval_ms: c.upload_interval_ms,
+                        upload_max_bytes: c.upload_max_bytes,
+                        max_buffered_bytes: c.buffer_max_bytes,
+                    },
+                    max_in_flight: 4,
+                },
+                store,
+                publisher.clone(),
+                clock.clone(),
+            )
+        });
+        let gc = own.map(|store| {
+            WalGc::new(
+                GcConfig {
+                    broker_id: c.node_id,
+                    local_retention_ms: c.retention_ms,
+                    orphan_grace_ms: c.orphan_grace_ms,
+                    max_deletes_per_round: 1_000,
+                },
+                store,
+                publisher.clone(),
+                clock.clone(),
+            )
+        });
+        let fetcher = Arc::new(WalFetcher::with_config(
+            stores.resolver(),
+            Arc::new(ReplicaSink {
+                shared: shared.clone(),
+            }),
+            FetcherConfig::default(),
+        ));
+        Self {
+            shared,
+            clock,
+            stores,
+            uploader,
+            fetcher,
+            gc,
+            publisher,
+            follower: FollowerModes::new(fallback_ms),
+            leader: Mutex::new(LeaderTracker::new(fallback_ms)),
+        }
+    }
+
+    pub fn metrics(&self) -> &RemoteWalMetrics {
+        &self.shared.metrics
+    }
+
+    pub fn register_metrics(&self, registry: &mut Registry) {
+        self.shared.metrics.register(registry);
+    }
+
+    /// Links the glue to its broker (once, right after the broker is built).
+    pub fn attach(&self, broker: &Arc<Broker>) {
+        let _ = self.shared.broker.set(Arc::downgrade(broker));
+    }
+
+    fn broker(&self) -> Option<Arc<Broker>> {
+        self.shared.broker.get().and_then(Weak::upgrade)
+    }
+
+    pub fn is_enabled(&self, topic_id: Uuid) -> bool {
+        self.shared
+            .topics
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&topic_id)
+    }
+
+    /// Follows a new metadata image: which topics use the WAL, which partitions this broker
+    /// follows on it (their wal-mode flags).
+    pub fn on_image(&self, broker: &Broker, image: &Image) {
+        let enabled: HashMap<Uuid, String> = image
+            .topics
+            .values()
+            .filter(|t| {
+                crate::topic_config::effective(&broker.config, &t.configs, "remote.wal.enable")
+                    .is_some_and(|(v, _, _)| v == "true")
+            })
+            .map(|t| (t.id, t.name.clone()))
+            .collect();
+        let any = !enabled.is_empty();
+        *self
+            .shared
+            .topics
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = enabled;
+        // Create the metadata topic as soon as a topic uses the WAL, so that its partitions
+        // have leaders before the first upload.
+        if any
+            && image.topic(ferry_wal::metadata::METADATA_TOPIC).is_none()
+            && self.uploader.is_some()
+        {
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                let publisher = self.publisher.clone();
+                rt.spawn(async move { publisher.ensure_topic_now().await });
+            }
+        }
+        let mut followed = Vec::new();
+        for p in broker.replicas.all() {
+            let wal = self.is_enabled(p.topic_id);
+            match p.role() {
+                Role::Follower { leader } if wal && leader >= 0 => followed.push(p),
+                _ => p.set_wal_mode(false),
+            }
+        }
+        self.follower.sync(&followed, self.clock.now_ms());
+    }
+
+    /// Leader: `info` was just appended to `p`; offers the batches, as stored, to the uploader.
+    /// Never blocks on the store. Called with the partition's append order kept.
+    pub fn on_leader_append(&self, p: &Partition, info: &AppendInfo) {
+        if info.duplicate || !self.is_enabled(p.topic_id) {
+            return;
+        }
+        let Some(uploader) = &self.uploader else {
+            return;
+        };
+        let now = self.clock.now_ms();
+        self.leader_lock()
+            .on_append(&p.tp, info.last_offset + 1, now);
+        // The log rewrote offsets and epochs: read the batches back as they are stored.
+        let stored = p.log.read(
+            info.first_offset,
+            info.bytes.max(1),
+            info.last_offset + 1,
+            true,
+        );
+        let records = match stored {
+            Ok(d) if !d.records.is_empty() => d.records,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(partition = %p.tp, error = %e, "cannot read back appended batches for the remote WAL");
+                return;
+            }
+        };
+        let outcome = uploader.append(WalAppend {
+            tp: p.tp.clone(),
+            topic_id: p.topic_id,
+            base_offset: info.first_offset,
+            last_offset: info.last_offset,
+            leader_epoch: p.leader_epoch(),
+            records,
+        });
+        if let AppendOutcome::Dropped { .. } = outcome {
+            self.take_fallbacks();
+        }
+    }
+
+    fn leader_lock(&self) -> std::sync::MutexGuard<'_, LeaderTracker> {
+        self.leader.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn take_fallbacks(&self) {
+        let Some(uploader) = &self.uploader else {
+            return;
+        };
+        let fallbacks = uploader.take_fallbacks();
+        if fallbacks.is_empty() {
+            return;
+        }
+        let mut l = self.leader_lock();
+        for f in &fallbacks {
+            tracing::debug!(partition = %f.tp, from = f.from_offset, end = f.end_offset, reason = ?f.reason, "remote WAL range left for the classic fetch");
+            self.shared.metrics.fallback_ranges.inc();
+            l.on_fallback(f);
+        }
+    }
+
+    /// Leader: a follower's WAL-mode report (a replica fetch asking for no data) for `p` at
+    /// `fetch_offset`. Returns whether to answer it with data (the classic fetch) because it
+    /// is behind or inside a range the WAL path dropped.
+    pub fn on_replica_report(&self, p: &Partition, replica: BrokerId, fetch_offset: i64) -> bool {
+        if !self.is_enabled(p.topic_id) {
+            return true;
+        }
+        let now = self.clock.now_ms();
+        let (caught_up, serve) = self.leader_lock().on_report(&p.tp, fetch_offset, now);
+        if caught_up {
+            p.note_follower_caught_up(replica);
+        }
+        if serve {
+            self.shared.metrics.reports_served_classic.inc();
+        }
+        serve
+    }
+
+    /// Follower: counts bytes the classic fetch appended to a remote-WAL partition.
+    pub fn on_classic_follower_append(&self, p: &Partition, bytes: u64) {
+        if self.is_enabled(p.topic_id) {
+            self.shared.metrics.follower_bytes("classic", bytes);
+            // Back to the WAL path as soon as the classic range is done.
+            if !p.wal_mode() {
+                self.follower.tick_one(p, self.clock.now_ms());
+            }
+        }
+    }
+
+    fn metadata_caught_up(&self) {
+        if let Some(gc) = &self.gc {
+            gc.set_metadata_caught_up();
+        }
+    }
+
+    /// Starts the uploader, fetcher, metadata reader, GC and housekeeping tasks.
+    pub fn spawn(self: &Arc<Self>, broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
+        if let Some(u) = self.uploader.clone() {
+            tasks.spawn(async move { u.run(std::future::pending()).await });
+        }
+        let wal = self.clone();
+        tasks.spawn(async move {
+            let fetcher = wal.fetcher.clone();
+            let on_report = |report: ferry_wal::fetcher::FetchReport| {
+                wal.shared.metrics.on_fetch_report(&report);
+                let broker = wal.broker();
+                let switched = wal.follower.on_report(&report, |topic_id, partition| {
+                    let name = wal.shared.topic_name(topic_id)?;
+                    broker.as_ref()?.replicas.partition_of(&name, partition)
+                });
+                wal.shared.metrics.classic_switches.inc_by(switched);
+            };
+            fetcher
+                .run(
+                    Duration::from_millis(100),
+                    on_report,
+                    std::future::pending(),
+                )
+                .await;
+        });
+        tasks.spawn(reader::run(self.clone(), Arc::downgrade(broker)));
+        if let Some(gc) = self.gc.clone() {
+            tasks.spawn(gc::run(gc, self.shared.clone()));
+        }
+        tasks.spawn(housekeeping(self.clone()));
+    }
+
+    /// The counters behind the cost estimate.
+    fn totals(&self, broker: &Broker) -> Totals {
+        let m = &self.shared.metrics.objstore;
+        let mut t = Totals::default();
+        for bucket in self.stores.buckets() {
+            t.puts += m.requests(Op::PutIfAbsent, &bucket, "ok")
+                + m.requests(Op::Put, &bucket, "ok")
+                + m.requests(Op::List, &bucket, "ok");
+            t.gets += m.requests(Op::GetRange, &bucket, "ok")
+                + m.requests(Op::Get, &bucket, "ok")
+                + m.requests(Op::Head, &bucket, "ok");
+            t.bytes_up += m.bytes(Op::PutIfAbsent, &bucket, "upload");
+            t.bytes_down += m.bytes(Op::GetRange, &bucket, "download");
+        }
+        t.cross_az_bytes = broker.metrics.cross_rack_bytes(&self.shared.config.rack);
+        t
+    }
+}
+
+/// Every 100 ms: uploader fallbacks to the leader tracker, follower stall checks; every second
+/// the cost gauges.
+async fn housekeeping(wal: Arc<RemoteWal>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut n = 0u64;
+    loop {
+        tick.tick().await;
+        n += 1;
+        wal.take_fallbacks();
+        let Some(broker) = wal.broker() else { return };
+        let now = wal.clock.now_ms();
+        let followed: Vec<Arc<Partition>> = broker
+            .replicas
+            .all()
+            .into_iter()
+            .filter(|p| wal.is_enabled(p.topic_id) && !p.is_leader())
+            .collect();
+        let switched = wal.follower.tick(&followed, now);
+        wal.shared.metrics.classic_switches.inc_by(switched);
+        if n.is_multiple_of(10) {
+            let mut l = wal.leader_lock();
+            for p in broker.replicas.all() {
+                if p.is_leader() && wal.is_enabled(p.topic_id) {
+                    let min = p.replica_progress().iter().map(|r| r.1).min().unwrap_or(0);
+                    l.prune(&p.tp, min);
+                }
+            }
+            drop(l);
+            let totals = wal.totals(&broker);
+            wal.shared
+                .metrics
+                .update_cost(&wal.shared.config.cost, totals, now);
+        }
+    }
+}

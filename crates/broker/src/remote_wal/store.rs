@@ -1,0 +1,144 @@
+//! Builds the broker's object stores: one per bucket of `remote.wal.buckets` (each
+//! `RetryingStore<MeteredStore<backend>>`), the one this broker uploads to (its rack's), and the
+//! resolver the follower uses to read any bucket named in metadata.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::Context;
+use ferry_objstore::{
+    LocalDirStore, MeteredStore, ObjStoreMetrics, ObjectStore, RetryConfig, RetryingStore,
+    S3Config, S3Store,
+};
+use ferry_wal::fetcher::StoreResolver;
+
+use super::config::{RemoteWalConfig, StoreKind};
+
+/// Every bucket this broker can reach, by the name metadata records carry.
+#[derive(Debug, Clone)]
+pub struct Stores {
+    by_bucket: BTreeMap<String, Arc<dyn ObjectStore>>,
+    own: Option<Arc<dyn ObjectStore>>,
+}
+
+impl Stores {
+    /// Opens (for `local`: creates) every configured bucket. Makes no network request.
+    pub async fn open(config: &RemoteWalConfig, metrics: &ObjStoreMetrics) -> anyhow::Result<Self> {
+        let mut by_bucket = BTreeMap::new();
+        let mut own = None;
+        for (rack, bucket) in &config.buckets {
+            let store: Arc<dyn ObjectStore> = match &config.store {
+                StoreKind::Local => {
+                    let dir = LocalDirStore::new(bucket).with_context(|| {
+                        format!("opening the remote WAL directory {bucket} of rack {rack}")
+                    })?;
+                    wrap(dir, metrics)
+                }
+                StoreKind::S3 {
+                    endpoint,
+                    region,
+                    path_style,
+                    access_key,
+                    secret_key,
+                } => {
+                    let s3 = S3Store::connect(&S3Config {
+                        bucket: bucket.clone(),
+                        region: region.clone(),
+                        endpoint: endpoint.clone(),
+                        force_path_style: *path_style,
+                        access_key: access_key.clone(),
+                        secret_key: secret_key.clone(),
+                        express_one_zone: false,
+                    })
+                    .await
+                    .with_context(|| {
+                        format!("configuring the S3 bucket {bucket} of rack {rack}")
+                    })?;
+                    wrap(s3, metrics)
+                }
+            };
+            if *rack == config.rack {
+                own = Some(store.clone());
+            }
+            by_bucket.insert(store.bucket().to_string(), store);
+        }
+        Ok(Self { by_bucket, own })
+    }
+
+    /// Stores given directly (tests).
+    pub fn from_parts(
+        by_bucket: BTreeMap<String, Arc<dyn ObjectStore>>,
+        own: Option<Arc<dyn ObjectStore>>,
+    ) -> Self {
+        Self { by_bucket, own }
+    }
+
+    /// The bucket of this broker's rack: where its uploader writes and its GC deletes.
+    pub fn own(&self) -> Option<Arc<dyn ObjectStore>> {
+        self.own.clone()
+    }
+
+    /// Every bucket's name.
+    pub fn buckets(&self) -> Vec<String> {
+        self.by_bucket.keys().cloned().collect()
+    }
+
+    pub fn get(&self, bucket: &str) -> Option<Arc<dyn ObjectStore>> {
+        self.by_bucket.get(bucket).cloned()
+    }
+
+    /// For the WAL fetcher: a bucket named in metadata to its store (`None`: unknown bucket,
+    /// whose slices the fetcher reports for the classic fetch).
+    pub fn resolver(&self) -> StoreResolver {
+        let stores = self.by_bucket.clone();
+        Arc::new(move |bucket: &str| stores.get(bucket).cloned())
+    }
+}
+
+fn wrap<S: ObjectStore + 'static>(backend: S, metrics: &ObjStoreMetrics) -> Arc<dyn ObjectStore> {
+    // Metering below the retrier: every attempt is a billed request.
+    let retry = RetryConfig {
+        max_attempts: 3,
+        operation_timeout: std::time::Duration::from_secs(10),
+        ..RetryConfig::default()
+    };
+    Arc::new(RetryingStore::new(
+        MeteredStore::new(backend, metrics.clone()),
+        retry,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BrokerConfig;
+
+    #[tokio::test]
+    async fn local_buckets_resolve_by_the_name_metadata_carries() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        let b = dir.path().join("b");
+        let mut c = BrokerConfig::default();
+        c.set("broker.rack", "az1").unwrap();
+        c.set(
+            "remote.wal.buckets",
+            &format!("az1={},az2={}", a.display(), b.display()),
+        )
+        .unwrap();
+        let config = RemoteWalConfig::from_broker(&c).unwrap();
+        let stores = Stores::open(&config, &ObjStoreMetrics::new())
+            .await
+            .unwrap();
+        let own = stores.own().unwrap();
+        assert_eq!(own.bucket(), a.display().to_string());
+        own.put("wal/1/x", bytes::Bytes::from_static(b"hi"))
+            .await
+            .unwrap();
+        let resolve = stores.resolver();
+        let other = resolve(&b.display().to_string()).unwrap();
+        assert!(other.head("wal/1/x").await.unwrap().is_none());
+        let same = resolve(own.bucket()).unwrap();
+        assert_eq!(same.get("wal/1/x").await.unwrap().as_ref(), b"hi");
+        assert!(resolve("nope").is_none());
+    }
+}

@@ -1,0 +1,222 @@
+"""The remote WAL (KIP-1176) on a three-broker loopback cluster (racks az1..az3): followers of a
+`remote.wal.enable=true` topic get their data through the object store of the leader's rack
+instead of by Fetch across racks.
+
+Run twice: with the `local` store (a directory per rack) and with an S3 API server (`s3s-fs`,
+installed by scripts/install-s3s-fs.sh) holding one bucket per rack.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from conftest import free_port, unique_topic
+from test_cluster import Cluster, create_topic, cross_rack_received, log_bytes
+
+PARTITIONS = 12
+S3_KEY = "ferry-e2e-access"
+S3_SECRET = "ferry-e2e-secret-key"
+
+
+class S3sFs:
+    """An `s3s-fs` server with one bucket per rack."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        binary = shutil.which("s3s-fs") or str(Path.home() / ".cargo" / "bin" / "s3s-fs")
+        if not Path(binary).exists():
+            pytest.fail("s3s-fs is not installed; run scripts/install-s3s-fs.sh")
+        self.binary = binary
+        for rack in ("az1", "az2", "az3"):
+            (root / f"wal-{rack}").mkdir(parents=True, exist_ok=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [self.binary, "--host", "127.0.0.1", "--port", str(self.port),
+             "--access-key", S3_KEY, "--secret-key", S3_SECRET, str(self.root)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        for _ in range(500):
+            assert self.proc.poll() is None, "s3s-fs exited during start-up"
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.1).close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        raise TimeoutError("s3s-fs did not start")
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self.proc = None
+
+
+@pytest.fixture(params=["local", "s3"])
+def wal_cluster(request, tmp_path):
+    store = request.param
+    s3 = None
+    if store == "local":
+        buckets = {rack: tmp_path / f"bucket-{rack}" for rack in ("az1", "az2", "az3")}
+        extra = {
+            "remote.wal.store": "local",
+            "remote.wal.buckets": ",".join(f"{r}={d}" for r, d in buckets.items()),
+        }
+    else:
+        s3 = S3sFs(tmp_path / "s3")
+        s3.start()
+        buckets = {rack: s3.root / f"wal-{rack}" for rack in ("az1", "az2", "az3")}
+        extra = {
+            "remote.wal.store": "s3",
+            "remote.wal.buckets": ",".join(f"{r}=wal-{r}" for r in ("az1", "az2", "az3")),
+            "remote.wal.s3.endpoint": s3.endpoint,
+            "remote.wal.s3.path.style": True,
+            "remote.wal.s3.access.key.id": S3_KEY,
+            "remote.wal.s3.secret.access.key": S3_SECRET,
+        }
+    extra["remote.wal.upload.interval.ms"] = 20
+    extra["remote.wal.fallback.ms"] = 3000
+    c = Cluster(tmp_path / "cluster")
+    for b in c.brokers:
+        b.extra_config.update(extra)
+    c.start()
+    c.store = store
+    c.s3 = s3
+    c.buckets = buckets
+    yield c
+    c.stop()
+    if s3 is not None:
+        s3.stop()
+
+
+def scrape(broker) -> str:
+    return urllib.request.urlopen(broker.metrics_url, timeout=10).read().decode()
+
+
+def metric_sum(cluster, name: str, **labels) -> float:
+    """Sum of a metric's samples over every broker, filtered by labels."""
+    total = 0.0
+    pat = re.compile(r"^" + re.escape(name) + r"(\{[^}]*\})? ([0-9.e+-]+)$")
+    for b in cluster.brokers:
+        for line in scrape(b).splitlines():
+            m = pat.match(line)
+            if not m:
+                continue
+            have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
+            if all(have.get(k) == v for k, v in labels.items()):
+                total += float(m.group(2))
+    return total
+
+
+def produce(cluster, topic: str, total_bytes: int, acks: str, value_size: int = 10_000) -> int:
+    producer = Producer({
+        "bootstrap.servers": cluster.bootstrap,
+        "acks": acks,
+        "linger.ms": 5,
+        "batch.size": 256 * 1024,
+        "compression.type": "none",
+        "queue.buffering.max.kbytes": 65536,
+    })
+    errors = []
+    value = b"v" * value_size
+    count = total_bytes // value_size
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, key=str(i).encode(), value=value, partition=i % PARTITIONS,
+                                 on_delivery=lambda e, m: errors.append(e) if e else None)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 200 == 0:
+            producer.poll(0)
+    assert producer.flush(120) == 0
+    assert errors == []
+    return count * value_size
+
+
+def wait_identical(cluster, topic: str, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    while True:
+        diffs = [
+            pid for pid in range(PARTITIONS)
+            if len({log_bytes(b, topic, pid) for b in cluster.brokers}) != 1
+        ]
+        if not diffs:
+            return
+        if time.monotonic() > deadline:
+            sizes = {pid: [len(log_bytes(b, topic, pid)) for b in cluster.brokers] for pid in diffs}
+            raise AssertionError(f"replicas differ: {sizes}")
+        time.sleep(0.5)
+
+
+def test_remote_wal_replicates_through_the_object_store(wal_cluster):
+    c = wal_cluster
+    classic = unique_topic("classic")
+    wal = unique_topic("wal")
+    create_topic(c, wal, PARTITIONS, {"remote.wal.enable": "true"})
+    create_topic(c, classic, PARTITIONS)
+    mb = 1_000_000
+    volume = 50 * mb if c.store == "local" else 20 * mb
+
+    before = cross_rack_received(c, "replication")
+    produced = produce(c, wal, volume // 2, "1")
+    produced += produce(c, wal, volume // 2, "all")
+    wait_identical(c, wal)
+    wal_moved = cross_rack_received(c, "replication") - before
+    assert metric_sum(c, "ferry_remote_wal_follower_bytes_total", path="wal") > produced
+    ratio = wal_moved / produced
+    assert ratio < 0.03, (
+        f"{wal_moved} cross-rack replication bytes for {produced} produced; follower bytes: "
+        f"wal {metric_sum(c, 'ferry_remote_wal_follower_bytes_total', path='wal')}, "
+        f"classic {metric_sum(c, 'ferry_remote_wal_follower_bytes_total', path='classic')}, "
+        f"fallback ranges {metric_sum(c, 'ferry_remote_wal_fallback_ranges_total')}"
+    )
+
+    before = cross_rack_received(c, "replication")
+    classic_produced = produce(c, classic, 5 * mb, "all")
+    time.sleep(1.0)
+    classic_ratio = (cross_rack_received(c, "replication") - before) / classic_produced
+    assert 1.8 < classic_ratio < 2.6, classic_ratio
+
+    # Objects carry slices of many partitions.
+    count = metric_sum(c, "ferry_remote_wal_partitions_per_object_count")
+    total = metric_sum(c, "ferry_remote_wal_partitions_per_object_sum")
+    at_most_two = metric_sum(c, "ferry_remote_wal_partitions_per_object_bucket", le="2.0")
+    assert count > 0 and total / count > 1, (total, count)
+    assert at_most_two < count, "no object held slices of three or more partitions"
+    # The metadata went through the topic, partly by Produce to other brokers.
+    assert metric_sum(c, "ferry_remote_wal_metadata_produced_bytes_total") > 0
+
+    # A consumer in a rack reads everything.
+    consumer = Consumer({
+        "bootstrap.servers": c.bootstrap,
+        "group.id": f"g-{wal}",
+        "client.rack": "az2",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    })
+    consumer.assign([TopicPartition(wal, p, 0) for p in range(PARTITIONS)])
+    got = 0
+    deadline = time.monotonic() + 60
+    while got < produced and time.monotonic() < deadline:
+        for m in consumer.consume(1000, timeout=1):
+            assert m.error() is None, m.error()
+            got += len(m.value())
+    consumer.close()
+    assert got == produced
