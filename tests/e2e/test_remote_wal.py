@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from conftest import free_port, unique_topic
+from conftest import FERRY_BIN, free_port, unique_topic
 from test_cluster import Cluster, create_topic, cross_rack_received, log_bytes
 
 PARTITIONS = 12
@@ -206,6 +206,16 @@ def test_remote_wal_replicates_through_the_object_store(wal_cluster):
     assert at_most_two < count, "no object held slices of three or more partitions"
     # The metadata went through the topic, partly by Produce to other brokers.
     assert metric_sum(c, "ferry_remote_wal_metadata_produced_bytes_total") > 0
+
+    # The estimated cost gauge and the cost report see the same cluster.
+    assert metric_sum(c, "ferry_remote_wal_estimated_cost_micro_usd_per_hour", part="transfer") >= 0
+    report = subprocess.run(
+        [str(FERRY_BIN), "cost-report", "--window-secs", "0.5",
+         "--metrics", ",".join(b.metrics_url for b in c.brokers)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert report.returncode == 0, report.stderr
+    assert "cross-AZ inter-broker" in report.stdout and "USD/hour" in report.stdout, report.stdout
 
     # A consumer in a rack reads everything.
     consumer = Consumer({

@@ -1,3 +1,4 @@
 //! Process-wide pieces of the `ferry` binary.
 
 pub mod alloc;
+pub mod cost_report;

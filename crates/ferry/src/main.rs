@@ -33,6 +33,31 @@ enum Command {
     },
     /// Print the configuration reference (the tables of docs/configuration.md) as Markdown.
     ConfigReference,
+    /// Scrape brokers' metrics twice and report traffic and its estimated cost (remote WAL
+    /// object store vs cross-AZ transfer).
+    CostReport {
+        /// Comma-separated metrics endpoints, `http://host:port[,...]`.
+        #[arg(long)]
+        metrics: String,
+        /// Seconds between the two scrapes.
+        #[arg(long, default_value_t = 10.0)]
+        window_secs: f64,
+        /// USD per 1,000 PUT-class requests.
+        #[arg(long, default_value_t = 0.00113)]
+        put_per_1000: f64,
+        /// USD per 1,000 GET-class requests.
+        #[arg(long, default_value_t = 0.00003)]
+        get_per_1000: f64,
+        /// USD per GB uploaded to the object store.
+        #[arg(long, default_value_t = 0.0032)]
+        upload_per_gb: f64,
+        /// USD per GB retrieved from the object store.
+        #[arg(long, default_value_t = 0.0006)]
+        retrieval_per_gb: f64,
+        /// USD per GB crossing AZs, each way.
+        #[arg(long, default_value_t = 0.01)]
+        cross_az_per_gb: f64,
+    },
 }
 
 fn main() -> ExitCode {
@@ -47,6 +72,24 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { config } => serve(config),
+        Command::CostReport {
+            metrics,
+            window_secs,
+            put_per_1000,
+            get_per_1000,
+            upload_per_gb,
+            retrieval_per_gb,
+            cross_az_per_gb,
+        } => {
+            let prices = ferry::cost_report::Prices {
+                put_per_1000,
+                get_per_1000,
+                upload_per_gb,
+                retrieval_per_gb,
+                cross_az_per_gb_each_way: cross_az_per_gb,
+            };
+            cost_report(&metrics, window_secs, &prices)
+        }
         Command::ConfigReference => {
             print!("{}", ferry_broker::config::reference_markdown());
             ExitCode::SUCCESS
@@ -109,6 +152,33 @@ async fn wait_for_signal() {
         }
         _ => {
             let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+fn cost_report(metrics: &str, window_secs: f64, prices: &ferry::cost_report::Prices) -> ExitCode {
+    use ferry::cost_report::{render, sample};
+    let urls: Vec<String> = metrics
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_string)
+        .collect();
+    let run = || -> anyhow::Result<String> {
+        let started = std::time::Instant::now();
+        let a = sample(&urls)?;
+        std::thread::sleep(std::time::Duration::from_secs_f64(window_secs.max(0.0)));
+        let b = sample(&urls)?;
+        Ok(render(&a, &b, started.elapsed().as_secs_f64(), prices))
+    };
+    match run() {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("ferry cost-report: {e:#}");
+            ExitCode::FAILURE
         }
     }
 }

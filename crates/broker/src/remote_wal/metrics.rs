@@ -48,6 +48,13 @@ pub struct RemoteWalMetrics {
     /// Estimated USD per hour, as millionths (gauges are integers).
     pub cost_micro_usd_per_hour: Family<CostLabels, Gauge>,
     cost: Mutex<CostState>,
+    /// `ferry_remote_wal_rack_info{rack} 1`: lets `ferry cost-report` tell cross-rack bytes.
+    pub rack_info: Family<RackLabels, Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RackLabels {
+    pub rack: String,
 }
 
 #[derive(Debug, Default)]
@@ -97,6 +104,7 @@ impl RemoteWalMetrics {
             classic_switches: Counter::default(),
             cost_micro_usd_per_hour: Family::default(),
             cost: Mutex::new(CostState::default()),
+            rack_info: Family::default(),
         }
     }
 
@@ -156,6 +164,11 @@ impl RemoteWalMetrics {
             "remote_wal_classic_switches",
             "Times a followed remote-WAL partition switched to the classic fetch",
             self.classic_switches.clone(),
+        );
+        r.register(
+            "remote_wal_rack_info",
+            "This broker's rack (as a label, value 1)",
+            self.rack_info.clone(),
         );
         r.register(
             "remote_wal_estimated_cost_micro_usd_per_hour",

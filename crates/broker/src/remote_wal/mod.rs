@@ -110,6 +110,13 @@ impl RemoteWal {
             topics: RwLock::new(HashMap::new()),
         });
         let c = &shared.config;
+        shared
+            .metrics
+            .rack_info
+            .get_or_create(&metrics::RackLabels {
+                rack: c.rack.clone(),
+            })
+            .set(1);
         let publisher = Arc::new(MetadataProducer::new(shared.clone()));
         let own = stores.own();
         let uploader = own.clone().map(|store| {
