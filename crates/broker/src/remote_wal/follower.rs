@@ -25,17 +25,40 @@ use uuid::Uuid;
 use super::Shared;
 use crate::replica_manager::{Partition, Role};
 
+/// Finds a hosted partition by topic id.
+pub type PartitionResolver = Arc<dyn Fn(Uuid, i32) -> Option<Arc<Partition>> + Send + Sync>;
+
 /// The replica manager as the WAL fetcher sees it.
-#[derive(Debug)]
 pub struct ReplicaSink {
-    pub(super) shared: Arc<Shared>,
+    shared: Arc<Shared>,
+    resolve: PartitionResolver,
+}
+
+impl std::fmt::Debug for ReplicaSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicaSink").finish_non_exhaustive()
+    }
 }
 
 impl ReplicaSink {
+    /// Over the broker's replica manager, for remote-WAL topics only.
+    pub(super) fn new(shared: Arc<Shared>) -> Self {
+        let s = shared.clone();
+        let resolve: PartitionResolver = Arc::new(move |topic_id, partition| {
+            let name = s.topic_name(topic_id)?;
+            let broker = s.broker.get().and_then(Weak::upgrade)?;
+            broker.replicas.partition_of(&name, partition)
+        });
+        Self { shared, resolve }
+    }
+
+    #[cfg(test)]
+    pub(super) fn with_resolver(shared: Arc<Shared>, resolve: PartitionResolver) -> Self {
+        Self { shared, resolve }
+    }
+
     fn partition(&self, topic_id: Uuid, partition: i32) -> Option<Arc<Partition>> {
-        let name = self.shared.topic_name(topic_id)?;
-        let broker = self.shared.broker.get().and_then(Weak::upgrade)?;
-        let p = broker.replicas.partition_of(&name, partition)?;
+        let p = (self.resolve)(topic_id, partition)?;
         (p.topic_id == topic_id && matches!(p.role(), Role::Follower { leader } if leader >= 0))
             .then_some(p)
     }
@@ -302,6 +325,152 @@ mod tests {
         assert_eq!(m.tick(&tp(), 205, 210, 10_800), Mode::Wal);
         // Back on the WAL path with a fresh timer.
         assert_eq!(m.tick(&tp(), 205, 210, 11_000), Mode::Wal);
+    }
+
+    /// The glue end to end without a network: a leader partition hands its appends (as stored)
+    /// to an uploader over a memory bucket, and a follower partition's WAL fetcher appends the
+    /// published slices through [`ReplicaSink`]: the two logs end up byte for byte equal.
+    #[tokio::test]
+    async fn slices_a_leader_uploaded_are_appended_by_a_follower_byte_for_byte() {
+        use std::collections::BTreeMap;
+
+        use async_trait::async_trait;
+        use bytes::BytesMut;
+        use ferry_cluster::image::{PartitionState, TopicImage};
+        use ferry_log::{LogConfig, LogManager};
+        use ferry_objstore::{MemoryStore, ObjectStore};
+        use ferry_wal::fetcher::WalFetcher;
+        use ferry_wal::metadata::{WalMetadataEvent, WalSliceMetadata};
+        use ferry_wal::uploader::{MetadataPublisher, Uploader, UploaderConfig};
+        use kafka_protocol::records::{
+            Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+        };
+
+        use crate::config::BrokerConfig;
+        use crate::remote_wal::config::RemoteWalConfig;
+        use crate::remote_wal::leader::stored_append;
+        use crate::remote_wal::metrics::RemoteWalMetrics;
+        use crate::replica_manager::ReplicaManager;
+
+        #[derive(Debug, Default)]
+        struct Capture(Mutex<Vec<WalSliceMetadata>>);
+        #[async_trait]
+        impl MetadataPublisher for Capture {
+            async fn publish(&self, records: Vec<WalSliceMetadata>) -> ferry_wal::Result<()> {
+                self.0.lock().unwrap().extend(records);
+                Ok(())
+            }
+        }
+
+        fn batch(n: usize) -> Bytes {
+            let records: Vec<Record> = (0..n)
+                .map(|i| Record {
+                    transactional: false,
+                    control: false,
+                    delete_horizon: false,
+                    partition_leader_epoch: 0,
+                    producer_id: -1,
+                    producer_epoch: -1,
+                    timestamp_type: TimestampType::Creation,
+                    offset: i as i64,
+                    sequence: -1,
+                    timestamp: 1_000 + i as i64,
+                    key: None,
+                    value: Some(Bytes::from(format!("value-{i}"))),
+                    headers: Default::default(),
+                })
+                .collect();
+            let mut buf = BytesMut::new();
+            RecordBatchEncoder::encode(
+                &mut buf,
+                &records,
+                &RecordEncodeOptions {
+                    version: 2,
+                    compression: Compression::None,
+                },
+            )
+            .unwrap();
+            buf.freeze()
+        }
+
+        let dir = tempfile::tempdir().unwrap();
+        let topic = TopicImage {
+            name: "t".into(),
+            id: Uuid::from_u128(42),
+            configs: BTreeMap::new(),
+            partitions: vec![PartitionState {
+                replicas: vec![1, 2],
+                isr: vec![1, 2],
+                leader: 1,
+                leader_epoch: 3,
+                partition_epoch: 0,
+            }],
+        };
+        let rm = |node: i32| {
+            let logs = LogManager::open(
+                vec![dir.path().join(node.to_string())],
+                ferry_common::system_clock(),
+            )
+            .unwrap();
+            let rm = ReplicaManager::new(logs, node);
+            rm.ensure_topic(&topic, LogConfig::default()).unwrap();
+            rm
+        };
+        let (leader_rm, follower_rm) = (rm(1), rm(2));
+        let leader = leader_rm.partition_of("t", 0).unwrap();
+        let follower = follower_rm.partition_of("t", 0).unwrap();
+
+        let store: Arc<dyn ObjectStore> = Arc::new(MemoryStore::new());
+        let capture = Arc::new(Capture::default());
+        let uploader = Uploader::new(
+            UploaderConfig::default(),
+            store.clone(),
+            capture.clone(),
+            ferry_common::system_clock(),
+        );
+        for n in [3, 5, 2] {
+            leader
+                .append_then(&batch(n), |p, info| {
+                    uploader.append(stored_append(p, info).unwrap());
+                })
+                .unwrap();
+        }
+        uploader.flush().await.unwrap();
+        let published = std::mem::take(&mut *capture.0.lock().unwrap());
+        assert_eq!(published.len(), 1, "one slice: the appends were contiguous");
+        assert_eq!(published[0].leader_epoch, 3);
+
+        let shared = Arc::new(Shared {
+            config: RemoteWalConfig::from_broker(&BrokerConfig::default()).unwrap(),
+            metrics: RemoteWalMetrics::new(),
+            broker: std::sync::OnceLock::new(),
+            topics: std::sync::RwLock::new(HashMap::new()),
+        });
+        let f = follower.clone();
+        let sink =
+            ReplicaSink::with_resolver(shared.clone(), Arc::new(move |_, _| Some(f.clone())));
+        let fetcher = WalFetcher::new(move |_bucket| Some(store.clone()), Arc::new(sink));
+        fetcher.on_metadata(published.into_iter().map(WalMetadataEvent::Upsert));
+        let report = fetcher.run_once().await;
+        assert!(report.classic.is_empty(), "{report:?}");
+        assert_eq!(report.slices_appended, 1);
+
+        let end = leader.log.log_end_offset();
+        assert_eq!(end, 10);
+        assert_eq!(follower.log.log_end_offset(), end);
+        let read = |p: &Partition| p.log.read(0, 1 << 20, end, true).unwrap().records;
+        assert_eq!(read(&follower), read(&leader));
+        assert_eq!(follower.log.epoch_entries(), leader.log.epoch_entries());
+        assert!(
+            shared
+                .metrics
+                .follower_bytes
+                .get_or_create(&super::super::metrics::PathLabels { path: "wal" })
+                .get()
+                > 0
+        );
+        // A slice that would leave a gap is refused.
+        assert!(follower.append_as_follower_at(end + 5, &batch(1)).is_err());
     }
 
     #[test]

@@ -13,7 +13,37 @@
 use std::collections::{HashMap, VecDeque};
 
 use ferry_common::TopicPartition;
-use ferry_wal::uploader::ClassicFallback;
+use ferry_log::AppendInfo;
+use ferry_wal::uploader::{ClassicFallback, WalAppend};
+
+use crate::replica_manager::Partition;
+
+/// The batches of a leader append as the log stored them (it rewrote offsets and epochs), for
+/// the uploader. `None` (logged) if they cannot be read back; followers then get that range
+/// classically.
+pub fn stored_append(p: &Partition, info: &AppendInfo) -> Option<WalAppend> {
+    let stored = p.log.read(
+        info.first_offset,
+        info.bytes.max(1),
+        info.last_offset + 1,
+        true,
+    );
+    match stored {
+        Ok(d) if !d.records.is_empty() => Some(WalAppend {
+            tp: p.tp.clone(),
+            topic_id: p.topic_id,
+            base_offset: info.first_offset,
+            last_offset: info.last_offset,
+            leader_epoch: p.leader_epoch(),
+            records: d.records,
+        }),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(partition = %p.tp, error = %e, "cannot read back appended batches for the remote WAL");
+            None
+        }
+    }
+}
 
 /// Log-end samples kept per partition (one per `SAMPLE_EVERY_MS` at most).
 const SAMPLE_EVERY_MS: i64 = 5;
@@ -101,8 +131,9 @@ impl LeaderTracker {
         }
     }
 
-    pub fn forget(&mut self, tp: &TopicPartition) {
-        self.parts.remove(tp);
+    /// Keeps only the partitions still led here on the WAL path.
+    pub fn retain(&mut self, led: &std::collections::HashSet<TopicPartition>) {
+        self.parts.retain(|tp, _| led.contains(tp));
     }
 }
 

@@ -39,7 +39,7 @@ use ferry_log::AppendInfo;
 use ferry_objstore::Op;
 use ferry_wal::fetcher::{FetcherConfig, WalFetcher};
 use ferry_wal::gc::{GcConfig, WalGc};
-use ferry_wal::uploader::{AppendOutcome, BatcherConfig, Uploader, UploaderConfig, WalAppend};
+use ferry_wal::uploader::{AppendOutcome, BatcherConfig, Uploader, UploaderConfig};
 use prometheus_client::registry::Registry;
 use tokio::task::JoinSet;
 use uuid::Uuid;
@@ -150,9 +150,7 @@ impl RemoteWal {
         });
         let fetcher = Arc::new(WalFetcher::with_config(
             stores.resolver(),
-            Arc::new(ReplicaSink {
-                shared: shared.clone(),
-            }),
+            Arc::new(ReplicaSink::new(shared.clone())),
             FetcherConfig::default(),
         ));
         Self {
@@ -223,13 +221,19 @@ impl RemoteWal {
             }
         }
         let mut followed = Vec::new();
+        let mut led = std::collections::HashSet::new();
         for p in broker.replicas.all() {
             let wal = self.is_enabled(p.topic_id);
             match p.role() {
                 Role::Follower { leader } if wal && leader >= 0 => followed.push(p),
+                Role::Leader if wal => {
+                    led.insert(p.tp.clone());
+                    p.set_wal_mode(false);
+                }
                 _ => p.set_wal_mode(false),
             }
         }
+        self.leader_lock().retain(&led);
         self.follower.sync(&followed, self.clock.now_ms());
     }
 
@@ -245,29 +249,10 @@ impl RemoteWal {
         let now = self.clock.now_ms();
         self.leader_lock()
             .on_append(&p.tp, info.last_offset + 1, now);
-        // The log rewrote offsets and epochs: read the batches back as they are stored.
-        let stored = p.log.read(
-            info.first_offset,
-            info.bytes.max(1),
-            info.last_offset + 1,
-            true,
-        );
-        let records = match stored {
-            Ok(d) if !d.records.is_empty() => d.records,
-            Ok(_) => return,
-            Err(e) => {
-                tracing::warn!(partition = %p.tp, error = %e, "cannot read back appended batches for the remote WAL");
-                return;
-            }
+        let Some(append) = leader::stored_append(p, info) else {
+            return;
         };
-        let outcome = uploader.append(WalAppend {
-            tp: p.tp.clone(),
-            topic_id: p.topic_id,
-            base_offset: info.first_offset,
-            last_offset: info.last_offset,
-            leader_epoch: p.leader_epoch(),
-            records,
-        });
+        let outcome = uploader.append(append);
         if let AppendOutcome::Dropped { .. } = outcome {
             self.take_fallbacks();
         }
