@@ -90,8 +90,9 @@ def wal_cluster(request, tmp_path):
             "remote.wal.s3.secret.access.key": S3_SECRET,
         }
     extra["remote.wal.upload.interval.ms"] = 20
-    # Debug builds on a loaded 2-core box: the WAL path can lag well past the 500 ms default
-    # under a produce burst; a wider window keeps the bytes on the WAL path.
+    # Debug builds on a loaded 2-core box: under a produce burst the WAL path can pause past the
+    # 500 ms default (each pause answered by up to replica.fetch.max.bytes of classic data per
+    # partition); a wider window keeps the bytes on the WAL path.
     extra["remote.wal.fallback.ms"] = 3000
     extra["remote.wal.gc.interval.ms"] = 200
     extra["remote.wal.orphan.grace.ms"] = 1000
@@ -189,7 +190,9 @@ def test_remote_wal_replicates_through_the_object_store(wal_cluster):
         f"{wal_moved} cross-rack replication bytes for {produced} produced; follower bytes: "
         f"wal {metric_sum(c, 'ferry_remote_wal_follower_bytes_total', path='wal')}, "
         f"classic {metric_sum(c, 'ferry_remote_wal_follower_bytes_total', path='classic')}, "
-        f"fallback ranges {metric_sum(c, 'ferry_remote_wal_fallback_ranges_total')}"
+        f"fallback ranges {metric_sum(c, 'ferry_remote_wal_fallback_ranges_total')}, "
+        f"reports served classic {metric_sum(c, 'ferry_remote_wal_reports_served_classic_total')}, "
+        f"switches to classic {metric_sum(c, 'ferry_remote_wal_classic_switches_total')}"
     )
 
     before = cross_rack_received(c, "replication")

@@ -2,13 +2,14 @@
 //! dropped from the WAL path, and decides when a follower's WAL report must be answered with
 //! data (the classic fetch) instead of offsets only.
 //!
-//! A follower on the WAL path is "behind" when it lacks offsets the leader had
-//! `remote.wal.fallback.ms` ago (a slow or failing store, lost metadata, a follower that just
-//! started far behind), or when its fetch offset lies in a range the uploader dropped. The
-//! leader keeps, per partition, a short history of its log end offset to answer the first
-//! question; a follower within that window counts as caught up for the ISR (the classic rule,
-//! "reached the leader's log end as of its previous fetch", would fail for every WAL follower
-//! under steady load: its reports are more frequent than the WAL's latency).
+//! A report gets data when the follower's fetch offset lies in a range the uploader dropped,
+//! when the follower is behind and its log end has not moved for `remote.wal.fallback.ms`
+//! (metadata lost or late, a failing store), or when it is far behind: it lacks what the leader
+//! had `FAR_BEHIND_FACTOR` fallback windows ago (a follower that restarted, or a WAL path slower
+//! than the produce rate). The leader keeps a short history of its log end offset per partition
+//! for that, and a follower that is not far behind counts as caught up for the ISR (the classic
+//! rule, "reached the leader's log end as of its previous fetch", would fail for every WAL
+//! follower under steady load: its reports are more frequent than the WAL's latency).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -47,6 +48,8 @@ pub fn stored_append(p: &Partition, info: &AppendInfo) -> Option<WalAppend> {
 
 /// Log-end samples kept per partition (one per `SAMPLE_EVERY_MS` at most).
 const SAMPLE_EVERY_MS: i64 = 5;
+/// "Far behind": lacking what the leader had this many fallback windows ago.
+pub const FAR_BEHIND_FACTOR: i64 = 10;
 
 #[derive(Debug, Default)]
 struct Track {
@@ -54,6 +57,8 @@ struct Track {
     samples: VecDeque<(i64, i64)>,
     /// Ranges `[from, end)` the uploader dropped.
     fallbacks: Vec<(i64, i64)>,
+    /// Per follower: last reported offset and when it last moved.
+    followers: HashMap<i32, (i64, i64)>,
 }
 
 /// Per-partition leader state of the WAL path (pure; time is passed in).
@@ -82,8 +87,8 @@ impl LeaderTracker {
         {
             t.samples.push_back((now_ms, leo));
         }
-        // Keep one sample older than the window so `leo_at` stays exact.
-        let horizon = now_ms - 2 * self.fallback_ms;
+        // Keep one sample older than the far-behind window so `leo_at` stays exact.
+        let horizon = now_ms - (FAR_BEHIND_FACTOR + 1) * self.fallback_ms;
         while t.samples.len() > 2 && t.samples.get(1).is_some_and(|s| s.0 <= horizon) {
             t.samples.pop_front();
         }
@@ -105,23 +110,34 @@ impl LeaderTracker {
             .map_or(0, |s| s.1)
     }
 
-    /// A follower reported `fetch_offset`. Returns (caught up within the WAL window, serve it
-    /// data by the classic fetch).
+    /// Follower `replica` reported `fetch_offset` while the leader's log ends at `leader_leo`.
+    /// Returns (caught up for the ISR, serve it data by the classic fetch).
     pub fn on_report(
         &mut self,
         tp: &TopicPartition,
+        replica: i32,
         fetch_offset: i64,
+        leader_leo: i64,
         now_ms: i64,
     ) -> (bool, bool) {
-        let then = self.leo_at(tp, now_ms - self.fallback_ms);
-        let caught_up = fetch_offset >= then;
-        let in_fallback = self.parts.get_mut(tp).is_some_and(|t| {
-            // Ranges every report has passed are done with (followers report their own LEO).
-            t.fallbacks
-                .iter()
-                .any(|(from, end)| fetch_offset >= *from && fetch_offset < *end)
-        });
-        (caught_up, !caught_up || in_fallback)
+        let far_then = self.leo_at(tp, now_ms - FAR_BEHIND_FACTOR * self.fallback_ms);
+        let t = self.parts.entry(tp.clone()).or_default();
+        let moved = t
+            .followers
+            .get(&replica)
+            .is_none_or(|(last, _)| *last != fetch_offset);
+        let entry = t.followers.entry(replica).or_insert((fetch_offset, now_ms));
+        if moved {
+            *entry = (fetch_offset, now_ms);
+        }
+        let behind = fetch_offset < leader_leo;
+        let stalled = behind && now_ms - entry.1 >= self.fallback_ms;
+        let far_behind = fetch_offset < far_then;
+        let in_fallback = t
+            .fallbacks
+            .iter()
+            .any(|(from, end)| fetch_offset >= *from && fetch_offset < *end);
+        (!far_behind, stalled || far_behind || in_fallback)
     }
 
     /// Drops ranges below `min_follower_leo` (every follower has them).
@@ -148,17 +164,22 @@ mod tests {
     }
 
     #[test]
-    fn a_follower_lacking_what_the_leader_had_a_window_ago_is_served_classically() {
+    fn a_stalled_or_far_behind_follower_is_served_classically() {
         let mut l = LeaderTracker::new(500);
         l.on_append(&tp(), 100, 0);
-        l.on_append(&tp(), 200, 400);
-        // At 450 the leader had 0 as of -50: everyone is caught up.
-        assert_eq!(l.on_report(&tp(), 50, 450), (true, false));
-        // At 600 the leader had 100 as of 100: 50 is behind, 100 is fine.
-        assert_eq!(l.on_report(&tp(), 50, 600), (false, true));
-        assert_eq!(l.on_report(&tp(), 100, 600), (true, false));
-        // At 1000 the leader had 200 as of 500.
-        assert_eq!(l.on_report(&tp(), 150, 1000), (false, true));
+        // Behind but moving: stays on the WAL path.
+        assert_eq!(l.on_report(&tp(), 2, 50, 100, 100), (true, false));
+        assert_eq!(l.on_report(&tp(), 2, 60, 100, 400), (true, false));
+        // Not moving for the fallback window while the leader is ahead: classic.
+        assert_eq!(l.on_report(&tp(), 2, 60, 100, 899), (true, false));
+        assert_eq!(l.on_report(&tp(), 2, 60, 100, 900), (true, true));
+        // Caught up: nothing to serve however long it sits there.
+        assert_eq!(l.on_report(&tp(), 2, 100, 100, 5_000), (true, false));
+        assert_eq!(l.on_report(&tp(), 2, 100, 100, 9_000), (true, false));
+        // Far behind (lacks what the leader had 10 windows ago), even while moving.
+        l.on_append(&tp(), 200, 9_000);
+        assert_eq!(l.on_report(&tp(), 3, 150, 200, 13_900), (true, false));
+        assert_eq!(l.on_report(&tp(), 3, 160, 200, 14_000), (false, true));
     }
 
     #[test]
@@ -172,11 +193,11 @@ mod tests {
             end_offset: 200,
             reason: FallbackReason::BufferFull,
         });
-        assert_eq!(l.on_report(&tp(), 99, 10), (true, false));
-        assert_eq!(l.on_report(&tp(), 150, 10), (true, true));
-        assert_eq!(l.on_report(&tp(), 200, 10), (true, false));
+        assert_eq!(l.on_report(&tp(), 2, 99, 300, 10), (true, false));
+        assert_eq!(l.on_report(&tp(), 2, 150, 300, 10), (true, true));
+        assert_eq!(l.on_report(&tp(), 2, 200, 300, 10), (true, false));
         l.prune(&tp(), 200);
-        assert_eq!(l.on_report(&tp(), 150, 10), (true, false));
+        assert_eq!(l.on_report(&tp(), 3, 150, 300, 10), (true, false));
     }
 
     #[test]
@@ -185,7 +206,7 @@ mod tests {
         for i in 0..10_000 {
             l.on_append(&tp(), i, i);
         }
-        assert!(l.parts[&tp()].samples.len() < 100);
+        assert!(l.parts[&tp()].samples.len() < 300);
         assert_eq!(l.leo_at(&tp(), 9_802), 9_800);
     }
 }

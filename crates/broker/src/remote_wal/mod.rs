@@ -286,7 +286,10 @@ impl RemoteWal {
             return true;
         }
         let now = self.clock.now_ms();
-        let (caught_up, serve) = self.leader_lock().on_report(&p.tp, fetch_offset, now);
+        let leo = p.log.log_end_offset();
+        let (caught_up, serve) =
+            self.leader_lock()
+                .on_report(&p.tp, replica, fetch_offset, leo, now);
         if caught_up {
             p.note_follower_caught_up(replica);
         }
