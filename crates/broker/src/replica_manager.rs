@@ -586,7 +586,13 @@ impl ReplicaManager {
             let tp = TopicPartition::new(topic.name.clone(), p);
             let existing = self.read().get(&tp).cloned();
             let partition = match existing {
-                Some(existing) if existing.topic_id == topic.id => existing,
+                Some(existing) if existing.topic_id == topic.id => {
+                    // Altered topic configs reach every replica through the image.
+                    if existing.log.config() != config {
+                        existing.log.update_config(config.clone());
+                    }
+                    existing
+                }
                 _ => {
                     let log = self.logs.get_or_create(&tp, config.clone())?;
                     let fresh = Arc::new(Partition::new(tp.clone(), topic.id, log, self.node_id));

@@ -151,3 +151,18 @@ fn follower_appends_leader_batches_and_bounds_its_high_watermark() {
     assert_eq!(follower.log.log_end_offset(), 1);
     assert_eq!(follower.high_watermark(), 1);
 }
+
+#[test]
+fn altered_topic_config_reaches_existing_replicas_through_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(dir.path(), 2);
+    rm.ensure_topic(&topic(1, vec![1, 2, 3], 0), LogConfig::default())
+        .unwrap();
+    let altered = LogConfig {
+        max_message_bytes: 1024,
+        ..LogConfig::default()
+    };
+    rm.ensure_topic(&topic(1, vec![1, 2, 3], 0), altered.clone())
+        .unwrap();
+    assert_eq!(rm.partition_of("t", 0).unwrap().log.config(), altered);
+}

@@ -10,7 +10,7 @@ pub enum TimestampType {
 }
 
 /// Topic-level log settings. Defaults are Kafka's.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll when the active segment would grow past this.
     pub segment_bytes: u64,
