@@ -5,6 +5,12 @@ data dir, listener port and metrics port. ``broker.restart()`` stops it (SIGTERM
 SIGKILL) and starts it again on the same data dir and ports.
 
 The binary comes from ``FERRY_BIN`` (default ``target/debug/ferry`` under the repo root).
+
+Cluster mode: with ``FERRY_E2E_CLUSTER=3`` the ``broker`` and ``broker_factory`` fixtures start a
+``Cluster`` of three brokers instead (same interface where it makes sense: ``bootstrap`` lists all
+three, ``metrics_url``/``port`` are the first broker's, extra config goes to every broker, topics
+default to replication factor 3 with ``min.insync.replicas`` 2). Tests marked
+``@pytest.mark.single_node("reason")`` are skipped there.
 """
 
 from __future__ import annotations
@@ -27,6 +33,15 @@ JS_DIR = Path(__file__).resolve().parent / "js"
 START_TIMEOUT_S = float(os.environ.get("FERRY_START_TIMEOUT", "60"))
 STOP_TIMEOUT_S = 15.0
 LOG_TAIL_LINES = 80
+
+# Brokers per `broker` fixture: 1 (default) or a cluster (FERRY_E2E_CLUSTER=3).
+CLUSTER_SIZE = int(os.environ.get("FERRY_E2E_CLUSTER") or "1")
+# What cluster mode adds to every broker's config (a test's extra config wins).
+CLUSTER_MODE_CONFIG = {
+    "default.replication.factor": 3,
+    "offsets.topic.replication.factor": 3,
+    "min.insync.replicas": 2,
+}
 
 
 def free_port() -> int:
@@ -75,6 +90,18 @@ class Broker:
     @property
     def metrics_url(self) -> str:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    @property
+    def node_ids(self) -> list[int]:
+        return [int(self.config()["node.id"])]
+
+    @property
+    def data_dirs(self) -> list[Path]:
+        return [self.data_dir]
+
+    @property
+    def replication_factor(self) -> int:
+        return 1
 
     # --- config ----------------------------------------------------------------------------
     def config(self) -> dict:
@@ -178,6 +205,11 @@ class Broker:
         if self.proc.poll() is not None:
             return self.proc.returncode
         self.proc.send_signal(sig)
+        return self.wait_exit(timeout)
+
+    def wait_exit(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
+        """Wait for the signalled process; SIGKILL it after `timeout` (then None)."""
+        assert self.proc is not None
         try:
             rc = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -200,7 +232,147 @@ class Broker:
         return rc
 
 
+class Cluster:
+    """`size` ferry brokers on loopback (racks az1, az2, ...), each `process.roles =
+    broker,controller` with the same `controller.quorum.voters` (controller ports distinct from
+    the Kafka listeners). Offers the `Broker` interface where it makes sense for a whole cluster
+    (tests of cluster mode use it through the `broker` fixture)."""
+
+    LAG_MS = 3000
+
+    def __init__(self, root: Path, extra_config: dict | None = None, size: int = 3):
+        self.workdir = root
+        self.extra_config = dict(extra_config or {})
+        controller_ports = [free_port() for _ in range(size)]
+        voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(controller_ports))
+        self.brokers = [
+            Broker(
+                root / f"broker-{i + 1}",
+                {
+                    "replica.lag.time.max.ms": self.LAG_MS,
+                    **self.extra_config,
+                    "node.id": i + 1,
+                    "process.roles": "broker,controller",
+                    "controller.quorum.voters": voters,
+                    "broker.rack": f"az{i + 1}",
+                },
+            )
+            for i in range(size)
+        ]
+
+    # --- addresses -------------------------------------------------------------------------
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    @property
+    def port(self) -> int:
+        return self.brokers[0].port
+
+    @property
+    def metrics_port(self) -> int:
+        return self.brokers[0].metrics_port
+
+    @property
+    def metrics_url(self) -> str:
+        return self.brokers[0].metrics_url
+
+    @property
+    def node_ids(self) -> list[int]:
+        return [i + 1 for i in range(len(self.brokers))]
+
+    @property
+    def data_dirs(self) -> list[Path]:
+        return [b.data_dir for b in self.brokers]
+
+    @property
+    def replication_factor(self) -> int:
+        rf = int(self.extra_config.get("default.replication.factor", 1))
+        return min(rf, len(self.brokers))
+
+    def by_id(self, node_id: int) -> Broker:
+        return self.brokers[node_id - 1]
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def start(self, timeout: float = 90.0, wait: bool = True):
+        for b in self.brokers:
+            b.start(wait=False)
+        if wait:
+            self.wait_ready(timeout)
+
+    def wait_ready(self, timeout: float = 90.0):
+        """Every broker's Metadata lists every broker."""
+        want = self.node_ids
+        deadline = time.monotonic() + timeout
+        pending = list(self.brokers)
+        last = None
+        while pending and time.monotonic() < deadline:
+            b = pending[0]
+            b._check_alive("while the cluster starts")
+            try:
+                md = _admin_client(b.bootstrap).list_topics(timeout=5)
+                if sorted(md.brokers) == want:
+                    pending.pop(0)
+                    continue
+                last = f"brokers {sorted(md.brokers)}"
+            except Exception as e:  # noqa: BLE001 - poll until the deadline
+                last = repr(e)
+            time.sleep(0.3)
+        if pending:
+            tails = "\n".join(p.log_tail(40) for p in pending)
+            raise TimeoutError(f"cluster not formed: {last}\n{tails}")
+
+    def alive(self) -> bool:
+        return all(b.alive() for b in self.brokers)
+
+    def log_tail(self, n: int = LOG_TAIL_LINES) -> str:
+        return "\n".join(f"===== {b.workdir.name} =====\n{b.log_tail(n)}" for b in self.brokers)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT_S) -> int | None:
+        """Signal every broker at once (they shut down in parallel), then wait for each. Returns
+        0 if all exited 0, else the first other code (None: one had to be SIGKILLed)."""
+        running = [b for b in self.brokers if b.alive()]
+        for b in running:
+            b.proc.send_signal(sig)
+        codes = [b.wait_exit(timeout) if b in running else b.stop(sig, timeout)
+                 for b in self.brokers]
+        return next((c for c in codes if c != 0), 0)
+
+    def kill9(self):
+        for b in self.brokers:
+            if b.alive():
+                b.kill9()
+
+    def restart(self, sig: int = signal.SIGTERM) -> int | None:
+        """Stop every broker (SIGTERM: graceful, SIGKILL: crash) and start them all again on the
+        same data dirs and ports."""
+        rc = self.stop(sig)
+        self.start()
+        return rc
+
+
+def _admin_client(bootstrap: str):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000})
+
+
 # --- pytest plumbing ------------------------------------------------------------------------
+
+
+def pytest_report_header(config):
+    mode = f"cluster of {CLUSTER_SIZE} brokers" if CLUSTER_SIZE > 1 else "single broker"
+    return f"ferry e2e: {mode} per `broker` fixture (FERRY_E2E_CLUSTER), FERRY_BIN={FERRY_BIN}"
+
+
+def pytest_collection_modifyitems(config, items):
+    if CLUSTER_SIZE <= 1:
+        return
+    for item in items:
+        m = item.get_closest_marker("single_node")
+        if m is not None:
+            why = m.args[0] if m.args else "single-node only"
+            item.add_marker(pytest.mark.skip(reason=f"single node only: {why}"))
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -220,11 +392,16 @@ def _failed(request) -> bool:
 
 @pytest.fixture
 def broker_factory(tmp_path, request):
-    """Start brokers with extra config: ``broker_factory({"num.partitions": 3})``."""
-    brokers: list[Broker] = []
+    """Start brokers with extra config: ``broker_factory({"num.partitions": 3})``. In cluster
+    mode (FERRY_E2E_CLUSTER) each is a `Cluster` with that config on every broker."""
+    brokers: list = []
 
-    def make(extra_config: dict | None = None, start: bool = True) -> Broker:
-        b = Broker(tmp_path / f"broker{len(brokers)}", extra_config)
+    def make(extra_config: dict | None = None, start: bool = True) -> Broker | Cluster:
+        root = tmp_path / f"broker{len(brokers)}"
+        if CLUSTER_SIZE > 1:
+            b = Cluster(root, {**CLUSTER_MODE_CONFIG, **(extra_config or {})}, CLUSTER_SIZE)
+        else:
+            b = Broker(root, extra_config)
         brokers.append(b)
         if start:
             b.start()
@@ -299,7 +476,8 @@ def create_topic(broker: Broker, name: str, partitions: int = 1, config: dict | 
 
     admin = ck_admin(broker)
     fs = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})],
+        [NewTopic(name, num_partitions=partitions, replication_factor=broker.replication_factor,
+                  config=config or {})],
         operation_timeout=timeout, request_timeout=timeout,
     )
     fs[name].result(timeout=timeout)
@@ -308,8 +486,9 @@ def create_topic(broker: Broker, name: str, partitions: int = 1, config: dict | 
 
 
 def wait_topic(broker: Broker, name: str, partitions: int | None = None, timeout: float = 30):
-    """Wait until metadata shows the topic with a leader on every partition."""
+    """Wait until metadata shows the topic with a leader and the full ISR on every partition."""
     admin = ck_admin(broker)
+    ids = broker.node_ids
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -318,7 +497,8 @@ def wait_topic(broker: Broker, name: str, partitions: int | None = None, timeout
         last = t
         if t is not None and t.error is None and t.partitions:
             if partitions is None or len(t.partitions) == partitions:
-                if all(p.leader == 1 for p in t.partitions.values()):
+                if all(p.leader in ids and sorted(p.isrs) == sorted(p.replicas)
+                       for p in t.partitions.values()):
                     return t
         time.sleep(0.2)
     raise TimeoutError(f"topic {name} not ready: {last!r}")
@@ -391,6 +571,13 @@ def consume_partition(broker: Broker, topic: str, partition: int, expected: int 
 
 def consume_topic(broker: Broker, topic: str, partitions: int, timeout: float = 30, **conf):
     return {p: consume_partition(broker, topic, p, timeout=timeout, **conf) for p in range(partitions)}
+
+
+def leader_port(broker, topic: str, partition: int = 0) -> int:
+    """Listener port of the partition's leader (the broker itself on a single node)."""
+    md = ck_admin(broker).list_topics(topic=topic, timeout=10)
+    leader = md.topics[topic].partitions[partition].leader
+    return md.brokers[leader].port
 
 
 def kafka_error_code(exc) -> int | None:

@@ -143,6 +143,13 @@ class Conn:
     def to(cls, broker, timeout: float = 10.0) -> "Conn":
         return cls("127.0.0.1", broker.port, timeout)
 
+    @classmethod
+    def to_leader(cls, broker, topic: str, partition: int = 0, timeout: float = 10.0) -> "Conn":
+        """To the partition's leader (in cluster mode not necessarily `broker.port`)."""
+        from conftest import leader_port
+
+        return cls("127.0.0.1", leader_port(broker, topic, partition), timeout)
+
     def close(self):
         try:
             self.sock.close()

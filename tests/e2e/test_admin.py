@@ -84,15 +84,15 @@ def test_create_topic_with_configs_and_describe(broker):
     assert md.error is None
     assert sorted(md.partitions) == [0, 1, 2]
     for p in md.partitions.values():
-        assert p.leader == 1
-        assert p.replicas == [1]
-        assert p.isrs == [1]
+        assert p.leader in broker.node_ids
+        assert sorted(p.replicas) == broker.node_ids
+        assert sorted(p.isrs) == broker.node_ids
 
     desc = describe_topic(broker, name)
     assert desc.name == name
     assert desc.topic_id is not None and str(desc.topic_id) not in ("", "AAAAAAAAAAAAAAAAAAAAAA")
     assert [p.id for p in desc.partitions] == [0, 1, 2]
-    assert all(p.leader.id == 1 for p in desc.partitions)
+    assert all(p.leader.id in broker.node_ids for p in desc.partitions)
     assert not desc.is_internal
 
     cfg = describe_topic_configs(broker, name)
@@ -174,8 +174,9 @@ def test_invalid_config_value(broker, key, value):
 
 def test_invalid_partition_and_replication_counts(broker):
     assert create_error(broker, NewTopic(unique_topic("p0"), 0, 1)) == KafkaError.INVALID_PARTITIONS
-    # a single node cannot hold 3 replicas
-    assert create_error(broker, NewTopic(unique_topic("rf3"), 1, 3)) == \
+    # more replicas than brokers
+    too_many = len(broker.node_ids) + 1
+    assert create_error(broker, NewTopic(unique_topic("rf"), 1, too_many)) == \
         KafkaError.INVALID_REPLICATION_FACTOR
 
 
@@ -265,7 +266,14 @@ def test_altered_max_message_bytes_takes_effect(broker):
         ConfigEntry("max.message.bytes", "1024", incremental_operation=AlterConfigOpType.SET)])
     for f in ck_admin(broker).incremental_alter_configs([res], request_timeout=T).values():
         f.result(timeout=T)
-    err = produce_sync(p, name, [{"value": b"a" * 5000, "partition": 0}])[0][0]
+    # Brokers apply committed config changes asynchronously (in a cluster, the partition leader
+    # may not be the broker that answered): wait for it.
+    deadline = time.monotonic() + T
+    while True:
+        err = produce_sync(p, name, [{"value": b"a" * 5000, "partition": 0}])[0][0]
+        if err is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert err is not None and err.code() == KafkaError.MSG_SIZE_TOO_LARGE, err
 
 
@@ -332,7 +340,7 @@ def test_delete_topic_then_produce_unknown_without_autocreate(broker_factory):
     assert err is not None and err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
                                               KafkaError._MSG_TIMED_OUT), err
     import kwire
-    with kwire.Conn.to(b) as c:
+    with kwire.Conn.to(b) as c:  # the topic is gone: any broker answers for it
         code, _ = kwire.produce_v3(c, name, 0, kwire.record_batch([(None, b"x")]))
     assert code == kwire.ERR_UNKNOWN_TOPIC_OR_PARTITION
 
@@ -350,9 +358,9 @@ def test_delete_unknown_topic(broker):
 
 def test_describe_cluster(broker):
     res = ck_admin(broker).describe_cluster(request_timeout=T).result(timeout=T)
-    assert [n.id for n in res.nodes] == [1]
-    assert res.nodes[0].host == "127.0.0.1" and res.nodes[0].port == broker.port
-    assert res.controller is not None and res.controller.id == 1
+    assert sorted(n.id for n in res.nodes) == broker.node_ids
+    assert sorted(f"{n.host}:{n.port}" for n in res.nodes) == sorted(broker.bootstrap.split(","))
+    assert res.controller is not None and res.controller.id in broker.node_ids
     assert res.cluster_id
     # stable across calls
     assert ck_admin(broker).describe_cluster(request_timeout=T).result(timeout=T).cluster_id == res.cluster_id
@@ -367,18 +375,20 @@ def test_describe_log_dirs_sizes_after_produce(broker):
         out = admin.describe_log_dirs()
     finally:
         admin.close()
-    assert [b["broker"] for b in out] == [1]
-    dirs = out[0]["log_dirs"]
-    assert len(dirs) >= 1
-    sizes = {}
-    for d in dirs:
-        assert d["error_code"] == 0
-        assert d["log_dir"].startswith(str(broker.data_dir)), d["log_dir"]
-        for t in d["topics"]:
-            for part in t["partitions"]:
-                sizes[(t["name"], part["partition_index"])] = part["partition_size"]
-    assert sizes.get((name, 0), 0) > 20 * 1000, sizes
-    assert sizes.get((name, 1), -1) >= 0, sizes
+    # kafka-python asks every broker; each holds a replica of every partition (acks=all)
+    assert sorted(b["broker"] for b in out) == broker.node_ids
+    for entry, data_dir in zip(sorted(out, key=lambda b: b["broker"]), broker.data_dirs):
+        dirs = entry["log_dirs"]
+        assert len(dirs) >= 1
+        sizes = {}
+        for d in dirs:
+            assert d["error_code"] == 0
+            assert d["log_dir"].startswith(str(data_dir)), d["log_dir"]
+            for t in d["topics"]:
+                for part in t["partitions"]:
+                    sizes[(t["name"], part["partition_index"])] = part["partition_size"]
+        assert sizes.get((name, 0), 0) > 20 * 1000, (entry["broker"], sizes)
+        assert sizes.get((name, 1), -1) >= 0, (entry["broker"], sizes)
 
 
 def test_delete_records_moves_low_watermark(broker):
@@ -416,7 +426,7 @@ def test_kafka_python_admin_roundtrip(broker):
     name = unique_topic("kpadm")
     admin = kp_admin(broker)
     try:
-        admin.create_topics({name: {"num_partitions": 2, "replication_factor": 1,
+        admin.create_topics({name: {"num_partitions": 2, "replication_factor": broker.replication_factor,
                                     "configs": {"retention.ms": "7200000"}}})
         wait_topic(broker, name, partitions=2)
         assert name in admin.list_topics()
@@ -448,8 +458,8 @@ def test_kafka_python_admin_roundtrip(broker):
             admin.create_topics({"bad name!": {"num_partitions": 1, "replication_factor": 1}})
 
         cl = admin.describe_cluster()
-        assert [b["broker_id"] for b in cl["brokers"]] == [1]
-        assert cl["controller_id"] == 1
+        assert sorted(b["broker_id"] for b in cl["brokers"]) == broker.node_ids
+        assert cl["controller_id"] in broker.node_ids
 
         admin.delete_topics([name])
         deadline = time.monotonic() + T

@@ -1,75 +1,23 @@
 """A three-broker cluster on loopback (racks az1, az2, az3): one controller quorum, classic
 replication from leaders to followers, acks=all and min.insync.replicas.
 
-Each broker is `process.roles = broker,controller` with the same `controller.quorum.voters`
-(controller ports distinct from the Kafka listeners).
+`Cluster` (conftest.py): each broker is `process.roles = broker,controller` with the same
+`controller.quorum.voters` (controller ports distinct from the Kafka listeners).
 """
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import Broker, free_port, unique_topic
+# Cluster lives in conftest (the `broker` fixture's cluster mode uses it too); re-exported here
+# for suites that import it from this module.
+from conftest import Broker, Cluster, free_port, unique_topic  # noqa: F401
 
-LAG_MS = 3000
-
-
-class Cluster:
-    def __init__(self, root: Path, extra_config: dict | None = None):
-        controller_ports = [free_port() for _ in range(3)]
-        voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(controller_ports))
-        self.brokers = [
-            Broker(
-                root / f"broker-{i + 1}",
-                {
-                    "node.id": i + 1,
-                    "process.roles": "broker,controller",
-                    "controller.quorum.voters": voters,
-                    "broker.rack": f"az{i + 1}",
-                    "replica.lag.time.max.ms": LAG_MS,
-                    **(extra_config or {}),
-                },
-            )
-            for i in range(3)
-        ]
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers)
-
-    def by_id(self, node_id: int) -> Broker:
-        return self.brokers[node_id - 1]
-
-    def start(self, timeout: float = 90.0):
-        for b in self.brokers:
-            b.start(wait=False)
-        deadline = time.monotonic() + timeout
-        pending = list(self.brokers)
-        last = None
-        while pending and time.monotonic() < deadline:
-            b = pending[0]
-            b._check_alive("while the cluster starts")
-            try:
-                md = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=5)
-                if sorted(md.brokers) == [1, 2, 3]:
-                    pending.pop(0)
-                    continue
-                last = f"brokers {sorted(md.brokers)}"
-            except Exception as e:  # noqa: BLE001 - poll until the deadline
-                last = repr(e)
-            time.sleep(0.3)
-        if pending:
-            tails = "\n".join(p.log_tail(40) for p in pending)
-            raise TimeoutError(f"cluster not formed: {last}\n{tails}")
-
-    def stop(self):
-        for b in self.brokers:
-            b.stop()
+LAG_MS = Cluster.LAG_MS
 
 
 @pytest.fixture

@@ -56,7 +56,7 @@ def test_idempotent_producer_partitions_chosen_by_key(broker):
 
 def test_raw_sequence_checks(broker):
     topic = create_topic(broker, unique_topic("seq"))
-    with kwire.Conn.to(broker) as c:
+    with kwire.Conn.to_leader(broker, topic, 0) as c:
         err, pid, epoch = kwire.init_producer_id_v1(c)
         assert err == 0 and pid >= 0 and epoch >= 0, (err, pid, epoch)
 

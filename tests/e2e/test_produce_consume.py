@@ -211,12 +211,12 @@ def test_kcat_produce_consume_and_list(broker):
     r = kcat("-L", "-b", broker.bootstrap, "-J")
     assert r.returncode == 0, r.stderr
     md = json.loads(r.stdout)
-    assert [b["id"] for b in md["brokers"]] == [1]
-    assert md["brokers"][0]["name"] == broker.bootstrap
+    assert sorted(b["id"] for b in md["brokers"]) == broker.node_ids
+    assert sorted(b["name"] for b in md["brokers"]) == sorted(broker.bootstrap.split(","))
     topics = {t["topic"]: t for t in md["topics"]}
     assert topic in topics
     assert sorted(p["partition"] for p in topics[topic]["partitions"]) == [0, 1]
-    assert all(p["leader"] == 1 for p in topics[topic]["partitions"])
+    assert all(p["leader"] in broker.node_ids for p in topics[topic]["partitions"])
 
     r = kcat("-L", "-b", broker.bootstrap)
     assert r.returncode == 0, r.stderr
@@ -258,7 +258,7 @@ def test_kafkajs_producer(broker, codec):
     topic = create_topic(broker, unique_topic("kjs"), partitions=2)
     messages = [{"key": f"k{i}", "value": f"v{i}", "partition": i % 2, "headers": {"src": "kafkajs"},
                  "timestamp": str(BASE_TS + i)} for i in range(40)]
-    out = kafkajs({"op": "produce", "brokers": [broker.bootstrap], "topic": topic,
+    out = kafkajs({"op": "produce", "brokers": broker.bootstrap.split(","), "topic": topic,
                    "compression": codec, "acks": -1, "messages": messages})
     assert out["ok"], out
     by_part = {r["partition"]: r for r in out["results"]}
@@ -274,7 +274,7 @@ def test_kafkajs_producer(broker, codec):
 
 def test_kafkajs_admin_create_offsets_delete(broker):
     topic = unique_topic("kjsadm")
-    out = kafkajs({"op": "admin", "brokers": [broker.bootstrap], "steps": [
+    out = kafkajs({"op": "admin", "brokers": broker.bootstrap.split(","), "steps": [
         {"do": "createTopics", "topics": [{"topic": topic, "numPartitions": 3,
                                            "configEntries": [{"name": "retention.ms", "value": "3600000"}]}]},
         {"do": "listTopics"},
@@ -289,7 +289,7 @@ def test_kafkajs_admin_create_offsets_delete(broker):
     p = ck_producer(broker)
     assert_delivered(produce_sync(p, topic, [{"value": b"x", "partition": 1}] * 5))
 
-    out = kafkajs({"op": "admin", "brokers": [broker.bootstrap], "steps": [
+    out = kafkajs({"op": "admin", "brokers": broker.bootstrap.split(","), "steps": [
         {"do": "fetchTopicOffsets", "topic": topic},
         {"do": "deleteTopics", "topics": [topic]},
         {"do": "listTopics"},
