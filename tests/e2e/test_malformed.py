@@ -196,7 +196,7 @@ def test_bad_record_batch_crc_is_rejected(broker):
     topic = create_topic(broker, unique_topic("crc"))
     batch = bytearray(kwire.record_batch([(b"k", b"v")]))
     batch[-1] ^= 0xFF  # corrupt the last value byte: CRC no longer matches
-    with kwire.Conn.to(broker) as c:
+    with kwire.Conn.to_leader(broker, topic, 0) as c:
         code, _ = kwire.produce_v3(c, topic, 0, bytes(batch))
     assert code in (2, 87), f"expected CORRUPT_MESSAGE (2) or INVALID_RECORD (87), got {code}"
     assert consume_partition(broker, topic, 0) == []

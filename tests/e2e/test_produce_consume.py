@@ -385,7 +385,7 @@ def test_unknown_partition(broker):
 def test_raw_produce_batch_offsets(broker):
     """A hand-built magic-2 batch (uncompressed) gets consecutive offsets and reads back."""
     topic = create_topic(broker, unique_topic("raw"))
-    with kwire.Conn.to(broker) as c:
+    with kwire.Conn.to_leader(broker, topic, 0) as c:
         code, base = kwire.produce_v3(c, topic, 0, kwire.record_batch([(b"a", b"1"), (b"b", b"2")],
                                                                        base_timestamp=BASE_TS))
         assert (code, base) == (0, 0)
