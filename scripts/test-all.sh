@@ -12,6 +12,7 @@
 #   FERRY_SKIP_SETUP=1 skip the install steps (for quick reruns on a prepared machine)
 #   FERRY_SKIP_CARGO=1 skip cargo test / cargo build (e2e only, with an existing binary)
 #   PYTEST_ARGS        extra arguments for pytest (e.g. "-k admin -x")
+#   FERRY_SKIP_CLUSTER_E2E=1 skip the second e2e pass against three-broker clusters
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -95,14 +96,32 @@ export FERRY_BIN="${FERRY_BIN:-$ROOT/target/debug/ferry}"
 case "$FERRY_BIN" in /*) ;; *) FERRY_BIN="$ROOT/$FERRY_BIN" ;; esac
 [ -x "$FERRY_BIN" ] || { echo "FERRY_BIN=$FERRY_BIN is not an executable" >&2; exit 1; }
 
+# Client suites that also run with the `broker` fixture as a three-broker cluster
+# (FERRY_E2E_CLUSTER=3); tests marked single_node are skipped there.
+CLUSTER_SUITES=(test_admin.py test_produce_consume.py test_offsets.py test_idempotence.py
+                test_durability.py test_groups.py test_groups_kip848.py)
+
+run_pytest() {
+    local rc
+    set +e
+    # shellcheck disable=SC2086
+    .venv/bin/python -m pytest "$@" -q -ra --timeout=300 ${PYTEST_ARGS:-}
+    rc=$?
+    set -e
+    if [ "$rc" -eq 5 ]; then
+        echo "pytest collected no tests: treating as failure" >&2
+        rc=1
+    fi
+    return "$rc"
+}
+
 log "pytest tests/e2e (FERRY_BIN=$FERRY_BIN)"
-set +e
-# shellcheck disable=SC2086
-.venv/bin/python -m pytest tests/e2e -q -ra --timeout=300 ${PYTEST_ARGS:-}
-rc=$?
-set -e
-if [ "$rc" -eq 5 ]; then
-    echo "pytest collected no tests: treating as failure" >&2
-    exit 1
+rc=0
+run_pytest tests/e2e || rc=$?
+if [ "${FERRY_SKIP_CLUSTER_E2E:-0}" != 1 ]; then
+    log "pytest tests/e2e in cluster mode (FERRY_E2E_CLUSTER=3): ${CLUSTER_SUITES[*]}"
+    cluster_rc=0
+    FERRY_E2E_CLUSTER=3 run_pytest "${CLUSTER_SUITES[@]/#/tests/e2e/}" || cluster_rc=$?
+    [ "$rc" -ne 0 ] || rc=$cluster_rc
 fi
 exit "$rc"
