@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka import (ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError,
                              KafkaException, TopicPartition)
 
-from conftest import (CLUSTER_SIZE, GROUP_BROKER_CONFIG, JS_DIR, GroupMember, all_partitions,
-                      ck_admin, consume_until, create_topic, kafka_error_code, poll_members,
+from conftest import (GROUP_BROKER_CONFIG, JS_DIR, GroupMember, all_partitions, ck_admin,
+                      consume_until, create_topic, kafka_error_code, poll_members,
                       produce_numbered, unique_topic, wait_group_stable)
 
 try:
@@ -297,9 +297,6 @@ def _ck_group_ids(future_result):
     return {g.group_id: g for g in future_result.valid}
 
 
-# In a cluster every broker's coordinator still answers ListGroups for groups it does not
-# coordinate (a deleted group stays listed by the others).
-@pytest.mark.xfail(CLUSTER_SIZE > 1, strict=False, reason="group coordinator failover pending")
 def test_admin_list_describe_delete_groups(gbroker):
     from kafka import KafkaAdminClient
     from kafka import TopicPartition as KTP
