@@ -1,6 +1,9 @@
 //! ferry's per-partition log on local disk: Kafka's `LogSegment`, `LocalLog`/`UnifiedLog`,
 //! `LogLoader`, `LeaderEpochFileCache`, `ProducerStateManager` and `LogManager`.
 //!
+//! Each log dir also holds `replication-offset-checkpoint`, the high watermarks of its partitions
+//! ([`OffsetCheckpointFile`]), written by the broker.
+//!
 //! Layout of a partition directory `<topic>-<partition>/`:
 //! - `<base_offset:020>.log`: whole magic v2 record batches, byte for byte as produced, with
 //!   only the base offset, partition leader epoch and (LogAppendTime) timestamp fields rewritten;
@@ -29,6 +32,7 @@ mod index;
 pub mod loader;
 pub mod log;
 mod manager;
+mod offset_checkpoint;
 mod producer_state;
 mod records;
 mod retention;
@@ -40,6 +44,7 @@ pub use config::{LogConfig, TimestampType};
 pub use error::{ErrorKind, LogError, Result};
 pub use log::{AppendInfo, FetchData, PartitionLog};
 pub use manager::{LogManager, CLEAN_SHUTDOWN_FILE};
+pub use offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
 pub use retention::SegmentDeletionReason;
 pub use timestamp::record_timestamps;
 

@@ -7,7 +7,7 @@
 //! holds it, else the dir with the fewest partitions. Deleted partitions are first renamed to
 //! `<topic>-<partition>.<id>-delete`, which is never opened again, then removed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +20,7 @@ use tracing::{info, warn};
 use crate::config::LogConfig;
 use crate::error::{LogError, Result};
 use crate::log::PartitionLog;
+use crate::offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
 
 /// Name of the clean shutdown marker file in each log dir.
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -38,6 +39,8 @@ pub struct LogManager {
     /// Serializes creation so two callers never open the same partition twice.
     create_lock: Mutex<()>,
     delete_seq: AtomicU64,
+    /// The high watermarks read from each dir's `replication-offset-checkpoint` at open.
+    checkpointed_high_watermarks: HashMap<TopicPartition, i64>,
 }
 
 impl std::fmt::Debug for LogManager {
@@ -69,6 +72,7 @@ impl LogManager {
             return Err(LogError::KafkaStorage("no log dirs configured".into()));
         }
         let mut dirs = Vec::with_capacity(log_dirs.len());
+        let mut checkpointed_high_watermarks = HashMap::new();
         for path in log_dirs {
             fs::create_dir_all(&path).map_err(LogError::io_at(&path))?;
             let marker = path.join(CLEAN_SHUTDOWN_FILE);
@@ -86,6 +90,15 @@ impl LogManager {
                     }
                 }
             }
+            let checkpoint =
+                OffsetCheckpointFile::new(path.join(REPLICATION_OFFSET_CHECKPOINT_FILE));
+            match checkpoint.read() {
+                Ok(hws) => checkpointed_high_watermarks.extend(hws),
+                // Only costs a slower start (high watermarks from the log start), never data.
+                Err(e) => {
+                    warn!(dir = %path.display(), error = %e, "ignoring high-watermark checkpoint")
+                }
+            }
             info!(dir = %path.display(), had_clean_shutdown, "opened log dir");
             dirs.push(LogDir {
                 path,
@@ -98,6 +111,7 @@ impl LogManager {
             logs: RwLock::new(HashMap::new()),
             create_lock: Mutex::new(()),
             delete_seq: AtomicU64::new(0),
+            checkpointed_high_watermarks,
         })
     }
 
@@ -197,6 +211,41 @@ impl LogManager {
         )?);
         self.logs.write().insert(tp.clone(), Arc::clone(&log));
         Ok(log)
+    }
+
+    /// The high watermark of `tp` in its dir's `replication-offset-checkpoint` at open.
+    pub fn checkpointed_high_watermark(&self, tp: &TopicPartition) -> Option<i64> {
+        self.checkpointed_high_watermarks.get(tp).copied()
+    }
+
+    /// Writes each dir's `replication-offset-checkpoint` with the high watermarks `hw_of` gives
+    /// for the logs of that dir (Kafka's `checkpointHighWatermarks`); logs it gives `None` for
+    /// are left out. Errors of one dir do not stop the others (the first is returned).
+    pub fn checkpoint_high_watermarks(
+        &self,
+        hw_of: impl Fn(&TopicPartition) -> Option<i64>,
+    ) -> Result<()> {
+        let logs = self.all();
+        let mut first_err = None;
+        for d in &self.dirs {
+            let offsets: BTreeMap<TopicPartition, i64> = logs
+                .iter()
+                .filter(|l| l.dir_path().parent() == Some(d.path.as_path()))
+                .filter_map(|l| {
+                    let tp = l.topic_partition();
+                    hw_of(tp).map(|hw| (tp.clone(), hw))
+                })
+                .collect();
+            let file = OffsetCheckpointFile::new(d.path.join(REPLICATION_OFFSET_CHECKPOINT_FILE));
+            if let Err(e) = file.write(&offsets) {
+                warn!(dir = %d.path.display(), error = %e, "writing the high-watermark checkpoint failed");
+                first_err.get_or_insert(e);
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     pub fn get(&self, tp: &TopicPartition) -> Option<Arc<PartitionLog>> {

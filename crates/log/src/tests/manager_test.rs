@@ -157,3 +157,54 @@ fn shutdown_after_crash_recovers_partitions_never_opened() {
         2
     );
 }
+
+#[test]
+fn high_watermark_checkpoint_round_trips_per_dir_and_is_read_at_open() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = vec![root.path().join("a"), root.path().join("b")];
+    let (_c, clock) = clock(0);
+    let m = LogManager::open(dirs.clone(), Arc::clone(&clock)).unwrap();
+    let t0 = TopicPartition::new("orders.v1_x", 0);
+    let t1 = TopicPartition::new("orders.v1_x", 1);
+    m.get_or_create(&t0, LogConfig::default()).unwrap();
+    m.get_or_create(&t1, LogConfig::default()).unwrap();
+    assert_eq!(m.checkpointed_high_watermark(&t0), None);
+    m.checkpoint_high_watermarks(|tp| (tp.partition == 0).then_some(42).or(Some(7)))
+        .unwrap();
+    // One file per dir, each naming only the partitions of that dir; no temporary file left.
+    for d in &dirs {
+        let file =
+            crate::OffsetCheckpointFile::new(d.join(crate::REPLICATION_OFFSET_CHECKPOINT_FILE));
+        assert_eq!(file.read().unwrap().len(), 1, "{}", d.display());
+        assert!(!d.join("replication-offset-checkpoint.tmp").exists());
+    }
+    m.shutdown().unwrap();
+    drop(m);
+    let m = LogManager::open(dirs.clone(), clock).unwrap();
+    assert_eq!(m.checkpointed_high_watermark(&t0), Some(42));
+    assert_eq!(m.checkpointed_high_watermark(&t1), Some(7));
+    assert_eq!(
+        m.checkpointed_high_watermark(&TopicPartition::new("other", 0)),
+        None
+    );
+}
+
+#[test]
+fn offset_checkpoint_file_uses_kafkas_format_and_rejects_corruption() {
+    let root = tempfile::tempdir().unwrap();
+    let file = crate::OffsetCheckpointFile::new(root.path().join("cp"));
+    assert!(file.read().unwrap().is_empty());
+    let mut offsets = std::collections::BTreeMap::new();
+    offsets.insert(TopicPartition::new("a", 3), 10i64);
+    offsets.insert(TopicPartition::new("b", 0), 0i64);
+    file.write(&offsets).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(file.path()).unwrap(),
+        "0\n2\na 3 10\nb 0 0\n"
+    );
+    assert_eq!(file.read().unwrap(), offsets);
+    std::fs::write(file.path(), "0\n2\na 3 10\n").unwrap();
+    assert!(file.read().is_err());
+    std::fs::write(file.path(), "1\n0\n").unwrap();
+    assert!(file.read().is_err());
+}
