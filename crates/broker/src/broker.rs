@@ -208,6 +208,10 @@ impl Broker {
             tracing::info!(topic = %topic, "deleted the local replicas of a deleted topic");
         }
         self.remote_wal.on_image(self, image);
+        // Every change of a leader's ISR or replica set arrives through the image.
+        self.metrics
+            .under_replicated_partitions
+            .set(i64::try_from(self.replicas.under_replicated_count()).unwrap_or(i64::MAX));
         self.fetcher.sync(self);
         if image.topic(OFFSETS_TOPIC).is_some() {
             self.follow_offsets_leadership();
@@ -216,7 +220,13 @@ impl Broker {
 
     /// Proposes a leader's ISR change to the controller (blocking).
     pub fn propose_isr_change(&self, change: &IsrChange) -> Result<(), String> {
-        self.metadata.alter_isr(change).map_err(|e| e.to_string())
+        self.metadata.alter_isr(change).map_err(|e| e.to_string())?;
+        if change.expands {
+            self.metrics.isr_expands.inc();
+        } else {
+            self.metrics.isr_shrinks.inc();
+        }
+        Ok(())
     }
 
     /// Creates a topic on first use when `auto.create.topics.enable` allows it.

@@ -11,6 +11,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::replica_selector::ReplicaSelector;
+
 /// The type of a config value, as Kafka's `ConfigDef.Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConfigType {
@@ -80,6 +82,8 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("replica.lag.time.max.ms", Long, "30000", "A follower that has not caught up with the leader's log end offset for this long leaves the ISR (AlterPartition through the controller)."),
     def("replica.fetch.wait.max.ms", Int, "500", "Longest time a follower's Fetch waits at the leader for new data."),
     def("replica.fetch.max.bytes", Int, "1048576", "Bytes a follower asks for per partition in one Fetch."),
+    def("replica.selector.class", ConfigType::String, "org.apache.kafka.common.replica.RackAwareReplicaSelector", "Which replica a consumer that sends its rack (`client.rack`, Fetch v11+) is told to read from (KIP-392): `org.apache.kafka.common.replica.RackAwareReplicaSelector` (an in-sync replica in the consumer's rack, else the leader) or `org.apache.kafka.common.replica.LeaderSelector` (always the leader). Unlike Kafka, whose default is none (the leader), ferry defaults to the rack-aware selector to save cross-AZ bytes."),
+    def("replica.high.watermark.checkpoint.interval.ms", Long, "5000", "How often each log dir's `replication-offset-checkpoint` (the high watermarks of its partitions) is written; it is also written on clean shutdown and read at start-up."),
     def("compression.type", ConfigType::String, "producer", "Default of the topic config `compression.type`: `producer` keeps what the producer sent; `uncompressed`/`none`, `gzip`, `snappy`, `lz4` or `zstd` re-encode batches with that codec."),
     def("log.cleanup.policy", List, "delete", "Default of the topic config `cleanup.policy`."),
     def("log.segment.bytes", Int, "1073741824", "Default of `segment.bytes`: size at which a segment is rolled."),
@@ -247,6 +251,18 @@ impl BrokerConfig {
     /// `replica.fetch.wait.max.ms`.
     pub fn replica_fetch_wait_max_ms(&self) -> i32 {
         i32::try_from(self.long("replica.fetch.wait.max.ms").max(0)).unwrap_or(500)
+    }
+
+    /// `replica.selector.class` (validated on parse).
+    pub fn replica_selector(&self) -> ReplicaSelector {
+        ReplicaSelector::from_class_name(self.raw("replica.selector.class"))
+            .unwrap_or(ReplicaSelector::RackAware)
+    }
+
+    /// `replica.high.watermark.checkpoint.interval.ms`.
+    pub fn high_watermark_checkpoint_interval_ms(&self) -> u64 {
+        self.long("replica.high.watermark.checkpoint.interval.ms")
+            .max(1) as u64
     }
 
     /// `replica.fetch.max.bytes`.
@@ -644,6 +660,8 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
                     .all(|r| matches!(r.as_str(), "broker" | "controller"))
         }
         "controller.quorum.voters" => split_list(text).iter().all(|v| parse_voter(v).is_ok()),
+        "replica.selector.class" => ReplicaSelector::from_class_name(text).is_some(),
+        "replica.high.watermark.checkpoint.interval.ms" => n.is_some_and(|n| n >= 1),
         "group.consumer.heartbeat.interval.ms" | "group.consumer.session.timeout.ms" => {
             n.is_some_and(|n| n >= 1)
         }

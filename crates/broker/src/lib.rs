@@ -17,6 +17,7 @@ pub mod recompress;
 pub mod remote_wal;
 pub mod replica_fetcher;
 pub mod replica_manager;
+pub mod replica_selector;
 pub mod server;
 pub mod topic_config;
 

@@ -80,6 +80,14 @@ pub fn inter_broker_peer(client_id: &str) -> Option<i32> {
     digits.parse().ok()
 }
 
+/// Which replica served a consumer's fetch (KIP-392 follower reads).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TopicRoleLabels {
+    pub topic: String,
+    /// `leader` or `follower`.
+    pub role: String,
+}
+
 fn latency_histogram() -> Histogram {
     // 50 µs .. ~1.6 s
     Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
@@ -103,6 +111,11 @@ pub struct Metrics {
     pub controller: ControllerMetrics,
     /// Inter-broker bytes (both directions, all kinds) by peer rack, for cost estimates.
     rack_totals: std::sync::Mutex<HashMap<String, u64>>,
+    /// Record bytes served to consumers (not followers), by topic and this broker's role.
+    pub consumer_bytes_out: Family<TopicRoleLabels, Counter>,
+    pub under_replicated_partitions: Gauge,
+    pub isr_shrinks: Counter,
+    pub isr_expands: Counter,
 }
 
 impl Default for Metrics {
@@ -138,6 +151,30 @@ impl Metrics {
             "inter_broker_bytes",
             "Bytes sent to and received from other brokers, by the peer's rack and purpose",
             inter_broker_bytes.clone(),
+        );
+        let consumer_bytes_out = Family::<TopicRoleLabels, Counter>::default();
+        let under_replicated_partitions = Gauge::default();
+        let isr_shrinks = Counter::default();
+        let isr_expands = Counter::default();
+        registry.register(
+            "consumer_fetch_bytes",
+            "Record-batch bytes served to consumers, by topic and by whether this broker leads the partition or follows it (KIP-392 follower reads)",
+            consumer_bytes_out.clone(),
+        );
+        registry.register(
+            "under_replicated_partitions",
+            "Partitions led by this broker whose ISR is smaller than their replica set",
+            under_replicated_partitions.clone(),
+        );
+        registry.register(
+            "isr_shrinks",
+            "ISR shrinks made by partitions led here",
+            isr_shrinks.clone(),
+        );
+        registry.register(
+            "isr_expands",
+            "ISR expansions made by partitions led here",
+            isr_expands.clone(),
         );
         registry.register("requests", "Requests handled, by API", requests.clone());
         registry.register(
@@ -199,6 +236,10 @@ impl Metrics {
             bytes_out,
             connections,
             malformed_requests,
+            consumer_bytes_out,
+            under_replicated_partitions,
+            isr_shrinks,
+            isr_expands,
             inter_broker_bytes,
             peer_racks: RwLock::new(HashMap::new()),
             rack_totals: std::sync::Mutex::new(HashMap::new()),
@@ -272,6 +313,16 @@ impl Metrics {
         family
             .get_or_create(&TopicLabels {
                 topic: topic.to_string(),
+            })
+            .inc_by(n);
+    }
+
+    /// Bytes served to a consumer by the leader (`leader = true`) or a follower.
+    pub fn consumer_fetch(&self, topic: &str, leader: bool, n: u64) {
+        self.consumer_bytes_out
+            .get_or_create(&TopicRoleLabels {
+                topic: topic.to_string(),
+                role: if leader { "leader" } else { "follower" }.to_string(),
             })
             .inc_by(n);
     }
@@ -408,6 +459,17 @@ mod tests {
         assert!(text.contains("error=\"MessageTooLarge\""), "{text}");
         assert!(
             text.contains("ferry_topic_messages_in_total{topic=\"orders\"} 3"),
+            "{text}"
+        );
+        m.consumer_fetch("orders", false, 5);
+        m.under_replicated_partitions.set(2);
+        let text = m.encode();
+        assert!(
+            text.contains("ferry_consumer_fetch_bytes_total{topic=\"orders\",role=\"follower\"} 5"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ferry_under_replicated_partitions 2"),
             "{text}"
         );
     }

@@ -6,7 +6,9 @@
 //! names, sessionless) with `replica_id` = this broker for every partition this broker follows on
 //! that leader, from its log end offset and with the epoch of its last batch; the leader answers
 //! with records (appended as they are, [`Partition::append_as_follower`]), its high watermark
-//! (the follower's becomes min(leader HW, own LEO)), or a diverging epoch (KIP-595/KIP-320): the
+//! (the follower's becomes min(leader HW, own LEO)), its log start offset (the follower's moves
+//! up to it, deleting whole segments below, so DeleteRecords and retention reach followers), or a
+//! diverging epoch (KIP-595/KIP-320): the
 //! follower's log has batches the leader does not, and is truncated to the leader's epoch
 //! boundary before fetching again.
 //!
@@ -403,6 +405,9 @@ fn handle_response(
                         }
                     }
                 }
+            }
+            if let Err(e) = p.update_follower_log_start_offset(data.log_start_offset) {
+                tracing::error!(partition = %p.tp, error = %e, "follower log start offset update failed");
             }
             p.update_follower_high_watermark(data.high_watermark);
         }

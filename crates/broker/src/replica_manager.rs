@@ -44,6 +44,9 @@ struct FollowerState {
     /// The leader's log end offset and the time at its previous fetch.
     last_fetch_leader_leo: i64,
     last_fetch: Instant,
+    /// The high watermark last sent to it; a fetch does not wait while this is behind, so the
+    /// follower (which may serve consumers, KIP-392) learns a new high watermark promptly.
+    last_sent_high_watermark: i64,
 }
 
 impl FollowerState {
@@ -53,6 +56,7 @@ impl FollowerState {
             last_caught_up: now,
             last_fetch_leader_leo: -1,
             last_fetch: now,
+            last_sent_high_watermark: -1,
         }
     }
 }
@@ -79,6 +83,8 @@ pub struct IsrChange {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub new_isr: Vec<BrokerId>,
+    /// Whether the ISR grows (a follower caught up) rather than shrinks.
+    pub expands: bool,
 }
 
 /// One partition hosted by this broker.
@@ -102,8 +108,20 @@ pub struct Partition {
 }
 
 impl Partition {
-    fn new(tp: TopicPartition, topic_id: Uuid, log: Arc<PartitionLog>, node_id: BrokerId) -> Self {
+    /// `checkpointed_high_watermark`: from `replication-offset-checkpoint`; without one the high
+    /// watermark starts at the log start offset (Kafka's rule) and a leader of a single-replica
+    /// ISR raises it to the log end offset at once.
+    fn new(
+        tp: TopicPartition,
+        topic_id: Uuid,
+        log: Arc<PartitionLog>,
+        node_id: BrokerId,
+        checkpointed_high_watermark: Option<i64>,
+    ) -> Self {
         let leo = log.log_end_offset();
+        let high_watermark = checkpointed_high_watermark
+            .unwrap_or(0)
+            .clamp(log.log_start_offset(), leo);
         let (end_offset, _) = watch::channel(leo);
         Self {
             tp,
@@ -111,8 +129,7 @@ impl Partition {
             node_id,
             // Neither leader nor follower until the image says (the first apply is a change).
             leader_epoch: AtomicI32::new(-1),
-            // No high-watermark checkpoint yet: a log opened here starts with its end offset.
-            high_watermark: AtomicI64::new(leo),
+            high_watermark: AtomicI64::new(high_watermark),
             state: Mutex::new(ReplicaState {
                 role: Role::Follower { leader: NO_LEADER },
                 replicas: vec![node_id],
@@ -178,6 +195,17 @@ impl Partition {
 
     pub fn replicas(&self) -> Vec<BrokerId> {
         self.state().replicas.clone()
+    }
+
+    /// Whether the image lists this broker in the partition's ISR.
+    pub fn is_in_sync(&self) -> bool {
+        self.state().isr.contains(&self.node_id)
+    }
+
+    /// Led here with an ISR smaller than the replica set.
+    pub fn is_under_replicated(&self) -> bool {
+        let st = self.state();
+        st.role == Role::Leader && st.isr.len() < st.replicas.len()
     }
 
     /// Offsets below this are committed and visible to consumers.
@@ -337,6 +365,22 @@ impl Partition {
         }
     }
 
+    /// Follower: the leader's log start offset moved up (retention or DeleteRecords there), so
+    /// this replica's moves as far (bounded by its log end offset), deleting whole segments below.
+    pub fn update_follower_log_start_offset(
+        &self,
+        leader_log_start_offset: i64,
+    ) -> Result<(), LogError> {
+        let target = leader_log_start_offset.min(self.log.log_end_offset());
+        if target > self.log.log_start_offset() {
+            self.log.delete_records_before(target)?;
+            self.high_watermark
+                .fetch_max(self.log.log_start_offset(), Ordering::AcqRel);
+            self.notify();
+        }
+        Ok(())
+    }
+
     /// Follower: drops everything from `offset` on (divergence from the leader's log).
     pub fn truncate_to(&self, offset: i64) -> Result<(), LogError> {
         let _order = self.append_order();
@@ -391,6 +435,41 @@ impl Partition {
         change
     }
 
+    /// Leader: the followers a consumer at `fetch_offset` may be sent to (KIP-392): in the ISR
+    /// and holding the offset, as (id, log end offset, ms since it last caught up).
+    pub fn read_replica_candidates(&self, fetch_offset: i64) -> Vec<(BrokerId, i64, i64)> {
+        let st = self.state();
+        if st.role != Role::Leader {
+            return Vec::new();
+        }
+        let now = Instant::now();
+        st.followers
+            .iter()
+            .filter(|(id, f)| st.isr.contains(id) && f.log_end_offset >= fetch_offset)
+            .map(|(id, f)| {
+                let lag = i64::try_from(now.duration_since(f.last_caught_up).as_millis())
+                    .unwrap_or(i64::MAX);
+                (*id, f.log_end_offset, lag)
+            })
+            .collect()
+    }
+
+    /// Leader: whether `replica` has not yet been sent the current high watermark.
+    pub fn high_watermark_unsent(&self, replica: BrokerId) -> bool {
+        let hw = self.high_watermark();
+        self.state()
+            .followers
+            .get(&replica)
+            .is_some_and(|f| f.last_sent_high_watermark < hw)
+    }
+
+    /// Leader: a fetch response to `replica` carries `high_watermark`.
+    pub fn record_high_watermark_sent(&self, replica: BrokerId, high_watermark: i64) {
+        if let Some(f) = self.state().followers.get_mut(&replica) {
+            f.last_sent_high_watermark = f.last_sent_high_watermark.max(high_watermark);
+        }
+    }
+
     /// Leader: followers of the ISR that have not caught up within `lag_max_ms` leave it.
     pub fn isr_shrink(&self, lag_max_ms: i64) -> Option<IsrChange> {
         let mut st = self.state();
@@ -421,6 +500,7 @@ impl Partition {
     fn isr_change(&self, st: &mut ReplicaState, new_isr: Vec<BrokerId>) -> IsrChange {
         st.isr_change_pending = true;
         IsrChange {
+            expands: new_isr.len() > st.isr.len(),
             topic_id: self.topic_id,
             partition: self.tp.partition,
             leader: self.node_id,
@@ -595,7 +675,18 @@ impl ReplicaManager {
                 }
                 _ => {
                     let log = self.logs.get_or_create(&tp, config.clone())?;
-                    let fresh = Arc::new(Partition::new(tp.clone(), topic.id, log, self.node_id));
+                    // A checkpoint names partitions by name: a recreated topic must not reuse it.
+                    let checkpointed = existing
+                        .is_none()
+                        .then(|| self.logs.checkpointed_high_watermark(&tp))
+                        .flatten();
+                    let fresh = Arc::new(Partition::new(
+                        tp.clone(),
+                        topic.id,
+                        log,
+                        self.node_id,
+                        checkpointed,
+                    ));
                     self.write().entry(tp).or_insert(fresh).clone()
                 }
             };
@@ -662,7 +753,26 @@ impl ReplicaManager {
         Ok(())
     }
 
+    /// Partitions led here whose ISR is smaller than their replica set.
+    pub fn under_replicated_count(&self) -> usize {
+        self.read()
+            .values()
+            .filter(|p| p.is_under_replicated())
+            .count()
+    }
+
+    /// Writes every log dir's `replication-offset-checkpoint` with the current high watermarks.
+    pub fn checkpoint_high_watermarks(&self) -> Result<(), LogError> {
+        let partitions = self.read().clone();
+        self.logs
+            .checkpoint_high_watermarks(|tp| partitions.get(tp).map(|p| p.high_watermark()))
+    }
+
+    /// Checkpoints the high watermarks, then closes every log.
     pub fn shutdown(&self) -> Result<(), LogError> {
+        if let Err(e) = self.checkpoint_high_watermarks() {
+            tracing::warn!(error = %e, "high-watermark checkpoint at shutdown failed");
+        }
         self.logs.shutdown()
     }
 }

@@ -166,3 +166,160 @@ fn altered_topic_config_reaches_existing_replicas_through_the_image() {
         .unwrap();
     assert_eq!(rm.partition_of("t", 0).unwrap().log.config(), altered);
 }
+
+#[test]
+fn read_replica_candidates_are_in_sync_followers_holding_the_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(dir.path(), 1);
+    rm.ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+        .unwrap();
+    let p = rm.partition_of("t", 0).unwrap();
+    p.append(&batch(5)).unwrap();
+    p.record_follower_fetch(2, 5);
+    // 3 is caught up but outside the ISR: a consumer sent there could fall behind.
+    p.record_follower_fetch(3, 5);
+    let ids = |offset| -> Vec<BrokerId> {
+        p.read_replica_candidates(offset)
+            .iter()
+            .map(|c| c.0)
+            .collect()
+    };
+    assert_eq!(ids(5), vec![2]);
+    assert_eq!(ids(6), Vec::<BrokerId>::new(), "no follower holds offset 6");
+    assert_eq!(p.read_replica_candidates(0)[0].1, 5, "its log end offset");
+}
+
+#[test]
+fn a_follower_is_sent_each_new_high_watermark_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(dir.path(), 1);
+    rm.ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+        .unwrap();
+    let p = rm.partition_of("t", 0).unwrap();
+    p.append(&batch(3)).unwrap();
+    assert!(p.high_watermark_unsent(2), "never told anything yet");
+    p.record_high_watermark_sent(2, 0);
+    assert!(!p.high_watermark_unsent(2));
+    // The follower's next fetch reports it holds everything: the HW moves, and the response
+    // to that fetch must not long-poll before telling it.
+    p.record_follower_fetch(2, 3);
+    assert_eq!(p.high_watermark(), 3);
+    assert!(p.high_watermark_unsent(2));
+    p.record_high_watermark_sent(2, 3);
+    assert!(!p.high_watermark_unsent(2));
+    assert!(
+        !p.high_watermark_unsent(9),
+        "not a follower of this partition"
+    );
+}
+
+#[test]
+fn follower_log_start_offset_follows_the_leaders() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(&dir.path().join("f"), 2);
+    rm.ensure_topic(
+        &topic(1, vec![1, 2], 0),
+        LogConfig {
+            segment_bytes: 100,
+            ..LogConfig::default()
+        },
+    )
+    .unwrap();
+    let p = rm.partition_of("t", 0).unwrap();
+    let leader_rm = manager(&dir.path().join("leader"), 1);
+    leader_rm
+        .ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+        .unwrap();
+    let leader = leader_rm.partition_of("t", 0).unwrap();
+    for _ in 0..4 {
+        leader.append(&batch(2)).unwrap();
+    }
+    while p.log.log_end_offset() < leader.log.log_end_offset() {
+        let offset = p.log.log_end_offset();
+        // One batch per append, so the follower's small segments roll.
+        let bytes = leader.read_for_replica(offset, 1, true).unwrap().records;
+        p.append_as_follower(&bytes).unwrap();
+    }
+    let segments_before = p.log.segment_base_offsets().len();
+    assert!(segments_before > 1, "small segments roll");
+    p.update_follower_log_start_offset(5).unwrap();
+    assert_eq!(p.log.log_start_offset(), 5);
+    assert!(p.log.segment_base_offsets().len() < segments_before);
+    assert!(p.high_watermark() >= 5);
+    // Never backwards, and never past its own log end.
+    p.update_follower_log_start_offset(2).unwrap();
+    assert_eq!(p.log.log_start_offset(), 5);
+    p.update_follower_log_start_offset(100).unwrap();
+    assert_eq!(p.log.log_start_offset(), 8);
+}
+
+#[test]
+fn high_watermark_survives_a_restart_through_the_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let rm = manager(&dir.path().join("f"), 2);
+        let leader_rm = manager(&dir.path().join("leader"), 1);
+        leader_rm
+            .ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+            .unwrap();
+        rm.ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+            .unwrap();
+        let leader = leader_rm.partition_of("t", 0).unwrap();
+        leader.append(&batch(6)).unwrap();
+        let p = rm.partition_of("t", 0).unwrap();
+        p.append_as_follower(&leader.read_for_replica(0, 1 << 20, true).unwrap().records)
+            .unwrap();
+        p.update_follower_high_watermark(4);
+        rm.shutdown().unwrap();
+    }
+    let rm = manager(&dir.path().join("f"), 2);
+    rm.ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+        .unwrap();
+    let p = rm.partition_of("t", 0).unwrap();
+    assert_eq!(p.log.log_end_offset(), 6);
+    assert_eq!(
+        p.high_watermark(),
+        4,
+        "neither 0 nor the follower's log end offset"
+    );
+    assert!(!p.read(0, 1 << 20, true).unwrap().records.is_empty());
+}
+
+#[test]
+fn without_a_checkpoint_a_follower_starts_at_its_log_start_and_a_sole_leader_at_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let rm = manager(dir.path(), 1);
+        rm.ensure_topic(&topic(1, vec![1], 0), LogConfig::default())
+            .unwrap();
+        rm.partition_of("t", 0).unwrap().append(&batch(3)).unwrap();
+        // A crash: no shutdown, no checkpoint.
+    }
+    let follower = manager(dir.path(), 2);
+    follower
+        .ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+        .unwrap();
+    assert_eq!(follower.partition_of("t", 0).unwrap().high_watermark(), 0);
+    drop(follower);
+    let leader = manager(dir.path(), 1);
+    leader
+        .ensure_topic(&topic(1, vec![1], 0), LogConfig::default())
+        .unwrap();
+    assert_eq!(leader.partition_of("t", 0).unwrap().high_watermark(), 3);
+}
+
+#[test]
+fn under_replicated_counts_partitions_led_here_with_a_short_isr() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(dir.path(), 1);
+    rm.ensure_topic(&topic(1, vec![1, 2, 3], 0), LogConfig::default())
+        .unwrap();
+    assert_eq!(rm.under_replicated_count(), 0);
+    rm.ensure_topic(&topic(1, vec![1, 3], 1), LogConfig::default())
+        .unwrap();
+    assert_eq!(rm.under_replicated_count(), 1);
+    // Led elsewhere: that leader reports it.
+    rm.ensure_topic(&topic(2, vec![2], 2), LogConfig::default())
+        .unwrap();
+    assert_eq!(rm.under_replicated_count(), 0);
+}

@@ -1,5 +1,13 @@
 //! Fetch: read committed data from each partition, long-polling up to `max_wait_ms` until
 //! `min_bytes` are available, within incremental fetch sessions (KIP-227) and topic ids (v13+).
+//!
+//! Consumers may read from followers (KIP-392). The leader answers a consumer's v11+ fetch with
+//! `preferred_read_replica` when `replica.selector.class` picks another replica for the
+//! client's `rack_id`, and then returns no records for that partition. A follower serves v11+
+//! consumer fetches up to its own high watermark while it is in the ISR; otherwise it answers
+//! NOT_LEADER_OR_FOLLOWER, which sends the client back to the leader. Follower fetches always go
+//! to the leader, and a response to a follower does not long-poll while the follower has not been
+//! told the current high watermark, so followers serving consumers stay current.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,14 +27,28 @@ use crate::broker::Broker;
 use crate::errors;
 use crate::fetch_session::{FetchPartition, PartKey, PartitionOutcome, SessionMode};
 use crate::replica_manager::Partition;
+use crate::replica_selector::{ReplicaSelector, ReplicaView};
 
 const READ_COMMITTED: i8 = 1;
+/// The first Fetch version with `rack_id` and `preferred_read_replica` (KIP-392).
+const FOLLOWER_READ_VERSION: i16 = 11;
+
+/// Who is fetching, as [`read_one`] needs it.
+struct Fetcher<'a> {
+    version: i16,
+    /// A follower's broker id; `None` for a consumer.
+    replica: Option<i32>,
+    client_rack: &'a str,
+    read_committed: bool,
+}
 
 struct PartitionRead {
     key: PartKey,
     topic_name: String,
     data: PartitionData,
     bytes: usize,
+    /// Served by the partition's leader (else by a follower, KIP-392).
+    by_leader: bool,
 }
 
 pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -> FetchResponse {
@@ -65,6 +87,18 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
         }
     }
 
+    let client_rack = if version >= FOLLOWER_READ_VERSION {
+        request.rack_id.as_str()
+    } else {
+        ""
+    };
+    let fetcher = Fetcher {
+        version,
+        replica,
+        client_rack,
+        read_committed,
+    };
+
     let reads = loop {
         let resolved: Vec<Option<Arc<Partition>>> = partitions
             .iter()
@@ -73,19 +107,31 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
         // Subscribe before reading so that an append between the read and the wait is seen.
         let mut watchers: Vec<watch::Receiver<i64>> =
             resolved.iter().flatten().map(|p| p.subscribe()).collect();
-        let reads = read_all(
-            broker,
-            &partitions,
-            &resolved,
-            version,
-            response_max,
-            read_committed,
-            replica,
-        );
+        let reads = read_all(broker, &partitions, &resolved, &fetcher, response_max);
         let total: usize = reads.iter().map(|r| r.bytes).sum();
         let any_error = reads.iter().any(|r| r.data.error_code != 0);
+        let redirect = reads.iter().any(|r| r.data.preferred_read_replica.0 >= 0);
+        let hw_news = replica.is_some_and(|id| {
+            resolved
+                .iter()
+                .flatten()
+                .any(|p| p.high_watermark_unsent(id))
+        });
         let now = tokio::time::Instant::now();
-        if total >= min_bytes || any_error || now >= deadline || watchers.is_empty() {
+        if total >= min_bytes
+            || any_error
+            || redirect
+            || hw_news
+            || now >= deadline
+            || watchers.is_empty()
+        {
+            if let Some(id) = replica {
+                for (read, p) in reads.iter().zip(&resolved) {
+                    if let Some(p) = p {
+                        p.record_high_watermark_sent(id, read.data.high_watermark);
+                    }
+                }
+            }
             break reads;
         }
         let changed = select_all(watchers.iter_mut().map(|w| Box::pin(w.changed())));
@@ -120,6 +166,11 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
                 &read.topic_name,
                 read.bytes as u64,
             );
+            if replica.is_none() {
+                broker
+                    .metrics
+                    .consumer_fetch(&read.topic_name, read.by_leader, read.bytes as u64);
+            }
         }
         let same_topic = topics.last().is_some_and(|t: &FetchableTopicResponse| {
             if version >= 13 {
@@ -161,10 +212,8 @@ fn read_all(
     broker: &Broker,
     partitions: &[FetchPartition],
     resolved: &[Option<Arc<Partition>>],
-    version: i16,
+    fetcher: &Fetcher<'_>,
     response_max: usize,
-    read_committed: bool,
-    replica: Option<i32>,
 ) -> Vec<PartitionRead> {
     let mut total = 0usize;
     partitions
@@ -176,11 +225,9 @@ fn read_all(
                 broker,
                 req,
                 partition.as_deref(),
-                version,
+                fetcher,
                 remaining,
                 total == 0,
-                read_committed,
-                replica,
             );
             total += read.bytes;
             read
@@ -188,30 +235,31 @@ fn read_all(
         .collect()
 }
 
-#[allow(clippy::too_many_arguments)]
 fn read_one(
     broker: &Broker,
     req: &FetchPartition,
     partition: Option<&Partition>,
-    version: i16,
+    fetcher: &Fetcher<'_>,
     remaining: usize,
     first: bool,
-    read_committed: bool,
-    replica: Option<i32>,
 ) -> PartitionRead {
+    let version = fetcher.version;
+    let replica = fetcher.replica;
+    let from_replica = replica.is_some();
     let mut data = PartitionData::default()
         .with_partition_index(req.key.partition)
         .with_high_watermark(-1)
         .with_last_stable_offset(-1)
         .with_log_start_offset(-1)
         .with_preferred_read_replica(BrokerId(-1))
-        .with_aborted_transactions(read_committed.then(Vec::new))
+        .with_aborted_transactions(fetcher.read_committed.then(Vec::new))
         .with_records(Some(Bytes::new()));
     let mut read = PartitionRead {
         key: req.key.clone(),
         topic_name: String::new(),
         data: PartitionData::default(),
         bytes: 0,
+        by_leader: true,
     };
     let not_leader = |data: PartitionData, name: &str| {
         let (leader, epoch) = broker.leader_of(name, req.key.partition);
@@ -245,13 +293,14 @@ fn read_one(
         read.data = data.with_error_code(e.code());
         return read;
     };
-    // KIP-392 follower reads come later: consumers read from the leader only.
-    if !partition.is_leader() {
-        read.topic_name = partition.tp.topic.clone();
+    read.topic_name = partition.tp.topic.clone();
+    read.by_leader = partition.is_leader();
+    // A follower serves consumers that know of follower reads, and only while in sync: an
+    // out-of-sync follower sends the client back to the leader.
+    if !read.by_leader && !follower_may_serve(from_replica, version, partition.is_in_sync()) {
         read.data = not_leader(data, &partition.tp.topic);
         return read;
     }
-    read.topic_name = partition.tp.topic.clone();
     let high_watermark = partition.high_watermark();
     data = data
         .with_high_watermark(high_watermark)
@@ -274,6 +323,14 @@ fn read_one(
                 );
                 return read;
             }
+        }
+    }
+    if read.by_leader && !from_replica && version >= FOLLOWER_READ_VERSION {
+        let preferred = preferred_read_replica(broker, partition, req.fetch_offset, fetcher);
+        if preferred != broker.node_id {
+            // Kafka's rule: no records when redirecting, the client refetches there.
+            read.data = data.with_preferred_read_replica(BrokerId(preferred));
+            return read;
         }
     }
     let mut max = (req.max_bytes.max(0) as usize).min(remaining);
@@ -314,4 +371,69 @@ fn read_one(
         }
     }
     read
+}
+
+/// Whether a follower serves a fetch (KIP-392): only a consumer's (replicas fetch from the
+/// leader), of a version that knows follower reads, while the follower is in the ISR.
+fn follower_may_serve(from_replica: bool, version: i16, in_sync: bool) -> bool {
+    !from_replica && version >= FOLLOWER_READ_VERSION && in_sync
+}
+
+/// The replica the leader tells a consumer at `fetch_offset` to read from: live, in-sync
+/// followers holding the offset are the candidates, racks come from the image.
+fn preferred_read_replica(
+    broker: &Broker,
+    partition: &Partition,
+    fetch_offset: i64,
+    fetcher: &Fetcher<'_>,
+) -> i32 {
+    let selector = broker.config.replica_selector();
+    if selector == ReplicaSelector::Leader || fetcher.client_rack.is_empty() {
+        return broker.node_id;
+    }
+    let image = broker.metadata.image();
+    let rack_of = |id: i32| image.brokers.get(&id).and_then(|b| b.rack.as_deref());
+    let live = |id: &i32| image.brokers.get(id).is_some_and(|b| !b.fenced);
+    let candidates = partition.read_replica_candidates(fetch_offset);
+    let followers: Vec<ReplicaView<'_>> = candidates
+        .iter()
+        .filter(|(id, _, _)| live(id))
+        .map(|&(id, leo, lag)| ReplicaView {
+            id,
+            rack: rack_of(id),
+            log_end_offset: leo,
+            time_since_caught_up_ms: lag,
+        })
+        .collect();
+    let leader = ReplicaView {
+        id: broker.node_id,
+        rack: rack_of(broker.node_id),
+        log_end_offset: partition.log.log_end_offset(),
+        time_since_caught_up_ms: 0,
+    };
+    selector.select(fetcher.client_rack, &leader, &followers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn follower_read_rules() {
+        // (from a replica, version, follower in the ISR) -> served here
+        let rows = [
+            (false, 11, true, true),
+            (false, 16, true, true),
+            (false, 10, true, false),
+            (false, 16, false, false),
+            (true, 16, true, false),
+        ];
+        for (from_replica, version, in_sync, want) in rows {
+            assert_eq!(
+                follower_may_serve(from_replica, version, in_sync),
+                want,
+                "replica={from_replica} v{version} in_sync={in_sync}"
+            );
+        }
+    }
 }

@@ -192,6 +192,7 @@ impl Server {
         broker.remote_wal.clone().spawn(&broker, &mut background);
         background.spawn(isr_shrink(broker.clone()));
         crate::liveness::spawn(&broker, &mut background);
+        background.spawn(checkpoint_high_watermarks(broker.clone()));
         let isr_rx = self.isr_rx.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(rx) = isr_rx {
             background.spawn(propose_isr_changes(broker.clone(), rx));
@@ -272,6 +273,24 @@ async fn maintenance(broker: Arc<Broker>) {
             Ok(Ok(n)) => tracing::info!(segments = n, "retention deleted segments"),
             Ok(Err(e)) => tracing::error!(error = %e, "log maintenance failed"),
             Err(e) => tracing::error!(error = %e, "log maintenance task panicked"),
+        }
+    }
+}
+
+/// Every `replica.high.watermark.checkpoint.interval.ms`, each log dir's
+/// `replication-offset-checkpoint` (also written at shutdown by the replica manager).
+async fn checkpoint_high_watermarks(broker: Arc<Broker>) {
+    let period = Duration::from_millis(broker.config.high_watermark_checkpoint_interval_ms());
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let b = broker.clone();
+        match tokio::task::spawn_blocking(move || b.replicas.checkpoint_high_watermarks()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "high-watermark checkpoint failed"),
+            Err(e) => tracing::error!(error = %e, "high-watermark checkpoint task panicked"),
         }
     }
 }
