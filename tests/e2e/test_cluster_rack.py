@@ -192,3 +192,30 @@ def test_restarted_follower_keeps_its_high_watermark(cluster):
     values = read_all(cluster, topic, pid, 300, rack="az2", timeout=60)
     assert values[-1] == "v299"
     assert consumer_fetch_bytes(az2, topic, "follower") > 0
+
+
+def test_follower_down_during_delete_records_restarts_its_log_at_the_leaders_start(cluster):
+    topic = unique_topic("delrec-down")
+    partitions = create_topic(cluster, topic, 1)
+    leader = partitions[0].leader
+    down = next(b for b in cluster.brokers if b is not cluster.by_id(leader))
+    produce(cluster, topic, 0, 100)
+    down.stop()
+    try:
+        produce(cluster, topic, 0, 100, start=100)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        fs = admin.delete_records([TopicPartition(topic, 0, 150)], request_timeout=T,
+                                  operation_timeout=T)
+        for f in fs.values():
+            assert f.result().low_watermark == 150
+    finally:
+        down.start()
+    # Its log ended at 100, the leader's now starts at 150: it restarts its log at 150.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and log_start_offset(down, topic, 0) != 150:
+        time.sleep(0.2)
+    assert log_start_offset(down, topic, 0) == 150
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and checkpointed_high_watermark(down, topic, 0) != 200:
+        time.sleep(0.2)
+    assert checkpointed_high_watermark(down, topic, 0) == 200

@@ -44,6 +44,8 @@ pub struct FetchPartition {
 #[derive(Debug, Clone, Copy)]
 pub struct PartitionOutcome {
     pub has_records: bool,
+    /// The leader points the client at another replica (KIP-392): always part of the response.
+    pub redirected: bool,
     pub error_code: i16,
     pub high_watermark: i64,
     pub log_start_offset: i64,
@@ -203,6 +205,7 @@ impl FetchSessionCache {
                     return true;
                 };
                 let changed = o.has_records
+                    || o.redirected
                     || o.error_code != 0
                     || p.reported_high_watermark != o.high_watermark
                     || p.reported_log_start_offset != o.log_start_offset;

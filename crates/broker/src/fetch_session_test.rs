@@ -39,6 +39,7 @@ fn request(
 fn outcome(hw: i64, records: bool) -> PartitionOutcome {
     PartitionOutcome {
         has_records: records,
+        redirected: false,
         error_code: 0,
         high_watermark: hw,
         log_start_offset: 0,
@@ -129,4 +130,24 @@ fn final_epoch_closes_and_old_versions_are_sessionless() {
     assert!(cache.is_empty());
     let (mode, _) = cache.begin(&request(0, 0, &[("a", 0, 0)], &[]), 6).unwrap();
     assert_eq!(mode, SessionMode::Sessionless);
+}
+
+/// KIP-392: a redirect to another replica is news even when nothing else changed.
+#[test]
+fn incremental_response_always_carries_a_preferred_read_replica() {
+    let cache = FetchSessionCache::default();
+    let (mode, parts) = cache
+        .begin(&request(0, 0, &[("a", 0, 0)], &[]), 12)
+        .unwrap();
+    let SessionMode::Full { session_id } = mode else {
+        panic!("{mode:?}")
+    };
+    let key = parts[0].key.clone();
+    cache.finish(mode, &[(key.clone(), outcome(5, false))]);
+    let (mode, _) = cache.begin(&request(session_id, 1, &[], &[]), 12).unwrap();
+    let redirected = PartitionOutcome {
+        redirected: true,
+        ..outcome(5, false)
+    };
+    assert_eq!(cache.finish(mode, &[(key, redirected)]), vec![true]);
 }

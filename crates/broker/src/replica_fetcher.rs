@@ -10,7 +10,9 @@
 //! up to it, deleting whole segments below, so DeleteRecords and retention reach followers), or a
 //! diverging epoch (KIP-595/KIP-320): the
 //! follower's log has batches the leader does not, and is truncated to the leader's epoch
-//! boundary before fetching again.
+//! boundary before fetching again. OFFSET_OUT_OF_RANGE with a leader log start offset past the
+//! follower's end (the leader deleted what the follower never fetched) restarts the follower's
+//! log, empty, there (Kafka's `truncateFullyAndStartAt`).
 //!
 //! Each leader has two lanes, each a task running the same loop over the partitions whose
 //! wal-mode flag ([`Partition::wal_mode`], set by the remote WAL glue) selects it:
@@ -373,6 +375,18 @@ fn handle_response(
             let Some(p) = by_tp.get(&(topic.topic.as_str(), data.partition_index)) else {
                 continue;
             };
+            let leo = p.log.log_end_offset();
+            if data.error_code == ResponseError::OffsetOutOfRange.code()
+                && data.log_start_offset > leo
+            {
+                tracing::info!(partition = %p.tp, leader, log_end_offset = leo, leader_log_start_offset = data.log_start_offset,
+                    "the leader's log starts past this replica's end; restarting the log there");
+                if let Err(e) = p.truncate_fully_and_start_at(data.log_start_offset) {
+                    tracing::error!(partition = %p.tp, error = %e, "follower truncation failed");
+                    backoff = true;
+                }
+                continue;
+            }
             if data.error_code != 0 {
                 let error = ResponseError::try_from_code(data.error_code);
                 tracing::debug!(partition = %p.tp, leader, error = ?error, "replica fetch partition error");

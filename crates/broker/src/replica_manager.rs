@@ -314,8 +314,18 @@ impl Partition {
     }
 
     /// Appends batches fetched from the leader as they are.
+    ///
+    /// The leader's log start offset may fall inside a batch (DeleteRecords), so the first batch
+    /// fetched into an empty log may begin below its start: the log then restarts at that batch's
+    /// base offset (Kafka's rule), and moves its start up again with the leader's.
     pub fn append_as_follower(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
         let _order = self.append_order();
+        let leo = self.log.log_end_offset();
+        if let Some((base, last)) = first_batch_range(records) {
+            if leo == self.log.log_start_offset() && base < leo && last >= leo {
+                self.restart_log_at(base)?;
+            }
+        }
         let info = self.log.append_as_follower(records)?;
         self.notify();
         Ok(info)
@@ -378,6 +388,21 @@ impl Partition {
                 .fetch_max(self.log.log_start_offset(), Ordering::AcqRel);
             self.notify();
         }
+        Ok(())
+    }
+
+    /// Follower: the leader's log starts past this log's end (it deleted records this replica
+    /// never fetched): restart the log, empty, at the leader's log start offset.
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), LogError> {
+        let _order = self.append_order();
+        self.restart_log_at(offset)
+    }
+
+    /// [`Partition::truncate_fully_and_start_at`] with the append order already held.
+    fn restart_log_at(&self, offset: i64) -> Result<(), LogError> {
+        self.log.truncate_fully_and_start_at(offset)?;
+        self.high_watermark.store(offset, Ordering::Release);
+        self.notify();
         Ok(())
     }
 
@@ -576,6 +601,13 @@ impl Partition {
             ..first
         })
     }
+}
+
+/// The base and last offsets of the first batch in `records`.
+fn first_batch_range(records: &[u8]) -> Option<(i64, i64)> {
+    let base = i64::from_be_bytes(records.get(0..8)?.try_into().ok()?);
+    let delta = i32::from_be_bytes(records.get(23..27)?.try_into().ok()?);
+    Some((base, base + i64::from(delta)))
 }
 
 /// The last offset of the last whole batch in `records` (v2 batch headers: base offset at 0,

@@ -6,6 +6,15 @@ use kafka_protocol::records::{
 };
 
 fn batch(n: usize) -> Bytes {
+    batch_with(n, |_| -1)
+}
+
+/// `n` records in one batch (the encoder starts a new batch wherever offset - sequence changes).
+fn one_batch(n: usize) -> Bytes {
+    batch_with(n, |i| i as i32 - 1)
+}
+
+fn batch_with(n: usize, sequence: impl Fn(usize) -> i32) -> Bytes {
     let records: Vec<Record> = (0..n)
         .map(|i| Record {
             transactional: false,
@@ -16,7 +25,7 @@ fn batch(n: usize) -> Bytes {
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            sequence: sequence(i),
             timestamp: 1_000 + i as i64,
             key: None,
             value: Some(Bytes::from(format!("v{i}"))),
@@ -251,6 +260,31 @@ fn follower_log_start_offset_follows_the_leaders() {
     assert_eq!(p.log.log_start_offset(), 5);
     p.update_follower_log_start_offset(100).unwrap();
     assert_eq!(p.log.log_start_offset(), 8);
+    // The leader deleted past this replica's end: restart the log there.
+    p.truncate_fully_and_start_at(5).unwrap();
+    let offsets = |p: &Partition| {
+        (
+            p.log.log_start_offset(),
+            p.log.log_end_offset(),
+            p.high_watermark(),
+        )
+    };
+    assert_eq!(offsets(&p), (5, 5, 5));
+    // The leader's start (5) fell inside its batch of offsets 4..=7: the empty follower log
+    // restarts at that batch's base, then moves its start up with the leader's.
+    let other = manager(&dir.path().join("leader4"), 1);
+    other
+        .ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+        .unwrap();
+    let l4 = other.partition_of("t", 0).unwrap();
+    l4.log.truncate_fully_and_start_at(4).unwrap();
+    l4.append(&one_batch(4)).unwrap();
+    let straddling = l4.read_for_replica(4, 1, true).unwrap().records;
+    assert_eq!(super::first_batch_range(&straddling), Some((4, 7)));
+    p.append_as_follower(&straddling).unwrap();
+    assert_eq!((p.log.log_start_offset(), p.log.log_end_offset()), (4, 8));
+    p.update_follower_log_start_offset(5).unwrap();
+    assert_eq!(p.log.log_start_offset(), 5);
 }
 
 #[test]

@@ -147,6 +147,16 @@ impl PartitionLog {
     /// Drops every batch at or past the one holding `offset` (follower truncation). Truncating
     /// below the log start offset empties the log and restarts it at `offset`.
     pub fn truncate_to(&self, offset: i64) -> Result<()> {
+        self.truncate(offset, false)
+    }
+
+    /// Follower: drops every segment and restarts the log, empty, at `offset` (Kafka's
+    /// `truncateFullyAndStartAt`), when the leader's log now starts past this log's end.
+    pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<()> {
+        self.truncate(offset, true)
+    }
+
+    fn truncate(&self, offset: i64, fully: bool) -> Result<()> {
         let config = self.config();
         let now = self.clock.now_ms();
         let _writer = self.writer.lock();
@@ -154,11 +164,11 @@ impl PartitionLog {
             let st = self.state.read();
             (st.log_start_offset, st.log_end_offset)
         };
-        if offset >= leo {
+        if offset >= leo && !fully {
             return Ok(());
         }
         let offset = offset.max(0);
-        let removed: Vec<Segment> = if offset < lso {
+        let removed: Vec<Segment> = if offset < lso || fully {
             let fresh = Segment::create_or_replace(&self.dir, offset, now)?;
             write_offset_checkpoint(&self.dir.join(LOG_START_OFFSET_FILE), offset)?;
             let mut st = self.state.write();
@@ -197,7 +207,9 @@ impl PartitionLog {
         write_offset_checkpoint(&self.dir.join(LOG_START_OFFSET_FILE), new_lso)?;
         {
             let mut epochs = self.epochs.lock();
-            if epochs.truncate_from_end(new_leo) {
+            // A full truncation keeps no epoch: the leader's next batches assign them again.
+            let epoch_end = if fully { i64::MIN } else { new_leo };
+            if epochs.truncate_from_end(epoch_end) {
                 epochs.persist()?;
             }
         }

@@ -145,6 +145,7 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
                 r.key.clone(),
                 PartitionOutcome {
                     has_records: r.bytes > 0,
+                    redirected: r.data.preferred_read_replica.0 >= 0,
                     error_code: r.data.error_code,
                     high_watermark: r.data.high_watermark,
                     log_start_offset: r.data.log_start_offset,

@@ -186,3 +186,26 @@ fn truncate_to_drops_data_epochs_and_producer_state() {
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (4, 4));
     assert_eq!(log.size_in_bytes(), 0);
 }
+
+/// Kafka's `truncateFullyAndStartAt`: a follower whose leader's log starts past its end.
+#[test]
+fn truncate_fully_restarts_an_empty_log_past_its_end_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_c, clock) = clock(0);
+    let log = open(dir.path(), config(), true, &clock);
+    for _ in 0..5 {
+        log.append_as_leader(&simple(2, 0), 1).unwrap();
+    }
+    assert_eq!(log.log_end_offset(), 10);
+    log.truncate_fully_and_start_at(25).unwrap();
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (25, 25));
+    assert_eq!(log.segment_base_offsets(), vec![25]);
+    assert_eq!(log.size_in_bytes(), 0);
+    assert!(log.epoch_entries().is_empty());
+    log.append_as_leader(&simple(1, 0), 2).unwrap();
+    assert_eq!(log.log_end_offset(), 26);
+    log.close().unwrap();
+    drop(log);
+    let log = open(dir.path(), config(), true, &clock);
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (25, 26));
+}
