@@ -199,6 +199,14 @@ impl Broker {
 
     /// Follows a new metadata image: partitions, roles, deleted topics, fetchers.
     pub fn apply_image(self: &Arc<Self>, image: &ferry_cluster::Image) {
+        // A topic created since `image` was taken already has logs (CreateTopics opens them):
+        // an older image would delete them as gone, so follow the newest image.
+        let latest = self.metadata.image();
+        let image = if latest.applied_index > image.applied_index {
+            &*latest
+        } else {
+            image
+        };
         self.metrics.set_peer_racks(peer_racks(image));
         let changes = self.replicas.apply_image(image, |t| {
             topic_config::log_config(&self.config, &t.configs)
