@@ -223,3 +223,48 @@ def test_cross_rack_replication_bytes_are_counted(cluster):
     assert 1.9 < ratio < 2.6, f"{moved} cross-rack replication bytes for {produced} produced"
     # The controller quorum talks across racks too, under its own kind.
     assert cross_rack_received(cluster, "controller") > 0
+
+
+def test_two_brokers_down_refuses_acks_all_but_not_acks_1(cluster):
+    """min.insync.replicas=2 with both followers down: nothing is acknowledged with acks=all
+    (the ISR cannot hold it), acks=1 still works, and once the brokers return acks=all works
+    again. With two of three controller voters down the ISR cannot even shrink (no quorum), so
+    the refusal is a timeout or NOT_ENOUGH_REPLICAS depending on how far the ISR got."""
+    topic = unique_topic("twodown")
+    partitions = create_topic(cluster, topic, 1, {"min.insync.replicas": "2"})
+    leader = partitions[0].leader
+
+    def produce_one(acks: str) -> KafkaError | None:
+        result = []
+        p = Producer({
+            "bootstrap.servers": cluster.by_id(leader).bootstrap,
+            "acks": acks,
+            "enable.idempotence": False,
+            "retries": 0,
+            "request.timeout.ms": 4000,
+            "message.timeout.ms": 8000,
+        })
+        p.produce(topic, value=acks.encode(), partition=0, on_delivery=lambda e, m: result.append(e))
+        p.flush(20)
+        return result[0] if result else KafkaError(KafkaError._TIMED_OUT)
+
+    assert produce_one("all") is None
+    followers = [b for i, b in enumerate(cluster.brokers) if i + 1 != leader]
+    for b in followers:
+        b.kill9()
+    err = produce_one("all")
+    assert err is not None, "acks=all acknowledged with both followers down"
+    assert err.code() in (KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.REQUEST_TIMED_OUT,
+                          KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT), err
+    assert produce_one("1") is None
+
+    for b in followers:
+        b.start(wait=False)
+    deadline = time.monotonic() + 90
+    last = err
+    while time.monotonic() < deadline:
+        last = produce_one("all")
+        if last is None:
+            break
+        time.sleep(1)
+    assert last is None, last
