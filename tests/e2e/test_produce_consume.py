@@ -371,8 +371,10 @@ def test_unknown_partition(broker):
     err = reports[0][0]
     assert err is not None and err.code() in (KafkaError._UNKNOWN_PARTITION,
                                               KafkaError.UNKNOWN_TOPIC_OR_PART), err
-    # the broker itself must answer UNKNOWN_TOPIC_OR_PARTITION for a raw Produce to it
-    with kwire.Conn.to(broker) as c:
+    # the broker itself must answer UNKNOWN_TOPIC_OR_PARTITION for a raw Produce to it (sent to
+    # partition 0's leader, so that in cluster mode the good partition is served on the same
+    # connection)
+    with kwire.Conn.to_leader(broker, topic, 0) as c:
         code, _ = kwire.produce_v3(c, topic, 5, kwire.record_batch([(b"k", b"v")]))
         assert code == kwire.ERR_UNKNOWN_TOPIC_OR_PARTITION
         # and the good partition still works on the same connection
