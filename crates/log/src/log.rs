@@ -52,6 +52,10 @@ pub struct AppendInfo {
     pub bytes: usize,
     /// An idempotent retry: offsets are those of the original append and nothing was written.
     pub duplicate: bool,
+    /// A leader append's batches exactly as written (final offsets, epoch, timestamps), so
+    /// that callers needing them (the remote WAL uploader) do not read them back; empty for a
+    /// duplicate and for follower appends.
+    pub stored: Bytes,
 }
 
 /// Whole batches returned by [`PartitionLog::read`].
@@ -272,6 +276,7 @@ impl PartitionLog {
                 record_count,
                 bytes: 0,
                 duplicate: true,
+                stored: Bytes::new(),
             });
         }
 
@@ -322,6 +327,7 @@ impl PartitionLog {
             record_count,
             bytes: buf.len(),
             duplicate: false,
+            stored: Bytes::from(buf),
         })
     }
 
@@ -448,6 +454,7 @@ impl PartitionLog {
             record_count,
             bytes: records.len(),
             duplicate: false,
+            stored: Bytes::new(),
         })
     }
 

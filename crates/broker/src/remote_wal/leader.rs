@@ -20,30 +20,19 @@ use ferry_wal::uploader::{ClassicFallback, WalAppend};
 use crate::replica_manager::Partition;
 
 /// The batches of a leader append as the log stored them (it rewrote offsets and epochs), for
-/// the uploader. `None` (logged) if they cannot be read back; followers then get that range
-/// classically.
+/// the uploader; `None` when nothing was written (a duplicate).
 pub fn stored_append(p: &Partition, info: &AppendInfo) -> Option<WalAppend> {
-    let stored = p.log.read(
-        info.first_offset,
-        info.bytes.max(1),
-        info.last_offset + 1,
-        true,
-    );
-    match stored {
-        Ok(d) if !d.records.is_empty() => Some(WalAppend {
-            tp: p.tp.clone(),
-            topic_id: p.topic_id,
-            base_offset: info.first_offset,
-            last_offset: info.last_offset,
-            leader_epoch: p.leader_epoch(),
-            records: d.records,
-        }),
-        Ok(_) => None,
-        Err(e) => {
-            tracing::warn!(partition = %p.tp, error = %e, "cannot read back appended batches for the remote WAL");
-            None
-        }
+    if info.stored.is_empty() {
+        return None;
     }
+    Some(WalAppend {
+        tp: p.tp.clone(),
+        topic_id: p.topic_id,
+        base_offset: info.first_offset,
+        last_offset: info.last_offset,
+        leader_epoch: p.leader_epoch(),
+        records: info.stored.clone(),
+    })
 }
 
 /// Log-end samples kept per partition (one per `SAMPLE_EVERY_MS` at most).
