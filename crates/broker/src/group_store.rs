@@ -7,13 +7,10 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use ferry_common::SharedClock;
 use ferry_group::{Appended, OffsetsStore, StoreError, StoredRecord};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 
 use crate::replica_manager::Partition;
 
@@ -98,35 +95,8 @@ impl OffsetsStore for LogOffsetsStore {
             )));
         }
         let now = self.clock.now_ms();
-        let records: Vec<Record> = records
-            .iter()
-            .enumerate()
-            .map(|(i, (key, value))| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: -1,
-                timestamp: now,
-                key: Some(key.clone()),
-                value: value.clone(),
-                headers: Default::default(),
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
-        )
-        .map_err(|e| StoreError::unavailable(format!("encoding records: {e}")))?;
+        let buf = crate::keyed_records::encode(records.iter().cloned(), now, Compression::None)
+            .map_err(StoreError::unavailable)?;
         let epoch = p.leader_epoch();
         let info = p.append(&buf).map_err(|e| {
             // Kafka: a storage error or lost leadership is NOT_COORDINATOR, a record too large
@@ -160,21 +130,9 @@ impl OffsetsStore for LogOffsetsStore {
             if data.records.is_empty() {
                 break;
             }
-            let mut buf: Bytes = data.records;
-            let sets = RecordBatchDecoder::decode_all(&mut buf)
-                .map_err(|e| StoreError::unavailable(format!("decoding records: {e}")))?;
-            let mut next = offset;
-            for set in sets {
-                for r in set.records {
-                    next = next.max(r.offset + 1);
-                    if r.offset < offset {
-                        continue;
-                    }
-                    if let Some(key) = r.key {
-                        out.push((key, r.value));
-                    }
-                }
-            }
+            let (records, next) = crate::keyed_records::decode(data.records, offset)
+                .map_err(StoreError::unavailable)?;
+            out.extend(records);
             if next <= offset {
                 break;
             }

@@ -10,6 +10,7 @@ pub mod errors;
 pub mod fetch_session;
 pub mod group_store;
 pub mod handlers;
+pub mod keyed_records;
 pub mod liveness;
 pub mod metadata;
 pub mod metrics;

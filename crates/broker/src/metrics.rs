@@ -73,6 +73,21 @@ pub fn inter_broker_client_id(node_id: i32, purpose: &str) -> String {
     format!("{INTER_BROKER_CLIENT_PREFIX}{node_id}-{purpose}")
 }
 
+/// The client-id purpose of the replica fetcher's connections.
+pub const PURPOSE_REPLICA_FETCHER: &str = "replica-fetcher";
+/// The client-id purpose of the remote WAL's metadata produce connections.
+pub const PURPOSE_WAL_METADATA: &str = "wal-metadata";
+
+/// What a non-Fetch inter-broker request is for, from the purpose in its client id (see
+/// [`inter_broker_client_id`]); inter-broker Fetches are replication.
+pub fn inter_broker_kind(client_id: &str) -> TrafficKind {
+    if client_id.ends_with(PURPOSE_WAL_METADATA) {
+        TrafficKind::WalMetadata
+    } else {
+        TrafficKind::Other
+    }
+}
+
 /// The sending broker's id, when `client_id` is an inter-broker client id.
 pub fn inter_broker_peer(client_id: &str) -> Option<i32> {
     let rest = client_id.strip_prefix(INTER_BROKER_CLIENT_PREFIX)?;

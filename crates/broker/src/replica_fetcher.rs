@@ -41,7 +41,7 @@ use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
-use crate::metrics::{inter_broker_client_id, Metrics, TrafficKind};
+use crate::metrics::{inter_broker_client_id, Metrics, TrafficKind, PURPOSE_REPLICA_FETCHER};
 use crate::replica_manager::{Partition, Role};
 
 /// The Fetch version followers send: v12 has `last_fetched_epoch` / `diverging_epoch` and still
@@ -261,7 +261,7 @@ async fn run_leader(
         let wait_max = Duration::from_millis(
             u64::try_from(b.config.replica_fetch_wait_max_ms()).unwrap_or(500),
         );
-        let client_id = inter_broker_client_id(b.node_id, "replica-fetcher");
+        let client_id = inter_broker_client_id(b.node_id, PURPOSE_REPLICA_FETCHER);
         let Some(c) = conn.as_mut() else { continue };
         let result = c.fetch(&request, &client_id).await;
         match result {

@@ -21,9 +21,7 @@ use kafka_protocol::messages::{
     ApiKey, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use uuid::Uuid;
@@ -37,7 +35,7 @@ const PRODUCE_VERSION: i16 = 9;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The purpose in the publisher's inter-broker client id; the receiving broker counts these
 /// requests as `kind="wal_metadata"` traffic.
-pub const CLIENT_PURPOSE: &str = "wal-metadata";
+pub const CLIENT_PURPOSE: &str = crate::metrics::PURPOSE_WAL_METADATA;
 
 /// The metadata-topic partition of a data partition: all its records land in one partition, so
 /// their order is kept (RFC 0002, "Ordering").
@@ -51,38 +49,14 @@ pub fn metadata_partition(topic_id: Uuid, partition: i32, partitions: i32) -> i3
 
 /// Encodes records as one v2 batch (offsets relative; the leader assigns them).
 pub fn encode_batch(records: &[WalMetadataRecord], now_ms: i64) -> anyhow::Result<Bytes> {
-    let records: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: -1,
-            timestamp: now_ms,
-            key: Some(r.key.clone()),
-            value: r.value.clone(),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            // Keys and values repeat bucket, object key and topic id: metadata replicates
-            // across racks, so it is worth compressing.
-            compression: Compression::Lz4,
-        },
+    // Keys and values repeat bucket, object key and topic id: metadata replicates across
+    // racks, so it is worth compressing.
+    crate::keyed_records::encode(
+        records.iter().map(|r| (r.key.clone(), r.value.clone())),
+        now_ms,
+        Compression::Lz4,
     )
-    .map_err(|e| anyhow::anyhow!("encoding metadata records: {e}"))?;
-    Ok(buf.freeze())
+    .map_err(|e| anyhow::anyhow!("metadata records: {e}"))
 }
 
 /// The publisher shared by the uploader (slices) and the GC (tombstones).

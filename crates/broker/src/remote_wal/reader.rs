@@ -13,7 +13,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use ferry_wal::metadata::{WalMetadataRecord, METADATA_TOPIC};
 use futures::future::select_all;
-use kafka_protocol::records::RecordBatchDecoder;
 
 use super::RemoteWal;
 use crate::broker::Broker;
@@ -77,27 +76,11 @@ pub async fn run(wal: Arc<RemoteWal>, broker: std::sync::Weak<Broker>) {
 
 /// Decodes whole batches; returns the records at or after `from` as (key, value) and the next
 /// offset to read.
-pub fn decode(records: Bytes, from: i64) -> (Vec<(Bytes, Option<Bytes>)>, i64) {
-    let mut buf = records;
-    let mut out = Vec::new();
-    let mut next = from;
-    match RecordBatchDecoder::decode_all(&mut buf) {
-        Ok(sets) => {
-            for set in sets {
-                for r in set.records {
-                    next = next.max(r.offset + 1);
-                    if r.offset < from {
-                        continue;
-                    }
-                    if let Some(k) = r.key {
-                        out.push((k, r.value));
-                    }
-                }
-            }
-        }
-        Err(e) => tracing::warn!(error = %e, "undecodable remote WAL metadata batch skipped"),
-    }
-    (out, next)
+pub fn decode(records: Bytes, from: i64) -> (Vec<crate::keyed_records::KeyValue>, i64) {
+    crate::keyed_records::decode(records, from).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "undecodable remote WAL metadata batch skipped");
+        (Vec::new(), from)
+    })
 }
 
 impl RemoteWal {

@@ -108,9 +108,6 @@ pub async fn serve(
         // Requests from other brokers are counted by the sender's rack (cross-AZ traffic).
         let from_broker =
             metrics::inter_broker_peer(&ctx.client_id).filter(|id| *id != broker.node_id);
-        let wal_metadata = ctx
-            .client_id
-            .ends_with(crate::remote_wal::publisher::CLIENT_PURPOSE);
         let response = handlers::handle(&broker, request, &ctx).await;
         broker
             .metrics
@@ -125,10 +122,8 @@ pub async fn serve(
                 if from_broker.is_some() {
                     let kind = if api_key == ApiKey::Fetch {
                         TrafficKind::Replication
-                    } else if wal_metadata {
-                        TrafficKind::WalMetadata
                     } else {
-                        TrafficKind::Other
+                        metrics::inter_broker_kind(&ctx.client_id)
                     };
                     broker
                         .metrics
