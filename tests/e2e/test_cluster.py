@@ -268,3 +268,106 @@ def test_two_brokers_down_refuses_acks_all_but_not_acks_1(cluster):
             break
         time.sleep(1)
     assert last is None, last
+
+
+def test_an_acks_all_produce_does_not_hold_up_its_connection(tmp_path):
+    """While an acks=all produce waits for a paused follower, the next request on the same
+    connection is read and appended (Kafka would hold it until the first is answered); the
+    answers still come back in request order."""
+    import select
+    import signal
+
+    import kwire
+
+    # Long lag and session windows: the paused follower stays registered and in the ISR.
+    c = Cluster(tmp_path, extra_config={"replica.lag.time.max.ms": 60000,
+                                        "broker.session.timeout.ms": 60000})
+    c.start()
+    try:
+        waiting = unique_topic("waits")
+        partitions = create_topic(c, waiting, 1, {"min.insync.replicas": "2"})
+        leader = c.by_id(partitions[0].leader)
+        follower = next(b for b in c.brokers if b is not leader)
+        # A single-replica topic on the same leader: acks=1 appends are visible at once.
+        quick = unique_topic("quick")
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        leader_id = partitions[0].leader
+        admin.create_topics(
+            [NewTopic(quick, num_partitions=1, replica_assignment=[[leader_id]])]
+        )[quick].result(30)
+        watermarks = Consumer({"bootstrap.servers": c.bootstrap, "group.id": f"g-{quick}"})
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                watermarks.get_watermark_offsets(TopicPartition(quick, 0), timeout=5)
+                break
+            except Exception:
+                assert time.monotonic() < deadline, f"{quick} not ready"
+                time.sleep(0.2)
+
+        follower.proc.send_signal(signal.SIGSTOP)
+        try:
+            with kwire.Conn.to(leader, timeout=60) as conn:
+                first = kwire.record_batch([(None, b"waits-for-the-isr")])
+                second = kwire.record_batch([(None, b"appended-meanwhile")])
+
+                def produce(topic, batch, acks, corr):
+                    body = (kwire.string(None) + kwire.i16(acks) + kwire.i32(50000)
+                            + kwire.i32(1) + kwire.string(topic) + kwire.i32(1) + kwire.i32(0)
+                            + kwire.bytes_(batch))
+                    hdr = kwire.request_header_v1(kwire.API_PRODUCE, 3, corr)
+                    conn.send_raw(kwire.frame(hdr + body))
+
+                produce(waiting, first, -1, 1)
+                produce(quick, second, 1, 2)
+                deadline = time.monotonic() + 20
+                while watermarks.get_watermark_offsets(TopicPartition(quick, 0), timeout=5)[1] < 1:
+                    assert time.monotonic() < deadline, \
+                        "the second request was not appended while the first waited"
+                    time.sleep(0.05)
+                readable, _, _ = select.select([conn.sock], [], [], 0)
+                assert not readable, "the acks=all produce was answered while an in-sync follower was paused"
+                # The follower resumes: both answers arrive, in request order, without errors.
+                follower.proc.send_signal(signal.SIGCONT)
+                for corr in (1, 2):
+                    r = kwire.Reader(conn.recv_frame())
+                    assert r.i32() == corr
+                    assert r.i32() == 1
+                    r.string()
+                    assert r.i32() == 1
+                    r.i32()
+                    assert r.i16() == 0
+        finally:
+            follower.proc.send_signal(signal.SIGCONT)
+        watermarks.close()
+    finally:
+        c.stop()
+
+
+def test_manual_replica_assignment(cluster):
+    """CreateTopics and CreatePartitions with a replica assignment place replicas (and the
+    preferred leader, the first listed) exactly as asked; a bad one is refused."""
+    from confluent_kafka.admin import NewPartitions
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topic = unique_topic("manual")
+    wanted = [[2, 3], [3, 1], [1, 2]]
+    admin.create_topics([NewTopic(topic, num_partitions=3, replica_assignment=wanted)])[topic].result(30)
+    admin.create_partitions([NewPartitions(topic, 4, replica_assignment=[[3, 2]])])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        t = admin.list_topics(topic=topic, timeout=10).topics[topic]
+        got = {pid: (p.replicas, p.leader) for pid, p in t.partitions.items()}
+        if len(got) == 4 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert got == {0: ([2, 3], 2), 1: ([3, 1], 3), 2: ([1, 2], 1), 3: ([3, 2], 3)}
+
+    bad = unique_topic("badassign")
+    for assignment, text in (([[1, 1]], "more than once"), ([[1, 9]], "no such broker"),
+                             ([[1, 2], [3]], "not consistent")):
+        with pytest.raises(Exception) as e:
+            admin.create_topics([NewTopic(bad, num_partitions=len(assignment),
+                                          replica_assignment=assignment)])[bad].result(30)
+        assert e.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT, e.value
+        assert text in e.value.args[0].str()

@@ -62,6 +62,8 @@ pub struct NewTopic {
     pub partitions: i32,
     pub replication_factor: i16,
     pub configs: BTreeMap<String, String>,
+    /// A manual replica assignment (one broker list per partition), else placement decides.
+    pub assignments: Option<Vec<Vec<i32>>>,
 }
 
 impl Broker {
@@ -135,20 +137,25 @@ impl Broker {
             partitions,
             replication_factor,
             configs,
+            assignments: None,
         })
     }
 
     /// Records the topic in the metadata and opens its partition logs.
     pub fn create_topic(&self, topic: NewTopic) -> Result<TopicMeta, TopicError> {
-        let meta = self
-            .metadata
-            .create_topic(
+        let created = match topic.assignments {
+            Some(lists) => self
+                .metadata
+                .create_topic_assigned(&topic.name, lists, topic.configs),
+            None => self.metadata.create_topic(
                 &topic.name,
                 topic.partitions,
                 topic.replication_factor,
                 topic.configs,
-            )
-            .map_err(|e| TopicError::new(errors::metadata_error(&e), e.to_string()))?;
+            ),
+        };
+        let meta =
+            created.map_err(|e| TopicError::new(errors::metadata_error(&e), e.to_string()))?;
         self.open_topic(&meta)?;
         tracing::info!(topic = %meta.name, id = %meta.id, partitions = meta.partitions, "created topic");
         Ok(meta)

@@ -1,6 +1,8 @@
 //! Request handlers: one module per family of APIs. Each takes the decoded request and its
 //! version and returns the response body; the connection layer adds the header and framing.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use ferry_protocol::DecodedRequest;
@@ -33,6 +35,56 @@ impl RequestContext {
             client_id: "test".into(),
             client_host: "/127.0.0.1".into(),
         }
+    }
+}
+
+/// A handled request: its response now, or, for a produce that waits for the in-sync replicas,
+/// a future of it.
+// Built once per request and moved straight into the writer's queue: boxing `Now` would cost an
+// allocation per request to save a move.
+#[allow(clippy::large_enum_variant)]
+pub enum Handled {
+    Now(Option<ResponseKind>),
+    Later(Pin<Box<dyn Future<Output = Option<ResponseKind>> + Send>>),
+}
+
+/// Handles one request, but does not wait for replicas: a produce's records are appended now
+/// and its acks=all answer comes as [`Handled::Later`], so the connection can go on reading
+/// (a producer's pipelined batches then share one replication round trip instead of queueing
+/// behind each other's).
+pub async fn handle_pipelined(
+    broker: &Arc<Broker>,
+    request: DecodedRequest,
+    ctx: &RequestContext,
+) -> Handled {
+    let DecodedRequest {
+        api_key,
+        header,
+        body,
+    } = request;
+    match body {
+        RequestKind::Produce(r) => {
+            let appended = produce::append(broker, r, header.request_api_version);
+            if appended.is_complete() {
+                Handled::Now(appended.respond().await.map(ResponseKind::Produce))
+            } else {
+                Handled::Later(Box::pin(async move {
+                    appended.respond().await.map(ResponseKind::Produce)
+                }))
+            }
+        }
+        body => Handled::Now(
+            handle(
+                broker,
+                DecodedRequest {
+                    api_key,
+                    header,
+                    body,
+                },
+                ctx,
+            )
+            .await,
+        ),
     }
 }
 

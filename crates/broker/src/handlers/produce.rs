@@ -25,15 +25,75 @@ use crate::errors;
 use crate::replica_manager::Partition;
 use crate::topic_config;
 
+/// A partition whose response waits for the high watermark: (topic index, partition index,
+/// partition, offset the high watermark must reach).
+type Wait = (usize, usize, Arc<Partition>, i64);
+
+/// A produce request whose records are appended; its answer may still wait for the in-sync
+/// replicas. The connection answers it later, so it can read and append the next request of
+/// the same connection meanwhile (responses still go out in request order).
+pub struct AppendedProduce {
+    broker: Arc<Broker>,
+    acks: i16,
+    timeout: Duration,
+    waits: Vec<Wait>,
+    responses: Vec<TopicProduceResponse>,
+}
+
+impl AppendedProduce {
+    /// True when the answer is known without waiting for replicas.
+    pub fn is_complete(&self) -> bool {
+        self.acks == 0 || self.waits.is_empty()
+    }
+
+    /// The response (`None` for acks=0), after the delayed-produce purgatory for acks=all.
+    pub async fn respond(mut self) -> Option<ProduceResponse> {
+        if self.acks == 0 {
+            return None;
+        }
+        if !self.waits.is_empty() {
+            let still_waiting = wait_for_high_watermark(&self.waits, self.timeout).await;
+            for (t, p, partition, _) in still_waiting {
+                let Some(r) = self
+                    .responses
+                    .get_mut(t)
+                    .and_then(|topic| topic.partition_responses.get_mut(p))
+                else {
+                    continue;
+                };
+                let (error, text) = if partition.is_leader() {
+                    (
+                        ResponseError::RequestTimedOut,
+                        "the in-sync replicas did not acknowledge the records in time",
+                    )
+                } else {
+                    (
+                        ResponseError::NotLeaderOrFollower,
+                        "leadership moved before the records were acknowledged",
+                    )
+                };
+                r.error_code = error.code();
+                r.error_message = message(text.to_string());
+                self.broker.metrics.error("Produce", r.error_code);
+            }
+        }
+        Some(ProduceResponse::default().with_responses(self.responses))
+    }
+}
+
 pub async fn handle(
     broker: &Arc<Broker>,
     request: ProduceRequest,
     version: i16,
 ) -> Option<ProduceResponse> {
+    append(broker, request, version).respond().await
+}
+
+/// Appends every partition's batches (the part of a produce that must happen in request order).
+pub fn append(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> AppendedProduce {
     let acks = request.acks;
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
-    // (topic index, partition index, partition, offset the high watermark must reach)
-    let mut waits: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
+    let mut waits: Vec<Wait> = Vec::new();
     let mut responses = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
         // v13+ names topics by id.
@@ -200,43 +260,18 @@ pub async fn handle(
                 .with_partition_responses(partition_responses),
         );
     }
-    if acks == 0 {
-        return None;
+    AppendedProduce {
+        broker: broker.clone(),
+        acks,
+        timeout,
+        waits,
+        responses,
     }
-    if !waits.is_empty() {
-        let still_waiting = wait_for_high_watermark(&waits, timeout).await;
-        for (t, p, partition, _) in still_waiting {
-            let Some(r) = responses
-                .get_mut(t)
-                .and_then(|topic| topic.partition_responses.get_mut(p))
-            else {
-                continue;
-            };
-            let (error, text) = if partition.is_leader() {
-                (
-                    ResponseError::RequestTimedOut,
-                    "the in-sync replicas did not acknowledge the records in time",
-                )
-            } else {
-                (
-                    ResponseError::NotLeaderOrFollower,
-                    "leadership moved before the records were acknowledged",
-                )
-            };
-            r.error_code = error.code();
-            r.error_message = message(text.to_string());
-            broker.metrics.error("Produce", r.error_code);
-        }
-    }
-    Some(ProduceResponse::default().with_responses(responses))
 }
 
 /// The delayed-produce purgatory: waits until every partition's high watermark reaches its
 /// target, its leadership is lost, or `timeout` passes. Returns the waits not completed.
-async fn wait_for_high_watermark(
-    waits: &[(usize, usize, Arc<Partition>, i64)],
-    timeout: Duration,
-) -> Vec<(usize, usize, Arc<Partition>, i64)> {
+async fn wait_for_high_watermark(waits: &[Wait], timeout: Duration) -> Vec<Wait> {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut watchers: Vec<_> = waits.iter().map(|w| w.2.subscribe()).collect();
     loop {

@@ -58,8 +58,8 @@ pub fn create_topics(
                         }
                     }
                 }
-                let (partitions, rf) = if t.assignments.is_empty() {
-                    (t.num_partitions, t.replication_factor)
+                let (partitions, rf, manual) = if t.assignments.is_empty() {
+                    (t.num_partitions, t.replication_factor, None)
                 } else {
                     if t.num_partitions != -1 || t.replication_factor != -1 {
                         return Err(TopicError::new(
@@ -67,16 +67,32 @@ pub fn create_topics(
                             "Both replica assignments and numPartitions/replicationFactor were set",
                         ));
                     }
-                    validate_assignments(
-                        broker,
-                        t.assignments
-                            .iter()
-                            .map(|a| a.broker_ids.iter().map(|b| b.0).collect::<Vec<_>>()),
-                    )?;
-                    let rf = t.assignments[0].broker_ids.len() as i16;
-                    (t.assignments.len() as i32, rf)
+                    // Partition ids must be 0..n, each once (Kafka's rule).
+                    let mut lists = vec![None; t.assignments.len()];
+                    for a in &t.assignments {
+                        let slot = usize::try_from(a.partition_index)
+                            .ok()
+                            .and_then(|i| lists.get_mut(i))
+                            .filter(|slot| slot.is_none())
+                            .ok_or_else(|| {
+                                TopicError::new(
+                                    ResponseError::InvalidReplicaAssignment,
+                                    format!(
+                                        "Partitions must be numbered 0 to {} in the manual partition assignment, each once; got {}.",
+                                        t.assignments.len() - 1,
+                                        a.partition_index
+                                    ),
+                                )
+                            })?;
+                        *slot = Some(a.broker_ids.iter().map(|b| b.0).collect::<Vec<_>>());
+                    }
+                    let lists: Vec<Vec<i32>> = lists.into_iter().flatten().collect();
+                    validate_assignments(broker, lists.iter().cloned(), None)?;
+                    let rf = i16::try_from(lists[0].len()).unwrap_or(i16::MAX);
+                    (lists.len() as i32, rf, Some(lists))
                 };
-                let new = broker.validate_new_topic(&name, partitions, rf, configs)?;
+                let mut new = broker.validate_new_topic(&name, partitions, rf, configs)?;
+                new.assignments = manual;
                 if request.validate_only {
                     Ok((
                         Uuid::nil(),
@@ -117,11 +133,15 @@ pub fn create_topics(
     CreateTopicsResponse::default().with_topics(topics)
 }
 
+/// Checks a manual assignment as Kafka's controller does: non-empty replica lists of one length
+/// (`rf`, when the topic already has one), registered brokers, none twice in a list.
 fn validate_assignments(
     broker: &Broker,
     assignments: impl Iterator<Item = Vec<i32>>,
+    rf: Option<usize>,
 ) -> Result<(), TopicError> {
-    let mut rf = None;
+    let image = broker.metadata.image();
+    let mut rf = rf;
     for replicas in assignments {
         if replicas.is_empty() {
             return Err(TopicError::new(
@@ -129,22 +149,30 @@ fn validate_assignments(
                 "empty replica list",
             ));
         }
-        if *rf.get_or_insert(replicas.len()) != replicas.len() {
+        let want = *rf.get_or_insert(replicas.len());
+        if want != replicas.len() {
             return Err(TopicError::new(
                 ResponseError::InvalidReplicaAssignment,
-                "all partitions must have the same number of replicas",
+                format!(
+                    "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {want} replica(s).",
+                    replicas.len()
+                ),
             ));
         }
-        if let Some(b) = replicas.iter().find(|&&b| b != broker.node_id) {
+        let registered = |b: i32| {
+            image.brokers.contains_key(&b) || (image.brokers.is_empty() && b == broker.node_id)
+        };
+        if let Some(b) = replicas.iter().find(|&&b| !registered(b)) {
             return Err(TopicError::new(
                 ResponseError::InvalidReplicaAssignment,
-                format!("Broker {b} in the replica assignment is not a live broker"),
+                format!("The manual partition assignment includes broker {b}, but no such broker is registered."),
             ));
         }
-        if replicas.len() > 1 {
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(b) = replicas.iter().find(|&&b| !seen.insert(b)) {
             return Err(TopicError::new(
                 ResponseError::InvalidReplicaAssignment,
-                "duplicate brokers in the replica assignment",
+                format!("The manual partition assignment includes the broker {b} more than once."),
             ));
         }
     }
@@ -273,6 +301,7 @@ pub fn create_partitions(
                     validate_assignments(
                         broker,
                         assignments.iter().map(|a| a.broker_ids.iter().map(|b| b.0).collect()),
+                        usize::try_from(meta.replication_factor).ok(),
                     )?;
                 }
                 if request.validate_only {
@@ -280,7 +309,16 @@ pub fn create_partitions(
                 }
                 let meta = broker
                     .metadata
-                    .set_partition_count(&meta.name, t.count)
+                    .set_partition_count(
+                        &meta.name,
+                        t.count,
+                        t.assignments.as_ref().map(|lists| {
+                            lists
+                                .iter()
+                                .map(|a| a.broker_ids.iter().map(|b| b.0).collect())
+                                .collect()
+                        }),
+                    )
                     .map_err(|e| TopicError::new(crate::errors::metadata_error(&e), e.to_string()))?;
                 broker.open_topic(&meta)?;
                 tracing::info!(topic = %meta.name, partitions = meta.partitions, "added partitions");

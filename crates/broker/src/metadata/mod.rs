@@ -408,11 +408,22 @@ impl MetadataStore {
         replication_factor: i16,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicMeta, MetadataError> {
+        let assignments = self.assign(name, partitions, i32::from(replication_factor), 0)?;
+        self.create_topic_assigned(name, assignments, configs)
+    }
+
+    /// Creates a topic whose partitions get the given replica lists (a manual assignment, or
+    /// the placement's).
+    pub fn create_topic_assigned(
+        &self,
+        name: &str,
+        assignments: Vec<Vec<BrokerId>>,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicMeta, MetadataError> {
         let image = self.image();
         if image.topic(name).is_some() {
             return Err(MetadataError::TopicExists(name.to_string()));
         }
-        let assignments = self.assign(name, partitions, i32::from(replication_factor), 0)?;
         let mut id = Uuid::new_v4();
         while id.is_nil() || image.topic_by_id(id).is_some() {
             id = Uuid::new_v4();
@@ -441,7 +452,13 @@ impl MetadataStore {
         Ok(meta)
     }
 
-    pub fn set_partition_count(&self, name: &str, count: i32) -> Result<TopicMeta, MetadataError> {
+    /// Grows a topic to `count` partitions; the new ones get `manual` replica lists if given.
+    pub fn set_partition_count(
+        &self,
+        name: &str,
+        count: i32,
+        manual: Option<Vec<Vec<BrokerId>>>,
+    ) -> Result<TopicMeta, MetadataError> {
         let image = self.image();
         let topic = image
             .topic(name)
@@ -456,12 +473,15 @@ impl MetadataStore {
                 current.partitions
             )));
         }
-        let assignments = self.assign(
-            name,
-            count - current.partitions,
-            i32::from(current.replication_factor).max(1),
-            current.partitions,
-        )?;
+        let assignments = match manual {
+            Some(lists) => lists,
+            None => self.assign(
+                name,
+                count - current.partitions,
+                i32::from(current.replication_factor).max(1),
+                current.partitions,
+            )?,
+        };
         self.propose(MetadataRecord::CreatePartitions {
             name: name.to_string(),
             assignments,

@@ -34,9 +34,9 @@ fn topics_and_producer_ids_survive_reopen() {
     let p1 = store.allocate_producer_id().unwrap();
     let p2 = store.allocate_producer_id().unwrap();
     assert_ne!(p1, p2);
-    store.set_partition_count("orders", 5).unwrap();
+    store.set_partition_count("orders", 5, None).unwrap();
     assert!(matches!(
-        store.set_partition_count("orders", 2),
+        store.set_partition_count("orders", 2, None),
         Err(MetadataError::InvalidPartitions(_))
     ));
     drop(store);

@@ -1,10 +1,18 @@
-//! One client connection: read frames, handle requests one at a time in arrival order (as
-//! Kafka does, so pipelined requests are answered in order), write responses from a separate
-//! task so a large response never delays reading the next request.
+//! One client connection: read frames and handle requests in arrival order, and write their
+//! responses in that same order from a separate task, so a large response never delays reading
+//! the next request.
+//!
+//! A produce that waits for the in-sync replicas (acks=all) does not hold up the connection: its
+//! records are appended in order, its answer is queued as a future, and the next request is
+//! read at once. Kafka answers such a producer one request per replication round trip; here a
+//! producer's in-flight requests (`max.in.flight.requests.per.connection`) share one. Every
+//! other request is handled to completion before the next is read, as in Kafka.
 //!
 //! A malformed, oversized or unsupported frame closes this connection only, with a log line.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,8 +26,67 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use crate::broker::Broker;
-use crate::handlers;
+use crate::handlers::{self, Handled};
 use crate::metrics::{self, ApiLabels, TrafficKind};
+
+/// Responses queued for the writer, at most this many: it bounds the produce requests of one
+/// connection whose records are appended but whose acks=all answer is still pending.
+const MAX_QUEUED_RESPONSES: usize = 16;
+
+/// A response frame the writer sends when its turn comes; `Err` closes the connection.
+type Outgoing = Pin<Box<dyn Future<Output = Result<Option<Bytes>, ()>> + Send>>;
+
+/// What is needed to frame a request's response and account for it.
+struct Answer {
+    broker: Arc<Broker>,
+    peer: SocketAddr,
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    labels: ApiLabels,
+    started: Instant,
+    client_id: String,
+    from_broker: Option<i32>,
+    request_bytes: u64,
+}
+
+impl Answer {
+    /// Frames `body` (`None`: no response, acks=0) and records latency and traffic metrics.
+    fn frame(self, body: Option<ResponseKind>) -> Result<Option<Bytes>, ()> {
+        let broker = &self.broker;
+        broker
+            .metrics
+            .request_latency
+            .get_or_create(&self.labels)
+            .observe(self.started.elapsed().as_secs_f64());
+        let Some(body) = body else {
+            return Ok(None);
+        };
+        match encode_response(self.api_key, self.version, self.correlation_id, &body) {
+            Ok(f) => {
+                if self.from_broker.is_some() {
+                    let kind = if self.api_key == ApiKey::Fetch {
+                        TrafficKind::Replication
+                    } else {
+                        metrics::inter_broker_kind(&self.client_id)
+                    };
+                    broker.metrics.inter_broker(
+                        kind,
+                        self.from_broker,
+                        f.len() as u64,
+                        self.request_bytes,
+                    );
+                }
+                Ok(Some(f))
+            }
+            Err(e) => {
+                tracing::error!(peer = %self.peer, api = ?self.api_key, version = self.version, error = %e,
+                    "cannot encode response; closing connection");
+                Err(())
+            }
+        }
+    }
+}
 
 pub async fn serve(
     broker: Arc<Broker>,
@@ -30,10 +97,15 @@ pub async fn serve(
     broker.metrics.connections.inc();
     let (read_half, mut write_half) = stream.into_split();
     let mut reader = BufReader::with_capacity(256 * 1024, read_half);
-    let (tx, mut rx) = mpsc::channel::<Bytes>(64);
+    let (tx, mut rx) = mpsc::channel::<Outgoing>(MAX_QUEUED_RESPONSES);
     let metrics = broker.metrics.clone();
     let writer = tokio::spawn(async move {
-        while let Some(frame) = rx.recv().await {
+        while let Some(next) = rx.recv().await {
+            let frame = match next.await {
+                Ok(Some(f)) => f,
+                Ok(None) => continue,
+                Err(()) => break,
+            };
             if write_half.write_all(&frame).await.is_err() {
                 break;
             }
@@ -76,7 +148,7 @@ pub async fn serve(
                 ));
                 match encode_response(ApiKey::ApiVersions, 0, correlation_id, &body) {
                     Ok(f) => {
-                        if tx.send(f).await.is_err() {
+                        if tx.send(Box::pin(async move { Ok(Some(f)) })).await.is_err() {
                             break;
                         }
                         continue;
@@ -108,35 +180,27 @@ pub async fn serve(
         // Requests from other brokers are counted by the sender's rack (cross-AZ traffic).
         let from_broker =
             metrics::inter_broker_peer(&ctx.client_id).filter(|id| *id != broker.node_id);
-        let response = handlers::handle(&broker, request, &ctx).await;
-        broker
-            .metrics
-            .request_latency
-            .get_or_create(&labels)
-            .observe(started.elapsed().as_secs_f64());
-        let Some(body) = response else {
-            continue;
+        let answer = Answer {
+            broker: broker.clone(),
+            peer,
+            api_key,
+            version,
+            correlation_id,
+            labels,
+            started,
+            client_id: ctx.client_id.clone(),
+            from_broker,
+            request_bytes,
         };
-        match encode_response(api_key, version, correlation_id, &body) {
-            Ok(f) => {
-                if from_broker.is_some() {
-                    let kind = if api_key == ApiKey::Fetch {
-                        TrafficKind::Replication
-                    } else {
-                        metrics::inter_broker_kind(&ctx.client_id)
-                    };
-                    broker
-                        .metrics
-                        .inter_broker(kind, from_broker, f.len() as u64, request_bytes);
-                }
-                if tx.send(f).await.is_err() {
-                    break;
-                }
+        let outgoing: Outgoing = match handlers::handle_pipelined(&broker, request, &ctx).await {
+            Handled::Now(body) => {
+                let framed = answer.frame(body);
+                Box::pin(async move { framed })
             }
-            Err(e) => {
-                tracing::error!(%peer, api = ?api_key, version, error = %e, "cannot encode response; closing connection");
-                break;
-            }
+            Handled::Later(body) => Box::pin(async move { answer.frame(body.await) }),
+        };
+        if tx.send(outgoing).await.is_err() {
+            break;
         }
     }
     drop(tx);
