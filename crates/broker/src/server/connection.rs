@@ -30,8 +30,11 @@ use crate::handlers::{self, Handled};
 use crate::metrics::{self, ApiLabels, TrafficKind};
 
 /// Responses queued for the writer, at most this many: it bounds the produce requests of one
-/// connection whose records are appended but whose acks=all answer is still pending.
-const MAX_QUEUED_RESPONSES: usize = 16;
+/// connection whose records are appended but whose acks=all answer is still pending (each holds
+/// only its small response; the records are in the log). A producer without idempotence may
+/// have any number in flight, one per record at linger.ms=0, so this must cover a replication
+/// round trip's worth of them (Kafka's broker-wide `queued.max.requests` is 500).
+const MAX_QUEUED_RESPONSES: usize = 256;
 
 /// A response frame the writer sends when its turn comes; `Err` closes the connection.
 type Outgoing = Pin<Box<dyn Future<Output = Result<Option<Bytes>, ()>> + Send>>;
