@@ -8,6 +8,7 @@ pub mod broker;
 pub mod config;
 pub mod errors;
 pub mod fetch_session;
+pub mod follower_session;
 pub mod group_store;
 pub mod handlers;
 pub mod keyed_records;

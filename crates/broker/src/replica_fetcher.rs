@@ -3,8 +3,8 @@
 //! fetcher threads do). The remote WAL will provide another implementation.
 //!
 //! [`ClassicFetcher`] runs one task per leader broker. Each round sends one Fetch (v12, topic
-//! names, sessionless) with `replica_id` = this broker for every partition this broker follows on
-//! that leader, from its log end offset and with the epoch of its last batch; the leader answers
+//! names, in an incremental fetch session: [`crate::follower_session`]) with `replica_id` = this
+//! broker for every partition this broker follows on that leader, from its log end offset and with the epoch of its last batch; the leader answers
 //! with records (appended as they are, [`Partition::append_as_follower`]), its high watermark
 //! (the follower's becomes min(leader HW, own LEO)), its log start offset (the follower's moves
 //! up to it, deleting whole segments below, so DeleteRecords and retention reach followers), or a
@@ -30,10 +30,9 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use ferry_cluster::BrokerId;
 use ferry_common::TopicPartition;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::{
     ApiKey, BrokerId as WireBrokerId, FetchRequest, FetchResponse, RequestHeader, ResponseHeader,
-    TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -41,6 +40,7 @@ use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
+use crate::follower_session::{FollowerSession, SessionRequest, Wanted};
 use crate::metrics::{inter_broker_client_id, Metrics, TrafficKind, PURPOSE_REPLICA_FETCHER};
 use crate::replica_manager::{Partition, Role};
 
@@ -231,9 +231,11 @@ async fn run_leader(
     partitions: Arc<Mutex<BTreeMap<TopicPartition, Arc<Partition>>>>,
 ) {
     let mut conn: Option<Connection> = None;
+    let mut session = FollowerSession::default();
     loop {
         let Some(b) = broker.upgrade() else { return };
         if conn.is_none() {
+            session.reset();
             match connect(&b, leader).await {
                 Ok(c) => conn = Some(c),
                 Err(e) => {
@@ -256,7 +258,8 @@ async fn run_leader(
             tokio::time::sleep(IDLE_WAIT).await;
             continue;
         }
-        let request = build_request(&b, &current, lane);
+        let wanted = wanted_partitions(&b, &current, lane);
+        let request = build_request(&b, session.request(&wanted), lane);
         let reported: Vec<i64> = current.iter().map(|p| p.log.log_end_offset()).collect();
         let wait_max = Duration::from_millis(
             u64::try_from(b.config.replica_fetch_wait_max_ms()).unwrap_or(500),
@@ -266,6 +269,10 @@ async fn run_leader(
         let result = c.fetch(&request, &client_id).await;
         match result {
             Ok(response) => {
+                if session.on_response(&wanted, response.error_code, response.session_id) {
+                    // The leader lost our session (restart, eviction): a full request at once.
+                    continue;
+                }
                 let backoff = handle_response(&b, leader, &current, response);
                 drop(b);
                 if backoff {
@@ -306,52 +313,52 @@ async fn wait_for_progress(partitions: &[Arc<Partition>], reported: &[i64], wait
     }
 }
 
-fn build_request(broker: &Broker, partitions: &[Arc<Partition>], lane: Lane) -> FetchRequest {
-    // WAL lane: offsets only, answered at once.
-    let (partition_max_bytes, max_wait_ms, min_bytes) = match lane {
-        Lane::Classic => (
-            broker.config.replica_fetch_max_bytes(),
-            broker.config.replica_fetch_wait_max_ms(),
-            1,
-        ),
-        Lane::Wal => (0, 0, 0),
+/// Every partition of the round as a full fetch would list it (the session sends what changed).
+fn wanted_partitions(broker: &Broker, partitions: &[Arc<Partition>], lane: Lane) -> Wanted {
+    // WAL lane: offsets only.
+    let partition_max_bytes = match lane {
+        Lane::Classic => broker.config.replica_fetch_max_bytes(),
+        Lane::Wal => 0,
     };
-    let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
-    for p in partitions {
-        let last_fetched_epoch = p
-            .log
-            .epoch_entries()
-            .last()
-            .map(|(epoch, _)| *epoch)
-            .unwrap_or(-1);
-        topics.entry(p.tp.topic.clone()).or_default().push(
-            FetchPartition::default()
-                .with_partition(p.tp.partition)
-                .with_current_leader_epoch(p.leader_epoch())
-                .with_fetch_offset(p.log.log_end_offset())
-                .with_last_fetched_epoch(last_fetched_epoch)
-                .with_log_start_offset(p.log.log_start_offset())
-                .with_partition_max_bytes(partition_max_bytes),
-        );
-    }
+    partitions
+        .iter()
+        .map(|p| {
+            let last_fetched_epoch = p
+                .log
+                .epoch_entries()
+                .last()
+                .map(|(epoch, _)| *epoch)
+                .unwrap_or(-1);
+            (
+                p.tp.topic.clone(),
+                FetchPartition::default()
+                    .with_partition(p.tp.partition)
+                    .with_current_leader_epoch(p.leader_epoch())
+                    .with_fetch_offset(p.log.log_end_offset())
+                    .with_last_fetched_epoch(last_fetched_epoch)
+                    .with_log_start_offset(p.log.log_start_offset())
+                    .with_partition_max_bytes(partition_max_bytes),
+            )
+        })
+        .collect()
+}
+
+fn build_request(broker: &Broker, session: SessionRequest, lane: Lane) -> FetchRequest {
+    // WAL lane: answered at once.
+    let (max_wait_ms, min_bytes) = match lane {
+        Lane::Classic => (broker.config.replica_fetch_wait_max_ms(), 1),
+        Lane::Wal => (0, 0),
+    };
     FetchRequest::default()
         .with_replica_id(WireBrokerId(broker.node_id))
         .with_max_wait_ms(max_wait_ms)
         .with_min_bytes(min_bytes)
         .with_max_bytes(i32::try_from(broker.config.fetch_max_bytes()).unwrap_or(i32::MAX))
         .with_isolation_level(0)
-        .with_session_id(0)
-        .with_session_epoch(-1)
-        .with_topics(
-            topics
-                .into_iter()
-                .map(|(name, partitions)| {
-                    FetchTopic::default()
-                        .with_topic(TopicName(StrBytes::from_string(name)))
-                        .with_partitions(partitions)
-                })
-                .collect(),
-        )
+        .with_session_id(session.session_id)
+        .with_session_epoch(session.session_epoch)
+        .with_topics(session.topics)
+        .with_forgotten_topics_data(session.forgotten)
 }
 
 /// Applies a leader's answer; returns true if the fetcher should back off before the next round.
