@@ -2,14 +2,21 @@
 //! dropped from the WAL path, and decides when a follower's WAL report must be answered with
 //! data (the classic fetch) instead of offsets only.
 //!
-//! A report gets data when the follower's fetch offset lies in a range the uploader dropped,
-//! when the follower is behind and its log end has not moved for `remote.wal.fallback.ms`
-//! (metadata lost or late, a failing store), or when it is far behind: it lacks what the leader
+//! A report gets data when the follower's fetch offset lies in a range the uploader dropped;
+//! when it lacks data whose metadata was published `remote.wal.fallback.ms` ago or earlier (the
+//! WAL path failed this follower: metadata lost, an object it cannot read); when it holds all
+//! that was published but has not moved for `remote.wal.fallback.ms` while the leader's log is
+//! longer (uploads stuck: a slow or failing store); or when it is far behind: it lacks what the leader
 //! had `FAR_BEHIND_FACTOR` fallback windows ago (a follower that restarted, or a WAL path slower
 //! than the produce rate). The leader keeps a short history of its log end offset per partition
 //! for that, and a follower that is not far behind counts as caught up for the ISR (the classic
 //! rule, "reached the leader's log end as of its previous fetch", would fail for every WAL
 //! follower under steady load: its reports are more frequent than the WAL's latency).
+//!
+//! Why published offsets and not only "the follower has not moved": on a loaded machine the
+//! whole WAL path (upload, metadata, download) can pause for longer than the fallback window
+//! while still delivering; timing the follower against what was published tells a slow path
+//! from a broken one, so a busy cluster does not send its data across zones.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -44,6 +51,8 @@ pub const FAR_BEHIND_FACTOR: i64 = 10;
 struct Track {
     /// (time, log end offset), oldest first.
     samples: VecDeque<(i64, i64)>,
+    /// (time, end offset of the published WAL data), oldest first.
+    published: VecDeque<(i64, i64)>,
     /// Ranges `[from, end)` the uploader dropped.
     fallbacks: Vec<(i64, i64)>,
     /// Per follower: last reported offset and when it last moved.
@@ -83,6 +92,38 @@ impl LeaderTracker {
         }
     }
 
+    /// WAL metadata covering `tp` up to `end` (exclusive) was published at `now_ms`.
+    pub fn on_published(&mut self, tp: &TopicPartition, end: i64, now_ms: i64) {
+        let t = self.parts.entry(tp.clone()).or_default();
+        if t.published.back().is_some_and(|last| last.1 >= end) {
+            return;
+        }
+        if t.published
+            .back()
+            .is_some_and(|last| now_ms - last.0 < SAMPLE_EVERY_MS)
+        {
+            // Within a sampling step the newer end replaces the older: `published_at` may then
+            // date it a few ms late, which errs towards the WAL path.
+            if let Some(last) = t.published.back_mut() {
+                last.1 = end;
+            }
+        } else {
+            t.published.push_back((now_ms, end));
+        }
+        let horizon = now_ms - 2 * self.fallback_ms;
+        while t.published.len() > 2 && t.published.get(1).is_some_and(|s| s.0 <= horizon) {
+            t.published.pop_front();
+        }
+    }
+
+    /// The end of what was published by `at_ms` (-1: nothing known).
+    fn published_at(&self, tp: &TopicPartition, at_ms: i64) -> i64 {
+        self.parts
+            .get(tp)
+            .and_then(|t| t.published.iter().rev().find(|s| s.0 <= at_ms))
+            .map_or(-1, |s| s.1)
+    }
+
     pub fn on_fallback(&mut self, f: &ClassicFallback) {
         let t = self.parts.entry(f.tp.clone()).or_default();
         t.fallbacks.push((f.from_offset, f.end_offset));
@@ -110,6 +151,8 @@ impl LeaderTracker {
         now_ms: i64,
     ) -> (bool, bool) {
         let far_then = self.leo_at(tp, now_ms - FAR_BEHIND_FACTOR * self.fallback_ms);
+        let published_then = self.published_at(tp, now_ms - self.fallback_ms);
+        let published_now = self.published_at(tp, i64::MAX);
         let t = self.parts.entry(tp.clone()).or_default();
         let moved = t
             .followers
@@ -120,7 +163,12 @@ impl LeaderTracker {
             *entry = (fetch_offset, now_ms);
         }
         let behind = fetch_offset < leader_leo;
-        let stalled = behind && now_ms - entry.1 >= self.fallback_ms;
+        // Published a fallback window ago and still missing: the WAL path failed this follower.
+        let wal_failed = fetch_offset < published_then;
+        // Holds everything published, yet behind and not moving: the uploads are stuck.
+        let uploads_stuck =
+            behind && fetch_offset >= published_now && now_ms - entry.1 >= self.fallback_ms;
+        let stalled = wal_failed || uploads_stuck;
         let far_behind = fetch_offset < far_then;
         let in_fallback = t
             .fallbacks
@@ -153,13 +201,33 @@ mod tests {
     }
 
     #[test]
+    fn a_follower_missing_what_was_published_a_window_ago_is_served_classically() {
+        let mut l = LeaderTracker::new(500);
+        l.on_append(&tp(), 100, 0);
+        l.on_published(&tp(), 80, 10);
+        // Published 80 at t=10: a follower at 60 may still be downloading it...
+        assert_eq!(l.on_report(&tp(), 2, 60, 100, 400), (true, false));
+        // ...however long it has not moved, while the publication is younger than the window
+        // (a slow path, not a broken one).
+        assert_eq!(l.on_report(&tp(), 2, 60, 100, 509), (true, false));
+        // Published a full window ago and still missing: classic.
+        assert_eq!(l.on_report(&tp(), 2, 60, 100, 510), (true, true));
+        // A follower holding all that was published waits for the uploads...
+        assert_eq!(l.on_report(&tp(), 3, 80, 100, 510), (true, false));
+        assert_eq!(l.on_report(&tp(), 3, 80, 100, 900), (true, false));
+        // ...unless they are stuck: not moving for the window while the leader is ahead.
+        assert_eq!(l.on_report(&tp(), 3, 80, 100, 1_010), (true, true));
+    }
+
+    #[test]
     fn a_stalled_or_far_behind_follower_is_served_classically() {
         let mut l = LeaderTracker::new(500);
         l.on_append(&tp(), 100, 0);
         // Behind but moving: stays on the WAL path.
         assert_eq!(l.on_report(&tp(), 2, 50, 100, 100), (true, false));
         assert_eq!(l.on_report(&tp(), 2, 60, 100, 400), (true, false));
-        // Not moving for the fallback window while the leader is ahead: classic.
+        // Nothing published, not moving for the fallback window while the leader is ahead:
+        // classic.
         assert_eq!(l.on_report(&tp(), 2, 60, 100, 899), (true, false));
         assert_eq!(l.on_report(&tp(), 2, 60, 100, 900), (true, true));
         // Caught up: nothing to serve however long it sits there.

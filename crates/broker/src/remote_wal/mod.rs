@@ -34,11 +34,12 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use ferry_cluster::{BrokerId, Image};
-use ferry_common::SharedClock;
+use ferry_common::{SharedClock, TopicPartition};
 use ferry_log::AppendInfo;
 use ferry_objstore::Op;
 use ferry_wal::fetcher::{FetcherConfig, WalFetcher};
 use ferry_wal::gc::{GcConfig, WalGc};
+use ferry_wal::metadata::WalSliceMetadata;
 use ferry_wal::uploader::{AppendOutcome, BatcherConfig, Uploader, UploaderConfig};
 use prometheus_client::registry::Registry;
 use tokio::task::JoinSet;
@@ -84,7 +85,36 @@ pub struct RemoteWal {
     gc: Option<WalGc>,
     publisher: Arc<MetadataProducer>,
     follower: FollowerModes,
-    leader: Mutex<LeaderTracker>,
+    leader: Arc<Mutex<LeaderTracker>>,
+}
+
+/// The uploader's publisher: publishes through [`MetadataProducer`] and tells the leader
+/// tracker what is now published (its stall rule times followers against publication).
+#[derive(Debug)]
+struct TrackedPublisher {
+    inner: Arc<MetadataProducer>,
+    shared: Arc<Shared>,
+    leader: Arc<Mutex<LeaderTracker>>,
+    clock: SharedClock,
+}
+
+#[async_trait::async_trait]
+impl ferry_wal::uploader::MetadataPublisher for TrackedPublisher {
+    async fn publish(&self, records: Vec<WalSliceMetadata>) -> ferry_wal::Result<()> {
+        let ends: Vec<(Uuid, i32, i64)> = records
+            .iter()
+            .map(|m| (m.topic_id, m.partition, m.last_offset + 1))
+            .collect();
+        self.inner.publish(records).await?;
+        let now = self.clock.now_ms();
+        let mut l = self.leader.lock().unwrap_or_else(|p| p.into_inner());
+        for (topic_id, partition, end) in ends {
+            if let Some(name) = self.shared.topic_name(topic_id) {
+                l.on_published(&TopicPartition::new(name, partition), end, now);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl RemoteWal {
@@ -118,6 +148,13 @@ impl RemoteWal {
             })
             .set(1);
         let publisher = Arc::new(MetadataProducer::new(shared.clone()));
+        let leader = Arc::new(Mutex::new(LeaderTracker::new(fallback_ms)));
+        let tracked = Arc::new(TrackedPublisher {
+            inner: publisher.clone(),
+            shared: shared.clone(),
+            leader: leader.clone(),
+            clock: clock.clone(),
+        });
         let own = stores.own();
         let uploader = own.clone().map(|store| {
             Uploader::new(
@@ -131,7 +168,7 @@ impl RemoteWal {
                     max_in_flight: 4,
                 },
                 store,
-                publisher.clone(),
+                tracked,
                 clock.clone(),
             )
         });
@@ -162,7 +199,7 @@ impl RemoteWal {
             gc,
             publisher,
             follower: FollowerModes::new(fallback_ms),
-            leader: Mutex::new(LeaderTracker::new(fallback_ms)),
+            leader,
         }
     }
 
