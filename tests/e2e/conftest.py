@@ -16,6 +16,7 @@ default to replication factor 3 with ``min.insync.replicas`` 2). Tests marked
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -44,7 +45,27 @@ CLUSTER_MODE_CONFIG = {
 }
 
 
+def _ephemeral_range_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
+    """A free loopback port, picked at random just below the kernel's ephemeral range: every
+    outgoing connection takes an ephemeral port, and on a busy machine one took a port chosen
+    from that range between the check and the broker's bind (or while a broker was down for a
+    restart). Falls back to a kernel-chosen port."""
+    top = _ephemeral_range_start()
+    for _ in range(100):
+        port = random.randint(max(1024, top - 12000), top - 1)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
