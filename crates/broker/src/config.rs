@@ -136,7 +136,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("remote.wal.upload.interval.ms", Long, "10", "Longest time an appended byte waits before its WAL object is cut and uploaded."),
     def("remote.wal.upload.max.bytes", Int, "1048576", "Cut and upload a WAL object as soon as this many bytes wait."),
     def("remote.wal.buffer.max.bytes", Long, "67108864", "Bytes waiting or uploading at most; beyond this (slow or failing store) appends reach followers by the classic fetch."),
-    def("remote.wal.fallback.ms", Long, "500", "A follower of a remote-WAL partition that has not caught up with the leader for this long gets its data by the classic fetch until it has."),
+    def("remote.wal.fallback.ms", Long, "500", "A follower of a remote-WAL partition gets its data by the classic fetch (until it has caught up) when it still lacks data whose WAL metadata was published this long ago, or when it holds everything published but has not moved for this long while the leader's log is longer (uploads stuck)."),
     def("remote.wal.metadata.topic.num.partitions", Int, "16", "Partitions of `__remote_wal_log_metadata` (fixed once the topic exists)."),
     def("remote.wal.gc.interval.ms", Long, "1000", "How often the remote WAL garbage collector deletes objects every in-sync replica holds."),
     def("remote.wal.orphan.grace.ms", Long, "60000", "WAL objects without metadata older than this are deleted by the orphan sweep."),
