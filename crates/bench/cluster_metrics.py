@@ -6,7 +6,7 @@
 cross_rack_<kind>: bytes every broker *received* from brokers of another rack (each byte on the
 wire counted once, at its receiver), by purpose (replication, controller, other, wal_metadata).
 objstore_<op>_requests and objstore_<direction>_bytes: object-store requests and payload bytes.
-follower_<path>_bytes, fallback_ranges, reports_served_classic, classic_switches: how remote-WAL
+follower_<path>_bytes, fallback_ranges, reports_served_classic_<reason>, classic_switches: how remote-WAL
 followers got their data (WAL or classic) and why the classic path was used.
 """
 import re
@@ -39,9 +39,10 @@ def main():
             elif name == "ferry_objstore_bytes_total":
                 key = f"objstore_{lab.get('direction')}_bytes"
             elif name in ("ferry_remote_wal_fallback_ranges_total",
-                          "ferry_remote_wal_reports_served_classic_total",
                           "ferry_remote_wal_classic_switches_total"):
                 key = name.removeprefix("ferry_remote_wal_").removesuffix("_total")
+            elif name == "ferry_remote_wal_reports_served_classic_total":
+                key = f"reports_served_classic_{lab.get('reason')}"
             elif name == "ferry_remote_wal_follower_bytes_total":
                 key = f"follower_{lab.get('path')}_bytes"
             if key:

@@ -42,6 +42,30 @@ pub fn stored_append(p: &Partition, info: &AppendInfo) -> Option<WalAppend> {
     })
 }
 
+/// Why a follower's report is answered with records (the classic fetch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClassicReason {
+    /// Its fetch offset lies in a range the uploader dropped.
+    DroppedRange,
+    /// It lacks data published a fallback window ago.
+    WalFailed,
+    /// It holds all that was published but has not moved for a fallback window.
+    UploadsStuck,
+    /// It lacks what the leader had `FAR_BEHIND_FACTOR` windows ago.
+    FarBehind,
+}
+
+impl ClassicReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DroppedRange => "dropped_range",
+            Self::WalFailed => "wal_failed",
+            Self::UploadsStuck => "uploads_stuck",
+            Self::FarBehind => "far_behind",
+        }
+    }
+}
+
 /// Log-end samples kept per partition (one per `SAMPLE_EVERY_MS` at most).
 const SAMPLE_EVERY_MS: i64 = 5;
 /// "Far behind": lacking what the leader had this many fallback windows ago.
@@ -141,7 +165,7 @@ impl LeaderTracker {
     }
 
     /// Follower `replica` reported `fetch_offset` while the leader's log ends at `leader_leo`.
-    /// Returns (caught up for the ISR, serve it data by the classic fetch).
+    /// Returns (caught up for the ISR, why to serve it data by the classic fetch if so).
     pub fn on_report(
         &mut self,
         tp: &TopicPartition,
@@ -149,7 +173,7 @@ impl LeaderTracker {
         fetch_offset: i64,
         leader_leo: i64,
         now_ms: i64,
-    ) -> (bool, bool) {
+    ) -> (bool, Option<ClassicReason>) {
         let far_then = self.leo_at(tp, now_ms - FAR_BEHIND_FACTOR * self.fallback_ms);
         let published_then = self.published_at(tp, now_ms - self.fallback_ms);
         let published_now = self.published_at(tp, i64::MAX);
@@ -168,13 +192,23 @@ impl LeaderTracker {
         // Holds everything published, yet behind and not moving: the uploads are stuck.
         let uploads_stuck =
             behind && fetch_offset >= published_now && now_ms - entry.1 >= self.fallback_ms;
-        let stalled = wal_failed || uploads_stuck;
         let far_behind = fetch_offset < far_then;
         let in_fallback = t
             .fallbacks
             .iter()
             .any(|(from, end)| fetch_offset >= *from && fetch_offset < *end);
-        (!far_behind, stalled || far_behind || in_fallback)
+        let reason = if in_fallback {
+            Some(ClassicReason::DroppedRange)
+        } else if far_behind {
+            Some(ClassicReason::FarBehind)
+        } else if wal_failed {
+            Some(ClassicReason::WalFailed)
+        } else if uploads_stuck {
+            Some(ClassicReason::UploadsStuck)
+        } else {
+            None
+        };
+        (!far_behind, reason)
     }
 
     /// Drops ranges below `min_follower_leo` (every follower has them).
@@ -200,23 +234,28 @@ mod tests {
         TopicPartition::new("t", 0)
     }
 
+    /// (caught up, served classically)
+    fn brief(r: (bool, Option<ClassicReason>)) -> (bool, bool) {
+        (r.0, r.1.is_some())
+    }
+
     #[test]
     fn a_follower_missing_what_was_published_a_window_ago_is_served_classically() {
         let mut l = LeaderTracker::new(500);
         l.on_append(&tp(), 100, 0);
         l.on_published(&tp(), 80, 10);
         // Published 80 at t=10: a follower at 60 may still be downloading it...
-        assert_eq!(l.on_report(&tp(), 2, 60, 100, 400), (true, false));
+        assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 400)), (true, false));
         // ...however long it has not moved, while the publication is younger than the window
         // (a slow path, not a broken one).
-        assert_eq!(l.on_report(&tp(), 2, 60, 100, 509), (true, false));
+        assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 509)), (true, false));
         // Published a full window ago and still missing: classic.
-        assert_eq!(l.on_report(&tp(), 2, 60, 100, 510), (true, true));
+        assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 510)), (true, true));
         // A follower holding all that was published waits for the uploads...
-        assert_eq!(l.on_report(&tp(), 3, 80, 100, 510), (true, false));
-        assert_eq!(l.on_report(&tp(), 3, 80, 100, 900), (true, false));
+        assert_eq!(brief(l.on_report(&tp(), 3, 80, 100, 510)), (true, false));
+        assert_eq!(brief(l.on_report(&tp(), 3, 80, 100, 900)), (true, false));
         // ...unless they are stuck: not moving for the window while the leader is ahead.
-        assert_eq!(l.on_report(&tp(), 3, 80, 100, 1_010), (true, true));
+        assert_eq!(brief(l.on_report(&tp(), 3, 80, 100, 1_010)), (true, true));
     }
 
     #[test]
@@ -224,19 +263,25 @@ mod tests {
         let mut l = LeaderTracker::new(500);
         l.on_append(&tp(), 100, 0);
         // Behind but moving: stays on the WAL path.
-        assert_eq!(l.on_report(&tp(), 2, 50, 100, 100), (true, false));
-        assert_eq!(l.on_report(&tp(), 2, 60, 100, 400), (true, false));
+        assert_eq!(brief(l.on_report(&tp(), 2, 50, 100, 100)), (true, false));
+        assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 400)), (true, false));
         // Nothing published, not moving for the fallback window while the leader is ahead:
         // classic.
-        assert_eq!(l.on_report(&tp(), 2, 60, 100, 899), (true, false));
-        assert_eq!(l.on_report(&tp(), 2, 60, 100, 900), (true, true));
+        assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 899)), (true, false));
+        assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 900)), (true, true));
         // Caught up: nothing to serve however long it sits there.
-        assert_eq!(l.on_report(&tp(), 2, 100, 100, 5_000), (true, false));
-        assert_eq!(l.on_report(&tp(), 2, 100, 100, 9_000), (true, false));
+        assert_eq!(brief(l.on_report(&tp(), 2, 100, 100, 5_000)), (true, false));
+        assert_eq!(brief(l.on_report(&tp(), 2, 100, 100, 9_000)), (true, false));
         // Far behind (lacks what the leader had 10 windows ago), even while moving.
         l.on_append(&tp(), 200, 9_000);
-        assert_eq!(l.on_report(&tp(), 3, 150, 200, 13_900), (true, false));
-        assert_eq!(l.on_report(&tp(), 3, 160, 200, 14_000), (false, true));
+        assert_eq!(
+            brief(l.on_report(&tp(), 3, 150, 200, 13_900)),
+            (true, false)
+        );
+        assert_eq!(
+            brief(l.on_report(&tp(), 3, 160, 200, 14_000)),
+            (false, true)
+        );
     }
 
     #[test]
@@ -250,11 +295,11 @@ mod tests {
             end_offset: 200,
             reason: FallbackReason::BufferFull,
         });
-        assert_eq!(l.on_report(&tp(), 2, 99, 300, 10), (true, false));
-        assert_eq!(l.on_report(&tp(), 2, 150, 300, 10), (true, true));
-        assert_eq!(l.on_report(&tp(), 2, 200, 300, 10), (true, false));
+        assert_eq!(brief(l.on_report(&tp(), 2, 99, 300, 10)), (true, false));
+        assert_eq!(brief(l.on_report(&tp(), 2, 150, 300, 10)), (true, true));
+        assert_eq!(brief(l.on_report(&tp(), 2, 200, 300, 10)), (true, false));
         l.prune(&tp(), 200);
-        assert_eq!(l.on_report(&tp(), 3, 150, 300, 10), (true, false));
+        assert_eq!(brief(l.on_report(&tp(), 3, 150, 300, 10)), (true, false));
     }
 
     #[test]

@@ -42,7 +42,7 @@ pub struct RemoteWalMetrics {
     pub metadata_bytes_produced: Counter,
     pub fallback_ranges: Counter,
     /// Leader: WAL reports answered with records (follower behind the WAL path).
-    pub reports_served_classic: Counter,
+    pub reports_served_classic: Family<ReasonLabels, Counter>,
     /// Follower: partitions switched to the classic fetch by a WAL fetcher range or a stall.
     pub classic_switches: Counter,
     /// Estimated USD per hour, as millionths (gauges are integers).
@@ -50,6 +50,11 @@ pub struct RemoteWalMetrics {
     cost: Mutex<CostState>,
     /// `ferry_remote_wal_rack_info{rack} 1`: lets `ferry cost-report` tell cross-rack bytes.
     pub rack_info: Family<RackLabels, Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -100,7 +105,7 @@ impl RemoteWalMetrics {
             follower_bytes: Family::default(),
             metadata_bytes_produced: Counter::default(),
             fallback_ranges: Counter::default(),
-            reports_served_classic: Counter::default(),
+            reports_served_classic: Family::default(),
             classic_switches: Counter::default(),
             cost_micro_usd_per_hour: Family::default(),
             cost: Mutex::new(CostState::default()),
@@ -157,7 +162,7 @@ impl RemoteWalMetrics {
         );
         r.register(
             "remote_wal_reports_served_classic",
-            "Follower reports of remote-WAL partitions this leader answered with records because the follower was behind the WAL path",
+            "Follower reports of remote-WAL partitions this leader answered with records, by reason: dropped_range (the uploader dropped it), wal_failed (published a fallback window ago, still missing), uploads_stuck, far_behind",
             self.reports_served_classic.clone(),
         );
         r.register(

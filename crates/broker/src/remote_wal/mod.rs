@@ -324,16 +324,24 @@ impl RemoteWal {
         }
         let now = self.clock.now_ms();
         let leo = p.log.log_end_offset();
-        let (caught_up, serve) =
+        let (caught_up, reason) =
             self.leader_lock()
                 .on_report(&p.tp, replica, fetch_offset, leo, now);
         if caught_up {
             p.note_follower_caught_up(replica);
         }
-        if serve {
-            self.shared.metrics.reports_served_classic.inc();
+        if let Some(reason) = reason {
+            tracing::debug!(partition = %p.tp, replica, fetch_offset, leader_log_end = leo, reason = reason.as_str(),
+                "remote WAL: report answered by the classic fetch");
+            self.shared
+                .metrics
+                .reports_served_classic
+                .get_or_create(&metrics::ReasonLabels {
+                    reason: reason.as_str().to_string(),
+                })
+                .inc();
         }
-        serve
+        reason.is_some()
     }
 
     /// Follower: counts bytes the classic fetch appended to a remote-WAL partition.
