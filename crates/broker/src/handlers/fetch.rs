@@ -79,6 +79,13 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
     if let Some(replica) = replica {
         for p in &partitions {
             if let Some(partition) = resolve(broker, &p.key, version) {
+                // A fetch that will be answered with an epoch error or a diverging epoch says
+                // nothing about the follower's log: its fetch offset may point past data this
+                // leader does not have (a log from an older leader), and counting it would let
+                // the high watermark, and acks=all, pass records the follower lacks.
+                if !follower_position_is_valid(&partition, p, version) {
+                    continue;
+                }
                 if let Some(change) = partition.record_follower_fetch(replica, p.fetch_offset) {
                     tracing::info!(partition = %partition.tp, isr = ?change.new_isr, "expanding the ISR");
                     let _ = broker.isr_changes.send(change);
@@ -312,19 +319,13 @@ fn read_one(
         read.data = data.with_error_code(e.code());
         return read;
     }
-    if version >= 12 && req.last_fetched_epoch >= 0 {
-        if let Some((epoch, end_offset)) =
-            partition.log.end_offset_for_epoch(req.last_fetched_epoch)
-        {
-            if epoch != req.last_fetched_epoch || end_offset < req.fetch_offset {
-                read.data = data.with_diverging_epoch(
-                    EpochEndOffset::default()
-                        .with_epoch(epoch)
-                        .with_end_offset(end_offset),
-                );
-                return read;
-            }
-        }
+    if let Some((epoch, end_offset)) = diverging_epoch(partition, req, version) {
+        read.data = data.with_diverging_epoch(
+            EpochEndOffset::default()
+                .with_epoch(epoch)
+                .with_end_offset(end_offset),
+        );
+        return read;
     }
     if read.by_leader && !from_replica && version >= FOLLOWER_READ_VERSION {
         let preferred = preferred_read_replica(broker, partition, req.fetch_offset, fetcher);
@@ -415,8 +416,66 @@ fn preferred_read_replica(
     selector.select(fetcher.client_rack, &leader, &followers)
 }
 
+/// Where a follower's log diverges from this leader's (KIP-320/595): `last_fetched_epoch` is
+/// unknown here or ends before the fetch offset. (epoch, end offset) to truncate to.
+fn diverging_epoch(
+    partition: &Partition,
+    req: &FetchPartition,
+    version: i16,
+) -> Option<(i32, i64)> {
+    divergence(
+        |epoch| partition.log.end_offset_for_epoch(epoch),
+        req.fetch_offset,
+        req.last_fetched_epoch,
+        version,
+    )
+}
+
+/// [`diverging_epoch`] over the leader's epoch history `end_for_epoch`.
+fn divergence(
+    end_for_epoch: impl Fn(i32) -> Option<(i32, i64)>,
+    fetch_offset: i64,
+    last_fetched_epoch: i32,
+    version: i16,
+) -> Option<(i32, i64)> {
+    if version < 12 || last_fetched_epoch < 0 {
+        return None;
+    }
+    let (epoch, end_offset) = end_for_epoch(last_fetched_epoch)?;
+    (epoch != last_fetched_epoch || end_offset < fetch_offset).then_some((epoch, end_offset))
+}
+
+/// True when a follower's fetch offset is its log end on this leader's history: same leader
+/// epoch, no divergence. Only then does the leader record it (Kafka does the same).
+fn follower_position_is_valid(partition: &Partition, req: &FetchPartition, version: i16) -> bool {
+    errors::leader_epoch_error(req.current_leader_epoch, partition.leader_epoch()).is_none()
+        && diverging_epoch(partition, req, version).is_none()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_follower_past_its_epochs_end_on_the_leader_diverges() {
+        // The leader's history: epoch 3 ends at offset 100, epoch 5 is current (from 100).
+        // (Kafka's answer for an epoch it never had: the largest epoch below it, and where the
+        // next epoch starts.)
+        let leader = |epoch: i32| match epoch {
+            3 | 4 => Some((3, 100)),
+            5 => Some((5, 180)),
+            _ => None,
+        };
+        // A follower of the old epoch-3 leader that got up to 120 from it: diverged at 100, so
+        // its fetch offset must not count for the high watermark.
+        assert_eq!(super::divergence(leader, 120, 3, 12), Some((3, 100)));
+        // At the epoch's end, or on the current epoch: a valid position.
+        assert_eq!(super::divergence(leader, 100, 3, 12), None);
+        assert_eq!(super::divergence(leader, 150, 5, 12), None);
+        // An epoch the leader never had (4): truncate to where its epoch 3 ends.
+        assert_eq!(super::divergence(leader, 150, 4, 12), Some((3, 100)));
+        // Before v12 there is no last fetched epoch to check.
+        assert_eq!(super::divergence(leader, 120, 3, 11), None);
+    }
+
     use super::*;
 
     #[test]
