@@ -371,3 +371,39 @@ def test_manual_replica_assignment(cluster):
                                           replica_assignment=assignment)])[bad].result(30)
         assert e.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT, e.value
         assert text in e.value.args[0].str()
+
+
+def test_isr_shrinking_below_min_insync_while_waiting_is_not_an_acknowledgement(cluster):
+    """An acks=all produce waiting for a follower that stops is answered
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrinks below min.insync.replicas, never
+    success: the records are in the leader's log only (Kafka's rule). The next produce is
+    refused up front with NOT_ENOUGH_REPLICAS."""
+    import signal
+
+    import kwire
+
+    topic = unique_topic("shrink")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    # Replicas on brokers 1 and 2 only: broker 3 keeps the controller quorum alive while 2 stops.
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]],
+                                  config={"min.insync.replicas": "2"})])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while True:
+        p = admin.list_topics(topic=topic, timeout=10).topics[topic].partitions.get(0)
+        if p is not None and p.leader == 1 and sorted(p.isrs) == [1, 2]:
+            break
+        assert time.monotonic() < deadline, "partition not ready"
+        time.sleep(0.2)
+    leader, follower = cluster.by_id(1), cluster.by_id(2)
+    with kwire.Conn.to(leader, timeout=60) as conn:
+        err, _ = kwire.produce_v3(conn, topic, 0, kwire.record_batch([(None, b"both")]))
+        assert err == 0
+        follower.proc.send_signal(signal.SIGSTOP)
+        try:
+            err, _ = kwire.produce_v3(conn, topic, 0, kwire.record_batch([(None, b"alone")]),
+                                      timeout_ms=50000)
+            assert err == 20, f"error {err}, expected NOT_ENOUGH_REPLICAS_AFTER_APPEND (20)"
+            err, _ = kwire.produce_v3(conn, topic, 0, kwire.record_batch([(None, b"refused")]))
+            assert err == 19, f"error {err}, expected NOT_ENOUGH_REPLICAS (19)"
+        finally:
+            follower.proc.send_signal(signal.SIGCONT)

@@ -26,8 +26,8 @@ use crate::replica_manager::Partition;
 use crate::topic_config;
 
 /// A partition whose response waits for the high watermark: (topic index, partition index,
-/// partition, offset the high watermark must reach).
-type Wait = (usize, usize, Arc<Partition>, i64);
+/// partition, offset the high watermark must reach, the topic's `min.insync.replicas`).
+type Wait = (usize, usize, Arc<Partition>, i64, i32);
 
 /// A produce request whose records are appended; its answer may still wait for the in-sync
 /// replicas. The connection answers it later, so it can read and append the next request of
@@ -53,7 +53,28 @@ impl AppendedProduce {
         }
         if !self.waits.is_empty() {
             let still_waiting = wait_for_high_watermark(&self.waits, self.timeout).await;
-            for (t, p, partition, _) in still_waiting {
+            // Kafka's rule: records the high watermark passed while the ISR had shrunk below
+            // min.insync.replicas are in the log but not acknowledged as durable.
+            for (t, p, partition, _, min_isr) in &self.waits {
+                let isr = i32::try_from(partition.isr().len()).unwrap_or(i32::MAX);
+                let completed = !still_waiting.iter().any(|w| w.0 == *t && w.1 == *p);
+                if !completed || isr >= *min_isr {
+                    continue;
+                }
+                let Some(r) = self
+                    .responses
+                    .get_mut(*t)
+                    .and_then(|topic| topic.partition_responses.get_mut(*p))
+                else {
+                    continue;
+                };
+                r.error_code = ResponseError::NotEnoughReplicasAfterAppend.code();
+                r.error_message = message(format!(
+                    "the records are in the log but the in-sync replica set shrank to {isr}, below min.insync.replicas {min_isr}"
+                ));
+                self.broker.metrics.error("Produce", r.error_code);
+            }
+            for (t, p, partition, _, _) in still_waiting {
                 let Some(r) = self
                     .responses
                     .get_mut(t)
@@ -219,6 +240,7 @@ pub fn append(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Ap
                                         partition_responses.len(),
                                         partition.clone(),
                                         info.last_offset + 1,
+                                        min_isr.unwrap_or(1),
                                     ));
                                 }
                                 base.clone()
