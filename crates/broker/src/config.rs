@@ -138,9 +138,13 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("remote.wal.buffer.max.bytes", Long, "67108864", "Bytes waiting or uploading at most; beyond this (slow or failing store) appends reach followers by the classic fetch."),
     def("remote.wal.fallback.ms", Long, "500", "A follower of a remote-WAL partition gets its data by the classic fetch (until it has caught up) when it still lacks data whose WAL metadata was published this long ago, or when it holds everything published but has not moved for this long while the leader's log is longer (uploads stuck)."),
     def("remote.wal.metadata.topic.num.partitions", Int, "16", "Partitions of `__remote_wal_log_metadata` (fixed once the topic exists)."),
+    def("remote.wal.metadata.topic.segment.bytes", Int, "16777216", "`segment.bytes` of `__remote_wal_log_metadata` when it is created: the log cleaner compacts closed segments only, so small segments let the tombstones of collected objects reach compaction."),
+    def("remote.wal.metadata.topic.segment.ms", Long, "300000", "`segment.ms` of `__remote_wal_log_metadata` when it is created (rolls a quiet topic's segment so that it can be compacted)."),
+    def("remote.wal.metadata.topic.delete.retention.ms", Long, "300000", "`delete.retention.ms` of `__remote_wal_log_metadata` when it is created: how long the tombstones of collected objects stay after compaction. Every key is written once, so the compacted topic holds the live objects' records plus this window of tombstones."),
     def("remote.wal.gc.interval.ms", Long, "1000", "How often the remote WAL garbage collector deletes objects every in-sync replica holds."),
     def("remote.wal.orphan.grace.ms", Long, "60000", "WAL objects without metadata older than this are deleted by the orphan sweep."),
-    def("remote.wal.retention.ms", Long, "3600000", "A WAL object older than this is deleted even if a replica still misses its data (that replica then uses the classic fetch)."),
+    def("log.local.retention.ms", Long, "-2", "Default of the topic config `local.retention.ms`; -2: the topic's `retention.ms`."),
+    def("remote.wal.retention.ms", Long, "3600000", "Age bound for WAL objects whose topic this broker does not know (deleted, or not in its metadata yet). Objects of known topics are deleted once every in-sync replica holds them or they are older than the longest effective `local.retention.ms` of their slices' topics (a replica then needing them uses the classic fetch)."),
     def("remote.wal.cost.put.per.1000", Double, "0.00113", "Price in USD of 1,000 PUT requests, for the estimated cost gauge (S3 Express One Zone)."),
     def("remote.wal.cost.get.per.1000", Double, "0.00003", "Price in USD of 1,000 GET requests (S3 Express One Zone)."),
     def("remote.wal.cost.upload.per.gb", Double, "0.0032", "Price in USD per GB uploaded (S3 Express One Zone)."),
@@ -475,6 +479,7 @@ impl BrokerConfig {
             "min.compaction.lag.ms" => &["log.cleaner.min.compaction.lag.ms"],
             "max.compaction.lag.ms" => &["log.cleaner.max.compaction.lag.ms"],
             "min.cleanable.dirty.ratio" => &["log.cleaner.min.cleanable.ratio"],
+            "local.retention.ms" => &["log.local.retention.ms"],
             _ => return None,
         };
         for (i, key) in synonyms.iter().enumerate() {
@@ -636,10 +641,15 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
         | "remote.wal.buffer.max.bytes"
         | "remote.wal.fallback.ms"
         | "remote.wal.metadata.topic.num.partitions"
+        | "remote.wal.metadata.topic.segment.ms"
         | "remote.wal.gc.interval.ms" => n.is_some_and(|n| n >= 1),
         "leader.imbalance.per.broker.percentage" => n.is_some_and(|n| (0..=100).contains(&n)),
         "remote.wal.store" => matches!(text, "local" | "s3"),
-        "log.segment.bytes" => n.is_some_and(|n| n >= 14),
+        "log.segment.bytes" | "remote.wal.metadata.topic.segment.bytes" => {
+            n.is_some_and(|n| n >= 14)
+        }
+        "remote.wal.metadata.topic.delete.retention.ms" => n.is_some_and(|n| n >= 0),
+        "log.local.retention.ms" => n.is_some_and(|n| n >= -2),
         "log.index.size.max.bytes" => n.is_some_and(|n| n >= 8),
         "log.message.timestamp.type" => matches!(text, "CreateTime" | "LogAppendTime"),
         "log.cleanup.policy" => text

@@ -53,6 +53,11 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "Delete segments whose newest record is older than this; -1 keeps data forever.",
     ),
     t(
+        "local.retention.ms",
+        ConfigType::Long,
+        "How long data stays in the local log (KIP-405); -2 means `retention.ms`. Remote-WAL objects whose replicas have not all read them are kept at most this long.",
+    ),
+    t(
         "retention.bytes",
         ConfigType::Long,
         "Delete the oldest segments while the partition is larger than this; -1 means no limit.",
@@ -185,6 +190,7 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
     };
     match name {
         "retention.ms" | "retention.bytes" => at_least(-1),
+        "local.retention.ms" => at_least(-2),
         "segment.bytes" => at_least(14),
         "segment.ms" => at_least(1),
         "segment.index.bytes" => at_least(8),

@@ -10,15 +10,21 @@
 //!
 //! 1. **Deletable by progress**: for every slice of the object, every in-sync replica's log end
 //!    offset is `> last_offset`. Unknown partitions and empty ISRs never count as held.
-//! 2. **Deletable by age**: `now - upload_time_ms > local_retention_ms`.
+//! 2. **Deletable by age**: `now - upload_time_ms` is above the effective `local.retention.ms`
+//!    of every slice's topic (as the [`ReplicaProgressSource`] resolves it; `-1` never): no
+//!    replica needs data its leader keeps no longer. A slice whose topic the source does not
+//!    know (deleted, or not in this broker's image yet) uses [`GcConfig::local_retention_ms`].
 //! 3. **Delete, then tombstone**: the object is deleted first, then its slices' records are
 //!    tombstoned. A crash in between leaves metadata pointing at a missing object, which
 //!    followers skip as unreadable (classic fetch instead); the replay after restart tracks the
 //!    object again and the idempotent DELETE and the tombstones are retried. Failures at either
 //!    step keep the object `DeletePending` for the next round; nothing is forgotten.
 //! 4. **Orphans**: a listed object under `wal/<broker-id>/` that parses as this broker's key, is
-//!    not tracked, and was created more than `orphan_grace_ms` ago. The sweep refuses to run
-//!    until [`GcPlanner::set_metadata_caught_up`]: before the metadata replay is complete every
+//!    not tracked, and was created more than `orphan_grace_ms` ago, **in two consecutive
+//!    sweeps**: a restarted broker's local metadata replicas may still be catching up with
+//!    their leaders when the replay first reaches their end, and an object published before the
+//!    crash must not be taken for an orphan in that window. The sweep refuses to run until
+//!    [`GcPlanner::set_metadata_caught_up`]: before the metadata replay is complete every
 //!    object would look like an orphan.
 //! 5. **Key ownership**: a newer upsert of a key for another object (a republish) takes the key
 //!    away; an object owning no key is dropped from tracking and left to the orphan sweep.
@@ -41,7 +47,8 @@ use crate::uploader::WalPartition;
 pub struct GcConfig {
     /// This broker: only its own objects (key prefix and `uploader_broker_id`) are collected.
     pub broker_id: i32,
-    /// `local.retention.ms`: an object older than this is deletable whatever the replicas hold.
+    /// Age bound for slices of topics the [`ReplicaProgressSource`] does not know (see rule 2);
+    /// known topics use their own effective `local.retention.ms`.
     pub local_retention_ms: i64,
     /// How old an untracked object must be before the sweep deletes it (e.g. 2x upload timeout).
     pub orphan_grace_ms: i64,
@@ -87,6 +94,12 @@ impl PartitionProgress {
 /// (not the leader, topic gone); only age can delete then.
 pub trait ReplicaProgressSource: Send + Sync {
     fn progress(&self, partition: &WalPartition) -> Option<PartitionProgress>;
+
+    /// The effective `local.retention.ms` of the partition's topic (`-1`: keep forever);
+    /// `None` when the topic is not known here (then [`GcConfig::local_retention_ms`]).
+    fn local_retention_ms(&self, _partition: &WalPartition) -> Option<i64> {
+        None
+    }
 }
 
 impl ReplicaProgressSource for HashMap<WalPartition, PartitionProgress> {
@@ -135,6 +148,8 @@ pub struct GcPlanner {
     owners: HashMap<WalMetadataKey, String>,
     /// Untracked objects found by the sweep and not yet deleted.
     orphans: BTreeSet<String>,
+    /// Untracked objects past their grace in the last sweep (orphans if still so in the next).
+    suspects: BTreeSet<String>,
     caught_up: bool,
 }
 
@@ -147,6 +162,7 @@ impl GcPlanner {
             objects: BTreeMap::new(),
             owners: HashMap::new(),
             orphans: BTreeSet::new(),
+            suspects: BTreeSet::new(),
             caught_up: false,
         }
     }
@@ -240,7 +256,17 @@ impl GcPlanner {
         now_ms: i64,
     ) -> Vec<(String, DeleteReason)> {
         let mut cache: HashMap<WalPartition, Option<PartitionProgress>> = HashMap::new();
-        let retention = self.config.local_retention_ms;
+        let fallback = self.config.local_retention_ms;
+        let retention_of = |k: &WalMetadataKey| {
+            let wp = WalPartition {
+                topic_id: k.topic_id,
+                partition: k.partition,
+            };
+            match progress.local_retention_ms(&wp).unwrap_or(fallback) {
+                r if r < 0 => i64::MAX,
+                r => r,
+            }
+        };
         let mut out = Vec::new();
         for obj in self.objects.values_mut() {
             if out.len() >= self.config.max_deletes_per_round {
@@ -249,6 +275,13 @@ impl GcPlanner {
             let reason = match obj.state {
                 WalObjectState::DeletePending => Some(DeleteReason::Retry),
                 WalObjectState::Published => {
+                    // The object outlives the longest-kept of its slices.
+                    let retention = obj
+                        .slices
+                        .keys()
+                        .map(retention_of)
+                        .max()
+                        .unwrap_or(fallback);
                     if now_ms.saturating_sub(obj.upload_time_ms) > retention {
                         Some(DeleteReason::Retention)
                     } else {
@@ -326,12 +359,14 @@ impl GcPlanner {
     }
 
     /// Rule 4: orphans among a listing of `wal/<broker-id>/`, at most `max_deletes_per_round`
-    /// (empty until the metadata view is caught up). Found orphans stay remembered until
+    /// (empty until the metadata view is caught up): untracked objects past their grace that
+    /// were already suspects in the previous sweep. Found orphans stay remembered until
     /// [`GcPlanner::orphan_deleted`].
     pub fn plan_orphans(&mut self, listing: &[ObjectMeta], now_ms: i64) -> Vec<String> {
         if !self.caught_up {
             return Vec::new();
         }
+        let previous = std::mem::take(&mut self.suspects);
         let mut out = Vec::new();
         for meta in listing {
             if out.len() >= self.config.max_deletes_per_round {
@@ -344,6 +379,10 @@ impl GcPlanner {
                 continue;
             }
             if now_ms.saturating_sub(key.created_ms) <= self.config.orphan_grace_ms {
+                continue;
+            }
+            if !self.orphans.contains(&meta.key) && !previous.contains(&meta.key) {
+                self.suspects.insert(meta.key.clone());
                 continue;
             }
             self.orphans.insert(meta.key.clone());

@@ -40,6 +40,9 @@ pub struct RemoteWalMetrics {
     pub partitions_per_object: Histogram,
     pub follower_bytes: Family<PathLabels, Counter>,
     pub metadata_bytes_produced: Counter,
+    /// Slice bytes the uploader holds (waiting plus in flight); bounded by
+    /// `remote.wal.buffer.max.bytes`.
+    pub uploader_buffered_bytes: Gauge,
     pub fallback_ranges: Counter,
     /// Leader: WAL reports answered with records (follower behind the WAL path).
     pub reports_served_classic: Family<ReasonLabels, Counter>,
@@ -104,6 +107,7 @@ impl RemoteWalMetrics {
             partitions_per_object: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
             follower_bytes: Family::default(),
             metadata_bytes_produced: Counter::default(),
+            uploader_buffered_bytes: Gauge::default(),
             fallback_ranges: Counter::default(),
             reports_served_classic: Family::default(),
             classic_switches: Counter::default(),
@@ -115,6 +119,11 @@ impl RemoteWalMetrics {
 
     pub fn register(&self, r: &mut Registry) {
         self.objstore.register(r);
+        r.register(
+            "remote_wal_uploader_buffered_bytes",
+            "Slice bytes the uploader holds, waiting or in flight (at most remote.wal.buffer.max.bytes)",
+            self.uploader_buffered_bytes.clone(),
+        );
         r.register(
             "remote_wal_objects_uploaded",
             "WAL objects uploaded and published",

@@ -185,6 +185,9 @@ impl RemoteWal {
                 clock.clone(),
             )
         });
+        if let Some(gc) = &gc {
+            publisher.track_published_in(gc.clone());
+        }
         let fetcher = Arc::new(WalFetcher::with_config(
             stores.resolver(),
             Arc::new(ReplicaSink::new(shared.clone())),
@@ -422,6 +425,10 @@ async fn housekeeping(wal: Arc<RemoteWal>) {
         tick.tick().await;
         n += 1;
         wal.take_fallbacks();
+        if let Some(u) = &wal.uploader {
+            let held = i64::try_from(u.buffered_bytes()).unwrap_or(i64::MAX);
+            wal.shared.metrics.uploader_buffered_bytes.set(held);
+        }
         let Some(broker) = wal.broker() else { return };
         let now = wal.clock.now_ms();
         let followed: Vec<Arc<Partition>> = broker

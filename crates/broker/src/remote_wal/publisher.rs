@@ -12,7 +12,7 @@ use anyhow::Context;
 use async_trait::async_trait;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use ferry_cluster::BrokerId;
-use ferry_wal::gc::TombstonePublisher;
+use ferry_wal::gc::{TombstonePublisher, WalGc};
 use ferry_wal::metadata::{WalMetadataKey, WalMetadataRecord, WalSliceMetadata, METADATA_TOPIC};
 use ferry_wal::uploader::MetadataPublisher;
 use ferry_wal::WalError;
@@ -66,6 +66,10 @@ pub struct MetadataProducer {
     /// One connection per metadata-partition leader.
     conns: tokio::sync::Mutex<HashMap<BrokerId, Connection>>,
     create: tokio::sync::Mutex<()>,
+    /// This broker's GC learns of its objects as soon as their metadata is acknowledged: the
+    /// metadata reader may see them later (a lagging local replica), and the orphan sweep must
+    /// not take a published object for an orphan meanwhile.
+    gc: std::sync::OnceLock<WalGc>,
 }
 
 impl MetadataProducer {
@@ -74,7 +78,13 @@ impl MetadataProducer {
             shared,
             conns: tokio::sync::Mutex::new(HashMap::new()),
             create: tokio::sync::Mutex::new(()),
+            gc: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Reports every acknowledged publish to `gc` (see the field).
+    pub(super) fn track_published_in(&self, gc: WalGc) {
+        let _ = self.gc.set(gc);
     }
 
     fn broker(&self) -> anyhow::Result<Arc<Broker>> {
@@ -107,6 +117,18 @@ impl MetadataProducer {
         let created = tokio::task::spawn_blocking(move || {
             let mut configs = BTreeMap::new();
             configs.insert("cleanup.policy".to_string(), "compact".to_string());
+            // Keys are never rewritten (one per slice), so compaction only drops what GC
+            // tombstoned: it must see closed segments soon and not keep tombstones for a day.
+            for (topic_key, broker_key) in [
+                ("segment.bytes", "remote.wal.metadata.topic.segment.bytes"),
+                ("segment.ms", "remote.wal.metadata.topic.segment.ms"),
+                (
+                    "delete.retention.ms",
+                    "remote.wal.metadata.topic.delete.retention.ms",
+                ),
+            ] {
+                configs.insert(topic_key.to_string(), b.config.raw(broker_key).to_string());
+            }
             let rf = b.live_broker_count().clamp(1, 3) as i16;
             b.metadata
                 .create_topic(METADATA_TOPIC, partitions, rf, configs)
@@ -261,6 +283,9 @@ impl MetadataPublisher for MetadataProducer {
             .await
             .map_err(|e| WalError::Invalid(format!("publishing remote WAL metadata: {e:#}")))?;
         self.shared.metrics.on_published(&records);
+        if let Some(gc) = self.gc.get() {
+            gc.on_published(&records);
+        }
         Ok(())
     }
 }
