@@ -144,6 +144,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("remote.wal.gc.interval.ms", Long, "1000", "How often the remote WAL garbage collector deletes objects every in-sync replica holds."),
     def("remote.wal.orphan.grace.ms", Long, "60000", "WAL objects without metadata older than this are deleted by the orphan sweep."),
     def("log.local.retention.ms", Long, "-2", "Default of the topic config `local.retention.ms`; -2: the topic's `retention.ms`."),
+    def("remote.wal.failover.republish", ConfigType::String, "optimized", "What a broker that becomes leader of a remote-WAL partition (e.g. after its former leader's AZ and bucket failed) re-uploads to its own rack's bucket, stamped with its new leader epoch, so that followers keep the WAL path: `comprehensive` every local segment newer than the topic's `local.retention.ms` (from the log start offset at most); `optimized` only what has not reached the long-term tier. ferry has no long-term tier yet, so `optimized` behaves as `comprehensive`."),
     def("remote.wal.retention.ms", Long, "3600000", "Age bound for WAL objects whose topic this broker does not know (deleted, or not in its metadata yet). Objects of known topics are deleted once every in-sync replica holds them or they are older than the longest effective `local.retention.ms` of their slices' topics (a replica then needing them uses the classic fetch)."),
     def("remote.wal.cost.put.per.1000", Double, "0.00113", "Price in USD of 1,000 PUT requests, for the estimated cost gauge (S3 Express One Zone)."),
     def("remote.wal.cost.get.per.1000", Double, "0.00003", "Price in USD of 1,000 GET requests (S3 Express One Zone)."),
@@ -650,6 +651,7 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
         }
         "remote.wal.metadata.topic.delete.retention.ms" => n.is_some_and(|n| n >= 0),
         "log.local.retention.ms" => n.is_some_and(|n| n >= -2),
+        "remote.wal.failover.republish" => matches!(text, "comprehensive" | "optimized"),
         "log.index.size.max.bytes" => n.is_some_and(|n| n >= 8),
         "log.message.timestamp.type" => matches!(text, "CreateTime" | "LogAppendTime"),
         "log.cleanup.policy" => text

@@ -47,6 +47,9 @@ pub struct PartitionOutcome {
     /// The leader points the client at another replica (KIP-392): always part of the response.
     pub redirected: bool,
     pub error_code: i16,
+    /// A diverging epoch (KIP-320) for the follower: always part of the response, or a
+    /// follower whose fetch state changed would never learn to truncate.
+    pub diverging: bool,
     pub high_watermark: i64,
     pub log_start_offset: i64,
 }
@@ -207,6 +210,7 @@ impl FetchSessionCache {
                 let changed = o.has_records
                     || o.redirected
                     || o.error_code != 0
+                    || o.diverging
                     || p.reported_high_watermark != o.high_watermark
                     || p.reported_log_start_offset != o.log_start_offset;
                 p.reported_high_watermark = o.high_watermark;

@@ -41,6 +41,7 @@ fn outcome(hw: i64, records: bool) -> PartitionOutcome {
         has_records: records,
         redirected: false,
         error_code: 0,
+        diverging: false,
         high_watermark: hw,
         log_start_offset: 0,
     }
@@ -150,4 +151,30 @@ fn incremental_response_always_carries_a_preferred_read_replica() {
         ..outcome(5, false)
     };
     assert_eq!(cache.finish(mode, &[(key, redirected)]), vec![true]);
+}
+
+/// KIP-320: a diverging epoch is news: a follower whose epoch changed must learn to truncate
+/// even when the high watermark and log start offset did not move.
+#[test]
+fn incremental_response_always_carries_a_diverging_epoch() {
+    let cache = FetchSessionCache::default();
+    let (mode, parts) = cache
+        .begin(&request(0, 0, &[("a", 0, 0)], &[]), 12)
+        .unwrap();
+    let SessionMode::Full { session_id } = mode else {
+        panic!("{mode:?}")
+    };
+    let key = parts[0].key.clone();
+    cache.finish(mode, &[(key.clone(), outcome(5, false))]);
+    let (mode, _) = cache.begin(&request(session_id, 1, &[], &[]), 12).unwrap();
+    assert_eq!(
+        cache.finish(mode, &[(key.clone(), outcome(5, false))]),
+        vec![false]
+    );
+    let (mode, _) = cache.begin(&request(session_id, 2, &[], &[]), 12).unwrap();
+    let diverging = PartitionOutcome {
+        diverging: true,
+        ..outcome(5, false)
+    };
+    assert_eq!(cache.finish(mode, &[(key, diverging)]), vec![true]);
 }

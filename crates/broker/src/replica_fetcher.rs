@@ -273,7 +273,7 @@ async fn run_leader(
                     // The leader lost our session (restart, eviction): a full request at once.
                     continue;
                 }
-                let backoff = handle_response(&b, leader, &current, response);
+                let backoff = handle_response(&b, leader, &current, &wanted, response);
                 drop(b);
                 if backoff {
                     tokio::time::sleep(RETRY_BACKOFF).await;
@@ -366,20 +366,29 @@ fn handle_response(
     broker: &Broker,
     leader: BrokerId,
     partitions: &[Arc<Partition>],
+    wanted: &Wanted,
     response: FetchResponse,
 ) -> bool {
     if response.error_code != 0 {
         tracing::debug!(leader, code = response.error_code, "replica fetch refused");
         return true;
     }
-    let by_tp: HashMap<(&str, i32), &Arc<Partition>> = partitions
+    // `wanted` lists `partitions` in order, with the leader epoch each was fetched at.
+    let mut by_tp: HashMap<(&str, i32), (&Arc<Partition>, i32)> = partitions
         .iter()
-        .map(|p| ((p.tp.topic.as_str(), p.tp.partition), p))
+        .zip(wanted)
+        .map(|(p, (_, w))| {
+            (
+                (p.tp.topic.as_str(), p.tp.partition),
+                (p, w.current_leader_epoch),
+            )
+        })
         .collect();
     let mut backoff = false;
     for topic in &response.responses {
         for data in &topic.partitions {
-            let Some(p) = by_tp.get(&(topic.topic.as_str(), data.partition_index)) else {
+            let Some((p, sent_epoch)) = by_tp.remove(&(topic.topic.as_str(), data.partition_index))
+            else {
                 continue;
             };
             let leo = p.log.log_end_offset();
@@ -415,6 +424,9 @@ fn handle_response(
                 }
                 continue;
             }
+            // No error and no divergence: the log up to its end matches the leader's at the
+            // epoch the request carried (KIP-320), so the WAL path may build on it.
+            p.set_validated_epoch(sent_epoch);
             if let Some(records) = &data.records {
                 if !records.is_empty() {
                     match append_whole_batches(p, records) {
@@ -432,6 +444,12 @@ fn handle_response(
             }
             p.update_follower_high_watermark(data.high_watermark);
         }
+    }
+    // An incremental response leaves out partitions with no news: the leader checked them at
+    // the state the session holds (what was last sent, the epoch included) and found no error
+    // and no divergence (a diverging epoch is news), so their logs are confirmed as well.
+    for (p, sent_epoch) in by_tp.into_values() {
+        p.set_validated_epoch(sent_epoch);
     }
     backoff
 }

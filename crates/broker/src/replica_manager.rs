@@ -102,6 +102,11 @@ pub struct Partition {
     wal_mode: AtomicBool,
     /// Follower: the leader's high watermark as last reported (may exceed the log end).
     leader_high_watermark: AtomicI64,
+    /// Follower: the leader epoch at which the leader last confirmed this log (a fetch answered
+    /// without a diverging epoch); -1 before. Data that does not come in a Fetch response (the
+    /// remote WAL) is appended only while this equals the current epoch, so a follower never
+    /// builds on records a new leader does not have (truncation by leader epoch comes first).
+    validated_epoch: AtomicI32,
     /// Serialises appends that must keep their order with a follow-up (leader: the remote WAL
     /// hand-off; follower: appends checked against the log end).
     append_order: Mutex<()>,
@@ -143,6 +148,7 @@ impl Partition {
             end_offset,
             wal_mode: AtomicBool::new(false),
             leader_high_watermark: AtomicI64::new(-1),
+            validated_epoch: AtomicI32::new(-1),
             append_order: Mutex::new(()),
         }
     }
@@ -171,6 +177,23 @@ impl Partition {
 
     pub fn leader_epoch(&self) -> i32 {
         self.leader_epoch.load(Ordering::Acquire)
+    }
+
+    /// Follower: the leader answered a fetch sent at `epoch` without a diverging epoch.
+    pub fn set_validated_epoch(&self, epoch: i32) {
+        self.validated_epoch.store(epoch, Ordering::Release);
+    }
+
+    /// Follower: whether the log has been checked against the leader of the current epoch.
+    pub fn log_validated(&self) -> bool {
+        let v = self.validated_epoch.load(Ordering::Acquire);
+        v >= 0 && v == self.leader_epoch()
+    }
+
+    /// Leader: (leader epoch, log end offset when this epoch began); `None` unless leader.
+    pub fn leader_epoch_start(&self) -> Option<(i32, i64)> {
+        let st = self.state();
+        (st.role == Role::Leader).then(|| (self.leader_epoch(), st.epoch_start_offset))
     }
 
     pub fn role(&self) -> Role {
@@ -395,6 +418,7 @@ impl Partition {
     /// never fetched): restart the log, empty, at the leader's log start offset.
     pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), LogError> {
         let _order = self.append_order();
+        self.validated_epoch.store(-1, Ordering::Release);
         self.restart_log_at(offset)
     }
 
@@ -410,6 +434,7 @@ impl Partition {
     pub fn truncate_to(&self, offset: i64) -> Result<(), LogError> {
         let _order = self.append_order();
         if offset < self.log.log_end_offset() {
+            self.validated_epoch.store(-1, Ordering::Release);
             self.log.truncate_to(offset)?;
             self.high_watermark
                 .fetch_min(self.log.log_end_offset(), Ordering::AcqRel);

@@ -55,7 +55,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     t(
         "local.retention.ms",
         ConfigType::Long,
-        "How long data stays in the local log (KIP-405); -2 means `retention.ms`. Remote-WAL objects whose replicas have not all read them are kept at most this long.",
+        "How long data stays in the local log (KIP-405); -2 means `retention.ms`, -1 forever. Remote-WAL objects whose replicas have not all read them are kept at most this long, and a new remote-WAL leader republishes no older data.",
     ),
     t(
         "retention.bytes",

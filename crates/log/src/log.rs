@@ -209,6 +209,16 @@ impl PartitionLog {
             .collect()
     }
 
+    /// (base offset, largest timestamp as retention sees it) of every segment, oldest first.
+    pub fn segment_largest_timestamps(&self) -> Vec<(i64, i64)> {
+        self.state
+            .read()
+            .segments
+            .iter()
+            .map(|s| (s.base_offset, s.largest_timestamp()))
+            .collect()
+    }
+
     /// Offset below which the log is known to be fsynced.
     pub fn recovery_point(&self) -> i64 {
         *self.recovery_point.lock()

@@ -16,7 +16,13 @@
 //!   tombstone removes), as compaction of the metadata topic would.
 //! - An object whose GET answers `NotFound` (deleted by the GC, or a failed AZ's bucket), an
 //!   out-of-range or any non-transient error is marked unreadable; a slice that fails
-//!   verification is marked unreadable. Later planning skips both (KIP-1176 rule 3).
+//!   verification is marked unreadable. Later planning skips both (KIP-1176 rule 3). After an
+//!   unreadable object the round plans again at once, so a record of the same range in another
+//!   object (a new leader's republish) is used in the same round; only a range nothing else
+//!   covers goes to the classic fetch.
+//! - Nothing is appended to a log the leader of the current epoch has not confirmed yet
+//!   ([`FollowerPartition::log_validated`]): after a leader change the follower first truncates
+//!   by leader epoch through its replica fetcher, then the WAL path builds on the log.
 //! - Every range not appended this round, for whatever reason (metadata gap, unreadable object,
 //!   corrupt slice, transient store error, refused append), is returned as a [`ClassicFetch`]:
 //!   the follower never stalls on the WAL path. The caller keeps fetching it classically until
@@ -209,6 +215,9 @@ enum Download {
     Transient,
 }
 
+/// Passes per round when objects turn out unreadable (each pass skips the objects found so).
+const UNREADABLE_REPLANS: usize = 3;
+
 /// The per-broker follower WAL fetcher (see the module docs).
 pub struct WalFetcher {
     stores: StoreResolver,
@@ -355,18 +364,62 @@ impl WalFetcher {
     pub async fn run_once(&self) -> FetchReport {
         let _round = self.round.lock().await;
         let mut report = FetchReport::default();
-        let planned = self.plan(&mut report);
+        // Ranges whose object turned out unreadable: another record (a new leader's republish)
+        // may cover them, so plan again at once before falling back to the classic fetch.
+        let mut unreadable: HashMap<WalPartition, i64> = HashMap::new();
+        for _ in 0..UNREADABLE_REPLANS {
+            let hit = self.pass(&mut report).await;
+            if hit.is_empty() {
+                break;
+            }
+            for (wp, until) in hit {
+                let u = unreadable.entry(wp).or_insert(until);
+                *u = (*u).max(until);
+            }
+        }
+        for (wp, until) in unreadable {
+            let Some(now) = self.sink.partition_state(wp.topic_id, wp.partition) else {
+                continue;
+            };
+            let reported = report
+                .classic
+                .iter()
+                .any(|c| c.partition == wp && c.fetch.until >= until);
+            if now.log_end_offset < until && !reported {
+                report.classic.push(PartitionClassicFetch {
+                    partition: wp,
+                    fetch: ClassicFetch {
+                        from: now.log_end_offset,
+                        until,
+                    },
+                });
+            }
+        }
+        report
+    }
+
+    /// One plan, download and append pass. Returns, per partition that met an unreadable
+    /// object, the end (exclusive) of the range that object held.
+    async fn pass(&self, report: &mut FetchReport) -> HashMap<WalPartition, i64> {
+        let mut unreadable = HashMap::new();
+        let planned = self.plan(report, &mut unreadable);
         if planned.is_empty() {
-            return report;
+            return unreadable;
         }
         let all: Vec<WalSliceMetadata> = planned
             .iter()
             .flat_map(|(_, _, fetch, _)| fetch.iter().cloned())
             .collect();
-        let downloads = self.download(&all, &mut report).await;
+        let downloads = self.download(&all, report).await;
         for (wp, planned_state, fetch, gap) in planned {
-            self.apply(wp, planned_state, fetch, &downloads, &mut report)
-                .await;
+            if let Some(until) = self
+                .apply(wp, planned_state, fetch, &downloads, report)
+                .await
+            {
+                let u = unreadable.entry(wp).or_insert(until);
+                *u = (*u).max(until);
+                continue; // replanned without that object
+            }
             if let Some(fetch) = gap {
                 report.classic.push(PartitionClassicFetch {
                     partition: wp,
@@ -374,14 +427,17 @@ impl WalFetcher {
                 });
             }
         }
-        report
+        unreadable
     }
 
-    /// Step 1: plans every partition; prunes records that can never be used.
+    /// Step 1: plans every partition; prunes records that can never be used. Records skipped
+    /// for an unreadable object that reach past the log end add their range end to
+    /// `unreadable`.
     #[allow(clippy::type_complexity)]
     fn plan(
         &self,
         report: &mut FetchReport,
+        unreadable: &mut HashMap<WalPartition, i64>,
     ) -> Vec<(
         WalPartition,
         FollowerPartition,
@@ -414,7 +470,14 @@ impl WalFetcher {
                         report.stale_skipped += 1;
                         st.remove_if_same(r);
                     }
-                    SkipReason::ObjectUnreadable | SkipReason::AlreadyCovered => {
+                    SkipReason::ObjectUnreadable => {
+                        if r.last_offset >= fs.log_end_offset {
+                            let u = unreadable.entry(wp).or_insert(r.last_offset + 1);
+                            *u = (*u).max(r.last_offset + 1);
+                        }
+                        st.remove_if_same(r);
+                    }
+                    SkipReason::AlreadyCovered => {
                         st.remove_if_same(r);
                     }
                 }
@@ -531,7 +594,8 @@ impl WalFetcher {
         out
     }
 
-    /// Step 3: verifies and appends one partition's slices in offset order.
+    /// Step 3: verifies and appends one partition's slices in offset order. Returns the end
+    /// (exclusive) of a slice whose object was unreadable, which stopped it.
     async fn apply(
         &self,
         wp: WalPartition,
@@ -539,13 +603,14 @@ impl WalFetcher {
         fetch: Vec<WalSliceMetadata>,
         downloads: &HashMap<WalSliceMetadata, Download>,
         report: &mut FetchReport,
-    ) {
+    ) -> Option<i64> {
         // The log may have moved (classic fetch, truncation) while we downloaded.
-        let Some(now) = self.sink.partition_state(wp.topic_id, wp.partition) else {
-            return;
-        };
-        if now.leader_epoch != planned.leader_epoch || now.log_end_offset < planned.log_end_offset {
-            return; // epoch change or truncation: replanned next round
+        let now = self.sink.partition_state(wp.topic_id, wp.partition)?;
+        if now.leader_epoch != planned.leader_epoch
+            || now.log_end_offset < planned.log_end_offset
+            || !now.log_validated
+        {
+            return None; // epoch change or truncation: replanned next round
         }
         let mut leo = now.log_end_offset;
         for m in fetch {
@@ -562,12 +627,11 @@ impl WalFetcher {
                 Some(Download::Data(d)) => d,
                 Some(Download::Unreadable) => {
                     lock(&self.state).remove_if_same(&m);
-                    classic(report, leo);
-                    return;
+                    return Some(m.last_offset + 1);
                 }
                 Some(Download::Transient) | None => {
                     classic(report, leo);
-                    return;
+                    return None;
                 }
             };
             match verify_slice(&m, data, leo) {
@@ -586,7 +650,7 @@ impl WalFetcher {
                         Err(e) => {
                             tracing::warn!(?wp, error = %e, "follower refused a remote WAL slice; replanning next round");
                             classic(report, leo);
-                            return;
+                            return None;
                         }
                     }
                 }
@@ -600,10 +664,11 @@ impl WalFetcher {
                     st.remove_if_same(&m);
                     drop(st);
                     classic(report, leo);
-                    return;
+                    return None;
                 }
             }
         }
+        None
     }
 }
 

@@ -169,6 +169,7 @@ impl FollowerSink for MemSink {
             .map(|l| FollowerPartition {
                 log_end_offset: l.leo,
                 leader_epoch: l.epoch,
+                log_validated: true,
             })
     }
 
@@ -350,6 +351,30 @@ async fn missing_object_is_skipped_and_the_wal_path_resumes_after_the_classic_ga
     assert_eq!((r.gets, r.slices_appended), (1, 1));
     assert!(r.classic.is_empty());
     assert_eq!(sink.appended(0), vec![(0, 9), (10, 19)]);
+}
+
+/// KIP-1176 failover: the former leader's object sits in a failed bucket; the new leader
+/// republished the same range into its own. The follower skips the unreadable object and takes
+/// the republished slice in the same round, with no classic fetch.
+#[tokio::test]
+async fn an_unreadable_object_is_replaced_by_a_republished_one_in_the_same_round() {
+    let mem = MemoryStore::new();
+    let (_, lost) = object("wal/1/lost.wal", 3, &[(0, 0, 9), (0, 10, 19)]);
+    let (data, republished) = object("wal/2/republished.wal", 3, &[(0, 5, 14)]);
+    assert!(mem.put("wal/2/republished.wal", data).await.is_ok());
+    let sink = MemSink::following(&[0], 3);
+    sink.classic_append(0, 5);
+    let f = fetcher(Arc::new(mem), sink.clone());
+    f.on_metadata(upserts(&lost));
+    // Compaction keeps one record per base offset: the republished one is at 5, so both of
+    // the lost records stay; the one at 0 is already covered.
+    f.on_metadata(upserts(&republished));
+
+    let r = f.run_once().await;
+    assert_eq!(r.unreadable_objects, 1, "{r:?}");
+    assert_eq!(sink.appended(0), vec![(0, 4), (5, 14)], "{r:?}");
+    // What nothing else covers (15..=19, only in the lost object) goes classic.
+    assert_eq!(r.classic, vec![classic(0, 15, 20)]);
 }
 
 #[tokio::test]

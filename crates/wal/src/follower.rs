@@ -10,6 +10,9 @@
 //!
 //! # Rules (KIP-1176 "Leader Failover and Recovery", "Data Durability"; issue 5/6)
 //!
+//! 0. **Validated log**: nothing is fetched for a partition whose log the current leader has not
+//!    confirmed yet (after a leader change the follower truncates by leader epoch first, through
+//!    its replica fetcher; WAL data of the new epoch must not land on a diverged tail).
 //! 1. **Stale epoch**: a record whose leader epoch is older than the partition's current epoch
 //!    was published by a former leader; its data may have diverged, so it is skipped.
 //! 2. **Future epoch**: a record from a newer epoch than the follower knows is kept for later
@@ -42,6 +45,11 @@ pub struct FollowerPartition {
     pub log_end_offset: i64,
     /// The partition's current leader epoch (cluster metadata image).
     pub leader_epoch: i32,
+    /// Whether the leader of `leader_epoch` has confirmed the local log (a replica fetch
+    /// answered without a diverging epoch). Until then nothing is fetched: the log may hold a
+    /// former leader's records the new leader does not have, and must first be truncated by
+    /// leader epoch (rule 0).
+    pub log_validated: bool,
 }
 
 /// Why a record was not fetched.
@@ -76,7 +84,7 @@ pub struct PartitionPlan {
     pub classic: Option<ClassicFetch>,
 }
 
-/// Decides what to fetch for one partition (rules 1–5). `unreadable` says whether a record's
+/// Decides what to fetch for one partition (rules 0–5). `unreadable` says whether a record's
 /// object already failed to read.
 pub fn plan_partition(
     state: FollowerPartition,
@@ -107,6 +115,12 @@ pub fn plan_partition(
         } else {
             candidates.push(r);
         }
+    }
+    if !state.log_validated {
+        // Rule 0: keep the records for when the log has been checked; no classic range either
+        // (the replica fetcher is busy with exactly that check).
+        plan.deferred.extend(candidates.into_iter().cloned());
+        return plan;
     }
     // By base offset; among equals prefer the longest range.
     candidates.sort_by_key(|r| (r.base_offset, std::cmp::Reverse(r.last_offset)));

@@ -162,6 +162,7 @@ fn plan_partition_table() {
             FollowerPartition {
                 log_end_offset: c.leo,
                 leader_epoch: c.epoch,
+                log_validated: true,
             },
             &c.records,
             |m| c.unreadable.contains(&m.object_key.as_str()),
@@ -311,4 +312,58 @@ fn verify_slice_table_rule_6() {
         let err = verify_slice(&m2, &Bytes::from(d2), leo);
         assert!(err.is_err(), "{rule} was accepted");
     }
+}
+
+#[test]
+fn rule_0_nothing_is_fetched_before_the_new_leader_confirmed_the_log() {
+    let records = vec![r(0, 9, 5), r(10, 19, 6), r(20, 29, 6), r(30, 39, 7)];
+    let state = FollowerPartition {
+        log_end_offset: 10,
+        leader_epoch: 6,
+        log_validated: false,
+    };
+    let plan = plan_partition(state, &records, |_| false);
+    assert!(plan.fetch.is_empty());
+    assert_eq!(
+        plan.classic, None,
+        "the replica fetcher is validating; no classic range"
+    );
+    // The stale record is still dropped, the rest waits.
+    let skipped: Vec<_> = plan
+        .skipped
+        .iter()
+        .map(|(m, s)| (m.base_offset, *s))
+        .collect();
+    assert_eq!(
+        skipped,
+        vec![
+            (
+                0,
+                SkipReason::StaleLeaderEpoch {
+                    record: 5,
+                    current: 6
+                }
+            ),
+            (
+                30,
+                SkipReason::FutureLeaderEpoch {
+                    record: 7,
+                    current: 6
+                }
+            ),
+        ]
+    );
+    let deferred: Vec<_> = plan.deferred.iter().map(|m| m.base_offset).collect();
+    assert_eq!(deferred, vec![10, 20]);
+    // Once confirmed, the same records are fetched.
+    let plan = plan_partition(
+        FollowerPartition {
+            log_validated: true,
+            ..state
+        },
+        &records,
+        |_| false,
+    );
+    let fetch: Vec<_> = plan.fetch.iter().map(|m| m.base_offset).collect();
+    assert_eq!(fetch, vec![10, 20]);
 }

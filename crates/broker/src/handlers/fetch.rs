@@ -154,6 +154,7 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
                     has_records: r.bytes > 0,
                     redirected: r.data.preferred_read_replica.0 >= 0,
                     error_code: r.data.error_code,
+                    diverging: r.data.diverging_epoch.epoch >= 0,
                     high_watermark: r.data.high_watermark,
                     log_start_offset: r.data.log_start_offset,
                 },

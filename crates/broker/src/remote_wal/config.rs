@@ -30,6 +30,16 @@ pub struct CostTable {
     pub cross_az_per_gb: f64,
 }
 
+/// `remote.wal.failover.republish`: what a new leader re-uploads to its own bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Republish {
+    /// Every local segment newer than `local.retention.ms`.
+    Comprehensive,
+    /// Only what the long-term tier does not hold yet; with no such tier (ferry today), the
+    /// same as [`Republish::Comprehensive`].
+    Optimized,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RemoteWalConfig {
     pub node_id: i32,
@@ -46,6 +56,7 @@ pub struct RemoteWalConfig {
     pub gc_interval_ms: u64,
     pub orphan_grace_ms: i64,
     pub retention_ms: i64,
+    pub failover_republish: Republish,
     pub cost: CostTable,
 }
 
@@ -139,6 +150,13 @@ impl RemoteWalConfig {
             } else {
                 retention_ms
             },
+            failover_republish: match c.raw("remote.wal.failover.republish").trim() {
+                "comprehensive" => Republish::Comprehensive,
+                "optimized" => Republish::Optimized,
+                other => anyhow::bail!(
+                    "remote.wal.failover.republish: `{other}` is not comprehensive or optimized"
+                ),
+            },
             cost: CostTable {
                 put_per_1000: num(c, "remote.wal.cost.put.per.1000")?,
                 get_per_1000: num(c, "remote.wal.cost.get.per.1000")?,
@@ -202,6 +220,12 @@ mod tests {
             }
         ));
         assert!(c.set("remote.wal.store", "gcs").is_err());
+        assert_eq!(w.failover_republish, Republish::Optimized);
+        c.set("remote.wal.failover.republish", "comprehensive")
+            .unwrap();
+        let w = RemoteWalConfig::from_broker(&c).unwrap();
+        assert_eq!(w.failover_republish, Republish::Comprehensive);
+        assert!(c.set("remote.wal.failover.republish", "lazy").is_err());
         assert!(c.set("remote.wal.upload.interval.ms", "0").is_err());
     }
 }

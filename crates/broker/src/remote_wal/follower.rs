@@ -76,6 +76,7 @@ impl FollowerSink for ReplicaSink {
         Some(FollowerPartition {
             log_end_offset: p.log.log_end_offset(),
             leader_epoch: p.leader_epoch(),
+            log_validated: p.log_validated(),
         })
     }
 
@@ -115,6 +116,8 @@ struct Track {
     mode: Mode,
     last_leo: i64,
     last_progress_ms: i64,
+    /// The leader epoch the mode was decided under.
+    leader_epoch: i32,
 }
 
 /// The pure mode switcher (no I/O; time is passed in).
@@ -138,14 +141,41 @@ impl ModeTracker {
 
     /// Starts (or restarts) following `tp` on the WAL path.
     pub fn follow(&mut self, tp: &TopicPartition, leo: i64, now_ms: i64) {
+        self.follow_at(tp, -1, leo, now_ms);
+    }
+
+    fn follow_at(&mut self, tp: &TopicPartition, leader_epoch: i32, leo: i64, now_ms: i64) {
         self.parts.insert(
             tp.clone(),
             Track {
                 mode: Mode::Wal,
                 last_leo: leo,
                 last_progress_ms: now_ms,
+                leader_epoch,
             },
         );
+    }
+
+    /// Follows `tp` under `leader_epoch`: a partition seen for the first time, or under a new
+    /// leader epoch, starts over on the WAL path. A classic range was a verdict on the former
+    /// leader's WAL (its bucket may be gone); the new leader republishes what followers may
+    /// need into its own bucket. Returns whether it (re)started.
+    pub fn follow_epoch(
+        &mut self,
+        tp: &TopicPartition,
+        leader_epoch: i32,
+        leo: i64,
+        now_ms: i64,
+    ) -> bool {
+        if self
+            .parts
+            .get(tp)
+            .is_some_and(|t| t.leader_epoch == leader_epoch)
+        {
+            return false;
+        }
+        self.follow_at(tp, leader_epoch, leo, now_ms);
+        true
     }
 
     pub fn forget(&mut self, tp: &TopicPartition) {
@@ -212,7 +242,7 @@ impl FollowerModes {
     }
 
     /// Makes the tracked set equal the remote-WAL partitions this broker follows (after an image
-    /// change), and puts new ones in WAL mode.
+    /// change), and puts new ones, and ones under a new leader epoch, in WAL mode.
     pub fn sync(&self, followed: &[Arc<Partition>], now_ms: i64) {
         let mut t = self.lock();
         let wanted: std::collections::HashSet<&TopicPartition> =
@@ -223,9 +253,7 @@ impl FollowerModes {
             }
         }
         for p in followed {
-            if !t.parts.contains_key(&p.tp) {
-                t.follow(&p.tp, p.log.log_end_offset(), now_ms);
-            }
+            t.follow_epoch(&p.tp, p.leader_epoch(), p.log.log_end_offset(), now_ms);
             p.set_wal_mode(t.mode(&p.tp) == Mode::Wal);
         }
     }
@@ -451,6 +479,19 @@ mod tests {
             ReplicaSink::with_resolver(shared.clone(), Arc::new(move |_, _| Some(f.clone())));
         let fetcher = WalFetcher::new(move |_bucket| Some(store.clone()), Arc::new(sink));
         fetcher.on_metadata(published.into_iter().map(WalMetadataEvent::Upsert));
+        // Before the leader of epoch 3 confirmed the follower's log nothing is appended (a
+        // diverged tail must be truncated by leader epoch first); the records wait.
+        let report = fetcher.run_once().await;
+        assert_eq!(report.slices_appended, 0, "{report:?}");
+        assert!(report.classic.is_empty(), "{report:?}");
+        assert_eq!(follower.log.log_end_offset(), 0);
+        follower.set_validated_epoch(2);
+        assert_eq!(
+            fetcher.run_once().await.slices_appended,
+            0,
+            "validated at an old epoch"
+        );
+        follower.set_validated_epoch(3);
         let report = fetcher.run_once().await;
         assert!(report.classic.is_empty(), "{report:?}");
         assert_eq!(report.slices_appended, 1);
@@ -471,6 +512,23 @@ mod tests {
         );
         // A slice that would leave a gap is refused.
         assert!(follower.append_as_follower_at(end + 5, &batch(1)).is_err());
+    }
+
+    #[test]
+    fn a_new_leader_epoch_puts_a_classic_partition_back_on_the_wal_path() {
+        let mut m = ModeTracker::new(500);
+        assert!(m.follow_epoch(&tp(), 4, 100, 0));
+        assert!(!m.follow_epoch(&tp(), 4, 100, 10));
+        // The former leader's bucket failed: its range went classic.
+        assert_eq!(
+            m.on_classic_range(&tp(), 100, 150),
+            Mode::Classic { until: 150 }
+        );
+        assert!(!m.follow_epoch(&tp(), 4, 100, 20));
+        assert_eq!(m.mode(&tp()), Mode::Classic { until: 150 });
+        // The new leader (epoch 5) republishes into its own bucket: back to the WAL path.
+        assert!(m.follow_epoch(&tp(), 5, 100, 30));
+        assert_eq!(m.mode(&tp()), Mode::Wal);
     }
 
     #[test]

@@ -48,6 +48,8 @@ pub struct RemoteWalMetrics {
     pub reports_served_classic: Family<ReasonLabels, Counter>,
     /// Follower: partitions switched to the classic fetch by a WAL fetcher range or a stall.
     pub classic_switches: Counter,
+    /// New leader: record bytes of its local log handed to the uploader again (failover).
+    pub republished_bytes: Counter,
     /// Estimated USD per hour, as millionths (gauges are integers).
     pub cost_micro_usd_per_hour: Family<CostLabels, Gauge>,
     cost: Mutex<CostState>,
@@ -111,6 +113,7 @@ impl RemoteWalMetrics {
             fallback_ranges: Counter::default(),
             reports_served_classic: Family::default(),
             classic_switches: Counter::default(),
+            republished_bytes: Counter::default(),
             cost_micro_usd_per_hour: Family::default(),
             cost: Mutex::new(CostState::default()),
             rack_info: Family::default(),
@@ -178,6 +181,11 @@ impl RemoteWalMetrics {
             "remote_wal_classic_switches",
             "Times a followed remote-WAL partition switched to the classic fetch",
             self.classic_switches.clone(),
+        );
+        r.register(
+            "remote_wal_republished_bytes",
+            "Record bytes of its local log this broker re-uploaded on becoming leader of remote-WAL partitions (remote.wal.failover.republish)",
+            self.republished_bytes.clone(),
         );
         r.register(
             "remote_wal_rack_info",

@@ -19,6 +19,9 @@
 //! 4. **Lifecycle** (`gc.rs`): objects every in-sync replica holds are deleted and their
 //!    metadata tombstoned; orphans are swept.
 //! 5. **Metrics** (`metrics.rs`), including an estimated cost per hour.
+//! 6. **Failover** (`republish.rs`): a broker that becomes leader at a new epoch re-uploads its
+//!    recent local log to its own rack's bucket (`remote.wal.failover.republish`); followers skip
+//!    the former leader's metadata (older epoch, unreadable object) and use these records.
 
 pub mod config;
 pub mod follower;
@@ -27,6 +30,7 @@ pub mod leader;
 pub mod metrics;
 pub mod publisher;
 pub mod reader;
+pub mod republish;
 pub mod store;
 
 use std::collections::HashMap;
@@ -86,6 +90,8 @@ pub struct RemoteWal {
     publisher: Arc<MetadataProducer>,
     follower: FollowerModes,
     leader: Arc<Mutex<LeaderTracker>>,
+    /// Per led partition: the leader epoch whose republish has been started.
+    republished: Mutex<HashMap<ferry_common::TopicPartition, i32>>,
 }
 
 /// The uploader's publisher: publishes through [`MetadataProducer`] and tells the leader
@@ -203,6 +209,7 @@ impl RemoteWal {
             publisher,
             follower: FollowerModes::new(fallback_ms),
             leader,
+            republished: Mutex::new(HashMap::new()),
         }
     }
 
@@ -269,12 +276,75 @@ impl RemoteWal {
                 Role::Leader if wal => {
                     led.insert(p.tp.clone());
                     p.set_wal_mode(false);
+                    self.maybe_republish(broker, image, &p);
                 }
                 _ => p.set_wal_mode(false),
             }
         }
         self.leader_lock().retain(&led);
+        self.republished
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|tp, _| led.contains(tp));
         self.follower.sync(&followed, self.clock.now_ms());
+    }
+
+    /// Leader of `p` at an epoch not seen before: starts handing the uploader the recent local
+    /// log up to the epoch's start, stamped with the new epoch (see `republish.rs`).
+    fn maybe_republish(&self, broker: &Broker, image: &Image, p: &Arc<Partition>) {
+        let Some(uploader) = &self.uploader else {
+            return;
+        };
+        let Some((epoch, epoch_start)) = p.leader_epoch_start() else {
+            return;
+        };
+        {
+            let mut done = self.republished.lock().unwrap_or_else(|p| p.into_inner());
+            if done.get(&p.tp) == Some(&epoch) {
+                return;
+            }
+            done.insert(p.tp.clone(), epoch);
+        }
+        // A partition without other replicas has no follower to serve.
+        if p.replicas().len() <= 1 {
+            return;
+        }
+        let Some(topic) = image.topic(&p.tp.topic) else {
+            return;
+        };
+        let number = |key: &str| {
+            crate::topic_config::effective(&broker.config, &topic.configs, key)
+                .and_then(|(v, _, _)| v.trim().parse::<i64>().ok())
+        };
+        // `optimized` leaves out what a long-term tier holds; ferry has none yet, so both
+        // strategies republish the same range.
+        let (config::Republish::Comprehensive | config::Republish::Optimized) =
+            self.shared.config.failover_republish;
+        let local = republish::effective_local_retention(
+            number("local.retention.ms").unwrap_or(-2),
+            number("retention.ms").unwrap_or(-1),
+        );
+        let Some((from, to)) = republish::republish_range(
+            &p.log.segment_largest_timestamps(),
+            p.log.log_start_offset(),
+            epoch_start,
+            self.clock.now_ms(),
+            local,
+        ) else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        tracing::info!(partition = %p.tp, epoch, from, to, "new remote-WAL leader: republishing its local log");
+        rt.spawn(republish::run(
+            self.shared.clone(),
+            uploader.clone(),
+            p.clone(),
+            epoch,
+            from,
+            to,
+        ));
     }
 
     /// Leader: `info` was just appended to `p`; offers the batches, as stored, to the uploader.

@@ -1,0 +1,209 @@
+//! Failover republish (KIP-1176 "Leader Failover and Recovery in an AZ Outage"): a broker that
+//! becomes leader of a remote-WAL partition at a new epoch hands the uploader its local log
+//! again, stamped with the new epoch, so that the data reaches its own rack's bucket and fresh
+//! metadata. Followers skip the former leader's metadata (older epoch, or an object in a failed
+//! AZ's bucket) and take these records instead, staying on the WAL path.
+//!
+//! What is republished (`remote.wal.failover.republish`): from the first segment newer than the
+//! topic's effective `local.retention.ms` (-2: `retention.ms`; never more than `retention.ms`;
+//! -1: the whole log), bounded below by the log start offset, up to the offset where the new
+//! epoch began. Everything from there on is appended at the new epoch and uploaded as usual.
+//! `optimized` would leave out what a long-term tier holds; ferry has none, so it is the same.
+//!
+//! The log is read in chunks of at most `remote.wal.upload.max.bytes`, and a chunk is handed
+//! over only while the uploader holds less than half of `remote.wal.buffer.max.bytes`, so
+//! memory stays bounded and live appends keep room (they are never dropped for a republish).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferry_wal::uploader::{AppendOutcome, Uploader, WalAppend};
+
+use super::Shared;
+use crate::replica_manager::Partition;
+
+/// The effective `local.retention.ms` in ms, from the topic's `local.retention.ms` and
+/// `retention.ms` (`None`: keep forever). As in Kafka, -2 means `retention.ms`, and local
+/// retention never exceeds `retention.ms`.
+pub fn effective_local_retention(local_ms: i64, retention_ms: i64) -> Option<i64> {
+    let retention = (retention_ms >= 0).then_some(retention_ms);
+    let local = match local_ms {
+        -2 => retention,
+        ms if ms >= 0 => Some(ms),
+        _ => None,
+    };
+    match (local, retention) {
+        (Some(l), Some(r)) => Some(l.min(r)),
+        (l, r) => l.or(r),
+    }
+}
+
+/// The range `[from, to)` a new leader republishes: from the first segment (`segments`: base
+/// offset and largest timestamp, oldest first) whose newest record is within `local_retention_ms`
+/// of `now_ms`, never below the log start offset, up to `epoch_start` (where the new epoch's own
+/// appends begin). `None` when there is nothing to republish.
+pub fn republish_range(
+    segments: &[(i64, i64)],
+    log_start: i64,
+    epoch_start: i64,
+    now_ms: i64,
+    local_retention_ms: Option<i64>,
+) -> Option<(i64, i64)> {
+    let from = match local_retention_ms {
+        None => log_start,
+        Some(ms) => segments
+            .iter()
+            .find(|(_, largest)| now_ms.saturating_sub(*largest) <= ms)
+            .map_or(epoch_start, |(base, _)| *base),
+    }
+    .max(log_start);
+    (from < epoch_start).then_some((from, epoch_start))
+}
+
+/// The whole v2 batches at the start of `records`: (first base offset, last offset, bytes).
+fn whole_batches(records: &[u8]) -> Option<(i64, i64, usize)> {
+    let mut pos = 0usize;
+    let mut first = None;
+    let mut last = -1;
+    while let Some(header) = records.get(pos..pos + 27) {
+        let base = i64::from_be_bytes(header[0..8].try_into().ok()?);
+        let len = usize::try_from(i32::from_be_bytes(header[8..12].try_into().ok()?)).ok()?;
+        let delta = i32::from_be_bytes(header[23..27].try_into().ok()?);
+        let next = pos.checked_add(12)?.checked_add(len)?;
+        if next > records.len() {
+            break;
+        }
+        first.get_or_insert(base);
+        last = base + i64::from(delta);
+        pos = next;
+    }
+    first.map(|f| (f, last, pos))
+}
+
+/// Hands `[from, to)` of `p`'s log to the uploader at leader epoch `epoch`; stops early when
+/// this broker is no longer the leader of that epoch.
+pub(super) async fn run(
+    shared: Arc<Shared>,
+    uploader: Uploader,
+    p: Arc<Partition>,
+    epoch: i32,
+    from: i64,
+    to: i64,
+) {
+    let chunk = shared.config.upload_max_bytes.max(1);
+    let room = (shared.config.buffer_max_bytes / 2).max(chunk);
+    let mut offset = from;
+    let mut total = 0u64;
+    while offset < to {
+        if p.leader_epoch_start().map(|(e, _)| e) != Some(epoch) {
+            tracing::info!(partition = %p.tp, epoch, offset, "leadership moved on; republish stopped");
+            return;
+        }
+        // Backpressure: wait while the uploader holds half its bound (a slow or failing store).
+        if uploader.buffered_bytes() + chunk > room {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        }
+        let log = p.log.clone();
+        let at = offset.max(log.log_start_offset());
+        let read = tokio::task::spawn_blocking(move || log.read(at, chunk, to, true)).await;
+        let records: Bytes = match read {
+            Ok(Ok(d)) => d.records,
+            Ok(Err(e)) => {
+                tracing::warn!(partition = %p.tp, offset = at, error = %e, "republish read failed; followers use the classic fetch for the rest");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(partition = %p.tp, error = %e, "republish read task failed");
+                return;
+            }
+        };
+        let Some((base, last, len)) = whole_batches(&records) else {
+            break;
+        };
+        if last < at {
+            break; // no progress possible (should not happen: reads start at a batch)
+        }
+        let append = WalAppend {
+            tp: p.tp.clone(),
+            topic_id: p.topic_id,
+            base_offset: base,
+            last_offset: last,
+            leader_epoch: epoch,
+            records: records.slice(..len),
+        };
+        if let AppendOutcome::Buffered = uploader.append(append) {
+            shared.metrics.republished_bytes.inc_by(len as u64);
+            total += len as u64;
+        }
+        offset = last + 1;
+    }
+    tracing::info!(partition = %p.tp, epoch, from, to, bytes = total, "republished the local log to this rack's remote WAL bucket");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_retention_follows_kafka_defaults() {
+        // -2: retention.ms.
+        assert_eq!(effective_local_retention(-2, 7_000), Some(7_000));
+        assert_eq!(effective_local_retention(-2, -1), None);
+        // Never beyond retention.ms.
+        assert_eq!(effective_local_retention(10_000, 7_000), Some(7_000));
+        assert_eq!(effective_local_retention(1_000, 7_000), Some(1_000));
+        assert_eq!(effective_local_retention(1_000, -1), Some(1_000));
+        // -1: forever, unless retention.ms is shorter.
+        assert_eq!(effective_local_retention(-1, -1), None);
+        assert_eq!(effective_local_retention(-1, 7_000), Some(7_000));
+    }
+
+    #[test]
+    fn republish_starts_at_the_first_segment_within_local_retention() {
+        // Segments at 0, 100, 200 (active) whose newest records are at 1s, 5s and 9s.
+        let segs = [(0, 1_000), (100, 5_000), (200, 9_000)];
+        // At 10s with 6s local retention: segment 0 expired, 100 not.
+        assert_eq!(
+            republish_range(&segs, 0, 250, 10_000, Some(6_000)),
+            Some((100, 250))
+        );
+        // The boundary itself is kept (retention deletes only what is strictly older).
+        assert_eq!(
+            republish_range(&segs, 0, 250, 11_000, Some(6_000)),
+            Some((100, 250))
+        );
+        // Forever: from the log start, also when it lies inside the first segment.
+        assert_eq!(
+            republish_range(&segs, 42, 250, 10_000, None),
+            Some((42, 250))
+        );
+        // Never below the log start offset.
+        assert_eq!(
+            republish_range(&segs, 150, 250, 10_000, Some(6_000)),
+            Some((150, 250))
+        );
+        // Everything expired, or nothing before the new epoch: nothing to republish.
+        assert_eq!(republish_range(&segs, 0, 250, 100_000, Some(1)), None);
+        assert_eq!(republish_range(&segs, 0, 0, 10_000, None), None);
+        assert_eq!(republish_range(&segs, 250, 250, 10_000, None), None);
+    }
+
+    #[test]
+    fn chunks_end_at_whole_batches() {
+        fn header(base: i64, len: i32, delta: i32) -> Vec<u8> {
+            let mut b = vec![0u8; 12 + len as usize];
+            b[0..8].copy_from_slice(&base.to_be_bytes());
+            b[8..12].copy_from_slice(&len.to_be_bytes());
+            b[23..27].copy_from_slice(&delta.to_be_bytes());
+            b
+        }
+        let mut data = header(10, 60, 4);
+        data.extend(header(15, 60, 0));
+        let whole = data.len();
+        data.extend(&header(16, 60, 2)[..30]); // a partial batch at the end
+        assert_eq!(whole_batches(&data), Some((10, 15, whole)));
+        assert_eq!(whole_batches(&data[..20]), None);
+    }
+}
