@@ -410,15 +410,10 @@ fn handle_response(
                 continue;
             }
             if data.diverging_epoch.epoch >= 0 {
-                let target = match p.log.end_offset_for_epoch(data.diverging_epoch.epoch) {
-                    Some((epoch, end)) if epoch == data.diverging_epoch.epoch => {
-                        end.min(data.diverging_epoch.end_offset)
-                    }
-                    Some((_, end)) => end.min(data.diverging_epoch.end_offset),
-                    None => data.diverging_epoch.end_offset,
-                };
+                let target = p
+                    .truncation_target(data.diverging_epoch.epoch, data.diverging_epoch.end_offset);
                 tracing::info!(partition = %p.tp, leader, offset = target, "truncating to the leader's epoch boundary");
-                if let Err(e) = p.truncate_to(target.max(0)) {
+                if let Err(e) = p.truncate_to(target) {
                     tracing::error!(partition = %p.tp, error = %e, "follower truncation failed");
                     backoff = true;
                 }

@@ -190,6 +190,31 @@ impl Partition {
         v >= 0 && v == self.leader_epoch()
     }
 
+    /// Leader, for a follower's fetch (KIP-320, the rule `handlers::fetch` applies): the epoch and end offset at which the
+    /// follower's log, last batch of epoch `last_fetched_epoch` ending before `fetch_offset`,
+    /// stops matching this log; `None` when it matches.
+    pub fn diverging_epoch(
+        &self,
+        last_fetched_epoch: i32,
+        fetch_offset: i64,
+    ) -> Option<(i32, i64)> {
+        if last_fetched_epoch < 0 {
+            return None;
+        }
+        let (epoch, end_offset) = self.log.end_offset_for_epoch(last_fetched_epoch)?;
+        (epoch != last_fetched_epoch || end_offset < fetch_offset).then_some((epoch, end_offset))
+    }
+
+    /// Follower: where to truncate after the leader reported a diverging epoch: the end of that
+    /// epoch here or there, whichever is lower (the largest common prefix by epoch).
+    pub fn truncation_target(&self, diverging_epoch: i32, diverging_end_offset: i64) -> i64 {
+        let target = match self.log.end_offset_for_epoch(diverging_epoch) {
+            Some((_, end)) => end.min(diverging_end_offset),
+            None => diverging_end_offset,
+        };
+        target.max(0)
+    }
+
     /// Leader: (leader epoch, log end offset when this epoch began); `None` unless leader.
     pub fn leader_epoch_start(&self) -> Option<(i32, i64)> {
         let st = self.state();

@@ -514,6 +514,99 @@ mod tests {
         assert!(follower.append_as_follower_at(end + 5, &batch(1)).is_err());
     }
 
+    /// A follower that got the former leader's tail through the WAL (records the new leader
+    /// never had) truncates it by leader epoch, exactly as for fetched data, before the WAL path
+    /// appends anything of the new epoch; then its log equals the new leader's.
+    #[tokio::test]
+    async fn data_that_came_through_the_wal_is_truncated_by_leader_epoch() {
+        use ferry_log::LogConfig;
+        use ferry_wal::fetcher::WalFetcher;
+        use ferry_wal::metadata::WalMetadataEvent;
+
+        use crate::remote_wal::leader::stored_append;
+        use crate::remote_wal::test_support::{batch, bucket, replicas, shared, topic};
+
+        let dir = tempfile::tempdir().unwrap();
+        let rms: Vec<_> = (1..=3)
+            .map(|n| replicas(dir.path(), n, &topic(1, 3)))
+            .collect();
+        let [p1, p2, p3] = [0, 1, 2].map(|i| rms[i].partition_of("t", 0).unwrap());
+        let (az1, up1, meta1) = bucket("az1");
+        let (az2, up2, meta2) = bucket("az2");
+        let shared = shared();
+        let f = p3.clone();
+        let sink =
+            ReplicaSink::with_resolver(shared.clone(), Arc::new(move |_, _| Some(f.clone())));
+        let fetcher = WalFetcher::new(
+            move |name| match name {
+                "az1" => Some(az1.clone()),
+                "az2" => Some(az2.clone()),
+                _ => None,
+            },
+            Arc::new(sink),
+        );
+
+        // Epoch 3: broker 3 gets all four batches through the WAL, broker 2 only two (classic).
+        for n in [3, 5, 2, 4] {
+            p1.append_then(&batch(n), |p, info| {
+                up1.append(stored_append(p, info).unwrap());
+            })
+            .unwrap();
+        }
+        up1.flush().await.unwrap();
+        p3.set_validated_epoch(3);
+        fetcher.on_metadata(meta1.take().into_iter().map(WalMetadataEvent::Upsert));
+        assert_eq!(fetcher.run_once().await.slices_appended, 1);
+        let end1 = p1.log.log_end_offset();
+        assert_eq!(p3.log.log_end_offset(), end1);
+        for _ in 0..2 {
+            let at = p2.log.log_end_offset();
+            let one = p1.log.read(at, 1, end1, true).unwrap().records;
+            p2.append_as_follower(&one).unwrap();
+        }
+        let common = p2.log.log_end_offset();
+        assert!(common < end1);
+
+        // Broker 2 leads at epoch 4 and appends (uploaded to az2) on top of its shorter log.
+        for rm in &rms[1..] {
+            rm.ensure_topic(&topic(2, 4), LogConfig::default()).unwrap();
+        }
+        p2.append_then(&batch(6), |p, info| {
+            up2.append(stored_append(p, info).unwrap());
+        })
+        .unwrap();
+        up2.flush().await.unwrap();
+        fetcher.on_metadata(meta2.take().into_iter().map(WalMetadataEvent::Upsert));
+
+        // Not confirmed at epoch 4 yet: the WAL path leaves the diverged log alone.
+        let report = fetcher.run_once().await;
+        assert_eq!(report.slices_appended, 0, "{report:?}");
+        assert_eq!(p3.log.log_end_offset(), end1);
+
+        // The replica fetcher's report: the leader finds the divergence (KIP-320), the follower
+        // truncates to the common prefix; the next report is clean and confirms the log.
+        let last_epoch = p3.log.epoch_entries().last().map_or(-1, |e| e.0);
+        let (epoch, end) = p2
+            .diverging_epoch(last_epoch, p3.log.log_end_offset())
+            .expect("the WAL-delivered tail diverges");
+        p3.truncate_to(p3.truncation_target(epoch, end)).unwrap();
+        assert_eq!(p3.log.log_end_offset(), common);
+        let last_epoch = p3.log.epoch_entries().last().map_or(-1, |e| e.0);
+        assert_eq!(
+            p2.diverging_epoch(last_epoch, p3.log.log_end_offset()),
+            None
+        );
+        p3.set_validated_epoch(4);
+
+        let report = fetcher.run_once().await;
+        assert!(report.classic.is_empty(), "{report:?}");
+        assert_eq!(report.slices_appended, 1);
+        let end2 = p2.log.log_end_offset();
+        let read = |p: &Partition| p.log.read(0, 1 << 20, end2, true).unwrap().records;
+        assert_eq!(read(&p3), read(&p2));
+        assert_eq!(p3.log.epoch_entries(), p2.log.epoch_entries());
+    }
+
     #[test]
     fn a_new_leader_epoch_puts_a_classic_partition_back_on_the_wal_path() {
         let mut m = ModeTracker::new(500);

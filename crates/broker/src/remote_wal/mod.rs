@@ -32,6 +32,8 @@ pub mod publisher;
 pub mod reader;
 pub mod republish;
 pub mod store;
+#[cfg(test)]
+mod test_support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};

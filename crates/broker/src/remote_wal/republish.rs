@@ -145,6 +145,7 @@ pub(super) async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ferry_log::LogConfig;
 
     #[test]
     fn local_retention_follows_kafka_defaults() {
@@ -188,6 +189,95 @@ mod tests {
         assert_eq!(republish_range(&segs, 0, 250, 100_000, Some(1)), None);
         assert_eq!(republish_range(&segs, 0, 0, 10_000, None), None);
         assert_eq!(republish_range(&segs, 250, 250, 10_000, None), None);
+    }
+
+    /// The failover end to end without a network: leader 1 (epoch 3) uploads to bucket `az1`;
+    /// follower 3 has downloaded only part of it when broker 1 and `az1` fail together. Broker 2
+    /// (which had everything) becomes leader at epoch 4 and republishes into `az2`. Follower 3
+    /// skips the former leader's metadata (older epoch; its object is gone too) and reaches
+    /// broker 2's log byte for byte through the WAL path alone: no classic range.
+    #[tokio::test]
+    async fn a_new_leader_republishes_and_a_lagging_follower_catches_up_through_its_bucket() {
+        use ferry_wal::fetcher::WalFetcher;
+        use ferry_wal::metadata::WalMetadataEvent;
+
+        use crate::remote_wal::follower::ReplicaSink;
+        use crate::remote_wal::leader::stored_append;
+        use crate::remote_wal::test_support::{batch, bucket, replicas, shared, topic};
+
+        let dir = tempfile::tempdir().unwrap();
+        let rms: Vec<_> = (1..=3)
+            .map(|n| replicas(dir.path(), n, &topic(1, 3)))
+            .collect();
+        let [p1, p2, p3] = [0, 1, 2].map(|i| rms[i].partition_of("t", 0).unwrap());
+
+        // Epoch 3: broker 1 leads and uploads to az1.
+        let (_az1, up1, old_meta) = bucket("az1");
+        for n in [3, 5, 2, 4] {
+            p1.append_then(&batch(n), |p, info| {
+                up1.append(stored_append(p, info).unwrap());
+            })
+            .unwrap();
+            up1.flush().await.unwrap();
+        }
+        let end = p1.log.log_end_offset();
+        let all = p1.log.read(0, 1 << 20, end, true).unwrap().records;
+        // Broker 2 has everything; broker 3 only the first batch (by the classic fetch).
+        p2.append_as_follower(&all).unwrap();
+        let first = p1.log.read(0, 1, end, true).unwrap().records;
+        p3.append_as_follower(&first).unwrap();
+        assert!(p3.log.log_end_offset() < end);
+
+        // az1 and broker 1 fail; broker 2 leads at epoch 4 and republishes into az2.
+        rms[1]
+            .ensure_topic(&topic(2, 4), LogConfig::default())
+            .unwrap();
+        rms[2]
+            .ensure_topic(&topic(2, 4), LogConfig::default())
+            .unwrap();
+        let (epoch, epoch_start) = p2.leader_epoch_start().unwrap();
+        assert_eq!((epoch, epoch_start), (4, end));
+        let (from, to) = republish_range(
+            &p2.log.segment_largest_timestamps(),
+            p2.log.log_start_offset(),
+            epoch_start,
+            ferry_common::system_clock().now_ms(),
+            None,
+        )
+        .unwrap();
+        assert_eq!((from, to), (0, end));
+        let shared = shared();
+        let (az2, up2, new_meta) = bucket("az2");
+        run(shared.clone(), up2.clone(), p2.clone(), epoch, from, to).await;
+        up2.flush().await.unwrap();
+        assert_eq!(shared.metrics.republished_bytes.get(), all.len() as u64);
+        let republished = new_meta.take();
+        assert!(republished
+            .iter()
+            .all(|m| m.leader_epoch == 4 && m.bucket == "az2"));
+
+        // Follower 3: the former leader's records first (as the metadata topic orders them),
+        // then the republished ones. az1 is gone: its objects cannot be read.
+        let f = p3.clone();
+        let sink =
+            ReplicaSink::with_resolver(shared.clone(), Arc::new(move |_, _| Some(f.clone())));
+        let fetcher = WalFetcher::new(
+            move |name| (name == "az2").then(|| az2.clone()),
+            Arc::new(sink),
+        );
+        let old = old_meta.take();
+        assert_eq!(old.len(), 4);
+        fetcher.on_metadata(old.into_iter().map(WalMetadataEvent::Upsert));
+        fetcher.on_metadata(republished.into_iter().map(WalMetadataEvent::Upsert));
+        // The replica fetcher's first answer from broker 2 at epoch 4 confirms the log.
+        p3.set_validated_epoch(4);
+        let report = fetcher.run_once().await;
+        assert!(report.classic.is_empty(), "{report:?}");
+        assert!(report.stale_skipped > 0, "{report:?}");
+        assert_eq!(p3.log.log_end_offset(), end);
+        let read = |p: &Partition| p.log.read(0, 1 << 20, end, true).unwrap().records;
+        assert_eq!(read(&p3), read(&p2));
+        assert_eq!(p3.log.epoch_entries(), p2.log.epoch_entries());
     }
 
     #[test]

@@ -1,0 +1,124 @@
+//! Shared pieces of the remote-WAL glue tests: leaders, followers and buckets in one process.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use ferry_cluster::image::{PartitionState, TopicImage};
+use ferry_log::{LogConfig, LogManager};
+use ferry_objstore::{MemoryStore, ObjectStore};
+use ferry_wal::metadata::WalSliceMetadata;
+use ferry_wal::uploader::{MetadataPublisher, Uploader, UploaderConfig};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use uuid::Uuid;
+
+use super::config::RemoteWalConfig;
+use super::metrics::RemoteWalMetrics;
+use super::Shared;
+use crate::config::BrokerConfig;
+use crate::replica_manager::ReplicaManager;
+
+/// A metadata publisher that keeps what it was given.
+#[derive(Debug, Default)]
+pub struct Capture(pub Mutex<Vec<WalSliceMetadata>>);
+
+#[async_trait]
+impl MetadataPublisher for Capture {
+    async fn publish(&self, records: Vec<WalSliceMetadata>) -> ferry_wal::Result<()> {
+        self.0.lock().unwrap().extend(records);
+        Ok(())
+    }
+}
+
+impl Capture {
+    pub fn take(&self) -> Vec<WalSliceMetadata> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+/// A v2 batch of `n` small records.
+pub fn batch(n: usize) -> Bytes {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1,
+            timestamp: 1_000 + i as i64,
+            key: None,
+            value: Some(Bytes::from(format!("value-{i}"))),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .unwrap();
+    buf.freeze()
+}
+
+/// Topic `t` (one partition, replicas 1..=3) led by `leader` at `leader_epoch`.
+pub fn topic(leader: i32, leader_epoch: i32) -> TopicImage {
+    TopicImage {
+        name: "t".into(),
+        id: Uuid::from_u128(7),
+        configs: BTreeMap::new(),
+        partitions: vec![PartitionState {
+            replicas: vec![1, 2, 3],
+            isr: vec![1, 2, 3],
+            leader,
+            leader_epoch,
+            partition_epoch: 0,
+        }],
+    }
+}
+
+/// Broker `node`'s replica manager under `dir`, following `image`.
+pub fn replicas(dir: &std::path::Path, node: i32, image: &TopicImage) -> ReplicaManager {
+    let logs = LogManager::open(
+        vec![dir.join(node.to_string())],
+        ferry_common::system_clock(),
+    )
+    .unwrap();
+    let rm = ReplicaManager::new(logs, node);
+    rm.ensure_topic(image, LogConfig::default()).unwrap();
+    rm
+}
+
+/// Glue state with default `remote.wal.*` configs and no broker.
+pub fn shared() -> Arc<Shared> {
+    Arc::new(Shared {
+        config: RemoteWalConfig::from_broker(&BrokerConfig::default()).unwrap(),
+        metrics: RemoteWalMetrics::new(),
+        broker: std::sync::OnceLock::new(),
+        topics: std::sync::RwLock::new(HashMap::new()),
+    })
+}
+
+/// A memory bucket named `name` with an uploader publishing into a [`Capture`].
+pub fn bucket(name: &str) -> (Arc<dyn ObjectStore>, Uploader, Arc<Capture>) {
+    let store: Arc<dyn ObjectStore> =
+        Arc::new(MemoryStore::with_clock(name, ferry_common::system_clock()));
+    let capture = Arc::new(Capture::default());
+    let uploader = Uploader::new(
+        UploaderConfig::default(),
+        store.clone(),
+        capture.clone(),
+        ferry_common::system_clock(),
+    );
+    (store, uploader, capture)
+}
