@@ -190,9 +190,9 @@ impl Partition {
         v >= 0 && v == self.leader_epoch()
     }
 
-    /// Leader, for a follower's fetch (KIP-320, the rule `handlers::fetch` applies): the epoch and end offset at which the
-    /// follower's log, last batch of epoch `last_fetched_epoch` ending before `fetch_offset`,
-    /// stops matching this log; `None` when it matches.
+    /// Leader, for a follower's fetch (KIP-320; the rule `handlers::fetch` applies): the epoch
+    /// and end offset at which the follower's log, last batch of epoch `last_fetched_epoch`
+    /// ending before `fetch_offset`, stops matching this log; `None` when it matches.
     pub fn diverging_epoch(
         &self,
         last_fetched_epoch: i32,
