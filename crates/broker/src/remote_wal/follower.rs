@@ -363,21 +363,18 @@ mod tests {
         use std::collections::BTreeMap;
 
         use async_trait::async_trait;
-        use bytes::BytesMut;
         use ferry_cluster::image::{PartitionState, TopicImage};
         use ferry_log::{LogConfig, LogManager};
         use ferry_objstore::{MemoryStore, ObjectStore};
         use ferry_wal::fetcher::WalFetcher;
         use ferry_wal::metadata::{WalMetadataEvent, WalSliceMetadata};
         use ferry_wal::uploader::{MetadataPublisher, Uploader, UploaderConfig};
-        use kafka_protocol::records::{
-            Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-        };
 
         use crate::config::BrokerConfig;
         use crate::remote_wal::config::RemoteWalConfig;
         use crate::remote_wal::leader::stored_append;
         use crate::remote_wal::metrics::RemoteWalMetrics;
+        use crate::remote_wal::test_support::batch;
         use crate::replica_manager::ReplicaManager;
 
         #[derive(Debug, Default)]
@@ -388,37 +385,6 @@ mod tests {
                 self.0.lock().unwrap().extend(records);
                 Ok(())
             }
-        }
-
-        fn batch(n: usize) -> Bytes {
-            let records: Vec<Record> = (0..n)
-                .map(|i| Record {
-                    transactional: false,
-                    control: false,
-                    delete_horizon: false,
-                    partition_leader_epoch: 0,
-                    producer_id: -1,
-                    producer_epoch: -1,
-                    timestamp_type: TimestampType::Creation,
-                    offset: i as i64,
-                    sequence: -1,
-                    timestamp: 1_000 + i as i64,
-                    key: None,
-                    value: Some(Bytes::from(format!("value-{i}"))),
-                    headers: Default::default(),
-                })
-                .collect();
-            let mut buf = BytesMut::new();
-            RecordBatchEncoder::encode(
-                &mut buf,
-                &records,
-                &RecordEncodeOptions {
-                    version: 2,
-                    compression: Compression::None,
-                },
-            )
-            .unwrap();
-            buf.freeze()
         }
 
         let dir = tempfile::tempdir().unwrap();
