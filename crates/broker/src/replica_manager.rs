@@ -198,11 +198,11 @@ impl Partition {
         last_fetched_epoch: i32,
         fetch_offset: i64,
     ) -> Option<(i32, i64)> {
-        if last_fetched_epoch < 0 {
-            return None;
-        }
-        let (epoch, end_offset) = self.log.end_offset_for_epoch(last_fetched_epoch)?;
-        (epoch != last_fetched_epoch || end_offset < fetch_offset).then_some((epoch, end_offset))
+        divergence(
+            |epoch| self.log.end_offset_for_epoch(epoch),
+            fetch_offset,
+            last_fetched_epoch,
+        )
     }
 
     /// Follower: where to truncate after the leader reported a diverging epoch: the end of that
@@ -857,6 +857,21 @@ impl ReplicaManager {
         }
         self.logs.shutdown()
     }
+}
+
+/// [`Partition::diverging_epoch`] over a leader's epoch history `end_for_epoch` (epoch → the
+/// largest epoch not above it and where it ends): where a follower whose last batch has epoch
+/// `last_fetched_epoch` and whose log ends at `fetch_offset` stops matching.
+pub fn divergence(
+    end_for_epoch: impl Fn(i32) -> Option<(i32, i64)>,
+    fetch_offset: i64,
+    last_fetched_epoch: i32,
+) -> Option<(i32, i64)> {
+    if last_fetched_epoch < 0 {
+        return None;
+    }
+    let (epoch, end_offset) = end_for_epoch(last_fetched_epoch)?;
+    (epoch != last_fetched_epoch || end_offset < fetch_offset).then_some((epoch, end_offset))
 }
 
 #[cfg(test)]

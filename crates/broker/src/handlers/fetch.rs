@@ -417,33 +417,17 @@ fn preferred_read_replica(
     selector.select(fetcher.client_rack, &leader, &followers)
 }
 
-/// Where a follower's log diverges from this leader's (KIP-320/595): `last_fetched_epoch` is
-/// unknown here or ends before the fetch offset. (epoch, end offset) to truncate to.
+/// Where a follower's log diverges from this leader's (KIP-320/595), for Fetch v12+ (which
+/// carries the last fetched epoch): (epoch, end offset) to truncate to.
 fn diverging_epoch(
     partition: &Partition,
     req: &FetchPartition,
     version: i16,
 ) -> Option<(i32, i64)> {
-    divergence(
-        |epoch| partition.log.end_offset_for_epoch(epoch),
-        req.fetch_offset,
-        req.last_fetched_epoch,
-        version,
-    )
-}
-
-/// [`diverging_epoch`] over the leader's epoch history `end_for_epoch`.
-fn divergence(
-    end_for_epoch: impl Fn(i32) -> Option<(i32, i64)>,
-    fetch_offset: i64,
-    last_fetched_epoch: i32,
-    version: i16,
-) -> Option<(i32, i64)> {
-    if version < 12 || last_fetched_epoch < 0 {
+    if version < 12 {
         return None;
     }
-    let (epoch, end_offset) = end_for_epoch(last_fetched_epoch)?;
-    (epoch != last_fetched_epoch || end_offset < fetch_offset).then_some((epoch, end_offset))
+    partition.diverging_epoch(req.last_fetched_epoch, req.fetch_offset)
 }
 
 /// True when a follower's fetch offset is its log end on this leader's history: same leader
@@ -457,6 +441,8 @@ fn follower_position_is_valid(partition: &Partition, req: &FetchPartition, versi
 mod tests {
     #[test]
     fn a_follower_past_its_epochs_end_on_the_leader_diverges() {
+        use crate::replica_manager::divergence;
+
         // The leader's history: epoch 3 ends at offset 100, epoch 5 is current (from 100).
         // (Kafka's answer for an epoch it never had: the largest epoch below it, and where the
         // next epoch starts.)
@@ -467,14 +453,14 @@ mod tests {
         };
         // A follower of the old epoch-3 leader that got up to 120 from it: diverged at 100, so
         // its fetch offset must not count for the high watermark.
-        assert_eq!(super::divergence(leader, 120, 3, 12), Some((3, 100)));
+        assert_eq!(divergence(leader, 120, 3), Some((3, 100)));
         // At the epoch's end, or on the current epoch: a valid position.
-        assert_eq!(super::divergence(leader, 100, 3, 12), None);
-        assert_eq!(super::divergence(leader, 150, 5, 12), None);
+        assert_eq!(divergence(leader, 100, 3), None);
+        assert_eq!(divergence(leader, 150, 5), None);
         // An epoch the leader never had (4): truncate to where its epoch 3 ends.
-        assert_eq!(super::divergence(leader, 150, 4, 12), Some((3, 100)));
-        // Before v12 there is no last fetched epoch to check.
-        assert_eq!(super::divergence(leader, 120, 3, 11), None);
+        assert_eq!(divergence(leader, 150, 4), Some((3, 100)));
+        // No last fetched epoch (-1): nothing to check.
+        assert_eq!(divergence(leader, 120, -1), None);
     }
 
     use super::*;
