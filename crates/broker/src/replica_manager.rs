@@ -72,6 +72,10 @@ struct ReplicaState {
     followers: BTreeMap<BrokerId, FollowerState>,
     /// An ISR change proposed and not yet seen in the image.
     isr_change_pending: bool,
+    /// Followers a pending expansion adds. Until the image has it, the high watermark counts
+    /// them too (Kafka's "maximal ISR"): else records acknowledged meanwhile with the old ISR
+    /// could be missing on a member of the new one, which may be elected next.
+    pending_additions: Vec<BrokerId>,
 }
 
 /// An ISR change this partition's leader wants the controller to make.
@@ -143,6 +147,7 @@ impl Partition {
                 epoch_start_offset: leo,
                 followers: BTreeMap::new(),
                 isr_change_pending: false,
+                pending_additions: Vec::new(),
             }),
             log,
             end_offset,
@@ -281,6 +286,11 @@ impl Partition {
         let mut st = self.state();
         let old_epoch = self.leader_epoch();
         let old_role = st.role;
+        // A pending expansion's followers count until the image shows a new partition state
+        // (ours committed, or another change won); a refused proposal clears them too.
+        if state.partition_epoch != st.partition_epoch || state.leader_epoch != old_epoch {
+            st.pending_additions.clear();
+        }
         st.replicas = state.replicas.clone();
         st.isr = state.isr.clone();
         st.partition_epoch = state.partition_epoch;
@@ -318,7 +328,7 @@ impl Partition {
     fn advance_high_watermark(&self, st: &ReplicaState) {
         let leo = self.log.log_end_offset();
         let mut min = leo;
-        for r in &st.isr {
+        for r in st.isr.iter().chain(&st.pending_additions) {
             if *r == self.node_id {
                 continue;
             }
@@ -574,6 +584,11 @@ impl Partition {
 
     fn isr_change(&self, st: &mut ReplicaState, new_isr: Vec<BrokerId>) -> IsrChange {
         st.isr_change_pending = true;
+        st.pending_additions = new_isr
+            .iter()
+            .filter(|r| !st.isr.contains(r))
+            .copied()
+            .collect();
         IsrChange {
             expands: new_isr.len() > st.isr.len(),
             topic_id: self.topic_id,
@@ -587,7 +602,9 @@ impl Partition {
 
     /// An ISR change could not be made; allow the next attempt.
     pub fn isr_change_failed(&self) {
-        self.state().isr_change_pending = false;
+        let mut st = self.state();
+        st.isr_change_pending = false;
+        st.pending_additions.clear();
     }
 
     /// Committed data only (up to the high watermark), up to `max_bytes` of whole batches.

@@ -129,6 +129,41 @@ fn isr_expands_when_caught_up_and_shrinks_when_lagging() {
     assert_eq!(change.new_isr, vec![1, 3]);
 }
 
+/// Kafka's "maximal ISR": while an expansion waits for the controller, the joining follower
+/// already counts for the high watermark. Otherwise records acknowledged with the old ISR in the
+/// meantime could be missing on a member of the new one, which may be elected next (a randomized
+/// fault run lost an acks=all message so: a restarted broker rejoined and became preferred
+/// leader without a record the old ISR had acknowledged).
+#[test]
+fn a_follower_joining_the_isr_counts_for_the_high_watermark_before_the_image_has_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(dir.path(), 1);
+    rm.ensure_topic(&topic(1, vec![1, 2], 4), LogConfig::default())
+        .unwrap();
+    let p = rm.partition_of("t", 0).unwrap();
+    p.append(&batch(3)).unwrap();
+    p.record_follower_fetch(2, 3);
+    assert_eq!(p.high_watermark(), 3);
+    let change = p.record_follower_fetch(3, 3).expect("caught up: joins");
+    assert_eq!(change.new_isr, vec![1, 2, 3]);
+    // More records; follower 2 has them, joining follower 3 does not yet.
+    p.append(&batch(2)).unwrap();
+    p.record_follower_fetch(2, 5);
+    assert_eq!(
+        p.high_watermark(),
+        3,
+        "the joining follower holds the high watermark"
+    );
+    p.record_follower_fetch(3, 5);
+    assert_eq!(p.high_watermark(), 5);
+    // A refused expansion stops counting it.
+    p.append(&batch(1)).unwrap();
+    p.record_follower_fetch(2, 6);
+    p.isr_change_failed();
+    p.record_follower_fetch(2, 6);
+    assert_eq!(p.high_watermark(), 6);
+}
+
 #[test]
 fn follower_appends_leader_batches_and_bounds_its_high_watermark() {
     let dir = tempfile::tempdir().unwrap();
