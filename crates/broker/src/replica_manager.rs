@@ -72,9 +72,9 @@ struct ReplicaState {
     followers: BTreeMap<BrokerId, FollowerState>,
     /// An ISR change proposed and not yet seen in the image.
     isr_change_pending: bool,
-    /// Followers a pending expansion adds. Until the image has it, the high watermark counts
-    /// them too (Kafka's "maximal ISR"): else records acknowledged meanwhile with the old ISR
-    /// could be missing on a member of the new one, which may be elected next.
+    /// Followers a pending expansion adds. Until the image shows a new partition state, the high
+    /// watermark counts them too (Kafka's "maximal ISR"): else records acknowledged meanwhile
+    /// with the old ISR could be missing on a member of the new one, which may be elected next.
     pending_additions: Vec<BrokerId>,
 }
 
@@ -558,11 +558,30 @@ impl Partition {
     /// Leader: followers of the ISR that have not caught up within `lag_max_ms` leave it.
     pub fn isr_shrink(&self, lag_max_ms: i64) -> Option<IsrChange> {
         let mut st = self.state();
-        if st.role != Role::Leader || st.isr_change_pending {
+        if st.role != Role::Leader {
             return None;
         }
         let now = Instant::now();
         let leo = self.log.log_end_offset();
+        // A follower of a refused expansion that then stopped must not hold the high
+        // watermark forever: it stops counting once it lags like an ISR member would leave.
+        let lagging: Vec<BrokerId> = st
+            .pending_additions
+            .iter()
+            .copied()
+            .filter(|r| {
+                st.followers.get(r).is_none_or(|f| {
+                    f.log_end_offset < leo
+                        && i64::try_from(now.duration_since(f.last_caught_up).as_millis())
+                            .unwrap_or(i64::MAX)
+                            > lag_max_ms
+                })
+            })
+            .collect();
+        st.pending_additions.retain(|r| !lagging.contains(r));
+        if st.isr_change_pending {
+            return None;
+        }
         // A follower at the log end is caught up now.
         let caught_up: BTreeMap<BrokerId, i64> = st
             .followers
@@ -584,11 +603,11 @@ impl Partition {
 
     fn isr_change(&self, st: &mut ReplicaState, new_isr: Vec<BrokerId>) -> IsrChange {
         st.isr_change_pending = true;
-        st.pending_additions = new_isr
-            .iter()
-            .filter(|r| !st.isr.contains(r))
-            .copied()
-            .collect();
+        for r in &new_isr {
+            if !st.isr.contains(r) && !st.pending_additions.contains(r) {
+                st.pending_additions.push(*r);
+            }
+        }
         IsrChange {
             expands: new_isr.len() > st.isr.len(),
             topic_id: self.topic_id,
@@ -601,10 +620,13 @@ impl Partition {
     }
 
     /// An ISR change could not be made; allow the next attempt.
+    ///
+    /// A pending expansion's followers still count for the high watermark: an earlier proposal
+    /// of the same expansion may have been committed (a second one, sent before the image
+    /// showed the first, is refused for its stale partition epoch). They stop counting when
+    /// the image shows a new partition state, or when they lag (`isr_shrink`).
     pub fn isr_change_failed(&self) {
-        let mut st = self.state();
-        st.isr_change_pending = false;
-        st.pending_additions.clear();
+        self.state().isr_change_pending = false;
     }
 
     /// Committed data only (up to the high watermark), up to `max_bytes` of whole batches.
