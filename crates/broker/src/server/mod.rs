@@ -128,6 +128,7 @@ impl Server {
             groups,
             offsets_store,
             group_init: std::sync::Mutex::new(()),
+            image_apply: std::sync::Mutex::new(()),
             node_id: config.node_id(),
             config,
             clock,
