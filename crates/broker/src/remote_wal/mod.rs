@@ -209,7 +209,10 @@ impl RemoteWal {
             fetcher,
             gc,
             publisher,
-            follower: FollowerModes::new(fallback_ms),
+            // The leader decides first, by what it published (`leader.rs`); a follower switches
+            // on its own only when the leader's answers stop helping for much longer (a loaded
+            // machine made followers switch after one window although the WAL path worked).
+            follower: FollowerModes::new(fallback_ms.saturating_mul(4)),
             leader,
             republished: Mutex::new(HashMap::new()),
         }
