@@ -55,10 +55,11 @@ impl AppendedProduce {
             let still_waiting = wait_for_high_watermark(&self.waits, self.timeout).await;
             // Kafka's rule: records the high watermark passed while the ISR had shrunk below
             // min.insync.replicas are in the log but not acknowledged as durable.
+            let timed_out: std::collections::HashSet<(usize, usize)> =
+                still_waiting.iter().map(|w| (w.0, w.1)).collect();
             for (t, p, partition, _, min_isr) in &self.waits {
                 let isr = i32::try_from(partition.isr().len()).unwrap_or(i32::MAX);
-                let completed = !still_waiting.iter().any(|w| w.0 == *t && w.1 == *p);
-                if !completed || isr >= *min_isr {
+                if timed_out.contains(&(*t, *p)) || isr >= *min_isr {
                     continue;
                 }
                 let Some(r) = self
