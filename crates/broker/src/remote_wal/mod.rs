@@ -40,12 +40,11 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use ferry_cluster::{BrokerId, Image};
-use ferry_common::{SharedClock, TopicPartition};
+use ferry_common::SharedClock;
 use ferry_log::AppendInfo;
 use ferry_objstore::Op;
 use ferry_wal::fetcher::{FetcherConfig, WalFetcher};
 use ferry_wal::gc::{GcConfig, WalGc};
-use ferry_wal::metadata::WalSliceMetadata;
 use ferry_wal::uploader::{AppendOutcome, BatcherConfig, Uploader, UploaderConfig};
 use prometheus_client::registry::Registry;
 use tokio::task::JoinSet;
@@ -96,35 +95,6 @@ pub struct RemoteWal {
     republished: Mutex<HashMap<ferry_common::TopicPartition, i32>>,
 }
 
-/// The uploader's publisher: publishes through [`MetadataProducer`] and tells the leader
-/// tracker what is now published (its stall rule times followers against publication).
-#[derive(Debug)]
-struct TrackedPublisher {
-    inner: Arc<MetadataProducer>,
-    shared: Arc<Shared>,
-    leader: Arc<Mutex<LeaderTracker>>,
-    clock: SharedClock,
-}
-
-#[async_trait::async_trait]
-impl ferry_wal::uploader::MetadataPublisher for TrackedPublisher {
-    async fn publish(&self, records: Vec<WalSliceMetadata>) -> ferry_wal::Result<()> {
-        let ends: Vec<(Uuid, i32, i64)> = records
-            .iter()
-            .map(|m| (m.topic_id, m.partition, m.last_offset + 1))
-            .collect();
-        self.inner.publish(records).await?;
-        let now = self.clock.now_ms();
-        let mut l = self.leader.lock().unwrap_or_else(|p| p.into_inner());
-        for (topic_id, partition, end) in ends {
-            if let Some(name) = self.shared.topic_name(topic_id) {
-                l.on_published(&TopicPartition::new(name, partition), end, now);
-            }
-        }
-        Ok(())
-    }
-}
-
 impl RemoteWal {
     /// Reads the `remote.wal.*` keys and opens the buckets (no network request).
     pub async fn open(config: &BrokerConfig, clock: SharedClock) -> anyhow::Result<Self> {
@@ -155,14 +125,12 @@ impl RemoteWal {
                 rack: c.rack.clone(),
             })
             .set(1);
-        let publisher = Arc::new(MetadataProducer::new(shared.clone()));
         let leader = Arc::new(Mutex::new(LeaderTracker::new(fallback_ms)));
-        let tracked = Arc::new(TrackedPublisher {
-            inner: publisher.clone(),
-            shared: shared.clone(),
-            leader: leader.clone(),
-            clock: clock.clone(),
-        });
+        let publisher = Arc::new(MetadataProducer::new(
+            shared.clone(),
+            leader.clone(),
+            clock.clone(),
+        ));
         let own = stores.own();
         let uploader = own.clone().map(|store| {
             Uploader::new(
@@ -176,7 +144,7 @@ impl RemoteWal {
                     max_in_flight: 4,
                 },
                 store,
-                tracked,
+                publisher.clone(),
                 clock.clone(),
             )
         });

@@ -26,6 +26,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use uuid::Uuid;
 
+use super::leader::LeaderTracker;
 use super::Shared;
 use crate::broker::Broker;
 use crate::metrics::{inter_broker_client_id, TrafficKind};
@@ -70,15 +71,24 @@ pub struct MetadataProducer {
     /// metadata reader may see them later (a lagging local replica), and the orphan sweep must
     /// not take a published object for an orphan meanwhile.
     gc: std::sync::OnceLock<WalGc>,
+    /// The leader's stall rule times followers against what was published (`leader.rs`).
+    leader: Arc<std::sync::Mutex<LeaderTracker>>,
+    clock: ferry_common::SharedClock,
 }
 
 impl MetadataProducer {
-    pub(super) fn new(shared: Arc<Shared>) -> Self {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        leader: Arc<std::sync::Mutex<LeaderTracker>>,
+        clock: ferry_common::SharedClock,
+    ) -> Self {
         Self {
             shared,
             conns: tokio::sync::Mutex::new(HashMap::new()),
             create: tokio::sync::Mutex::new(()),
             gc: std::sync::OnceLock::new(),
+            leader,
+            clock,
         }
     }
 
@@ -285,6 +295,14 @@ impl MetadataPublisher for MetadataProducer {
         self.shared.metrics.on_published(&records);
         if let Some(gc) = self.gc.get() {
             gc.on_published(&records);
+        }
+        let now = self.clock.now_ms();
+        let mut leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
+        for m in &records {
+            if let Some(name) = self.shared.topic_name(m.topic_id) {
+                let tp = ferry_common::TopicPartition::new(name, m.partition);
+                leader.on_published(&tp, m.last_offset + 1, now);
+            }
         }
         Ok(())
     }
