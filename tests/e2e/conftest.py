@@ -60,15 +60,26 @@ def free_port() -> int:
     top = _ephemeral_range_start()
     for _ in range(100):
         port = random.randint(max(1024, top - 12000), top - 1)
+        # Never the same port twice in a session: a cluster's six ports are picked before any
+        # broker binds, so a repeat would have two brokers (or a broker and a controller)
+        # racing for one port.
+        if port in _ports_given:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _ports_given.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port = s.getsockname()[1]
+    _ports_given.add(port)
+    return port
+
+
+_ports_given: set[int] = set()
 
 
 def unique_topic(prefix: str = "t") -> str:

@@ -100,6 +100,13 @@ enum CallError {
     },
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The peer accepted a new connection and then failed the first call on it: it is down,
+    /// restarting, or something else holds its port.
+    #[error("{addr} failed a call on a new connection: {source}")]
+    FreshConnectionFailed {
+        addr: String,
+        source: std::io::Error,
+    },
     #[error("timed out after {0:?}")]
     Timeout(Duration),
     #[error("unexpected response type")]
@@ -172,6 +179,17 @@ impl Connection {
     }
 
     async fn call_inner(&mut self, req: &Request) -> Result<Response, CallError> {
+        let fresh = self.stream.is_none();
+        match self.exchange(req).await {
+            Err(CallError::Io(source)) if fresh => Err(CallError::FreshConnectionFailed {
+                addr: self.addr.clone(),
+                source,
+            }),
+            other => other,
+        }
+    }
+
+    async fn exchange(&mut self, req: &Request) -> Result<Response, CallError> {
         if self.stream.is_none() {
             let s = TcpStream::connect(&self.addr)
                 .await
@@ -231,7 +249,11 @@ pub struct PeerClient {
 
 fn rpc_error<E: std::error::Error>(e: CallError) -> RPCError<u64, Node, E> {
     match e {
-        CallError::Connect { .. } => RPCError::Unreachable(Unreachable::new(&e)),
+        // Unreachable makes openraft back off before the next try; any other error is retried
+        // at once, which against a peer that closes every connection is a busy loop.
+        CallError::Connect { .. } | CallError::FreshConnectionFailed { .. } => {
+            RPCError::Unreachable(Unreachable::new(&e))
+        }
         other => RPCError::Network(NetworkError::new(&other)),
     }
 }
@@ -426,4 +448,60 @@ async fn handle_connection(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{CommittedLeaderId, Vote};
+
+    fn append_entries() -> AppendEntriesRequest<TypeConfig> {
+        AppendEntriesRequest {
+            vote: Vote::new_committed(1, 1),
+            prev_log_id: None,
+            entries: vec![],
+            leader_commit: Some(openraft::LogId::new(CommittedLeaderId::new(1, 1), 0)),
+        }
+    }
+
+    fn client(addr: String) -> PeerClient {
+        PeerClient {
+            target: 2,
+            conn: Connection {
+                addr,
+                stream: None,
+                peer: Some(2),
+                observer: None,
+            },
+        }
+    }
+
+    /// A port taken by something that is not a voter (here: a listener that closes every
+    /// connection, as a Kafka listener does with our frames) must make openraft back off, not
+    /// retry in a busy loop.
+    #[tokio::test]
+    async fn a_peer_that_closes_each_new_connection_is_unreachable() {
+        let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+            Ok(l) => l,
+            Err(e) => panic!("bind: {e}"),
+        };
+        let addr = match listener.local_addr() {
+            Ok(a) => a.to_string(),
+            Err(e) => panic!("local_addr: {e}"),
+        };
+        tokio::spawn(async move {
+            while let Ok((s, _)) = listener.accept().await {
+                drop(s);
+            }
+        });
+        let mut c = client(addr);
+        let option = RPCOption::new(Duration::from_secs(5));
+        for _ in 0..3 {
+            let r = c.append_entries(append_entries(), option.clone()).await;
+            assert!(
+                matches!(r, Err(RPCError::Unreachable(_))),
+                "expected Unreachable, got {r:?}"
+            );
+        }
+    }
 }
