@@ -12,7 +12,7 @@ use ferry_group::{Appended, OffsetsStore, StoreError, StoredRecord};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::records::Compression;
 
-use crate::replica_manager::Partition;
+use crate::replica_manager::{CommitStatus, Partition};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
@@ -153,17 +153,18 @@ async fn committed(
     let deadline = tokio::time::Instant::now() + timeout;
     let mut changes = p.subscribe();
     loop {
-        if !p.is_leader() || p.leader_epoch() != epoch {
-            return Err(StoreError::new(
-                ResponseError::NotCoordinator,
-                format!(
-                    "leadership of {} moved before the ISR held the records",
-                    p.tp
-                ),
-            ));
-        }
-        if p.high_watermark() >= end_offset {
-            return Ok(());
+        match p.commit_status(epoch, end_offset) {
+            CommitStatus::Committed => return Ok(()),
+            CommitStatus::LeadershipLost => {
+                return Err(StoreError::new(
+                    ResponseError::NotCoordinator,
+                    format!(
+                        "leadership of {} moved before the ISR held the records",
+                        p.tp
+                    ),
+                ))
+            }
+            CommitStatus::Pending => {}
         }
         match tokio::time::timeout_at(deadline, changes.changed()).await {
             Ok(Ok(())) => {}

@@ -391,6 +391,9 @@ fn handle_response(
             else {
                 continue;
             };
+            if !still_follows(p, leader, sent_epoch) {
+                continue;
+            }
             let leo = p.log.log_end_offset();
             if data.error_code == ResponseError::OffsetOutOfRange.code()
                 && data.log_start_offset > leo
@@ -444,9 +447,19 @@ fn handle_response(
     // the state the session holds (what was last sent, the epoch included) and found no error
     // and no divergence (a diverging epoch is news), so their logs are confirmed as well.
     for (p, sent_epoch) in by_tp.into_values() {
-        p.set_validated_epoch(sent_epoch);
+        if still_follows(p, leader, sent_epoch) {
+            p.set_validated_epoch(sent_epoch);
+        }
     }
     backoff
+}
+
+/// Whether `p` still follows `leader` at the epoch a request was sent with: a response that
+/// arrives after the image moved on (this broker leads now, or follows another epoch) speaks of
+/// a log that is no longer the one to follow, and applying it (a truncation, a high watermark)
+/// could damage a leader's log.
+fn still_follows(p: &Partition, leader: BrokerId, sent_epoch: i32) -> bool {
+    p.role() == Role::Follower { leader } && p.leader_epoch() == sent_epoch
 }
 
 /// Appends the whole batches of `records` that start at or after the log end offset (a response

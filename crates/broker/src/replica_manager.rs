@@ -78,6 +78,18 @@ struct ReplicaState {
     pending_additions: Vec<BrokerId>,
 }
 
+/// Where records appended as leader stand (the delayed-produce purgatory's question).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitStatus {
+    /// Still leader at the epoch of the append; the high watermark has not reached them yet.
+    Pending,
+    /// The high watermark reached them while this broker led at the epoch of the append.
+    Committed,
+    /// This broker no longer leads at that epoch. Whatever the high watermark says now is about
+    /// another leader's log, which may have truncated the records away: never an acknowledgement.
+    LeadershipLost,
+}
+
 /// An ISR change this partition's leader wants the controller to make.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IsrChange {
@@ -423,12 +435,35 @@ impl Partition {
         out
     }
 
-    /// Follower: HW = min(leader's HW, own log end offset).
+    /// Records appended as leader at `leader_epoch`, ending before `end_offset`: are they
+    /// committed? Decided under the state lock, against which a role change and a follower's
+    /// high-watermark update are ordered, so a high watermark learnt from a later leader is
+    /// never read as this leader's.
+    pub fn commit_status(&self, leader_epoch: i32, end_offset: i64) -> CommitStatus {
+        let st = self.state();
+        if st.role != Role::Leader || self.leader_epoch() != leader_epoch {
+            return CommitStatus::LeadershipLost;
+        }
+        if self.high_watermark() >= end_offset {
+            CommitStatus::Committed
+        } else {
+            CommitStatus::Pending
+        }
+    }
+
+    /// Follower: HW = min(leader's HW, own log end offset). Ignored once this broker leads (a
+    /// fetch response that arrives after the role changed).
     pub fn update_follower_high_watermark(&self, leader_high_watermark: i64) {
+        let st = self.state();
+        if st.role == Role::Leader {
+            return;
+        }
         self.leader_high_watermark
             .store(leader_high_watermark, Ordering::Release);
         let hw = leader_high_watermark.min(self.log.log_end_offset());
-        if self.high_watermark.swap(hw, Ordering::AcqRel) != hw {
+        let changed = self.high_watermark.swap(hw, Ordering::AcqRel) != hw;
+        drop(st);
+        if changed {
             self.notify();
         }
     }
@@ -486,6 +521,10 @@ impl Partition {
             return None;
         }
         let leo = self.log.log_end_offset();
+        if fetch_offset > leo {
+            // Past this leader's log (Kafka answers OFFSET_OUT_OF_RANGE): not a position on it.
+            return None;
+        }
         let now = Instant::now();
         let entry = st
             .followers

@@ -397,3 +397,69 @@ fn under_replicated_counts_partitions_led_here_with_a_short_isr() {
         .unwrap();
     assert_eq!(rm.under_replicated_count(), 0);
 }
+
+/// The loss a randomized fault run found: records appended by leader 1 at epoch 0 wait for the
+/// ISR; leadership moves to 2 (epoch 1), which lacks them; 1 truncates and follows 2, whose
+/// high watermark passes the records' offsets over other records. A purgatory that compared
+/// offsets alone acknowledged records no replica holds any more.
+#[test]
+fn records_of_a_lost_leadership_are_never_committed_by_a_later_high_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(dir.path(), 1);
+    rm.ensure_topic(&topic(1, vec![1, 2], 1), LogConfig::default())
+        .unwrap();
+    let p = rm.partition_of("t", 0).unwrap();
+    p.append(&batch(3)).unwrap();
+    p.record_follower_fetch(2, 3);
+    assert_eq!(p.commit_status(0, 3), CommitStatus::Committed);
+    p.append(&batch(2)).unwrap();
+    assert_eq!(p.commit_status(0, 5), CommitStatus::Pending);
+
+    // Broker 2 leads at epoch 1 with offsets 0..3 only.
+    let mut moved = topic(2, vec![1, 2], 2);
+    moved.partitions[0].leader_epoch = 1;
+    rm.ensure_topic(&moved, LogConfig::default()).unwrap();
+    assert_eq!(p.commit_status(0, 5), CommitStatus::LeadershipLost);
+    p.truncate_to(3).unwrap();
+    // The new leader's records at 3..7 (the base offset is outside the batch CRC).
+    let mut theirs = BytesMut::from(&one_batch(4)[..]);
+    theirs[..8].copy_from_slice(&3i64.to_be_bytes());
+    p.append_as_follower(&theirs).unwrap();
+    p.update_follower_high_watermark(7);
+    assert_eq!(p.high_watermark(), 7, "the new leader's high watermark");
+    assert_eq!(
+        p.commit_status(0, 5),
+        CommitStatus::LeadershipLost,
+        "offsets 3 and 4 now hold the new leader's records"
+    );
+
+    // Leading again, at a later epoch, does not revive the old wait either.
+    let mut back = topic(1, vec![1, 2], 3);
+    back.partitions[0].leader_epoch = 2;
+    rm.ensure_topic(&back, LogConfig::default()).unwrap();
+    assert_eq!(p.commit_status(0, 5), CommitStatus::LeadershipLost);
+    // And a follower's high watermark that arrives late does not touch the leader's.
+    let hw = p.high_watermark();
+    p.update_follower_high_watermark(hw + 100);
+    assert_eq!(p.high_watermark(), hw);
+}
+
+#[test]
+fn a_fetch_offset_past_the_leaders_log_end_is_not_a_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(dir.path(), 1);
+    rm.ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+        .unwrap();
+    let p = rm.partition_of("t", 0).unwrap();
+    p.append(&batch(3)).unwrap();
+    p.record_follower_fetch(2, 9);
+    assert_eq!(p.high_watermark(), 0);
+    p.append(&batch(7)).unwrap();
+    assert_eq!(
+        p.high_watermark(),
+        0,
+        "offset 9 was never a position on this log: records 3..10 are not on follower 2"
+    );
+    p.record_follower_fetch(2, 10);
+    assert_eq!(p.high_watermark(), 10);
+}

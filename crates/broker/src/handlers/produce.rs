@@ -4,8 +4,11 @@
 //! With acks=all the in-sync replica set must have at least `min.insync.replicas` members before
 //! the append (else NOT_ENOUGH_REPLICAS), and the response waits in a delayed-produce purgatory
 //! until the high watermark passes each partition's last appended offset, or answers
-//! REQUEST_TIMED_OUT for the partitions still waiting at the request's `timeout_ms`. On a single
-//! node the high watermark moves with the append, so nothing waits.
+//! REQUEST_TIMED_OUT for the partitions still waiting at the request's `timeout_ms`. If this
+//! broker stops leading at the epoch of the append meanwhile, the answer is
+//! NOT_LEADER_OR_FOLLOWER whatever its high watermark says later: as a follower it learns the new
+//! leader's high watermark, over a log that may no longer hold the records. On a single node the
+//! high watermark moves with the append, so nothing waits.
 
 use std::sync::Arc;
 
@@ -22,12 +25,30 @@ use futures::future::select_all;
 use super::{message, str_bytes};
 use crate::broker::Broker;
 use crate::errors;
-use crate::replica_manager::Partition;
+use crate::replica_manager::{CommitStatus, Partition};
 use crate::topic_config;
 
-/// A partition whose response waits for the high watermark: (topic index, partition index,
-/// partition, offset the high watermark must reach, the topic's `min.insync.replicas`).
-type Wait = (usize, usize, Arc<Partition>, i64, i32);
+/// A partition whose response waits for the high watermark.
+#[derive(Clone)]
+struct Wait {
+    /// Where its response is: topic index, partition index.
+    topic: usize,
+    index: usize,
+    partition: Arc<Partition>,
+    /// The leader epoch the records were appended at.
+    leader_epoch: i32,
+    /// The offset the high watermark must reach.
+    end_offset: i64,
+    /// The topic's `min.insync.replicas`.
+    min_isr: i32,
+}
+
+impl Wait {
+    fn status(&self) -> CommitStatus {
+        self.partition
+            .commit_status(self.leader_epoch, self.end_offset)
+    }
+}
 
 /// A produce request whose records are appended; its answer may still wait for the in-sync
 /// replicas. The connection answers it later, so it can read and append the next request of
@@ -55,35 +76,37 @@ impl AppendedProduce {
             let still_waiting = wait_for_high_watermark(&self.waits, self.timeout).await;
             // Kafka's rule: records the high watermark passed while the ISR had shrunk below
             // min.insync.replicas are in the log but not acknowledged as durable.
-            let timed_out: std::collections::HashSet<(usize, usize)> =
-                still_waiting.iter().map(|w| (w.0, w.1)).collect();
-            for (t, p, partition, _, min_isr) in &self.waits {
-                let isr = i32::try_from(partition.isr().len()).unwrap_or(i32::MAX);
-                if timed_out.contains(&(*t, *p)) || isr >= *min_isr {
+            let timed_out: std::collections::HashSet<(usize, usize)> = still_waiting
+                .iter()
+                .map(|(w, _)| (w.topic, w.index))
+                .collect();
+            for w in &self.waits {
+                let isr = i32::try_from(w.partition.isr().len()).unwrap_or(i32::MAX);
+                if timed_out.contains(&(w.topic, w.index)) || isr >= w.min_isr {
                     continue;
                 }
                 let Some(r) = self
                     .responses
-                    .get_mut(*t)
-                    .and_then(|topic| topic.partition_responses.get_mut(*p))
+                    .get_mut(w.topic)
+                    .and_then(|topic| topic.partition_responses.get_mut(w.index))
                 else {
                     continue;
                 };
                 r.error_code = ResponseError::NotEnoughReplicasAfterAppend.code();
                 r.error_message = message(format!(
-                    "the records are in the log but the in-sync replica set shrank to {isr}, below min.insync.replicas {min_isr}"
+                    "the records are in the log but the in-sync replica set shrank to {isr}, below min.insync.replicas {}", w.min_isr
                 ));
                 self.broker.metrics.error("Produce", r.error_code);
             }
-            for (t, p, partition, _, _) in still_waiting {
+            for (w, status) in still_waiting {
                 let Some(r) = self
                     .responses
-                    .get_mut(t)
-                    .and_then(|topic| topic.partition_responses.get_mut(p))
+                    .get_mut(w.topic)
+                    .and_then(|topic| topic.partition_responses.get_mut(w.index))
                 else {
                     continue;
                 };
-                let (error, text) = if partition.is_leader() {
+                let (error, text) = if status == CommitStatus::Pending {
                     (
                         ResponseError::RequestTimedOut,
                         "the in-sync replicas did not acknowledge the records in time",
@@ -217,12 +240,17 @@ pub fn append(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Ap
                                 ))
                             })
                             .and_then(|records| {
-                                partition.append_then(&records, |p, info| {
-                                    broker.remote_wal.on_leader_append(p, info)
-                                })
+                                // Read before the append: if the epoch moves on in between,
+                                // the wait reports lost leadership (a retry), never a false ack.
+                                let leader_epoch = partition.leader_epoch();
+                                partition
+                                    .append_then(&records, |p, info| {
+                                        broker.remote_wal.on_leader_append(p, info)
+                                    })
+                                    .map(|info| (info, leader_epoch))
                             })
                         {
-                            Ok(info) => {
+                            Ok((info, leader_epoch)) => {
                                 if !info.duplicate {
                                     broker.metrics.topic(
                                         &broker.metrics.messages_in,
@@ -235,14 +263,16 @@ pub fn append(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Ap
                                         info.bytes as u64,
                                     );
                                 }
-                                if acks == -1 && partition.high_watermark() <= info.last_offset {
-                                    waits.push((
-                                        responses.len(),
-                                        partition_responses.len(),
-                                        partition.clone(),
-                                        info.last_offset + 1,
-                                        min_isr.unwrap_or(1),
-                                    ));
+                                let wait = Wait {
+                                    topic: responses.len(),
+                                    index: partition_responses.len(),
+                                    partition: partition.clone(),
+                                    leader_epoch,
+                                    end_offset: info.last_offset + 1,
+                                    min_isr: min_isr.unwrap_or(1),
+                                };
+                                if acks == -1 && wait.status() != CommitStatus::Committed {
+                                    waits.push(wait);
                                 }
                                 base.clone()
                                     .with_base_offset(info.first_offset)
@@ -292,28 +322,39 @@ pub fn append(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Ap
     }
 }
 
-/// The delayed-produce purgatory: waits until every partition's high watermark reaches its
-/// target, its leadership is lost, or `timeout` passes. Returns the waits not completed.
-async fn wait_for_high_watermark(waits: &[Wait], timeout: Duration) -> Vec<Wait> {
+/// The delayed-produce purgatory: waits until every partition's records are committed, its
+/// leadership at the epoch of the append is lost, or `timeout` passes. Returns the waits not
+/// not committed, each with why: still pending at the deadline, or leadership lost.
+async fn wait_for_high_watermark(waits: &[Wait], timeout: Duration) -> Vec<(Wait, CommitStatus)> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut watchers: Vec<_> = waits.iter().map(|w| w.2.subscribe()).collect();
+    let mut watchers: Vec<_> = waits.iter().map(|w| w.partition.subscribe()).collect();
+    // A wait is decided once: committed stays committed, lost stays lost, even if the
+    // partition's state moves on before the others are decided.
+    let mut decided: Vec<Option<CommitStatus>> = vec![None; waits.len()];
     loop {
-        let pending: Vec<usize> = waits
+        for (d, w) in decided.iter_mut().zip(waits) {
+            if d.is_none() {
+                match w.status() {
+                    CommitStatus::Pending => {}
+                    s => *d = Some(s),
+                }
+            }
+        }
+        let pending: Vec<usize> = decided
             .iter()
             .enumerate()
-            .filter(|(_, w)| w.2.high_watermark() < w.3 && w.2.is_leader())
+            .filter(|(_, d)| d.is_none())
             .map(|(i, _)| i)
             .collect();
-        if pending.is_empty() {
-            // Completed, or leadership lost (reported below as NOT_LEADER_OR_FOLLOWER).
+        if pending.is_empty() || tokio::time::Instant::now() >= deadline {
             return waits
                 .iter()
-                .filter(|w| w.2.high_watermark() < w.3)
-                .cloned()
+                .zip(decided)
+                .filter_map(|(w, d)| match d.unwrap_or(CommitStatus::Pending) {
+                    CommitStatus::Committed => None,
+                    s => Some((w.clone(), s)),
+                })
                 .collect();
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return pending.into_iter().map(|i| waits[i].clone()).collect();
         }
         let changed = select_all(
             watchers
@@ -323,5 +364,68 @@ async fn wait_for_high_watermark(waits: &[Wait], timeout: Duration) -> Vec<Wait>
                 .map(|(_, w)| Box::pin(w.changed())),
         );
         let _ = tokio::time::timeout_at(deadline, changed).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote_wal::test_support::{batch, replicas, topic};
+
+    fn wait_on(partition: &Arc<Partition>, leader_epoch: i32, end_offset: i64) -> Wait {
+        Wait {
+            topic: 0,
+            index: 0,
+            partition: partition.clone(),
+            leader_epoch,
+            end_offset,
+            min_isr: 2,
+        }
+    }
+
+    /// Leader 1 appends at epoch 0 and waits for followers that never fetch. Leadership moves
+    /// to 2 (which lacks the records); as its follower, 1 truncates and takes 2's records and
+    /// high watermark, which passes the waiting offsets. The wait must end as lost leadership
+    /// (NOT_LEADER_OR_FOLLOWER, so the producer retries), not as an acknowledgement.
+    #[tokio::test]
+    async fn a_wait_whose_leadership_moves_is_never_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let rm = replicas(dir.path(), 1, &topic(1, 0));
+        let p = rm.partition_of("t", 0).unwrap();
+        let info = p.append(&batch(3)).unwrap();
+        let wait = wait_on(&p, 0, info.last_offset + 1);
+        let waiting =
+            tokio::spawn(
+                async move { wait_for_high_watermark(&[wait], Duration::from_secs(30)).await },
+            );
+        tokio::task::yield_now().await;
+
+        rm.ensure_topic(&topic(2, 1), ferry_log::LogConfig::default())
+            .unwrap();
+        p.truncate_to(0).unwrap();
+        p.append_as_follower(&batch(5)).unwrap();
+        p.update_follower_high_watermark(5);
+        assert!(p.high_watermark() >= 3, "the new leader's high watermark");
+
+        let left = waiting.await.unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].1, CommitStatus::LeadershipLost);
+    }
+
+    #[tokio::test]
+    async fn a_wait_ends_committed_when_the_isr_holds_the_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let rm = replicas(dir.path(), 1, &topic(1, 0));
+        let p = rm.partition_of("t", 0).unwrap();
+        let info = p.append(&batch(3)).unwrap();
+        let wait = wait_on(&p, 0, info.last_offset + 1);
+        let waiting =
+            tokio::spawn(
+                async move { wait_for_high_watermark(&[wait], Duration::from_secs(30)).await },
+            );
+        // The ISR is 1, 2 and 3.
+        p.record_follower_fetch(2, 3);
+        p.record_follower_fetch(3, 3);
+        assert!(waiting.await.unwrap().is_empty(), "committed");
     }
 }

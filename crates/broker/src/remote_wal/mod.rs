@@ -33,7 +33,7 @@ pub mod reader;
 pub mod republish;
 pub mod store;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
