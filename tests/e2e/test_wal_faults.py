@@ -222,12 +222,6 @@ def test_crash_between_put_and_publish_leaves_no_orphan(wal_cluster):
     check_cluster(c, work, c.buckets, strict_acks=("all",))
 
 
-# A known, open bug, not a flaky test: some schedules still lose one acks=all message or
-# duplicate retried ones when a restarted broker becomes preferred leader again shortly after
-# rejoining the ISR (docs/reliability.md, "Open findings"). Kept running in CI so that every run
-# reports its figures and an XPASS shows when it is fixed; strict once the bug is found.
-@pytest.mark.xfail(strict=False, reason="open: acks=all loss after a preferred-leader move "
-                   "following a restart, see docs/reliability.md")
 def test_randomized_fault_schedule(wal_cluster):
     """Broker kills (-9) and restarts, bucket outages and AZ outages (broker and bucket at once),
     one at a time, in a seeded random order for about two minutes. Replay a failure with
