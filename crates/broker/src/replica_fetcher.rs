@@ -427,7 +427,7 @@ fn handle_response(
             p.set_validated_epoch(sent_epoch);
             if let Some(records) = &data.records {
                 if !records.is_empty() {
-                    match append_whole_batches(p, records) {
+                    match p.append_fetched(records) {
                         Ok(n) => broker.remote_wal.on_classic_follower_append(p, n),
                         Err(e) => {
                             tracing::error!(partition = %p.tp, error = %e, "follower append failed");
@@ -460,36 +460,4 @@ fn handle_response(
 /// could damage a leader's log.
 fn still_follows(p: &Partition, leader: BrokerId, sent_epoch: i32) -> bool {
     p.role() == Role::Follower { leader } && p.leader_epoch() == sent_epoch
-}
-
-/// Appends the whole batches of `records` that start at or after the log end offset (a response
-/// may end in a partial batch, and may begin before the log end if the leader's read started at
-/// the batch holding it).
-fn append_whole_batches(p: &Partition, records: &[u8]) -> Result<u64, ferry_log::LogError> {
-    let leo = p.log.log_end_offset();
-    let mut pos = 0usize;
-    let mut start = None;
-    let mut end = 0usize;
-    while records.len() >= pos + 27 {
-        let base = i64::from_be_bytes(records[pos..pos + 8].try_into().unwrap_or([0; 8]));
-        let len = i32::from_be_bytes(records[pos + 8..pos + 12].try_into().unwrap_or([0; 4]));
-        let delta = i32::from_be_bytes(records[pos + 23..pos + 27].try_into().unwrap_or([0; 4]));
-        let Ok(len) = usize::try_from(len) else { break };
-        let next = pos + 12 + len;
-        if next > records.len() {
-            break;
-        }
-        let last = base + i64::from(delta);
-        if last >= leo && start.is_none() {
-            start = Some(pos);
-        }
-        end = next;
-        pos = next;
-    }
-    match start {
-        Some(s) if s < end => p
-            .append_as_follower(&records[s..end])
-            .map(|_| (end - s) as u64),
-        _ => Ok(0),
-    }
 }

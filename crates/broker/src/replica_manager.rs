@@ -390,6 +390,11 @@ impl Partition {
     /// base offset (Kafka's rule), and moves its start up again with the leader's.
     pub fn append_as_follower(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
         let _order = self.append_order();
+        self.append_as_follower_locked(records)
+    }
+
+    /// [`Partition::append_as_follower`] with the append order already held.
+    fn append_as_follower_locked(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
         let leo = self.log.log_end_offset();
         if let Some((base, last)) = first_batch_range(records) {
             if leo == self.log.log_start_offset() && base < leo && last >= leo {
@@ -399,6 +404,21 @@ impl Partition {
         let info = self.log.append_as_follower(records)?;
         self.notify();
         Ok(info)
+    }
+
+    /// Appends the whole batches of a fetch response that reach past the log end, and returns
+    /// the bytes appended. A response may end in a partial batch, and may begin before the log
+    /// end: the leader's read started at the batch holding the offset, or the remote WAL
+    /// appended the same records meanwhile. The log end is read under the append order, so a
+    /// concurrent WAL append cannot turn the response into a refused overlap.
+    pub fn append_fetched(&self, records: &[u8]) -> Result<u64, LogError> {
+        let _order = self.append_order();
+        let (start, end) = whole_batches_from(records, self.log.log_end_offset());
+        if start >= end {
+            return Ok(0);
+        }
+        self.append_as_follower_locked(&records[start..end])?;
+        Ok((end - start) as u64)
     }
 
     /// Like [`Partition::append_as_follower`], only if the first batch starts exactly at the log
@@ -728,6 +748,38 @@ impl Partition {
             records: combined.freeze(),
             ..first
         })
+    }
+}
+
+/// The byte range `[start, end)` of `records` made of whole batches, from the first whose last
+/// offset reaches `log_end` (v2 batch headers: base offset at 0, length at 8, last offset delta
+/// at 23); `start == end` when there is none.
+fn whole_batches_from(records: &[u8], log_end: i64) -> (usize, usize) {
+    let mut pos = 0usize;
+    let mut start = None;
+    let mut end = 0usize;
+    while records.len() >= pos + 27 {
+        let field = |at: usize, n: usize| records.get(pos + at..pos + at + n);
+        let (Some(base), Some(len), Some(delta)) = (field(0, 8), field(8, 4), field(23, 4)) else {
+            break;
+        };
+        let base = i64::from_be_bytes(base.try_into().unwrap_or([0; 8]));
+        let len = i32::from_be_bytes(len.try_into().unwrap_or([0; 4]));
+        let delta = i32::from_be_bytes(delta.try_into().unwrap_or([0; 4]));
+        let Ok(len) = usize::try_from(len) else { break };
+        let next = pos + 12 + len;
+        if next > records.len() {
+            break;
+        }
+        if start.is_none() && base + i64::from(delta) >= log_end {
+            start = Some(pos);
+        }
+        end = next;
+        pos = next;
+    }
+    match start {
+        Some(s) => (s, end),
+        None => (end, end),
     }
 }
 

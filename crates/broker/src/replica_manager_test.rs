@@ -463,3 +463,37 @@ fn a_fetch_offset_past_the_leaders_log_end_is_not_a_position() {
     p.record_follower_fetch(2, 10);
     assert_eq!(p.high_watermark(), 10);
 }
+
+/// A fetch response overlapping what the follower already holds (the remote WAL appended the
+/// same records while the response was on its way) appends only what continues the log, and a
+/// partial batch at its end is left for the next fetch.
+#[test]
+fn a_fetched_response_appends_only_the_whole_batches_past_the_log_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let leader_rm = manager(&dir.path().join("a"), 1);
+    let follower_rm = manager(&dir.path().join("b"), 2);
+    leader_rm
+        .ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+        .unwrap();
+    follower_rm
+        .ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+        .unwrap();
+    let leader = leader_rm.partition_of("t", 0).unwrap();
+    let follower = follower_rm.partition_of("t", 0).unwrap();
+    leader.append(&one_batch(2)).unwrap();
+    let first = leader.read_for_replica(0, 1 << 20, true).unwrap().records;
+    leader.append(&one_batch(3)).unwrap();
+    let both = leader.read_for_replica(0, 1 << 20, true).unwrap().records;
+    follower.append_as_follower(&first).unwrap();
+
+    let mut response = BytesMut::from(&both[..]);
+    response.extend_from_slice(&both[..20]); // a partial batch
+    assert_eq!(
+        follower.append_fetched(&response).unwrap(),
+        (both.len() - first.len()) as u64
+    );
+    assert_eq!(follower.log.log_end_offset(), 5);
+    // Nothing new: nothing appended, no error.
+    assert_eq!(follower.append_fetched(&both).unwrap(), 0);
+    assert_eq!(follower.log.log_end_offset(), 5);
+}

@@ -3,8 +3,9 @@
 //! data (the classic fetch) instead of offsets only.
 //!
 //! A report gets data when the follower's fetch offset lies in a range the uploader dropped;
-//! when it lacks data whose metadata was published `remote.wal.fallback.ms` ago or earlier (the
-//! WAL path failed this follower: metadata lost, an object it cannot read); when it holds all
+//! when it lacks data whose metadata was published `remote.wal.fallback.ms` ago or earlier and
+//! has not moved for as long (the WAL path failed this follower: metadata lost, an object it
+//! cannot read; a follower still moving is on a slow path, not a broken one); when it holds all
 //! that was published but has not moved for `remote.wal.fallback.ms` while the leader's log is
 //! longer (uploads stuck: a slow or failing store); or when it is far behind: it lacks what the leader
 //! had `FAR_BEHIND_FACTOR` fallback windows ago (a follower that restarted, or a WAL path slower
@@ -187,11 +188,13 @@ impl LeaderTracker {
             *entry = (fetch_offset, now_ms);
         }
         let behind = fetch_offset < leader_leo;
-        // Published a fallback window ago and still missing: the WAL path failed this follower.
-        let wal_failed = fetch_offset < published_then;
+        let still = now_ms - entry.1 >= self.fallback_ms;
+        // Published a fallback window ago, still missing, and not moving: the WAL path failed
+        // this follower. One that moves is downloading (a saturated machine lags publication
+        // without anything being broken); if it falls too far behind, `far_behind` decides.
+        let wal_failed = fetch_offset < published_then && still;
         // Holds everything published, yet behind and not moving: the uploads are stuck.
-        let uploads_stuck =
-            behind && fetch_offset >= published_now && now_ms - entry.1 >= self.fallback_ms;
+        let uploads_stuck = behind && fetch_offset >= published_now && still;
         let far_behind = fetch_offset < far_then;
         let in_fallback = t
             .fallbacks
@@ -245,12 +248,18 @@ mod tests {
         l.on_append(&tp(), 100, 0);
         l.on_published(&tp(), 80, 10);
         // Published 80 at t=10: a follower at 60 may still be downloading it...
+        assert_eq!(brief(l.on_report(&tp(), 2, 50, 100, 0)), (true, false));
         assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 400)), (true, false));
         // ...however long it has not moved, while the publication is younger than the window
         // (a slow path, not a broken one).
         assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 509)), (true, false));
-        // Published a full window ago and still missing: classic.
-        assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 510)), (true, true));
+        // Published a full window ago and still missing, but it moved within the window: a
+        // slow path still delivering, not a broken one.
+        assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 510)), (true, false));
+        assert_eq!(brief(l.on_report(&tp(), 2, 70, 100, 800)), (true, false));
+        // Missing it and not moving for a window: classic.
+        assert_eq!(brief(l.on_report(&tp(), 2, 70, 100, 1_299)), (true, false));
+        assert_eq!(brief(l.on_report(&tp(), 2, 70, 100, 1_300)), (true, true));
         // A follower holding all that was published waits for the uploads...
         assert_eq!(brief(l.on_report(&tp(), 3, 80, 100, 510)), (true, false));
         assert_eq!(brief(l.on_report(&tp(), 3, 80, 100, 900)), (true, false));
