@@ -88,7 +88,17 @@ d = {k: int(a[k]) - int(b.get(k, 0)) for k in a}
 print("  metrics delta: " + " ".join(f"{k}={v}" for k, v in sorted(d.items()) if v))
 if produced:
     print(f"  cross-rack replication bytes per produced byte: {d.get('cross_rack_replication', 0) / produced:.4f}")
-    print(f"  cross-rack bytes of all kinds per produced byte: {sum(v for k, v in d.items() if k.startswith('cross_rack_')) / produced:.4f}")
+    cross = sum(v for k, v in d.items() if k.startswith('cross_rack_'))
+    print(f"  cross-rack bytes of all kinds per produced byte: {cross / produced:.4f}")
+    # The brokers' default price table (remote.wal.cost.*): S3 Express One Zone list prices,
+    # and cross-AZ transfer at $0.01/GB charged on each side, so $0.02 per GB that crosses.
+    gb = 1e9
+    usd = (cross / gb * 0.02
+           + sum(v for k, v in d.items() if k.startswith('objstore_put') and k.endswith('_requests')) / 1000 * 0.00113
+           + sum(v for k, v in d.items() if k.startswith('objstore_get') and k.endswith('_requests')) / 1000 * 0.00003
+           + d.get('objstore_upload_bytes', 0) / gb * 0.0032
+           + d.get('objstore_download_bytes', 0) / gb * 0.0006)
+    print(f"  estimated cost per GB produced: ${usd / (produced / gb):.4f}")
 PY
         echo
     } | tee -a "$OUT/summary.txt"
