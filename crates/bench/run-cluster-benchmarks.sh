@@ -9,7 +9,8 @@
 #   crates/bench/run-cluster-benchmarks.sh
 #
 # Environment: FERRY_BENCH_SKIP_BUILD=1, PARTITIONS (default 12), RECORDS (default 500000 of
-# 1.6 KB, ~0.8 GB per produce run), E2E_SECONDS (20), KINDS ("classic remote-wal"), OUT.
+# 1.6 KB, ~0.8 GB per produce run), E2E_SECONDS (20), KINDS ("classic remote-wal"), OUT,
+# KEEP_DATA=1 (keep the brokers' data and buckets, several GB, after the run).
 # Not part of CI: never assert on wall-clock numbers in tests.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -58,7 +59,13 @@ EOF2
     "$FERRY" serve --config "$OUT/az$i.toml" >"$OUT/az$i.log" 2>&1 &
     PIDS[$i]=$!
 done
-trap 'kill ${PIDS[*]} 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+# The data directories and buckets hold several GB per run: removed at exit (KEEP_DATA=1 keeps them).
+cleanup() {
+    kill "${PIDS[@]}" 2>/dev/null || true
+    wait 2>/dev/null || true
+    [ "${KEEP_DATA:-0}" = 1 ] || rm -rf "$OUT"/data-az* "$OUT"/buckets
+}
+trap cleanup EXIT
 BOOT="127.0.0.1:${PORTS[1]},127.0.0.1:${PORTS[2]},127.0.0.1:${PORTS[3]}"
 MURLS=(az1=http://127.0.0.1:${MPORTS[1]}/metrics az2=http://127.0.0.1:${MPORTS[2]}/metrics az3=http://127.0.0.1:${MPORTS[3]}/metrics)
 for _ in $(seq 120); do
