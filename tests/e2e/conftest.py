@@ -265,15 +265,18 @@ class Broker:
 
 
 class Cluster:
-    """`size` ferry brokers on loopback (racks az1, az2, ...), each `process.roles =
+    """`size` ferry brokers on loopback (racks az1, az2, ... unless `racks` names them), each `process.roles =
     broker,controller` with the same `controller.quorum.voters` (controller ports distinct from
     the Kafka listeners). Offers the `Broker` interface where it makes sense for a whole cluster
     (tests of cluster mode use it through the `broker` fixture)."""
 
     LAG_MS = 3000
 
-    def __init__(self, root: Path, extra_config: dict | None = None, size: int = 3):
+    def __init__(self, root: Path, extra_config: dict | None = None, size: int = 3,
+                 racks: list[str] | None = None):
         self.workdir = root
+        racks = racks or [f"az{i + 1}" for i in range(size)]
+        assert len(racks) == size, (racks, size)
         self.extra_config = dict(extra_config or {})
         controller_ports = [free_port() for _ in range(size)]
         voters = ",".join(f"{i + 1}@127.0.0.1:{p}" for i, p in enumerate(controller_ports))
@@ -286,7 +289,7 @@ class Cluster:
                     "node.id": i + 1,
                     "process.roles": "broker,controller",
                     "controller.quorum.voters": voters,
-                    "broker.rack": f"az{i + 1}",
+                    "broker.rack": racks[i],
                 },
             )
             for i in range(size)

@@ -191,8 +191,8 @@ def scrape_inter_broker(broker: Broker) -> dict:
 def cross_rack_received(cluster: Cluster, kind: str) -> int:
     """Bytes of `kind` every broker received from brokers in other racks (each byte once)."""
     total = 0
-    for i, b in enumerate(cluster.brokers):
-        own = f"az{i + 1}"
+    for b in cluster.brokers:
+        own = b.extra_config["broker.rack"]
         for (direction, rack, k), n in scrape_inter_broker(b).items():
             if direction == "received" and k == kind and rack != own:
                 total += n

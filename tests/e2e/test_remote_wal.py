@@ -67,16 +67,34 @@ class S3sFs:
         self.proc = None
 
 
+def local_buckets(root: Path, racks=("az1", "az2", "az3")) -> tuple[dict, dict]:
+    """One bucket directory per rack under `root`: (rack -> directory, broker config)."""
+    buckets = {rack: root / f"bucket-{rack}" for rack in racks}
+    extra = {
+        "remote.wal.store": "local",
+        "remote.wal.buckets": ",".join(f"{r}={d}" for r, d in buckets.items()),
+    }
+    return buckets, extra
+
+
+# What every remote-WAL cluster of these suites sets besides the store.
+WAL_TUNING = {
+    "remote.wal.upload.interval.ms": 20,
+    # Debug builds on a loaded 2-core box: under a produce burst the WAL path can pause past the
+    # 500 ms default (each pause answered by up to replica.fetch.max.bytes of classic data per
+    # partition); a wider window keeps the bytes on the WAL path.
+    "remote.wal.fallback.ms": 3000,
+    "remote.wal.gc.interval.ms": 200,
+    "remote.wal.orphan.grace.ms": 1000,
+}
+
+
 @pytest.fixture(params=["local", "s3"])
 def wal_cluster(request, tmp_path):
     store = request.param
     s3 = None
     if store == "local":
-        buckets = {rack: tmp_path / f"bucket-{rack}" for rack in ("az1", "az2", "az3")}
-        extra = {
-            "remote.wal.store": "local",
-            "remote.wal.buckets": ",".join(f"{r}={d}" for r, d in buckets.items()),
-        }
+        buckets, extra = local_buckets(tmp_path)
     else:
         s3 = S3sFs(tmp_path / "s3")
         s3.start()
@@ -89,13 +107,7 @@ def wal_cluster(request, tmp_path):
             "remote.wal.s3.access.key.id": S3_KEY,
             "remote.wal.s3.secret.access.key": S3_SECRET,
         }
-    extra["remote.wal.upload.interval.ms"] = 20
-    # Debug builds on a loaded 2-core box: under a produce burst the WAL path can pause past the
-    # 500 ms default (each pause answered by up to replica.fetch.max.bytes of classic data per
-    # partition); a wider window keeps the bytes on the WAL path.
-    extra["remote.wal.fallback.ms"] = 3000
-    extra["remote.wal.gc.interval.ms"] = 200
-    extra["remote.wal.orphan.grace.ms"] = 1000
+    extra.update(WAL_TUNING)
     c = Cluster(tmp_path / "cluster")
     for b in c.brokers:
         b.extra_config.update(extra)
@@ -155,17 +167,23 @@ def produce(cluster, topic: str, total_bytes: int, acks: str, value_size: int = 
     return count * value_size
 
 
-def wait_identical(cluster, topic: str, timeout: float = 60):
+def wait_identical(cluster, topic: str, timeout: float = 60, replicas: dict | None = None):
+    """Waits until every replica of each partition holds the same log bytes; `replicas` maps a
+    partition to its replicas' node ids (default: every broker of the cluster)."""
+    def holders(pid):
+        ids = replicas[pid] if replicas else cluster.node_ids
+        return [cluster.by_id(i) for i in ids]
+
     deadline = time.monotonic() + timeout
     while True:
         diffs = [
             pid for pid in range(PARTITIONS)
-            if len({log_bytes(b, topic, pid) for b in cluster.brokers}) != 1
+            if len({log_bytes(b, topic, pid) for b in holders(pid)}) != 1
         ]
         if not diffs:
             return
         if time.monotonic() > deadline:
-            sizes = {pid: [len(log_bytes(b, topic, pid)) for b in cluster.brokers] for pid in diffs}
+            sizes = {pid: [len(log_bytes(b, topic, pid)) for b in holders(pid)] for pid in diffs}
             raise AssertionError(f"replicas differ: {sizes}")
         time.sleep(0.5)
 

@@ -11,6 +11,7 @@ pub mod fetch_session;
 pub mod follower_session;
 pub mod group_store;
 pub mod handlers;
+pub mod inter_broker;
 pub mod keyed_records;
 pub mod liveness;
 pub mod metadata;

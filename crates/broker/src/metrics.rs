@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
+use kafka_protocol::messages::ApiKey;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -51,6 +52,9 @@ pub enum TrafficKind {
     Other,
     /// Produce requests to `__remote_wal_log_metadata` (remote WAL metadata).
     WalMetadata,
+    /// Fetches of `__remote_wal_log_metadata` partitions this broker hosts no replica of (the
+    /// remote WAL metadata reader, as a consumer).
+    WalMetadataReader,
 }
 
 impl TrafficKind {
@@ -60,6 +64,7 @@ impl TrafficKind {
             TrafficKind::Controller => "controller",
             TrafficKind::Other => "other",
             TrafficKind::WalMetadata => "wal_metadata",
+            TrafficKind::WalMetadataReader => "wal_metadata_reader",
         }
     }
 }
@@ -77,11 +82,17 @@ pub fn inter_broker_client_id(node_id: i32, purpose: &str) -> String {
 pub const PURPOSE_REPLICA_FETCHER: &str = "replica-fetcher";
 /// The client-id purpose of the remote WAL's metadata produce connections.
 pub const PURPOSE_WAL_METADATA: &str = "wal-metadata";
+/// The client-id purpose of the remote WAL metadata reader's Fetch connections.
+pub const PURPOSE_WAL_METADATA_READER: &str = "wal-metadata-reader";
 
-/// What a non-Fetch inter-broker request is for, from the purpose in its client id (see
-/// [`inter_broker_client_id`]); inter-broker Fetches are replication.
-pub fn inter_broker_kind(client_id: &str) -> TrafficKind {
-    if client_id.ends_with(PURPOSE_WAL_METADATA) {
+/// What an inter-broker request is for, from its API and the purpose in its client id (see
+/// [`inter_broker_client_id`]): Fetches are replication unless the metadata reader sent them.
+pub fn inter_broker_kind(api_key: ApiKey, client_id: &str) -> TrafficKind {
+    if client_id.ends_with(PURPOSE_WAL_METADATA_READER) {
+        TrafficKind::WalMetadataReader
+    } else if api_key == ApiKey::Fetch {
+        TrafficKind::Replication
+    } else if client_id.ends_with(PURPOSE_WAL_METADATA) {
         TrafficKind::WalMetadata
     } else {
         TrafficKind::Other
@@ -523,5 +534,35 @@ mod tests {
         assert_eq!(inter_broker_peer("ferry-broker-12"), Some(12));
         assert_eq!(inter_broker_peer("rdkafka"), None);
         assert_eq!(inter_broker_peer("ferry-broker-x"), None);
+    }
+
+    #[test]
+    fn inter_broker_requests_are_counted_by_purpose() {
+        let id = |purpose| inter_broker_client_id(4, purpose);
+        let rows = [
+            (
+                ApiKey::Fetch,
+                id(PURPOSE_REPLICA_FETCHER),
+                TrafficKind::Replication,
+            ),
+            (
+                ApiKey::Fetch,
+                id(PURPOSE_WAL_METADATA_READER),
+                TrafficKind::WalMetadataReader,
+            ),
+            (
+                ApiKey::Produce,
+                id(PURPOSE_WAL_METADATA),
+                TrafficKind::WalMetadata,
+            ),
+            (ApiKey::Produce, id("other"), TrafficKind::Other),
+        ];
+        for (api, client_id, want) in rows {
+            assert_eq!(
+                inter_broker_kind(api, &client_id),
+                want,
+                "{api:?} {client_id}"
+            );
+        }
     }
 }

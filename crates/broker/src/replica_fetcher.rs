@@ -26,31 +26,21 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
 use ferry_cluster::BrokerId;
 use ferry_common::TopicPartition;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::FetchPartition;
-use kafka_protocol::messages::{
-    ApiKey, BrokerId as WireBrokerId, FetchRequest, FetchResponse, RequestHeader, ResponseHeader,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use kafka_protocol::messages::{BrokerId as WireBrokerId, FetchRequest, FetchResponse};
 use tokio::task::JoinHandle;
 
 use crate::broker::Broker;
 use crate::follower_session::{FollowerSession, SessionRequest, Wanted};
-use crate::metrics::{inter_broker_client_id, Metrics, TrafficKind, PURPOSE_REPLICA_FETCHER};
+use crate::inter_broker::Connection;
+use crate::metrics::{inter_broker_client_id, TrafficKind, PURPOSE_REPLICA_FETCHER};
 use crate::replica_manager::{Partition, Role};
 
-/// The Fetch version followers send: v12 has `last_fetched_epoch` / `diverging_epoch` and still
-/// names topics (v13+ use topic ids).
-const FETCH_VERSION: i16 = 12;
 /// Back-off after a failed round (connection error, leader not ready).
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);
-/// Largest response frame a follower accepts.
-const MAX_RESPONSE: usize = 256 << 20;
 
 /// The one way the replica manager makes a follower's log follow its leader.
 pub trait ReplicaFetcher: Send + Sync {
@@ -145,85 +135,6 @@ impl ReplicaFetcher for ClassicFetcher {
     }
 }
 
-/// A connection to one leader.
-struct Connection {
-    stream: TcpStream,
-    correlation_id: i32,
-    leader: BrokerId,
-    metrics: Arc<Metrics>,
-}
-
-impl Connection {
-    async fn fetch(
-        &mut self,
-        request: &FetchRequest,
-        client_id: &str,
-    ) -> anyhow::Result<FetchResponse> {
-        self.correlation_id = self.correlation_id.wrapping_add(1);
-        let header = RequestHeader::default()
-            .with_request_api_key(ApiKey::Fetch as i16)
-            .with_request_api_version(FETCH_VERSION)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
-        let header_version = ApiKey::Fetch.request_header_version(FETCH_VERSION);
-        let mut body = BytesMut::new();
-        header.encode(&mut body, header_version)?;
-        request.encode(&mut body, FETCH_VERSION)?;
-        let mut frame = BytesMut::with_capacity(body.len() + 4);
-        frame.put_i32(i32::try_from(body.len())?);
-        frame.extend_from_slice(&body);
-        self.stream.write_all(&frame).await?;
-        let size = self.stream.read_i32().await?;
-        let size = usize::try_from(size)?;
-        if size == 0 || size > MAX_RESPONSE {
-            anyhow::bail!("response frame of {size} bytes");
-        }
-        let mut buf = vec![0u8; size];
-        self.stream.read_exact(&mut buf).await?;
-        self.metrics.inter_broker(
-            TrafficKind::Replication,
-            Some(self.leader),
-            frame.len() as u64,
-            4 + size as u64,
-        );
-        let mut buf = Bytes::from(buf);
-        let header = ResponseHeader::decode(
-            &mut buf,
-            ApiKey::Fetch.response_header_version(FETCH_VERSION),
-        )?;
-        if header.correlation_id != self.correlation_id {
-            anyhow::bail!(
-                "correlation id {} in the response, {} expected",
-                header.correlation_id,
-                self.correlation_id
-            );
-        }
-        let response = FetchResponse::decode(&mut buf, FETCH_VERSION)?;
-        if buf.has_remaining() {
-            tracing::debug!(left = buf.remaining(), "bytes left after a fetch response");
-        }
-        Ok(response)
-    }
-}
-
-async fn connect(broker: &Broker, leader: BrokerId) -> anyhow::Result<Connection> {
-    let image = broker.metadata.image();
-    let Some(reg) = image.brokers.get(&leader) else {
-        anyhow::bail!("leader {leader} is not registered");
-    };
-    let addr = format!("{}:{}", reg.host, reg.port);
-    let stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(&addr))
-        .await
-        .map_err(|_| anyhow::anyhow!("connect to {addr} timed out"))??;
-    let _ = stream.set_nodelay(true);
-    Ok(Connection {
-        stream,
-        correlation_id: 0,
-        leader,
-        metrics: broker.metrics.clone(),
-    })
-}
-
 async fn run_leader(
     broker: Weak<Broker>,
     leader: BrokerId,
@@ -236,7 +147,7 @@ async fn run_leader(
         let Some(b) = broker.upgrade() else { return };
         if conn.is_none() {
             session.reset();
-            match connect(&b, leader).await {
+            match Connection::connect(&b, leader, TrafficKind::Replication).await {
                 Ok(c) => conn = Some(c),
                 Err(e) => {
                     tracing::debug!(leader, error = %e, "replica fetcher cannot connect");

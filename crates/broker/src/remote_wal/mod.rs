@@ -9,7 +9,8 @@
 //!    of many partitions every `remote.wal.upload.interval.ms`, PUTs it into this rack's bucket
 //!    (`store.rs`) and publishes one metadata record per slice (`publisher.rs`) to
 //!    `__remote_wal_log_metadata`.
-//! 2. **Metadata** (`reader.rs`): every broker follows that topic from its local replicas and
+//! 2. **Metadata** (`reader.rs`): every broker follows that topic, from its local replicas and,
+//!    for partitions it hosts no replica of, by Fetch as a consumer (`remote_reader.rs`), and
 //!    feeds the records to its `WalFetcher` and its GC.
 //! 3. **Follower** (`follower.rs`): the `WalFetcher` range-reads the slices of partitions
 //!    followed here and appends them like a Fetch response. The replica fetcher keeps reporting
@@ -30,6 +31,7 @@ pub mod leader;
 pub mod metrics;
 pub mod publisher;
 pub mod reader;
+pub mod remote_reader;
 pub mod republish;
 pub mod store;
 #[cfg(test)]

@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::broker::Broker;
 use crate::handlers::{self, Handled};
-use crate::metrics::{self, ApiLabels, TrafficKind};
+use crate::metrics::{self, ApiLabels};
 
 /// Responses queued for the writer, at most this many: it bounds the produce requests of one
 /// connection whose records are appended but whose acks=all answer is still pending (each holds
@@ -68,11 +68,7 @@ impl Answer {
         match encode_response(self.api_key, self.version, self.correlation_id, &body) {
             Ok(f) => {
                 if self.from_broker.is_some() {
-                    let kind = if self.api_key == ApiKey::Fetch {
-                        TrafficKind::Replication
-                    } else {
-                        metrics::inter_broker_kind(&self.client_id)
-                    };
+                    let kind = metrics::inter_broker_kind(self.api_key, &self.client_id);
                     broker.metrics.inter_broker(
                         kind,
                         self.from_broker,

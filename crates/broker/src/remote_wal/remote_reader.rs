@@ -1,0 +1,346 @@
+//! Reads one `__remote_wal_log_metadata` partition this broker hosts no replica of, over the
+//! network, as a consumer (see `reader.rs` for when): Fetch (sessionless, `replica_id` -1,
+//! `rack_id` = this broker's `broker.rack`, read uncommitted, so up to the high watermark),
+//! long-polling `replica.fetch.wait.max.ms`, through the inter-broker client counted as
+//! `kind="wal_metadata_reader"`.
+//!
+//! Whom it asks: the partition's leader in the image, or the replica the leader names as
+//! preferred read replica for this rack (KIP-392, the broker's `replica.selector.class`) until
+//! that replica answers with an error, the leader or its epoch changes, or [`PREFERRED_TTL`]
+//! passed. Errors (NOT_LEADER_OR_FOLLOWER, an unknown leader, connection failures) send it back
+//! to the image's leader after [`RETRY_BACKOFF`]; OFFSET_OUT_OF_RANGE from the leader restarts
+//! the read at the leader's log start.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferry_cluster::BrokerId;
+use ferry_wal::metadata::METADATA_TOPIC;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::{BrokerId as WireBrokerId, FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use tokio::time::Instant;
+
+use super::reader::{lock, Progress};
+use super::RemoteWal;
+use crate::broker::Broker;
+use crate::inter_broker::Connection;
+use crate::metrics::{inter_broker_client_id, TrafficKind, PURPOSE_WAL_METADATA_READER};
+
+/// Most bytes one fetch asks for.
+const MAX_BYTES: i32 = 1 << 20;
+const RETRY_BACKOFF: Duration = Duration::from_millis(200);
+/// How long past the long-poll a response may take before the connection is given up.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a preferred read replica is used before the leader is asked again (Kafka's
+/// consumer re-asks with every metadata refresh).
+const PREFERRED_TTL: Duration = Duration::from_secs(60);
+
+/// A read replica the leader named, valid for one leader and epoch.
+#[derive(Debug, Clone, Copy)]
+struct Preferred {
+    replica: BrokerId,
+    leader: BrokerId,
+    leader_epoch: i32,
+    since: Instant,
+}
+
+/// What a fetch answer means for the next round.
+#[derive(Debug, PartialEq, Eq)]
+enum Next {
+    /// Records (possibly none) were applied; fetch again at once.
+    Again,
+    /// Fetch from this replica (the leader's KIP-392 answer).
+    Redirect(BrokerId),
+    /// Back to the leader after a pause.
+    Retry,
+}
+
+/// Runs until the task is aborted (the partition is local now) or the broker is gone.
+pub async fn run(
+    partition: i32,
+    wal: Arc<RemoteWal>,
+    broker: Weak<Broker>,
+    progress: Arc<Mutex<Progress>>,
+) {
+    let mut conn: Option<Connection> = None;
+    let mut preferred: Option<Preferred> = None;
+    loop {
+        let Some(b) = broker.upgrade() else { return };
+        let Some(from) = lock(&progress).remote_offset(partition) else {
+            return;
+        };
+        let (leader, leader_epoch) = b.leader_of(METADATA_TOPIC, partition);
+        preferred = preferred.filter(|p| {
+            p.leader == leader
+                && p.leader_epoch == leader_epoch
+                && p.since.elapsed() < PREFERRED_TTL
+        });
+        let target = preferred.map_or(leader, |p| p.replica);
+        if target < 0 {
+            drop(b);
+            tokio::time::sleep(RETRY_BACKOFF).await;
+            continue;
+        }
+        if conn.as_ref().map(Connection::peer) != Some(target) {
+            conn = None;
+            match Connection::connect(&b, target, TrafficKind::WalMetadataReader).await {
+                Ok(c) => conn = Some(c),
+                Err(e) => {
+                    tracing::debug!(partition, broker = target, error = %e, "metadata reader cannot connect");
+                    preferred = None;
+                    drop(b);
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                    continue;
+                }
+            }
+        }
+        let wait_ms = b.config.replica_fetch_wait_max_ms().max(0);
+        let request = request(
+            partition,
+            from,
+            wait_ms,
+            b.config.rack().unwrap_or_default(),
+        );
+        let client_id = inter_broker_client_id(b.node_id, PURPOSE_WAL_METADATA_READER);
+        drop(b);
+        let Some(c) = conn.as_mut() else { continue };
+        let wait = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)) + REQUEST_TIMEOUT;
+        let data = match tokio::time::timeout(wait, c.fetch(&request, &client_id)).await {
+            Ok(Ok(response)) if response.error_code == 0 => response
+                .responses
+                .into_iter()
+                .filter(|t| t.topic.as_str() == METADATA_TOPIC)
+                .flat_map(|t| t.partitions)
+                .find(|d| d.partition_index == partition),
+            Ok(Ok(response)) => {
+                tracing::debug!(
+                    partition,
+                    code = response.error_code,
+                    "metadata fetch refused"
+                );
+                None
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(partition, broker = target, error = %e, "metadata fetch failed; reconnecting");
+                conn = None;
+                None
+            }
+            Err(_) => {
+                tracing::debug!(
+                    partition,
+                    broker = target,
+                    "metadata fetch timed out; reconnecting"
+                );
+                conn = None;
+                None
+            }
+        };
+        let next = match data {
+            Some(data) => apply(
+                |records, from| wal.feed(records, from),
+                &progress,
+                partition,
+                from,
+                target == leader,
+                data,
+            ),
+            None => Next::Retry,
+        };
+        match next {
+            Next::Again => {}
+            Next::Redirect(replica) => {
+                preferred = Some(Preferred {
+                    replica,
+                    leader,
+                    leader_epoch,
+                    since: Instant::now(),
+                });
+            }
+            Next::Retry => {
+                preferred = None;
+                tokio::time::sleep(RETRY_BACKOFF).await;
+            }
+        }
+    }
+}
+
+fn request(partition: i32, from: i64, wait_ms: i32, rack: String) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(WireBrokerId(-1))
+        .with_max_wait_ms(wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(MAX_BYTES)
+        .with_isolation_level(0)
+        // Sessionless: one partition, so a full request is as small as an incremental one.
+        .with_session_id(0)
+        .with_session_epoch(-1)
+        .with_rack_id(StrBytes::from_string(rack))
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(partition)
+                .with_current_leader_epoch(-1)
+                .with_fetch_offset(from)
+                .with_last_fetched_epoch(-1)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(MAX_BYTES)])])
+}
+
+/// Applies one partition's answer to a fetch from `from`, handing records to `feed`
+/// (`RemoteWal::feed`); `from_leader`: the image's leader answered (not a preferred read
+/// replica).
+fn apply(
+    feed: impl FnOnce(Bytes, i64) -> i64,
+    progress: &Mutex<Progress>,
+    partition: i32,
+    from: i64,
+    from_leader: bool,
+    data: PartitionData,
+) -> Next {
+    if data.error_code == ResponseError::OffsetOutOfRange.code() && from_leader {
+        let mut progress = lock(progress);
+        if progress.accepts(partition, from) {
+            tracing::info!(
+                partition,
+                offset = from,
+                log_start_offset = data.log_start_offset,
+                "remote WAL metadata out of range; reading again from the leader's log start"
+            );
+            progress.on_out_of_range(partition, data.log_start_offset);
+        }
+        return Next::Again;
+    }
+    if data.error_code != 0 {
+        tracing::debug!(partition, error = ?ResponseError::try_from_code(data.error_code),
+            "metadata fetch partition error");
+        return Next::Retry;
+    }
+    if data.preferred_read_replica.0 >= 0 {
+        return Next::Redirect(data.preferred_read_replica.0);
+    }
+    let records = data.records.unwrap_or_default();
+    let (whole, end) = whole_batches(&records);
+    let mut progress = lock(progress);
+    // The partition turned local meanwhile, or an out-of-range restart moved its position.
+    if !progress.accepts(partition, from) {
+        return Next::Again;
+    }
+    let mut next = from;
+    if whole > 0 {
+        // Fed under the lock: a read is applied exactly once, at the position it was asked for.
+        next = feed(records.slice(..whole), from).max(end).max(from);
+    }
+    progress.on_remote_read(partition, next, data.high_watermark);
+    Next::Again
+}
+
+/// The length of the whole batches at the start of `records` (a response may end in a partial
+/// batch) and the offset after the last of them (from the batch headers, so that a batch
+/// compaction emptied still moves the position).
+fn whole_batches(records: &[u8]) -> (usize, i64) {
+    let mut pos = 0usize;
+    let mut end = -1i64;
+    while records.len() >= pos + 27 {
+        let field = |at: usize, n: usize| records.get(pos + at..pos + at + n);
+        let (Some(base), Some(len), Some(delta)) = (field(0, 8), field(8, 4), field(23, 4)) else {
+            break;
+        };
+        let base = i64::from_be_bytes(base.try_into().unwrap_or([0; 8]));
+        let len = i32::from_be_bytes(len.try_into().unwrap_or([0; 4]));
+        let delta = i32::from_be_bytes(delta.try_into().unwrap_or([0; 4]));
+        let Ok(len) = usize::try_from(len) else { break };
+        let next = pos + 12 + len;
+        if next > records.len() {
+            break;
+        }
+        end = end.max(base + i64::from(delta) + 1);
+        pos = next;
+    }
+    (pos, end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote_wal::reader::LocalReplica;
+
+    fn batch(base: i64, last_delta: i32, len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; 12 + len];
+        b[..8].copy_from_slice(&base.to_be_bytes());
+        b[8..12].copy_from_slice(&(len as i32).to_be_bytes());
+        b[23..27].copy_from_slice(&last_delta.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn only_whole_batches_count() {
+        let mut r = batch(10, 4, 40);
+        r.extend(batch(15, 0, 30));
+        let whole = r.len();
+        assert_eq!(whole_batches(&r), (whole, 16));
+        // A partial batch at the end is left for the next fetch.
+        r.extend(&batch(16, 2, 50)[..30]);
+        assert_eq!(whole_batches(&r), (whole, 16));
+        assert_eq!(whole_batches(&[]), (0, -1));
+    }
+
+    #[test]
+    fn errors_and_redirects_are_told_apart() {
+        let wal = |_: Bytes, from: i64| from;
+        let progress = Mutex::new(Progress::default());
+        lock(&progress).route(1, |_| LocalReplica::Absent);
+        let data = |code: ResponseError| {
+            PartitionData::default()
+                .with_error_code(code.code())
+                .with_log_start_offset(42)
+                .with_preferred_read_replica(WireBrokerId(-1))
+        };
+        // Out of range from a preferred replica: back to the leader, position kept.
+        let next = apply(
+            wal,
+            &progress,
+            0,
+            0,
+            false,
+            data(ResponseError::OffsetOutOfRange),
+        );
+        assert_eq!(next, Next::Retry);
+        assert_eq!(lock(&progress).remote_offset(0), Some(0));
+        // From the leader: restart at its log start.
+        let next = apply(
+            wal,
+            &progress,
+            0,
+            0,
+            true,
+            data(ResponseError::OffsetOutOfRange),
+        );
+        assert_eq!(next, Next::Again);
+        assert_eq!(lock(&progress).remote_offset(0), Some(42));
+        let next = apply(
+            wal,
+            &progress,
+            0,
+            42,
+            true,
+            data(ResponseError::NotLeaderOrFollower),
+        );
+        assert_eq!(next, Next::Retry);
+        let redirect = PartitionData::default().with_preferred_read_replica(WireBrokerId(4));
+        assert_eq!(
+            apply(wal, &progress, 0, 42, true, redirect),
+            Next::Redirect(4)
+        );
+        // An empty answer at the high watermark: caught up.
+        let empty = PartitionData::default()
+            .with_high_watermark(42)
+            .with_preferred_read_replica(WireBrokerId(-1));
+        assert!(!lock(&progress).remote_caught_up());
+        assert_eq!(apply(wal, &progress, 0, 42, true, empty), Next::Again);
+        assert!(lock(&progress).remote_caught_up());
+    }
+}

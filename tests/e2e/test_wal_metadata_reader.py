@@ -1,0 +1,122 @@
+"""The remote WAL on four brokers (racks az1, az2, az3, az1). `__remote_wal_log_metadata` keeps
+three replicas per partition, so every broker lacks some of its partitions and reads those over
+the network as a consumer (crates/broker/src/remote_wal/remote_reader.rs). A follower whose data
+partition's metadata lands in a partition its broker does not host must still get its data
+through the object store, not by the classic (cross-AZ) fetch.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import crc32c
+import pytest
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AdminClient
+
+from conftest import unique_topic
+from test_cluster import Cluster, create_topic, scrape_inter_broker
+from test_remote_wal import (
+    PARTITIONS, WAL_TUNING, local_buckets, metric_sum, produce, wait_identical,
+)
+from walcheck import METADATA_TOPIC
+
+RACKS = ["az1", "az2", "az3", "az1"]
+
+
+@pytest.fixture
+def four_brokers(tmp_path):
+    _, extra = local_buckets(tmp_path)
+    c = Cluster(tmp_path / "cluster", size=4, racks=RACKS)
+    for b in c.brokers:
+        b.extra_config.update(extra)
+        b.extra_config.update(WAL_TUNING)
+    c.start()
+    yield c
+    c.stop()
+
+
+def metadata_partition(topic_id, partition: int, partitions: int) -> int:
+    """publisher.rs's routing: crc32c(topic id, partition) modulo the partition count."""
+    key = (topic_id.get_most_significant_bits().to_bytes(8, "big", signed=True)
+           + topic_id.get_least_significant_bits().to_bytes(8, "big", signed=True)
+           + struct.pack(">i", partition))
+    return crc32c.crc32c(key) % partitions
+
+
+def metadata_replicas(admin) -> dict[int, set[int]]:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        t = admin.list_topics(METADATA_TOPIC, timeout=10).topics.get(METADATA_TOPIC)
+        if t is not None and t.error is None and t.partitions:
+            return {pid: set(p.replicas) for pid, p in t.partitions.items()}
+        time.sleep(0.2)
+    raise TimeoutError(f"{METADATA_TOPIC} was not created")
+
+
+def blind_followers(admin, topic: str, parts: dict, meta: dict) -> list[tuple[int, int]]:
+    """(follower broker, data partition) pairs whose metadata partition the broker lacks."""
+    topic_id = admin.describe_topics(TopicCollection([topic]))[topic].result(timeout=10).topic_id
+    out = []
+    for pid, p in parts.items():
+        m = metadata_partition(topic_id, pid, len(meta))
+        out += [(r, pid) for r in p.replicas if r != p.leader and r not in meta[m]]
+    return out
+
+
+def reader_bytes(broker) -> dict[str, int]:
+    """Bytes the metadata reader of `broker` received, by peer rack."""
+    out: dict[str, int] = {}
+    for (direction, rack, kind), n in scrape_inter_broker(broker).items():
+        if direction == "received" and kind == "wal_metadata_reader":
+            out[rack] = out.get(rack, 0) + n
+    return out
+
+
+def test_followers_read_metadata_partitions_they_do_not_host(four_brokers):
+    c = four_brokers
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    # The metadata topic is created by the first publish.
+    warm = unique_topic("walwarm")
+    create_topic(c, warm, PARTITIONS, {"remote.wal.enable": "true"})
+    produce(c, warm, 1_000_000, "all")
+    meta = metadata_replicas(admin)
+    assert all(len(r) == 3 for r in meta.values()), meta
+
+    # A topic whose partitions route to metadata partitions some followers lack (a random topic
+    # id decides; about a quarter of the follower replicas are such on average).
+    for _ in range(5):
+        topic = unique_topic("wal4")
+        parts = create_topic(c, topic, PARTITIONS, {"remote.wal.enable": "true"})
+        blind = blind_followers(admin, topic, parts, meta)
+        if len(blind) >= 3:
+            break
+    assert len(blind) >= 3, blind
+
+    classic_before = metric_sum(c, "ferry_remote_wal_follower_bytes_total", path="classic")
+    wal_before = metric_sum(c, "ferry_remote_wal_follower_bytes_total", path="wal")
+    produced = produce(c, topic, 20_000_000, "all")
+    wait_identical(c, topic, replicas={pid: list(p.replicas) for pid, p in parts.items()})
+    classic = metric_sum(c, "ferry_remote_wal_follower_bytes_total", path="classic") - classic_before
+    wal = metric_sum(c, "ferry_remote_wal_follower_bytes_total", path="wal") - wal_before
+    # Without the network reader the blind followers (>= 3 of 24 follower replicas, so >= 1/8
+    # of the follower bytes, >= 1/4 of `produced`) get their data by the classic fetch.
+    assert classic < 0.05 * produced and wal > 1.9 * produced, (
+        f"follower bytes for {produced} produced: wal {wal}, classic {classic}; blind followers "
+        f"{blind}; reports served classic "
+        f"{metric_sum(c, 'ferry_remote_wal_reports_served_classic_total')}"
+    )
+
+    # Every broker lacks some metadata partitions and fetched them as a consumer, counted as its
+    # own kind of inter-broker traffic.
+    for b in c.brokers:
+        node = b.extra_config["node.id"]
+        if any(node not in r for r in meta.values()):
+            assert sum(reader_bytes(b).values()) > 0, f"broker {node} fetched no metadata"
+    # Broker 4 (az1) lacks only partitions hosted by brokers 1, 2 and 3: the leaders point it at
+    # broker 1, its own rack (KIP-392); only the redirects themselves come from other racks.
+    if any(4 not in r for r in meta.values()):
+        b4 = reader_bytes(c.by_id(4))
+        cross = sum(n for rack, n in b4.items() if rack != "az1")
+        assert b4.get("az1", 0) > 0 and cross < 0.2 * b4["az1"], b4
