@@ -2,7 +2,8 @@
 three replicas per partition, so brokers lack some of its partitions and read those over the
 network as a consumer (crates/broker/src/remote_wal/remote_reader.rs). A follower whose data
 partition's metadata lands in a partition its broker does not host must still get its data
-through the object store, not by the classic (cross-AZ) fetch.
+through the object store, not by the classic (cross-AZ) fetch: reading from the replica in its
+own rack (KIP-392) while there is one, and from the new leaders after that replica's broker dies.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 from conftest import unique_topic
 from test_cluster import Cluster, create_topic, scrape_inter_broker
 from test_remote_wal import (
-    PARTITIONS, WAL_TUNING, local_buckets, metric_sum, produce, wait_identical,
+    PARTITIONS, WAL_TUNING, local_buckets, metric_sum, metric_sum_one, produce, wait_identical,
 )
 from walcheck import METADATA_TOPIC
 
@@ -32,6 +33,9 @@ def four_brokers(tmp_path):
     for b in c.brokers:
         b.extra_config.update(extra)
         b.extra_config.update(WAL_TUNING)
+        # A killed broker is fenced (and its leaderships move) within a few seconds.
+        b.extra_config.update({"broker.heartbeat.interval.ms": 500,
+                               "broker.session.timeout.ms": 3000})
     c.start()
     yield c
     c.stop()
@@ -96,6 +100,10 @@ def test_followers_read_metadata_partitions_they_do_not_host(four_brokers):
         if len(blind) >= 3:
             break
     assert len(blind) >= 3, blind
+    # One record per partition before measuring: the WAL fetcher keeps metadata only of
+    # partitions it follows, so a broker that sets up a new topic's followers late drops the
+    # first records and takes the classic fetch for them (whatever reads the metadata).
+    produce(c, topic, PARTITIONS * 10_000, "all")
 
     classic_before = metric_sum(c, "ferry_remote_wal_follower_bytes_total", path="classic")
     wal_before = metric_sum(c, "ferry_remote_wal_follower_bytes_total", path="wal")
@@ -109,8 +117,9 @@ def test_followers_read_metadata_partitions_they_do_not_host(four_brokers):
     # `produced`) get their data by the classic fetch.
     assert classic < 0.05 * produced and wal > 1.9 * produced, (
         f"follower bytes for {produced} produced: wal {wal}, classic {classic}; blind followers "
-        f"{blind}; reports served classic "
-        f"{metric_sum(c, 'ferry_remote_wal_reports_served_classic_total')}"
+        f"{blind}; classic bytes by broker "
+        f"{[metric_sum_one(b, 'ferry_remote_wal_follower_bytes_total', path='classic') for b in c.brokers]}; "
+        f"reports served classic {metric_sum(c, 'ferry_remote_wal_reports_served_classic_total')}"
     )
 
     # A broker lacking metadata partitions fetched them as a consumer, counted as its own kind of
@@ -127,3 +136,35 @@ def test_followers_read_metadata_partitions_they_do_not_host(four_brokers):
         print(f"broker {node}'s metadata reader received by peer rack: {got}")
         cross = sum(n for rack, n in got.items() if rack != "az1")
         assert got.get("az1", 0) > 0 and cross < 0.2 * got["az1"], (node, got)
+
+    # Broker 1 dies: broker 4's reader loses the replica it read from (and the leader of the
+    # partitions broker 1 led). It goes back to the image's leaders, now in az2/az3, and its
+    # blind followers keep getting their data through the WAL.
+    b4 = c.by_id(4)
+    c.by_id(1).kill9()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        t = AdminClient({"bootstrap.servers": c.by_id(2).bootstrap}).list_topics(
+            METADATA_TOPIC, timeout=10).topics[METADATA_TOPIC]
+        if all(p.leader not in (-1, 1) for p in t.partitions.values()):
+            break
+        time.sleep(0.3)
+    else:
+        raise TimeoutError("broker 1's metadata leaderships did not move")
+    live = {pid: [r for r in p.replicas if r != 1] for pid, p in parts.items()}
+    # The failover itself (ISR shrink, publishes that failed while broker 1 still led metadata
+    # partitions, republishing) takes the classic path for a while; measure after it.
+    produce(c, topic, 1_000_000, "all")
+    wait_identical(c, topic, replicas=live)
+    before = reader_bytes(b4)
+    classic_before = metric_sum_one(b4, "ferry_remote_wal_follower_bytes_total", path="classic")
+    wal_before = metric_sum_one(b4, "ferry_remote_wal_follower_bytes_total", path="wal")
+    produced = produce(c, topic, 5_000_000, "all")
+    wait_identical(c, topic, replicas=live)
+    after = reader_bytes(b4)
+    other_racks = sum(after.get(r, 0) - before.get(r, 0) for r in ("az2", "az3"))
+    classic = metric_sum_one(b4, "ferry_remote_wal_follower_bytes_total", path="classic") - classic_before
+    wal = metric_sum_one(b4, "ferry_remote_wal_follower_bytes_total", path="wal") - wal_before
+    print(f"after broker 1 died: broker 4 reader bytes from az2/az3 {other_racks}, "
+          f"follower bytes wal {wal} classic {classic}")
+    assert other_racks > 0 and wal > 0 and classic < 0.05 * produced, (other_racks, wal, classic)
