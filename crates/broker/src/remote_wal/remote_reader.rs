@@ -7,9 +7,11 @@
 //! Whom it asks: the partition's leader in the image, or the replica the leader names as
 //! preferred read replica for this rack (KIP-392, the broker's `replica.selector.class`) until
 //! that replica answers with an error, the leader or its epoch changes, or [`PREFERRED_TTL`]
-//! passed. Errors (NOT_LEADER_OR_FOLLOWER, an unknown leader, connection failures) send it back
-//! to the image's leader after [`RETRY_BACKOFF`]; OFFSET_OUT_OF_RANGE from the leader restarts
-//! the read at the leader's log start.
+//! passed; after such an error it leaves its rack out of the requests for
+//! [`LEADER_ONLY_AFTER_FAILURE`], so that the leader serves it. Errors (NOT_LEADER_OR_FOLLOWER,
+//! an unknown leader, connection failures) send it back to the image's leader after
+//! [`RETRY_BACKOFF`]; OFFSET_OUT_OF_RANGE from the leader restarts the read at the leader's log
+//! start.
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -38,6 +40,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a preferred read replica is used before the leader is asked again (Kafka's
 /// consumer re-asks with every metadata refresh).
 const PREFERRED_TTL: Duration = Duration::from_secs(60);
+
+/// How long, after a preferred read replica failed, the reader fetches from the leader without
+/// its rack (so the leader serves it rather than naming that replica again).
+const LEADER_ONLY_AFTER_FAILURE: Duration = Duration::from_secs(10);
 
 /// A read replica the leader named, valid for one leader and epoch.
 #[derive(Debug, Clone, Copy)]
@@ -68,6 +74,7 @@ pub async fn run(
 ) {
     let mut conn: Option<Connection> = None;
     let mut preferred: Option<Preferred> = None;
+    let mut leader_only_until: Option<Instant> = None;
     loop {
         let Some(b) = broker.upgrade() else { return };
         let Some(from) = lock(&progress).remote_offset(partition) else {
@@ -91,7 +98,7 @@ pub async fn run(
                 Ok(c) => conn = Some(c),
                 Err(e) => {
                     tracing::debug!(partition, broker = target, error = %e, "metadata reader cannot connect");
-                    preferred = None;
+                    fail_over(&mut preferred, &mut leader_only_until);
                     drop(b);
                     tokio::time::sleep(RETRY_BACKOFF).await;
                     continue;
@@ -99,12 +106,11 @@ pub async fn run(
             }
         }
         let wait_ms = b.config.replica_fetch_wait_max_ms().max(0);
-        let request = request(
-            partition,
-            from,
-            wait_ms,
-            b.config.rack().unwrap_or_default(),
-        );
+        let rack = match leader_only_until {
+            Some(t) if Instant::now() < t => String::new(),
+            _ => b.config.rack().unwrap_or_default(),
+        };
+        let request = request(partition, from, wait_ms, rack);
         let client_id = inter_broker_client_id(b.node_id, PURPOSE_WAL_METADATA_READER);
         drop(b);
         let Some(c) = conn.as_mut() else { continue };
@@ -161,10 +167,18 @@ pub async fn run(
                 });
             }
             Next::Retry => {
-                preferred = None;
+                fail_over(&mut preferred, &mut leader_only_until);
                 tokio::time::sleep(RETRY_BACKOFF).await;
             }
         }
+    }
+}
+
+/// After a failed fetch: a preferred replica is forgotten, and for a while the reader leaves its
+/// rack out so that the leader serves it instead of pointing at that replica again.
+fn fail_over(preferred: &mut Option<Preferred>, leader_only_until: &mut Option<Instant>) {
+    if preferred.take().is_some() {
+        *leader_only_until = Some(Instant::now() + LEADER_ONLY_AFTER_FAILURE);
     }
 }
 
@@ -286,6 +300,24 @@ mod tests {
         r.extend(&batch(16, 2, 50)[..30]);
         assert_eq!(whole_batches(&r), (whole, 16));
         assert_eq!(whole_batches(&[]), (0, -1));
+    }
+
+    #[test]
+    fn a_failed_preferred_replica_sends_the_reader_to_the_leader_without_its_rack() {
+        let mut leader_only = None;
+        // A failure at the leader itself changes nothing.
+        let mut preferred = None;
+        fail_over(&mut preferred, &mut leader_only);
+        assert!(leader_only.is_none());
+        preferred = Some(Preferred {
+            replica: 4,
+            leader: 2,
+            leader_epoch: 0,
+            since: Instant::now(),
+        });
+        fail_over(&mut preferred, &mut leader_only);
+        assert!(preferred.is_none());
+        assert!(leader_only.is_some_and(|t| t > Instant::now()));
     }
 
     #[test]
