@@ -114,8 +114,9 @@ def test_followers_read_metadata_partitions_they_do_not_host(four_brokers):
     print(f"produced {produced}, follower bytes wal {wal} classic {classic}, "
           f"{len(blind)} blind followers {blind}")
     # Without the network reader the blind followers (>= 3 of 12 partitions, so >= 1/4 of
-    # `produced`) get their data by the classic fetch.
-    assert classic < 0.05 * produced and wal > 1.9 * produced, (
+    # `produced`) get their data by the classic fetch. A loaded machine may push one partition's
+    # follower (1/12) there too; half of the blind share separates the two.
+    assert classic < produced / 8 and wal > 1.8 * produced, (
         f"follower bytes for {produced} produced: wal {wal}, classic {classic}; blind followers "
         f"{blind}; classic bytes by broker "
         f"{[metric_sum_one(b, 'ferry_remote_wal_follower_bytes_total', path='classic') for b in c.brokers]}; "
@@ -167,4 +168,6 @@ def test_followers_read_metadata_partitions_they_do_not_host(four_brokers):
     wal = metric_sum_one(b4, "ferry_remote_wal_follower_bytes_total", path="wal") - wal_before
     print(f"after broker 1 died: broker 4 reader bytes from az2/az3 {other_racks}, "
           f"follower bytes wal {wal} classic {classic}")
-    assert other_racks > 0 and wal > 0 and classic < 0.05 * produced, (other_racks, wal, classic)
+    # Broker 4 follows about half the partitions, its blind followers (>= 3) get >= 1/4 of
+    # `produced`; allow one partition's worth (1/12) of classic bytes from a loaded machine.
+    assert other_racks > 0 and wal > 0 and classic < 0.15 * produced, (other_racks, wal, classic)
