@@ -32,6 +32,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -176,6 +177,11 @@ impl UnreadableSet {
 struct State {
     /// Per partition: base offset (the compaction key within a partition) → latest record.
     records: HashMap<WalPartition, BTreeMap<i64, WalSliceMetadata>>,
+    /// Records of partitions this broker does not follow (yet), since when: a new topic's
+    /// first metadata can arrive before this broker applied the image that makes it a
+    /// follower. Moved to `records` once it follows; forgotten after [`PARK_FOR`] (it leads
+    /// the partition, or does not host it).
+    parked: HashMap<WalPartition, (Instant, BTreeMap<i64, WalSliceMetadata>)>,
     unreadable: UnreadableSet,
     dropped: u64,
 }
@@ -193,6 +199,9 @@ impl State {
         }
     }
 }
+
+/// How long records of a partition not followed here are kept in case it becomes followed.
+const PARK_FOR: Duration = Duration::from_secs(10);
 
 fn partition_of(m: &WalSliceMetadata) -> WalPartition {
     WalPartition {
@@ -265,21 +274,37 @@ impl WalFetcher {
     /// partitions the sink does not follow are dropped.
     pub fn on_metadata(&self, events: impl IntoIterator<Item = WalMetadataEvent>) {
         // Ask the sink before taking our lock, so a sink never runs under it.
-        let events: Vec<WalMetadataEvent> = events
+        let events: Vec<(WalMetadataEvent, bool)> = events
             .into_iter()
-            .filter(|e| match e {
-                WalMetadataEvent::Upsert(m) => {
-                    self.sink.partition_state(m.topic_id, m.partition).is_some()
-                }
-                WalMetadataEvent::Tombstone(_) => true,
+            .map(|e| {
+                let followed = match &e {
+                    WalMetadataEvent::Upsert(m) => {
+                        self.sink.partition_state(m.topic_id, m.partition).is_some()
+                    }
+                    WalMetadataEvent::Tombstone(_) => true,
+                };
+                (e, followed)
             })
             .collect();
         if events.is_empty() {
             return;
         }
         let mut st = lock(&self.state);
-        for event in events {
+        for (event, followed) in events {
             match event {
+                WalMetadataEvent::Upsert(m) if !followed => {
+                    let cap = self.config.max_records_per_partition;
+                    let (_, map) = st
+                        .parked
+                        .entry(partition_of(&m))
+                        .or_insert_with(|| (Instant::now(), BTreeMap::new()));
+                    // Beyond the cap the oldest go: a partition that becomes followed late
+                    // starts classic anyway if it lacks the first records.
+                    map.insert(m.base_offset, m);
+                    while map.len() > cap {
+                        map.pop_first();
+                    }
+                }
                 WalMetadataEvent::Upsert(m) => {
                     let cap = self.config.max_records_per_partition;
                     let map = st.records.entry(partition_of(&m)).or_default();
@@ -299,6 +324,9 @@ impl WalFetcher {
                         if map.is_empty() {
                             st.records.remove(&wp);
                         }
+                    }
+                    if let Some((_, map)) = st.parked.get_mut(&wp) {
+                        map.remove(&k.base_offset);
                     }
                 }
             }
@@ -430,6 +458,45 @@ impl WalFetcher {
         unreadable
     }
 
+    /// Moves parked records of partitions followed now into the queue; forgets those parked
+    /// for longer than [`PARK_FOR`].
+    fn unpark(&self) {
+        let parked: Vec<WalPartition> = lock(&self.state).parked.keys().copied().collect();
+        if parked.is_empty() {
+            return;
+        }
+        let followed: Vec<(WalPartition, bool)> = parked
+            .into_iter()
+            .map(|wp| {
+                let f = self
+                    .sink
+                    .partition_state(wp.topic_id, wp.partition)
+                    .is_some();
+                (wp, f)
+            })
+            .collect();
+        let mut st = lock(&self.state);
+        let cap = self.config.max_records_per_partition;
+        for (wp, followed) in followed {
+            if followed {
+                if let Some((_, parked)) = st.parked.remove(&wp) {
+                    let map = st.records.entry(wp).or_default();
+                    for (base, m) in parked {
+                        if map.len() < cap || map.contains_key(&base) {
+                            map.entry(base).or_insert(m);
+                        }
+                    }
+                }
+            } else if st
+                .parked
+                .get(&wp)
+                .is_some_and(|(since, _)| since.elapsed() >= PARK_FOR)
+            {
+                st.parked.remove(&wp);
+            }
+        }
+    }
+
     /// Step 1: plans every partition; prunes records that can never be used. Records skipped
     /// for an unreadable object that reach past the log end add their range end to
     /// `unreadable`.
@@ -444,6 +511,7 @@ impl WalFetcher {
         Vec<WalSliceMetadata>,
         Option<ClassicFetch>,
     )> {
+        self.unpark();
         // Ask the sink before taking our lock, so a sink never runs under it.
         let parts: Vec<WalPartition> = lock(&self.state).records.keys().copied().collect();
         let states: Vec<(WalPartition, Option<FollowerPartition>)> = parts

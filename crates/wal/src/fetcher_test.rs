@@ -516,3 +516,34 @@ async fn raw_records_are_decoded_and_bad_ones_skipped() {
     assert_eq!(f.run_once().await.slices_appended, 1);
     assert_eq!(sink.leo(0), 10);
 }
+
+/// A new topic's first metadata can arrive before this broker applied the image that makes it a
+/// follower: the records wait (parked) and are used once it follows, instead of leaving the
+/// first slices to the classic fetch.
+#[tokio::test]
+async fn metadata_that_arrives_before_the_partition_is_followed_is_used_once_it_is() {
+    let mem = MemoryStore::new();
+    let (data, records) = object("wal/1/a.wal", 3, &[(0, 0, 9), (1, 0, 4)]);
+    assert!(mem.put("wal/1/a.wal", data).await.is_ok());
+    let sink = MemSink::following(&[0], 3);
+    let f = fetcher(Arc::new(mem), sink.clone());
+    f.on_metadata(upserts(&records));
+    assert_eq!(f.queued(), 1, "partition 1 is not followed yet");
+    let r = f.run_once().await;
+    assert_eq!(r.slices_appended, 1);
+    assert_eq!(sink.leo(1), -1);
+
+    // The image arrives: this broker follows partition 1 now.
+    lock(&sink.logs).insert(
+        wp(1),
+        Log {
+            epoch: 3,
+            ..Log::default()
+        },
+    );
+    let r = f.run_once().await;
+    assert_eq!(r.slices_appended, 1);
+    assert!(r.classic.is_empty());
+    assert_eq!(sink.leo(1), 5);
+    assert_eq!(sink.appended(1), vec![(0, 4)]);
+}
