@@ -21,6 +21,7 @@ use std::time::Instant;
 use ferry_cluster::image::{PartitionState, TopicImage, NO_LEADER};
 use ferry_cluster::{BrokerId, Image};
 use ferry_common::TopicPartition;
+use ferry_log::batch::whole_batches;
 use ferry_log::{AppendInfo, FetchData, LogConfig, LogError, LogManager, PartitionLog};
 use tokio::sync::watch;
 use uuid::Uuid;
@@ -752,61 +753,29 @@ impl Partition {
 }
 
 /// The byte range `[start, end)` of `records` made of whole batches, from the first whose last
-/// offset reaches `log_end` (v2 batch headers: base offset at 0, length at 8, last offset delta
-/// at 23); `start == end` when there is none.
+/// offset reaches `log_end`; `start == end` when there is none.
 fn whole_batches_from(records: &[u8], log_end: i64) -> (usize, usize) {
-    let mut pos = 0usize;
     let mut start = None;
     let mut end = 0usize;
-    while records.len() >= pos + 27 {
-        let field = |at: usize, n: usize| records.get(pos + at..pos + at + n);
-        let (Some(base), Some(len), Some(delta)) = (field(0, 8), field(8, 4), field(23, 4)) else {
-            break;
-        };
-        let base = i64::from_be_bytes(base.try_into().unwrap_or([0; 8]));
-        let len = i32::from_be_bytes(len.try_into().unwrap_or([0; 4]));
-        let delta = i32::from_be_bytes(delta.try_into().unwrap_or([0; 4]));
-        let Ok(len) = usize::try_from(len) else { break };
-        let next = pos + 12 + len;
-        if next > records.len() {
-            break;
+    for b in whole_batches(records) {
+        if start.is_none() && b.last_offset >= log_end {
+            start = Some(b.bytes.start);
         }
-        if start.is_none() && base + i64::from(delta) >= log_end {
-            start = Some(pos);
-        }
-        end = next;
-        pos = next;
+        end = b.bytes.end;
     }
-    match start {
-        Some(s) => (s, end),
-        None => (end, end),
-    }
+    (start.unwrap_or(end), end)
 }
 
-/// The base and last offsets of the first batch in `records`.
+/// The base and last offsets of the first whole batch in `records`.
 fn first_batch_range(records: &[u8]) -> Option<(i64, i64)> {
-    let base = i64::from_be_bytes(records.get(0..8)?.try_into().ok()?);
-    let delta = i32::from_be_bytes(records.get(23..27)?.try_into().ok()?);
-    Some((base, base + i64::from(delta)))
+    whole_batches(records)
+        .next()
+        .map(|b| (b.base_offset, b.last_offset))
 }
 
-/// The last offset of the last whole batch in `records` (v2 batch headers: base offset at 0,
-/// batch length at 8, last offset delta at 23).
+/// The last offset of the last whole batch in `records`.
 fn last_offset_of(records: &[u8]) -> Option<i64> {
-    let mut pos = 0usize;
-    let mut last = None;
-    while records.len() >= pos + 27 {
-        let base = i64::from_be_bytes(records[pos..pos + 8].try_into().ok()?);
-        let len = i32::from_be_bytes(records[pos + 8..pos + 12].try_into().ok()?);
-        let delta = i32::from_be_bytes(records[pos + 23..pos + 27].try_into().ok()?);
-        let end = pos + 12 + usize::try_from(len).ok()?;
-        if len < 0 || end > records.len() {
-            break;
-        }
-        last = Some(base + i64::from(delta));
-        pos = end;
-    }
-    last
+    whole_batches(records).last().map(|b| b.last_offset)
 }
 
 pub struct ReplicaManager {

@@ -128,6 +128,40 @@ pub fn seq_add(seq: i32, delta: i32) -> i32 {
     }
 }
 
+/// A whole batch in a buffer of batches: where its bytes are and which offsets it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchSpan {
+    pub bytes: std::ops::Range<usize>,
+    pub base_offset: i64,
+    pub last_offset: i64,
+}
+
+/// The whole batches at the start of `records`, in order, read from their headers alone (no
+/// CRC check). Stops at a partial batch (a fetch response may end in one) or a negative length.
+pub fn whole_batches(records: &[u8]) -> impl Iterator<Item = BatchSpan> + '_ {
+    let mut pos = 0usize;
+    std::iter::from_fn(move || {
+        // The header fields read here end with the last offset delta (bytes 23..27).
+        if records.len() < pos + LAST_OFFSET_DELTA_OFFSET + 4 {
+            return None;
+        }
+        let len = usize::try_from(i32_at(records, pos + LENGTH_OFFSET)).ok()?;
+        let end = pos.checked_add(LOG_OVERHEAD + len)?;
+        if end > records.len() {
+            return None;
+        }
+        let base_offset = i64_at(records, pos + BASE_OFFSET_OFFSET);
+        let delta = i32_at(records, pos + LAST_OFFSET_DELTA_OFFSET);
+        let span = BatchSpan {
+            bytes: pos..end,
+            base_offset,
+            last_offset: base_offset + i64::from(delta),
+        };
+        pos = end;
+        Some(span)
+    })
+}
+
 /// CRC-32C over the bytes the v2 CRC covers (attributes to end of batch).
 pub fn compute_crc(batch: &[u8]) -> u32 {
     crc32c::crc32c(&batch[ATTRIBUTES_OFFSET..])
@@ -284,5 +318,50 @@ pub fn stamp_batch(
         b[MAX_TIMESTAMP_OFFSET..MAX_TIMESTAMP_OFFSET + 8].copy_from_slice(&ts.to_be_bytes());
         let crc = compute_crc(b);
         b[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod whole_batches_tests {
+    use super::*;
+    use crate::test_util::simple;
+
+    /// `n` records in one batch at base offset `base` (outside the CRC).
+    fn at(n: usize, base: i64) -> Vec<u8> {
+        let mut b = simple(n, 1_000);
+        b[..8].copy_from_slice(&base.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn whole_batches_lists_each_batch_and_stops_at_a_partial_one() {
+        let mut buf = at(3, 10);
+        let first = buf.len();
+        buf.extend(at(2, 13));
+        let spans: Vec<BatchSpan> = whole_batches(&buf).collect();
+        assert_eq!(
+            spans,
+            vec![
+                BatchSpan {
+                    bytes: 0..first,
+                    base_offset: 10,
+                    last_offset: 12
+                },
+                BatchSpan {
+                    bytes: first..buf.len(),
+                    base_offset: 13,
+                    last_offset: 14
+                },
+            ]
+        );
+        // A response cut inside the second batch, or inside a header.
+        assert_eq!(whole_batches(&buf[..buf.len() - 1]).count(), 1);
+        assert_eq!(whole_batches(&buf[..first + 20]).count(), 1);
+        // A negative length ends the walk instead of wrapping.
+        let mut bad = buf.clone();
+        bad[first + LENGTH_OFFSET..first + LENGTH_OFFSET + 4]
+            .copy_from_slice(&(-5i32).to_be_bytes());
+        assert_eq!(whole_batches(&bad).count(), 1);
+        assert_eq!(whole_batches(&[]).count(), 0);
     }
 }

@@ -256,25 +256,9 @@ fn apply(
 /// batch) and the offset after the last of them (from the batch headers, so that a batch
 /// compaction emptied still moves the position).
 fn whole_batches(records: &[u8]) -> (usize, i64) {
-    let mut pos = 0usize;
-    let mut end = -1i64;
-    while records.len() >= pos + 27 {
-        let field = |at: usize, n: usize| records.get(pos + at..pos + at + n);
-        let (Some(base), Some(len), Some(delta)) = (field(0, 8), field(8, 4), field(23, 4)) else {
-            break;
-        };
-        let base = i64::from_be_bytes(base.try_into().unwrap_or([0; 8]));
-        let len = i32::from_be_bytes(len.try_into().unwrap_or([0; 4]));
-        let delta = i32::from_be_bytes(delta.try_into().unwrap_or([0; 4]));
-        let Ok(len) = usize::try_from(len) else { break };
-        let next = pos + 12 + len;
-        if next > records.len() {
-            break;
-        }
-        end = end.max(base + i64::from(delta) + 1);
-        pos = next;
-    }
-    (pos, end)
+    ferry_log::batch::whole_batches(records).fold((0, -1), |(_, end), b| {
+        (b.bytes.end, end.max(b.last_offset + 1))
+    })
 }
 
 #[cfg(test)]
