@@ -1,7 +1,8 @@
-//! The Fetch client one broker uses towards another: a plain connection to a peer's Kafka
-//! listener, one request in flight, each exchange counted in `ferry_inter_broker_bytes_total`
-//! under the connection's [`TrafficKind`]. The replica fetcher (as a follower, `replica_id` =
-//! this broker) and the remote WAL metadata reader (as a consumer, `replica_id` = -1) share it.
+//! The client one broker uses towards another: a plain connection to a peer's Kafka listener,
+//! one request in flight, each exchange counted in `ferry_inter_broker_bytes_total` under the
+//! connection's [`TrafficKind`]. The replica fetcher (Fetch as a follower, `replica_id` = this
+//! broker), the remote WAL metadata reader (Fetch as a consumer, `replica_id` = -1) and the
+//! remote WAL metadata publisher (Produce) share it.
 //!
 //! A connection whose exchange failed is in an unknown state (a partial frame may be in flight):
 //! callers drop it and connect again.
@@ -11,7 +12,8 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use ferry_cluster::BrokerId;
 use kafka_protocol::messages::{
-    ApiKey, FetchRequest, FetchResponse, RequestHeader, ResponseHeader,
+    ApiKey, FetchRequest, FetchResponse, ProduceRequest, ProduceResponse, RequestHeader,
+    ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -23,6 +25,8 @@ use crate::metrics::{Metrics, TrafficKind};
 /// The Fetch version brokers send: v12 has `last_fetched_epoch` / `diverging_epoch` and
 /// `rack_id` (KIP-392), and still names topics (v13+ use topic ids).
 pub const FETCH_VERSION: i16 = 12;
+/// The Produce version brokers send (the remote WAL metadata publisher).
+pub const PRODUCE_VERSION: i16 = 9;
 /// Largest response frame accepted.
 const MAX_RESPONSE: usize = 256 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -34,6 +38,15 @@ pub struct Connection {
     peer: BrokerId,
     kind: TrafficKind,
     metrics: std::sync::Arc<Metrics>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("peer", &self.peer)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Connection {
@@ -73,16 +86,37 @@ impl Connection {
         request: &FetchRequest,
         client_id: &str,
     ) -> anyhow::Result<FetchResponse> {
+        self.exchange(ApiKey::Fetch, FETCH_VERSION, request, client_id)
+            .await
+    }
+
+    /// Sends `request` (Produce v[`PRODUCE_VERSION`]) and reads its response.
+    pub async fn produce(
+        &mut self,
+        request: &ProduceRequest,
+        client_id: &str,
+    ) -> anyhow::Result<ProduceResponse> {
+        self.exchange(ApiKey::Produce, PRODUCE_VERSION, request, client_id)
+            .await
+    }
+
+    /// One request and its response, counted under the connection's kind.
+    async fn exchange<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        api_key: ApiKey,
+        version: i16,
+        request: &Req,
+        client_id: &str,
+    ) -> anyhow::Result<Resp> {
         self.correlation_id = self.correlation_id.wrapping_add(1);
         let header = RequestHeader::default()
-            .with_request_api_key(ApiKey::Fetch as i16)
-            .with_request_api_version(FETCH_VERSION)
+            .with_request_api_key(api_key as i16)
+            .with_request_api_version(version)
             .with_correlation_id(self.correlation_id)
             .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
-        let header_version = ApiKey::Fetch.request_header_version(FETCH_VERSION);
         let mut body = BytesMut::new();
-        header.encode(&mut body, header_version)?;
-        request.encode(&mut body, FETCH_VERSION)?;
+        header.encode(&mut body, api_key.request_header_version(version))?;
+        request.encode(&mut body, version)?;
         let mut frame = BytesMut::with_capacity(body.len() + 4);
         frame.put_i32(i32::try_from(body.len())?);
         frame.extend_from_slice(&body);
@@ -90,7 +124,7 @@ impl Connection {
         let size = self.stream.read_i32().await?;
         let size = usize::try_from(size)?;
         if size == 0 || size > MAX_RESPONSE {
-            anyhow::bail!("response frame of {size} bytes");
+            anyhow::bail!("{api_key:?} response frame of {size} bytes");
         }
         let mut buf = vec![0u8; size];
         self.stream.read_exact(&mut buf).await?;
@@ -101,20 +135,17 @@ impl Connection {
             4 + size as u64,
         );
         let mut buf = Bytes::from(buf);
-        let header = ResponseHeader::decode(
-            &mut buf,
-            ApiKey::Fetch.response_header_version(FETCH_VERSION),
-        )?;
+        let header = ResponseHeader::decode(&mut buf, api_key.response_header_version(version))?;
         if header.correlation_id != self.correlation_id {
             anyhow::bail!(
-                "correlation id {} in the response, {} expected",
+                "correlation id {} in the {api_key:?} response, {} expected",
                 header.correlation_id,
                 self.correlation_id
             );
         }
-        let response = FetchResponse::decode(&mut buf, FETCH_VERSION)?;
+        let response = Resp::decode(&mut buf, version)?;
         if buf.has_remaining() {
-            tracing::debug!(left = buf.remaining(), "bytes left after a fetch response");
+            tracing::debug!(left = buf.remaining(), api = ?api_key, "bytes left after a response");
         }
         Ok(response)
     }

@@ -51,6 +51,10 @@ struct FollowerState {
 }
 
 impl FollowerState {
+    fn ms_since_caught_up(&self, now: Instant) -> i64 {
+        i64::try_from(now.duration_since(self.last_caught_up).as_millis()).unwrap_or(i64::MAX)
+    }
+
     fn new(now: Instant) -> Self {
         Self {
             log_end_offset: -1,
@@ -591,11 +595,7 @@ impl Partition {
         st.followers
             .iter()
             .filter(|(id, f)| st.isr.contains(id) && f.log_end_offset >= fetch_offset)
-            .map(|(id, f)| {
-                let lag = i64::try_from(now.duration_since(f.last_caught_up).as_millis())
-                    .unwrap_or(i64::MAX);
-                (*id, f.log_end_offset, lag)
-            })
+            .map(|(id, f)| (*id, f.log_end_offset, f.ms_since_caught_up(now)))
             .collect()
     }
 
@@ -631,10 +631,7 @@ impl Partition {
             .copied()
             .filter(|r| {
                 st.followers.get(r).is_none_or(|f| {
-                    f.log_end_offset < leo
-                        && i64::try_from(now.duration_since(f.last_caught_up).as_millis())
-                            .unwrap_or(i64::MAX)
-                            > lag_max_ms
+                    f.log_end_offset < leo && f.ms_since_caught_up(now) > lag_max_ms
                 })
             })
             .collect();
@@ -650,8 +647,7 @@ impl Partition {
                 let age = if f.log_end_offset >= leo {
                     0
                 } else {
-                    i64::try_from(now.duration_since(f.last_caught_up).as_millis())
-                        .unwrap_or(i64::MAX)
+                    f.ms_since_caught_up(now)
                 };
                 (*id, -age)
             })

@@ -54,6 +54,12 @@ pub trait FollowerSink: Send + Sync + std::fmt::Debug {
     /// remote WAL; `None` when it does not (leader, not a replica, classic topic).
     fn partition_state(&self, topic_id: Uuid, partition: i32) -> Option<FollowerPartition>;
 
+    /// For a partition not followed now: whether it may be soon (this broker does not know it
+    /// yet), so that its metadata is worth keeping a while. False when it leads it.
+    fn may_follow_later(&self, _topic_id: Uuid, _partition: i32) -> bool {
+        true
+    }
+
     /// Appends verified record batches that start exactly at the log end offset, as a follower
     /// appends a Fetch response. Must refuse records that do not start at the log end.
     async fn append_as_follower(
@@ -200,6 +206,17 @@ impl State {
     }
 }
 
+/// What [`WalFetcher::on_metadata`] does with an upsert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// A partition followed here: queue it for download.
+    Queue,
+    /// Not followed yet but may be: park it (see `State::parked`).
+    Park,
+    /// Led here: never needed.
+    Drop,
+}
+
 /// How long records of a partition not followed here are kept in case it becomes followed.
 const PARK_FOR: Duration = Duration::from_secs(10);
 
@@ -274,25 +291,32 @@ impl WalFetcher {
     /// partitions the sink does not follow are dropped.
     pub fn on_metadata(&self, events: impl IntoIterator<Item = WalMetadataEvent>) {
         // Ask the sink before taking our lock, so a sink never runs under it.
-        let events: Vec<(WalMetadataEvent, bool)> = events
+        let events: Vec<(WalMetadataEvent, Keep)> = events
             .into_iter()
             .map(|e| {
-                let followed = match &e {
+                let keep = match &e {
                     WalMetadataEvent::Upsert(m) => {
-                        self.sink.partition_state(m.topic_id, m.partition).is_some()
+                        if self.sink.partition_state(m.topic_id, m.partition).is_some() {
+                            Keep::Queue
+                        } else if self.sink.may_follow_later(m.topic_id, m.partition) {
+                            Keep::Park
+                        } else {
+                            Keep::Drop
+                        }
                     }
-                    WalMetadataEvent::Tombstone(_) => true,
+                    WalMetadataEvent::Tombstone(_) => Keep::Queue,
                 };
-                (e, followed)
+                (e, keep)
             })
             .collect();
         if events.is_empty() {
             return;
         }
         let mut st = lock(&self.state);
-        for (event, followed) in events {
+        for (event, keep) in events {
             match event {
-                WalMetadataEvent::Upsert(m) if !followed => {
+                WalMetadataEvent::Upsert(_) if keep == Keep::Drop => {}
+                WalMetadataEvent::Upsert(m) if keep == Keep::Park => {
                     let cap = self.config.max_records_per_partition;
                     let (_, map) = st
                         .parked

@@ -73,52 +73,52 @@ impl AppendedProduce {
             return None;
         }
         if !self.waits.is_empty() {
-            let still_waiting = wait_for_high_watermark(&self.waits, self.timeout).await;
-            // Kafka's rule: records the high watermark passed while the ISR had shrunk below
-            // min.insync.replicas are in the log but not acknowledged as durable.
-            let timed_out: std::collections::HashSet<(usize, usize)> = still_waiting
-                .iter()
-                .map(|(w, _)| (w.topic, w.index))
-                .collect();
+            let not_committed: std::collections::HashMap<(usize, usize), CommitStatus> =
+                wait_for_high_watermark(&self.waits, self.timeout)
+                    .await
+                    .into_iter()
+                    .map(|(w, status)| ((w.topic, w.index), status))
+                    .collect();
             for w in &self.waits {
-                let isr = i32::try_from(w.partition.isr().len()).unwrap_or(i32::MAX);
-                if timed_out.contains(&(w.topic, w.index)) || isr >= w.min_isr {
-                    continue;
-                }
-                let Some(r) = self
-                    .responses
-                    .get_mut(w.topic)
-                    .and_then(|topic| topic.partition_responses.get_mut(w.index))
-                else {
-                    continue;
-                };
-                r.error_code = ResponseError::NotEnoughReplicasAfterAppend.code();
-                r.error_message = message(format!(
-                    "the records are in the log but the in-sync replica set shrank to {isr}, below min.insync.replicas {}", w.min_isr
-                ));
-                self.broker.metrics.error("Produce", r.error_code);
-            }
-            for (w, status) in still_waiting {
-                let Some(r) = self
-                    .responses
-                    .get_mut(w.topic)
-                    .and_then(|topic| topic.partition_responses.get_mut(w.index))
-                else {
-                    continue;
-                };
-                let (error, text) = if status == CommitStatus::Pending {
-                    (
+                let status = not_committed
+                    .get(&(w.topic, w.index))
+                    .copied()
+                    .unwrap_or(CommitStatus::Committed);
+                let (error, text) = match status {
+                    CommitStatus::Pending => (
                         ResponseError::RequestTimedOut,
-                        "the in-sync replicas did not acknowledge the records in time",
-                    )
-                } else {
-                    (
+                        "the in-sync replicas did not acknowledge the records in time".to_string(),
+                    ),
+                    CommitStatus::LeadershipLost => (
                         ResponseError::NotLeaderOrFollower,
-                        "leadership moved before the records were acknowledged",
-                    )
+                        "leadership moved before the records were acknowledged".to_string(),
+                    ),
+                    CommitStatus::Committed => {
+                        // Kafka's rule: records the high watermark passed while the ISR had
+                        // shrunk below min.insync.replicas are in the log but not acknowledged
+                        // as durable.
+                        let isr = i32::try_from(w.partition.isr().len()).unwrap_or(i32::MAX);
+                        if isr >= w.min_isr {
+                            continue;
+                        }
+                        (
+                            ResponseError::NotEnoughReplicasAfterAppend,
+                            format!(
+                                "the records are in the log but the in-sync replica set shrank to {isr}, below min.insync.replicas {}",
+                                w.min_isr
+                            ),
+                        )
+                    }
+                };
+                let Some(r) = self
+                    .responses
+                    .get_mut(w.topic)
+                    .and_then(|topic| topic.partition_responses.get_mut(w.index))
+                else {
+                    continue;
                 };
                 r.error_code = error.code();
-                r.error_message = message(text.to_string());
+                r.error_message = message(text);
                 self.broker.metrics.error("Produce", r.error_code);
             }
         }
@@ -324,7 +324,7 @@ pub fn append(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Ap
 
 /// The delayed-produce purgatory: waits until every partition's records are committed, its
 /// leadership at the epoch of the append is lost, or `timeout` passes. Returns the waits not
-/// not committed, each with why: still pending at the deadline, or leadership lost.
+/// committed, each with why: still pending at the deadline, or leadership lost.
 async fn wait_for_high_watermark(waits: &[Wait], timeout: Duration) -> Vec<(Wait, CommitStatus)> {
     let deadline = tokio::time::Instant::now() + timeout;
     let mut watchers: Vec<_> = waits.iter().map(|w| w.partition.subscribe()).collect();
@@ -372,15 +372,33 @@ mod tests {
     use super::*;
     use crate::remote_wal::test_support::{batch, replicas, topic};
 
-    fn wait_on(partition: &Arc<Partition>, leader_epoch: i32, end_offset: i64) -> Wait {
-        Wait {
+    type Waiting = tokio::task::JoinHandle<Vec<(Wait, CommitStatus)>>;
+
+    /// Broker 1 leads `t-0` at epoch 0 (ISR 1, 2, 3), appended three records, and waits for
+    /// them in the purgatory.
+    fn leader_waiting_on_three_records(
+        dir: &std::path::Path,
+    ) -> (
+        crate::replica_manager::ReplicaManager,
+        Arc<Partition>,
+        Waiting,
+    ) {
+        let rm = replicas(dir, 1, &topic(1, 0));
+        let p = rm.partition_of("t", 0).unwrap();
+        let info = p.append(&batch(3)).unwrap();
+        let wait = Wait {
             topic: 0,
             index: 0,
-            partition: partition.clone(),
-            leader_epoch,
-            end_offset,
+            partition: p.clone(),
+            leader_epoch: 0,
+            end_offset: info.last_offset + 1,
             min_isr: 2,
-        }
+        };
+        let waiting =
+            tokio::spawn(
+                async move { wait_for_high_watermark(&[wait], Duration::from_secs(30)).await },
+            );
+        (rm, p, waiting)
     }
 
     /// Leader 1 appends at epoch 0 and waits for followers that never fetch. Leadership moves
@@ -390,14 +408,7 @@ mod tests {
     #[tokio::test]
     async fn a_wait_whose_leadership_moves_is_never_acknowledged() {
         let dir = tempfile::tempdir().unwrap();
-        let rm = replicas(dir.path(), 1, &topic(1, 0));
-        let p = rm.partition_of("t", 0).unwrap();
-        let info = p.append(&batch(3)).unwrap();
-        let wait = wait_on(&p, 0, info.last_offset + 1);
-        let waiting =
-            tokio::spawn(
-                async move { wait_for_high_watermark(&[wait], Duration::from_secs(30)).await },
-            );
+        let (rm, p, waiting) = leader_waiting_on_three_records(dir.path());
         tokio::task::yield_now().await;
 
         rm.ensure_topic(&topic(2, 1), ferry_log::LogConfig::default())
@@ -415,14 +426,7 @@ mod tests {
     #[tokio::test]
     async fn a_wait_ends_committed_when_the_isr_holds_the_records() {
         let dir = tempfile::tempdir().unwrap();
-        let rm = replicas(dir.path(), 1, &topic(1, 0));
-        let p = rm.partition_of("t", 0).unwrap();
-        let info = p.append(&batch(3)).unwrap();
-        let wait = wait_on(&p, 0, info.last_offset + 1);
-        let waiting =
-            tokio::spawn(
-                async move { wait_for_high_watermark(&[wait], Duration::from_secs(30)).await },
-            );
+        let (_rm, p, waiting) = leader_waiting_on_three_records(dir.path());
         // The ISR is 1, 2 and 3.
         p.record_follower_fetch(2, 3);
         p.record_follower_fetch(3, 3);

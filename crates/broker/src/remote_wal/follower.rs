@@ -80,6 +80,10 @@ impl FollowerSink for ReplicaSink {
         })
     }
 
+    fn may_follow_later(&self, topic_id: Uuid, partition: i32) -> bool {
+        (self.resolve)(topic_id, partition).is_none_or(|p| p.topic_id != topic_id || !p.is_leader())
+    }
+
     async fn append_as_follower(
         &self,
         topic_id: Uuid,

@@ -10,29 +10,25 @@ use std::time::Duration;
 
 use anyhow::Context;
 use async_trait::async_trait;
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use ferry_cluster::BrokerId;
 use ferry_wal::gc::{TombstonePublisher, WalGc};
 use ferry_wal::metadata::{WalMetadataKey, WalMetadataRecord, WalSliceMetadata, METADATA_TOPIC};
 use ferry_wal::uploader::MetadataPublisher;
 use ferry_wal::WalError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{
-    ApiKey, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use uuid::Uuid;
 
 use super::leader::LeaderTracker;
 use super::Shared;
 use crate::broker::Broker;
+use crate::inter_broker::Connection;
 use crate::metrics::{inter_broker_client_id, TrafficKind};
 
-/// Produce v9: topic names, flexible versions.
-const PRODUCE_VERSION: i16 = 9;
+/// How long one metadata produce may take before its connection is dropped.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The purpose in the publisher's inter-broker client id; the receiving broker counts these
 /// requests as `kind="wal_metadata"` traffic.
@@ -232,7 +228,7 @@ impl MetadataProducer {
                 )]);
         let mut conns = self.conns.lock().await;
         if let std::collections::hash_map::Entry::Vacant(slot) = conns.entry(leader) {
-            slot.insert(Connection::connect(broker, leader).await?);
+            slot.insert(Connection::connect(broker, leader, TrafficKind::WalMetadata).await?);
         }
         let Some(conn) = conns.get_mut(&leader) else {
             anyhow::bail!("no connection to broker {leader}");
@@ -251,10 +247,6 @@ impl MetadataProducer {
                 anyhow::bail!("produce to broker {leader} timed out");
             }
         };
-        let (sent, received) = conn_bytes(&mut conns, leader);
-        broker
-            .metrics
-            .inter_broker(TrafficKind::WalMetadata, Some(leader), sent, received);
         for t in &response.responses {
             for p in &t.partition_responses {
                 if p.error_code != 0 {
@@ -268,18 +260,6 @@ impl MetadataProducer {
         }
         Ok(())
     }
-}
-
-fn conn_bytes(conns: &mut HashMap<BrokerId, Connection>, peer: BrokerId) -> (u64, u64) {
-    conns
-        .get_mut(&peer)
-        .map(|c| {
-            (
-                std::mem::take(&mut c.bytes_out),
-                std::mem::take(&mut c.bytes_in),
-            )
-        })
-        .unwrap_or_default()
 }
 
 #[async_trait]
@@ -318,82 +298,6 @@ impl TombstonePublisher for MetadataProducer {
         self.send(out)
             .await
             .map_err(|e| WalError::Invalid(format!("publishing remote WAL tombstones: {e:#}")))
-    }
-}
-
-/// A Produce connection to one broker.
-#[derive(Debug)]
-struct Connection {
-    stream: TcpStream,
-    correlation_id: i32,
-    bytes_out: u64,
-    bytes_in: u64,
-}
-
-impl Connection {
-    async fn connect(broker: &Broker, peer: BrokerId) -> anyhow::Result<Self> {
-        let image = broker.metadata.image();
-        let Some(reg) = image.brokers.get(&peer) else {
-            anyhow::bail!("broker {peer} is not registered");
-        };
-        let addr = format!("{}:{}", reg.host, reg.port);
-        let stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(&addr))
-            .await
-            .map_err(|_| anyhow::anyhow!("connect to {addr} timed out"))??;
-        let _ = stream.set_nodelay(true);
-        Ok(Self {
-            stream,
-            correlation_id: 0,
-            bytes_out: 0,
-            bytes_in: 0,
-        })
-    }
-
-    async fn produce(
-        &mut self,
-        request: &ProduceRequest,
-        client_id: &str,
-    ) -> anyhow::Result<ProduceResponse> {
-        self.correlation_id = self.correlation_id.wrapping_add(1);
-        let header = RequestHeader::default()
-            .with_request_api_key(ApiKey::Produce as i16)
-            .with_request_api_version(PRODUCE_VERSION)
-            .with_correlation_id(self.correlation_id)
-            .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
-        let mut body = BytesMut::new();
-        header.encode(
-            &mut body,
-            ApiKey::Produce.request_header_version(PRODUCE_VERSION),
-        )?;
-        request.encode(&mut body, PRODUCE_VERSION)?;
-        let mut frame = BytesMut::with_capacity(body.len() + 4);
-        frame.put_i32(i32::try_from(body.len())?);
-        frame.extend_from_slice(&body);
-        self.stream.write_all(&frame).await?;
-        self.bytes_out += frame.len() as u64;
-        let size = usize::try_from(self.stream.read_i32().await?)?;
-        if size == 0 || size > (16 << 20) {
-            anyhow::bail!("produce response frame of {size} bytes");
-        }
-        let mut buf = vec![0u8; size];
-        self.stream.read_exact(&mut buf).await?;
-        self.bytes_in += size as u64 + 4;
-        let mut buf = Bytes::from(buf);
-        let header = ResponseHeader::decode(
-            &mut buf,
-            ApiKey::Produce.response_header_version(PRODUCE_VERSION),
-        )?;
-        if header.correlation_id != self.correlation_id {
-            anyhow::bail!("correlation id mismatch in a produce response");
-        }
-        let response = ProduceResponse::decode(&mut buf, PRODUCE_VERSION)?;
-        if buf.has_remaining() {
-            tracing::debug!(
-                left = buf.remaining(),
-                "bytes left after a produce response"
-            );
-        }
-        Ok(response)
     }
 }
 
