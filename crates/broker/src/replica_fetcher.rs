@@ -18,9 +18,16 @@
 //! wal-mode flag ([`Partition::wal_mode`], set by the remote WAL glue) selects it:
 //! [`Lane::Classic`] long-polls for records as above; [`Lane::Wal`] is for partitions whose data
 //! comes through the remote WAL: it only reports the log end offset (partition max bytes 0, no
-//! wait) right after the log end moved, or every `replica.fetch.wait.max.ms`, so that the
-//! leader's high watermark and acks=all follow the WAL path with no long-poll in the way. The
-//! leader may still answer a report with records when it finds the follower behind the WAL path.
+//! wait) right after the log end moved, so that the leader's high watermark and acks=all follow
+//! the WAL path with no long-poll in the way. Between reports it long-polls for the high
+//! watermark instead, when the leader's is still below what this follower reported (the other
+//! followers have not reported it yet): the leader answers as soon as its high watermark moves,
+//! so consumers reading from this follower (KIP-392) see new records without waiting for the next
+//! WAL append. Such a long-poll never holds back a report that matters: while the leader's high
+//! watermark is below this follower's reported log end, another replica is the one it waits for,
+//! and the moment it reaches the reported end is the moment the long-poll returns. Otherwise a
+//! report goes out every `replica.fetch.wait.max.ms`. The leader may still answer a report with
+//! records when it finds the follower behind the WAL path.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
@@ -38,6 +45,7 @@ use crate::follower_session::{FollowerSession, SessionRequest, Wanted};
 use crate::inter_broker::Connection;
 use crate::metrics::{inter_broker_client_id, TrafficKind, PURPOSE_REPLICA_FETCHER};
 use crate::replica_manager::{Partition, Role};
+use ferry_wal::stages::Stage;
 
 /// Back-off after a failed round (connection error, leader not ready).
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);
@@ -143,6 +151,10 @@ async fn run_leader(
 ) {
     let mut conn: Option<Connection> = None;
     let mut session = FollowerSession::default();
+    // WAL lane: the next request long-polls for the high watermark (see the module docs).
+    let mut hw_poll = false;
+    // WAL lane: when the WAL path moved a log end that the next report carries.
+    let mut moved_at: Option<tokio::time::Instant> = None;
     loop {
         let Some(b) = broker.upgrade() else { return };
         if conn.is_none() {
@@ -170,7 +182,12 @@ async fn run_leader(
             continue;
         }
         let wanted = wanted_partitions(&b, &current, lane);
-        let request = build_request(&b, session.request(&wanted), lane);
+        let wait = match lane {
+            Lane::Classic => Wait::LongPoll,
+            Lane::Wal if hw_poll => Wait::LongPoll,
+            Lane::Wal => Wait::Immediate,
+        };
+        let request = build_request(&b, session.request(&wanted), lane, wait);
         let reported: Vec<i64> = current.iter().map(|p| p.log.log_end_offset()).collect();
         let wait_max = Duration::from_millis(
             u64::try_from(b.config.replica_fetch_wait_max_ms()).unwrap_or(500),
@@ -185,11 +202,24 @@ async fn run_leader(
                     continue;
                 }
                 let backoff = handle_response(&b, leader, &current, &wanted, response);
+                if let Some(at) = moved_at.take() {
+                    b.remote_wal
+                        .metrics()
+                        .stages
+                        .observe(Stage::Report, at.elapsed());
+                }
                 drop(b);
+                hw_poll = false;
                 if backoff {
                     tokio::time::sleep(RETRY_BACKOFF).await;
                 } else if lane == Lane::Wal {
-                    wait_for_progress(&current, &reported, wait_max).await;
+                    if moved_since(&current, &reported) {
+                        moved_at = Some(tokio::time::Instant::now());
+                    } else if awaits_high_watermark(&current, &reported) {
+                        hw_poll = true;
+                    } else if wait_for_progress(&current, &reported, wait_max).await {
+                        moved_at = Some(tokio::time::Instant::now());
+                    }
                 }
             }
             Err(e) => {
@@ -202,19 +232,42 @@ async fn run_leader(
     }
 }
 
+/// WAL lane: whether a partition's log end moved since `reported` (the WAL path appended) or a
+/// partition left the lane.
+fn moved_since(partitions: &[Arc<Partition>], reported: &[i64]) -> bool {
+    partitions
+        .iter()
+        .zip(reported)
+        .any(|(p, r)| p.log.log_end_offset() != *r || !p.wal_mode())
+}
+
+/// WAL lane: whether the leader's high watermark, as last heard, is below the log end this
+/// follower reported for some partition: it will move when the other followers report, and
+/// this follower's consumers want to know at once.
+fn awaits_high_watermark(partitions: &[Arc<Partition>], reported: &[i64]) -> bool {
+    partitions
+        .iter()
+        .zip(reported)
+        .any(|(p, r)| p.leader_high_watermark() >= 0 && p.leader_high_watermark() < *r)
+}
+
 /// WAL lane: waits until a partition's log end moved past what was reported (the WAL path
-/// appended), a partition left the lane, or `wait_max` passed (to refresh the high watermark).
-async fn wait_for_progress(partitions: &[Arc<Partition>], reported: &[i64], wait_max: Duration) {
+/// appended; returns true), a partition left the lane (true), or `wait_max` passed (false: a
+/// report refreshes the high watermark).
+async fn wait_for_progress(
+    partitions: &[Arc<Partition>],
+    reported: &[i64],
+    wait_max: Duration,
+) -> bool {
     let deadline = tokio::time::Instant::now() + wait_max;
     let mut watchers: Vec<_> = partitions.iter().map(|p| p.subscribe()).collect();
     loop {
-        let moved = partitions
-            .iter()
-            .zip(reported)
-            .any(|(p, r)| p.log.log_end_offset() != *r || !p.wal_mode());
+        if moved_since(partitions, reported) {
+            return true;
+        }
         let now = tokio::time::Instant::now();
-        if moved || now >= deadline {
-            return;
+        if now >= deadline {
+            return false;
         }
         // Bounded: a deleted partition's channel closes, and flags change without a wake-up.
         let step = deadline.min(now + IDLE_WAIT);
@@ -254,11 +307,21 @@ fn wanted_partitions(broker: &Broker, partitions: &[Arc<Partition>], lane: Lane)
         .collect()
 }
 
-fn build_request(broker: &Broker, session: SessionRequest, lane: Lane) -> FetchRequest {
-    // WAL lane: answered at once.
-    let (max_wait_ms, min_bytes) = match lane {
-        Lane::Classic => (broker.config.replica_fetch_wait_max_ms(), 1),
-        Lane::Wal => (0, 0),
+/// Whether the leader may hold a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// Answered at once (a WAL-lane report).
+    Immediate,
+    /// Held up to `replica.fetch.wait.max.ms` until there is news: records (classic lane), or a
+    /// high watermark this follower has not been told (the leader's rule for followers).
+    LongPoll,
+}
+
+fn build_request(broker: &Broker, session: SessionRequest, lane: Lane, wait: Wait) -> FetchRequest {
+    let (max_wait_ms, min_bytes) = match (lane, wait) {
+        (_, Wait::LongPoll) => (broker.config.replica_fetch_wait_max_ms(), 1),
+        (Lane::Classic, Wait::Immediate) => (0, 1),
+        (Lane::Wal, Wait::Immediate) => (0, 0),
     };
     FetchRequest::default()
         .with_replica_id(WireBrokerId(broker.node_id))
@@ -371,4 +434,120 @@ fn handle_response(
 /// could damage a leader's log.
 fn still_follows(p: &Partition, leader: BrokerId, sent_epoch: i32) -> bool {
     p.role() == Role::Follower { leader } && p.leader_epoch() == sent_epoch
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use bytes::BytesMut;
+    use ferry_cluster::image::{PartitionState, TopicImage};
+    use ferry_log::{LogConfig, LogManager};
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::replica_manager::ReplicaManager;
+
+    fn records(base: i64, n: usize) -> bytes::Bytes {
+        let records: Vec<Record> = (0..n)
+            .map(|i| Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: 0,
+                producer_id: -1,
+                producer_epoch: -1,
+                timestamp_type: TimestampType::Creation,
+                offset: base + i as i64,
+                sequence: -1,
+                timestamp: 1_000,
+                key: None,
+                value: Some(bytes::Bytes::from_static(b"v")),
+                headers: Default::default(),
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression: Compression::None,
+            },
+        )
+        .unwrap();
+        buf.freeze()
+    }
+
+    /// Broker 2, following partition t-0 of leader 1 on the WAL lane.
+    fn follower(dir: &std::path::Path) -> Arc<Partition> {
+        let logs = LogManager::open(vec![dir.to_path_buf()], ferry_common::system_clock()).unwrap();
+        let rm = ReplicaManager::new(logs, 2);
+        let topic = TopicImage {
+            name: "t".into(),
+            id: Uuid::from_u128(7),
+            configs: BTreeMap::new(),
+            partitions: vec![PartitionState {
+                replicas: vec![1, 2, 3],
+                isr: vec![1, 2, 3],
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            }],
+        };
+        rm.ensure_topic(&topic, LogConfig::default()).unwrap();
+        let p = rm.partition_of("t", 0).unwrap();
+        p.set_wal_mode(true);
+        p
+    }
+
+    /// Between reports the WAL lane long-polls for the high watermark exactly while the
+    /// leader's is below what this follower reported, and reports at once when its log moved.
+    #[test]
+    fn the_wal_lane_long_polls_for_the_high_watermark_only_while_others_are_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = follower(dir.path());
+        let parts = vec![p.clone()];
+        p.append_as_follower(&records(0, 5)).unwrap();
+        let reported = vec![p.log.log_end_offset()];
+        assert!(!moved_since(&parts, &reported));
+
+        // Never heard from the leader: nothing to wait for yet.
+        assert!(!awaits_high_watermark(&parts, &reported));
+        // The leader answered with a high watermark below our 5: another follower is behind.
+        p.update_follower_high_watermark(3);
+        assert!(awaits_high_watermark(&parts, &reported));
+        // The high watermark reached what we reported: back to waiting for our own progress.
+        p.update_follower_high_watermark(5);
+        assert!(!awaits_high_watermark(&parts, &reported));
+
+        // The WAL path appended: the next request is a report, whatever the high watermark.
+        p.update_follower_high_watermark(3);
+        p.append_as_follower(&records(5, 2)).unwrap();
+        assert!(moved_since(&parts, &reported));
+    }
+
+    /// A WAL append is reported without waiting for any timer.
+    #[tokio::test(start_paused = true)]
+    async fn a_wal_append_ends_the_wait_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = follower(dir.path());
+        let parts = vec![p.clone()];
+        let reported = vec![p.log.log_end_offset()];
+        let start = tokio::time::Instant::now();
+        let waiter = {
+            let parts = parts.clone();
+            let reported = reported.clone();
+            tokio::spawn(async move {
+                wait_for_progress(&parts, &reported, Duration::from_secs(60)).await
+            })
+        };
+        tokio::task::yield_now().await;
+        p.append_as_follower(&records(0, 1)).unwrap();
+        assert!(waiter.await.unwrap(), "woken by the append");
+        assert_eq!(start.elapsed(), Duration::ZERO);
+    }
 }

@@ -2,12 +2,20 @@
 //! [`crate::follower`] (RFC 0003, `docs/rfcs/0003-remote-wal-lifecycle.md`).
 //!
 //! One per broker. [`WalFetcher::on_metadata`] queues records of `__remote_wal_log_metadata` for
-//! the partitions the [`FollowerSink`] follows; [`WalFetcher::run_once`] then, for every such
-//! partition, plans from the local log end offset and current leader epoch
-//! ([`plan_partition`]), coalesces the fetches of *all* partitions into ranged GETs (one per
-//! contiguous run of one object, [`coalesce`]), downloads them with bounded concurrency, splits
-//! and verifies every slice ([`verify_slice`]) and appends it as a follower would append a Fetch
-//! response.
+//! the partitions the [`FollowerSink`] follows and wakes the fetcher. Each step then, for every
+//! such partition, plans from the local log end offset and current leader epoch
+//! ([`plan_partition`]), starts ranged GETs for planned slices not downloaded yet (coalesced
+//! across partitions: one per contiguous run of one object, [`coalesce`]), and appends, in
+//! offset order, the slices whose bytes are there, after verifying them ([`verify_slice`]).
+//!
+//! # A pipeline, not rounds
+//!
+//! A step never waits for a GET: downloads run as tasks that store their bytes and wake the
+//! fetcher, so new metadata starts its GET at once even while earlier GETs are in flight, and a
+//! slow GET holds back only the later slices of its own partition. Several objects of one
+//! partition may be in flight; a partition's slices are still appended strictly in offset
+//! order. Downloaded-but-not-appended and in-flight bytes are bounded
+//! ([`FetcherConfig::max_download_bytes`]); first slices of partitions start before later ones.
 //!
 //! # What always holds
 //!
@@ -17,34 +25,39 @@
 //! - An object whose GET answers `NotFound` (deleted by the GC, or a failed AZ's bucket), an
 //!   out-of-range or any non-transient error is marked unreadable; a slice that fails
 //!   verification is marked unreadable. Later planning skips both (KIP-1176 rule 3). After an
-//!   unreadable object the round plans again at once, so a record of the same range in another
-//!   object (a new leader's republish) is used in the same round; only a range nothing else
-//!   covers goes to the classic fetch.
+//!   unreadable object the step plans again at once, so a record of the same range in another
+//!   object (a new leader's republish) is used right away; only a range nothing else covers goes
+//!   to the classic fetch.
 //! - Nothing is appended to a log the leader of the current epoch has not confirmed yet
 //!   ([`FollowerPartition::log_validated`]): after a leader change the follower first truncates
 //!   by leader epoch through its replica fetcher, then the WAL path builds on the log.
-//! - Every range not appended this round, for whatever reason (metadata gap, unreadable object,
-//!   corrupt slice, transient store error, refused append), is returned as a [`ClassicFetch`]:
-//!   the follower never stalls on the WAL path. The caller keeps fetching it classically until
-//!   its log end reaches `until`; the WAL path then takes over by itself.
+//! - Every range that cannot be appended (metadata gap, unreadable object, corrupt slice,
+//!   transient store error, refused append) is returned as a [`ClassicFetch`]: the follower
+//!   never stalls on the WAL path. The caller keeps fetching it classically until its log end
+//!   reaches `until`; the WAL path then takes over by itself. A range merely waiting for its GET
+//!   is not such a range. A transient GET failure is retried on the next retry tick, not at
+//!   once.
 //! - A restart loses nothing: a new fetcher plans from the sink's log end offset, so replayed
 //!   records below it are skipped as already covered (no gap, no duplicate).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use ferry_common::SharedClock;
 use ferry_objstore::ObjectStore;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::error::{ErrorKind, Result};
 use crate::follower::{
-    coalesce, plan_partition, verify_slice, ClassicFetch, FollowerPartition, SkipReason,
+    coalesce, plan_partition, verify_slice, ClassicFetch, FollowerPartition, RangedGet, SkipReason,
 };
 use crate::metadata::{WalMetadataEvent, WalMetadataRecord, WalSliceMetadata};
+use crate::stages::{Stage, StageMetrics};
 use crate::uploader::WalPartition;
 
 /// The follower's local log and metadata image, as the fetcher needs them.
@@ -80,10 +93,15 @@ pub struct FetcherConfig {
     pub max_gap_bytes: u64,
     /// Ranged GETs in flight at once (at least 1).
     pub max_concurrent_gets: usize,
+    /// Slice bytes downloading or downloaded but not appended yet, at most (a follower far
+    /// behind does not start its whole backlog at once). At least one GET always runs.
+    pub max_download_bytes: u64,
     /// Records queued per partition; beyond this new records are dropped (a classic gap).
     pub max_records_per_partition: usize,
     /// Unreadable objects and slices remembered (oldest forgotten first).
     pub max_unreadable: usize,
+    /// Where the `metadata_delivery`, `get_queue`, `get` and `append_wait` stages are recorded.
+    pub stages: StageMetrics,
 }
 
 impl Default for FetcherConfig {
@@ -91,8 +109,10 @@ impl Default for FetcherConfig {
         Self {
             max_gap_bytes: 64 << 10,
             max_concurrent_gets: 16,
+            max_download_bytes: 64 << 20,
             max_records_per_partition: 4_096,
             max_unreadable: 16_384,
+            stages: StageMetrics::default(),
         }
     }
 }
@@ -104,7 +124,7 @@ pub struct PartitionClassicFetch {
     pub fetch: ClassicFetch,
 }
 
-/// What one [`WalFetcher::run_once`] did.
+/// What one step (or one [`WalFetcher::run_once`]) did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FetchReport {
     /// Ranges to fetch classically, per partition in offset order.
@@ -122,6 +142,24 @@ pub struct FetchReport {
     pub corrupt_slices: usize,
     /// Transient store errors (the records stay queued).
     pub transient_errors: usize,
+}
+
+impl FetchReport {
+    /// Adds a later step's report; a range reported by both is listed once.
+    fn merge(&mut self, other: FetchReport) {
+        for c in other.classic {
+            if !self.classic.contains(&c) {
+                self.classic.push(c);
+            }
+        }
+        self.gets += other.gets;
+        self.bytes_downloaded += other.bytes_downloaded;
+        self.slices_appended += other.slices_appended;
+        self.stale_skipped += other.stale_skipped;
+        self.unreadable_objects += other.unreadable_objects;
+        self.corrupt_slices += other.corrupt_slices;
+        self.transient_errors += other.transient_errors;
+    }
 }
 
 /// What made a record unusable.
@@ -179,30 +217,92 @@ impl UnreadableSet {
     }
 }
 
+/// A queued record and when it reached this fetcher (the `get_queue` stage starts there).
+#[derive(Debug, Clone)]
+struct Queued {
+    meta: WalSliceMetadata,
+    arrived: Instant,
+}
+
+/// Where the bytes of one planned slice are.
+#[derive(Debug)]
+enum Slot {
+    /// Its GET runs.
+    InFlight,
+    /// Downloaded at `at`, waiting for its turn to be appended.
+    Data { bytes: Bytes, at: Instant },
+    /// Its object cannot be read (marked unreadable); classic fetch instead.
+    Unreadable,
+    /// The GET failed transiently: classic fetch meanwhile, retried on the next retry tick.
+    Transient,
+}
+
+impl Slot {
+    /// Bytes it holds against `max_download_bytes`.
+    fn held(&self, m: &WalSliceMetadata) -> u64 {
+        match self {
+            Slot::InFlight | Slot::Data { .. } => u64::from(m.byte_length),
+            Slot::Unreadable | Slot::Transient => 0,
+        }
+    }
+}
+
+/// Counters of download tasks, drained into the next step's report.
+#[derive(Debug, Default)]
+struct DownloadCounters {
+    bytes_downloaded: u64,
+    unreadable_objects: usize,
+    transient_errors: usize,
+}
+
 #[derive(Debug, Default)]
 struct State {
     /// Per partition: base offset (the compaction key within a partition) → latest record.
-    records: HashMap<WalPartition, BTreeMap<i64, WalSliceMetadata>>,
+    records: HashMap<WalPartition, BTreeMap<i64, Queued>>,
     /// Records of partitions this broker does not follow (yet), since when: a new topic's
     /// first metadata can arrive before this broker applied the image that makes it a
     /// follower. Moved to `records` once it follows; forgotten after [`PARK_FOR`] (it leads
     /// the partition, or does not host it).
-    parked: HashMap<WalPartition, (Instant, BTreeMap<i64, WalSliceMetadata>)>,
+    parked: HashMap<WalPartition, (Instant, BTreeMap<i64, Queued>)>,
     unreadable: UnreadableSet,
     dropped: u64,
+    /// The bytes of planned slices, by record.
+    slots: HashMap<WalSliceMetadata, Slot>,
+    /// GET tasks running.
+    gets_in_flight: usize,
+    counters: DownloadCounters,
 }
 
 impl State {
     fn remove_if_same(&mut self, m: &WalSliceMetadata) {
         let wp = partition_of(m);
         if let Some(map) = self.records.get_mut(&wp) {
-            if map.get(&m.base_offset) == Some(m) {
+            if map.get(&m.base_offset).is_some_and(|q| q.meta == *m) {
                 map.remove(&m.base_offset);
             }
             if map.is_empty() {
                 self.records.remove(&wp);
             }
         }
+        if !matches!(self.slots.get(m), Some(Slot::InFlight)) {
+            self.slots.remove(m);
+        }
+    }
+
+    /// Bytes downloading or downloaded and not appended yet.
+    fn held_bytes(&self) -> u64 {
+        self.slots.iter().map(|(m, s)| s.held(m)).sum()
+    }
+
+    /// Whether a usable queued record of `wp` covers `offset`.
+    fn covers(&self, wp: &WalPartition, offset: i64) -> bool {
+        self.records.get(wp).is_some_and(|map| {
+            map.values().any(|q| {
+                q.meta.base_offset <= offset
+                    && offset <= q.meta.last_offset
+                    && !self.unreadable.contains(&q.meta)
+            })
+        })
     }
 }
 
@@ -220,6 +320,9 @@ enum Keep {
 /// How long records of a partition not followed here are kept in case it becomes followed.
 const PARK_FOR: Duration = Duration::from_secs(10);
 
+/// Plans per step when objects turn out unreadable (each skips the objects found so).
+const UNREADABLE_REPLANS: usize = 3;
+
 fn partition_of(m: &WalSliceMetadata) -> WalPartition {
     WalPartition {
         topic_id: m.topic_id,
@@ -232,26 +335,44 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// How the download of one slice ended.
-enum Download {
-    Data(Bytes),
-    /// The object cannot be read (marked); classic fetch instead.
-    Unreadable,
-    /// Try again next round; classic fetch meanwhile.
-    Transient,
+/// What the fetcher and its GET tasks share.
+#[derive(Debug, Default)]
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the run loop: new metadata, or a GET finished.
+    wake: Notify,
+    /// Wakes [`WalFetcher::run_once`] waiting for its GETs.
+    get_done: Notify,
 }
 
-/// Passes per round when objects turn out unreadable (each pass skips the objects found so).
-const UNREADABLE_REPLANS: usize = 3;
+/// One partition's planned slices, as a step applies them.
+struct Planned {
+    wp: WalPartition,
+    state: FollowerPartition,
+    fetch: Vec<WalSliceMetadata>,
+    gap: Option<ClassicFetch>,
+}
+
+/// How applying one partition ended.
+enum Applied {
+    /// Appended what was there; the rest waits for GETs (or needs them started).
+    Waiting,
+    /// An unreadable object stopped it at a range ending (exclusive) here: plan again.
+    Unreadable(i64),
+    /// A range went to the classic fetch, or the log moved under us: nothing more this step.
+    Stopped,
+}
 
 /// The per-broker follower WAL fetcher (see the module docs).
 pub struct WalFetcher {
     stores: StoreResolver,
     sink: Arc<dyn FollowerSink>,
     config: FetcherConfig,
-    state: Mutex<State>,
-    round: tokio::sync::Mutex<()>,
-    wake: tokio::sync::Notify,
+    clock: SharedClock,
+    shared: Arc<Shared>,
+    permits: Arc<Semaphore>,
+    /// Steps do not overlap (a partition's appends keep their order).
+    step_lock: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for WalFetcher {
@@ -277,31 +398,54 @@ impl WalFetcher {
         sink: Arc<dyn FollowerSink>,
         config: FetcherConfig,
     ) -> Self {
+        let permits = Arc::new(Semaphore::new(config.max_concurrent_gets.max(1)));
         Self {
             stores,
             sink,
             config,
-            state: Mutex::new(State::default()),
-            round: tokio::sync::Mutex::new(()),
-            wake: tokio::sync::Notify::new(),
+            clock: ferry_common::system_clock(),
+            shared: Arc::new(Shared::default()),
+            permits,
+            step_lock: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// The wall clock the `metadata_delivery` stage is measured with (the uploader stamps
+    /// `upload_time_ms` with its own).
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.shared.state)
     }
 
     /// Queues metadata records (decoded with `WalMetadataRecord::decode`). Records of
     /// partitions the sink does not follow are dropped.
     pub fn on_metadata(&self, events: impl IntoIterator<Item = WalMetadataEvent>) {
+        let now_ms = self.clock.now_ms();
         // Ask the sink before taking our lock, so a sink never runs under it.
         let events: Vec<(WalMetadataEvent, Keep)> = events
             .into_iter()
             .map(|e| {
                 let keep = match &e {
                     WalMetadataEvent::Upsert(m) => {
-                        if self.sink.partition_state(m.topic_id, m.partition).is_some() {
-                            Keep::Queue
-                        } else if self.sink.may_follow_later(m.topic_id, m.partition) {
-                            Keep::Park
-                        } else {
-                            Keep::Drop
+                        match self.sink.partition_state(m.topic_id, m.partition) {
+                            Some(fs) => {
+                                // Replays of old records (a restart) would swamp the stage.
+                                if m.last_offset >= fs.log_end_offset {
+                                    self.config.stages.observe_ms(
+                                        Stage::MetadataDelivery,
+                                        now_ms - m.upload_time_ms,
+                                    );
+                                }
+                                Keep::Queue
+                            }
+                            None if self.sink.may_follow_later(m.topic_id, m.partition) => {
+                                Keep::Park
+                            }
+                            None => Keep::Drop,
                         }
                     }
                     WalMetadataEvent::Tombstone(_) => Keep::Queue,
@@ -312,7 +456,8 @@ impl WalFetcher {
         if events.is_empty() {
             return;
         }
-        let mut st = lock(&self.state);
+        let arrived = Instant::now();
+        let mut st = self.state();
         for (event, keep) in events {
             match event {
                 WalMetadataEvent::Upsert(_) if keep == Keep::Drop => {}
@@ -321,10 +466,10 @@ impl WalFetcher {
                     let (_, map) = st
                         .parked
                         .entry(partition_of(&m))
-                        .or_insert_with(|| (Instant::now(), BTreeMap::new()));
+                        .or_insert_with(|| (arrived, BTreeMap::new()));
                     // Beyond the cap the oldest go: a partition that becomes followed late
                     // starts classic anyway if it lacks the first records.
-                    map.insert(m.base_offset, m);
+                    map.insert(m.base_offset, Queued { meta: m, arrived });
                     while map.len() > cap {
                         map.pop_first();
                     }
@@ -336,7 +481,7 @@ impl WalFetcher {
                         st.dropped += 1;
                         continue;
                     }
-                    map.insert(m.base_offset, m);
+                    map.insert(m.base_offset, Queued { meta: m, arrived });
                 }
                 WalMetadataEvent::Tombstone(k) => {
                     let wp = WalPartition {
@@ -356,26 +501,30 @@ impl WalFetcher {
             }
         }
         drop(st);
-        self.wake.notify_one();
+        self.shared.wake.notify_one();
     }
 
-    /// Runs rounds until `shutdown` completes: right after new metadata arrives, and every
-    /// `interval` otherwise (to retry transient failures and re-report classic gaps). Each
-    /// round's report goes to `on_report`, which hands its `classic` ranges to the replica
-    /// fetcher. Timers use tokio time.
-    pub async fn run<F, R>(&self, interval: std::time::Duration, mut on_report: R, shutdown: F)
+    /// Runs until `shutdown` completes: a step right after new metadata arrives or a GET
+    /// finishes, and a retry step every `retry_interval` (transient GET failures, classic gaps
+    /// re-reported, parked records). Each step's report goes to `on_report`, which hands its
+    /// `classic` ranges to the replica fetcher. Timers use tokio time.
+    pub async fn run<F, R>(&self, retry_interval: Duration, mut on_report: R, shutdown: F)
     where
         F: std::future::Future<Output = ()>,
         R: FnMut(FetchReport),
     {
         tokio::pin!(shutdown);
+        let mut retry = tokio::time::interval(retry_interval);
+        retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick is immediate; nothing to retry yet.
+        retry.tick().await;
         loop {
-            tokio::select! {
+            let retry_now = tokio::select! {
                 _ = &mut shutdown => break,
-                _ = self.wake.notified() => {}
-                _ = tokio::time::sleep(interval) => {}
-            }
-            let report = self.run_once().await;
+                _ = self.shared.wake.notified() => false,
+                _ = retry.tick() => true,
+            };
+            let report = self.step(retry_now).await;
             on_report(report);
         }
     }
@@ -404,18 +553,46 @@ impl WalFetcher {
 
     /// Records queued across all partitions.
     pub fn queued(&self) -> usize {
-        lock(&self.state).records.values().map(BTreeMap::len).sum()
+        self.state().records.values().map(BTreeMap::len).sum()
     }
 
     /// Records dropped because a partition's queue was full.
     pub fn dropped(&self) -> u64 {
-        lock(&self.state).dropped
+        self.state().dropped
     }
 
-    /// Plans, downloads, verifies and appends (see the module docs). Rounds do not overlap.
+    /// Steps until every GET it started has finished and its slices were appended (tests, and
+    /// callers that want one synchronous pass). Transient failures are retried once, at the
+    /// start.
     pub async fn run_once(&self) -> FetchReport {
-        let _round = self.round.lock().await;
+        let mut report = self.step(true).await;
+        loop {
+            let done = self.shared.get_done.notified();
+            tokio::pin!(done);
+            done.as_mut().enable();
+            if self.state().gets_in_flight == 0 {
+                break;
+            }
+            done.await;
+            report.merge(self.step(false).await);
+        }
+        report
+    }
+
+    /// One step (see the module docs). `retry`: transient failures are tried again.
+    async fn step(&self, retry: bool) -> FetchReport {
+        let _one = self.step_lock.lock().await;
         let mut report = FetchReport::default();
+        {
+            let mut st = self.state();
+            if retry {
+                st.slots.retain(|_, s| !matches!(s, Slot::Transient));
+            }
+            let c = std::mem::take(&mut st.counters);
+            report.bytes_downloaded += c.bytes_downloaded;
+            report.unreadable_objects += c.unreadable_objects;
+            report.transient_errors += c.transient_errors;
+        }
         // Ranges whose object turned out unreadable: another record (a new leader's republish)
         // may cover them, so plan again at once before falling back to the classic fetch.
         let mut unreadable: HashMap<WalPartition, i64> = HashMap::new();
@@ -437,7 +614,8 @@ impl WalFetcher {
                 .classic
                 .iter()
                 .any(|c| c.partition == wp && c.fetch.until >= until);
-            if now.log_end_offset < until && !reported {
+            let covered = self.state().covers(&wp, now.log_end_offset);
+            if now.log_end_offset < until && !reported && !covered {
                 report.classic.push(PartitionClassicFetch {
                     partition: wp,
                     fetch: ClassicFetch {
@@ -450,27 +628,25 @@ impl WalFetcher {
         report
     }
 
-    /// One plan, download and append pass. Returns, per partition that met an unreadable
+    /// One plan, append and start-GETs pass. Returns, per partition that met an unreadable
     /// object, the end (exclusive) of the range that object held.
     async fn pass(&self, report: &mut FetchReport) -> HashMap<WalPartition, i64> {
         let mut unreadable = HashMap::new();
         let planned = self.plan(report, &mut unreadable);
-        if planned.is_empty() {
-            return unreadable;
-        }
-        let all: Vec<WalSliceMetadata> = planned
-            .iter()
-            .flat_map(|(_, _, fetch, _)| fetch.iter().cloned())
-            .collect();
-        let downloads = self.download(&all, report).await;
-        for (wp, planned_state, fetch, gap) in planned {
-            if let Some(until) = self
-                .apply(wp, planned_state, fetch, &downloads, report)
-                .await
-            {
-                let u = unreadable.entry(wp).or_insert(until);
-                *u = (*u).max(until);
-                continue; // replanned without that object
+        self.prune_slots();
+        let mut heads = Vec::new();
+        let mut later = Vec::new();
+        for p in planned {
+            let gap = p.gap;
+            let wp = p.wp;
+            match self.apply(p, report, &mut heads, &mut later).await {
+                Applied::Unreadable(until) => {
+                    let u = unreadable.entry(wp).or_insert(until);
+                    *u = (*u).max(until);
+                    continue; // planned again without that object
+                }
+                Applied::Stopped => continue,
+                Applied::Waiting => {}
             }
             if let Some(fetch) = gap {
                 report.classic.push(PartitionClassicFetch {
@@ -479,13 +655,28 @@ impl WalFetcher {
                 });
             }
         }
+        heads.extend(later);
+        self.start_gets(heads, report);
         unreadable
+    }
+
+    /// Forgets the bytes of records no longer queued (appended, covered, tombstoned).
+    fn prune_slots(&self) {
+        let mut st = self.state();
+        let State { records, slots, .. } = &mut *st;
+        slots.retain(|m, slot| {
+            matches!(slot, Slot::InFlight)
+                || records
+                    .get(&partition_of(m))
+                    .and_then(|map| map.get(&m.base_offset))
+                    .is_some_and(|q| q.meta == *m)
+        });
     }
 
     /// Moves parked records of partitions followed now into the queue; forgets those parked
     /// for longer than [`PARK_FOR`].
     fn unpark(&self) {
-        let parked: Vec<WalPartition> = lock(&self.state).parked.keys().copied().collect();
+        let parked: Vec<WalPartition> = self.state().parked.keys().copied().collect();
         if parked.is_empty() {
             return;
         }
@@ -499,15 +690,15 @@ impl WalFetcher {
                 (wp, f)
             })
             .collect();
-        let mut st = lock(&self.state);
+        let mut st = self.state();
         let cap = self.config.max_records_per_partition;
         for (wp, followed) in followed {
             if followed {
                 if let Some((_, parked)) = st.parked.remove(&wp) {
                     let map = st.records.entry(wp).or_default();
-                    for (base, m) in parked {
+                    for (base, q) in parked {
                         if map.len() < cap || map.contains_key(&base) {
-                            map.entry(base).or_insert(m);
+                            map.entry(base).or_insert(q);
                         }
                     }
                 }
@@ -521,38 +712,35 @@ impl WalFetcher {
         }
     }
 
-    /// Step 1: plans every partition; prunes records that can never be used. Records skipped
-    /// for an unreadable object that reach past the log end add their range end to
-    /// `unreadable`.
-    #[allow(clippy::type_complexity)]
+    /// Plans every partition; prunes records that can never be used. Records skipped for an
+    /// unreadable object that reach past the log end add their range end to `unreadable`.
     fn plan(
         &self,
         report: &mut FetchReport,
         unreadable: &mut HashMap<WalPartition, i64>,
-    ) -> Vec<(
-        WalPartition,
-        FollowerPartition,
-        Vec<WalSliceMetadata>,
-        Option<ClassicFetch>,
-    )> {
+    ) -> Vec<Planned> {
         self.unpark();
         // Ask the sink before taking our lock, so a sink never runs under it.
-        let parts: Vec<WalPartition> = lock(&self.state).records.keys().copied().collect();
+        let parts: Vec<WalPartition> = self.state().records.keys().copied().collect();
         let states: Vec<(WalPartition, Option<FollowerPartition>)> = parts
             .into_iter()
             .map(|wp| (wp, self.sink.partition_state(wp.topic_id, wp.partition)))
             .collect();
-        let mut st = lock(&self.state);
+        let mut st = self.state();
         let mut out = Vec::new();
         for (wp, fs) in states {
             let Some(fs) = fs else {
-                st.records.remove(&wp);
+                if let Some(map) = st.records.remove(&wp) {
+                    for q in map.values() {
+                        st.remove_if_same(&q.meta);
+                    }
+                }
                 continue;
             };
             let records: Vec<WalSliceMetadata> = st
                 .records
                 .get(&wp)
-                .map(|m| m.values().cloned().collect())
+                .map(|m| m.values().map(|q| q.meta.clone()).collect())
                 .unwrap_or_default();
             let plan = plan_partition(fs, &records, |r| st.unreadable.contains(r));
             for (r, reason) in &plan.skipped {
@@ -582,129 +770,48 @@ impl WalFetcher {
                     });
                 }
             } else {
-                out.push((wp, fs, plan.fetch, plan.classic));
+                out.push(Planned {
+                    wp,
+                    state: fs,
+                    fetch: plan.fetch,
+                    gap: plan.classic,
+                });
             }
         }
         out
     }
 
-    /// Step 2: coalesced ranged GETs with bounded concurrency; one outcome per slice.
-    async fn download(
-        &self,
-        slices: &[WalSliceMetadata],
-        report: &mut FetchReport,
-    ) -> HashMap<WalSliceMetadata, Download> {
-        let gets = coalesce(slices, self.config.max_gap_bytes);
-        report.gets += gets.len();
-        let permits = Arc::new(Semaphore::new(self.config.max_concurrent_gets.max(1)));
-        let mut tasks = tokio::task::JoinSet::new();
-        for (i, g) in gets.iter().enumerate() {
-            let store = (self.stores)(&g.bucket);
-            let key = g.object_key.clone();
-            let range = g.range.clone();
-            let permits = permits.clone();
-            tasks.spawn(async move {
-                let _permit = permits.acquire_owned().await;
-                let result = match store {
-                    None => None,
-                    Some(s) => Some(s.get_range(&key, range).await),
-                };
-                (i, result)
-            });
-        }
-        let mut results: Vec<Option<Option<ferry_objstore::Result<Bytes>>>> =
-            gets.iter().map(|_| None).collect();
-        while let Some(joined) = tasks.join_next().await {
-            match joined {
-                Ok((i, r)) => {
-                    if let Some(slot) = results.get_mut(i) {
-                        *slot = Some(r);
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "remote WAL GET task failed"),
-            }
-        }
-        let mut out = HashMap::new();
-        for (g, result) in gets.iter().zip(results) {
-            let mark_unreadable = |report: &mut FetchReport| {
-                if let Some(first) = g.slices.first() {
-                    let newly = lock(&self.state)
-                        .unreadable
-                        .insert(Unreadable::object(first), self.config.max_unreadable);
-                    if newly {
-                        report.unreadable_objects += 1;
-                    }
-                }
-            };
-            let outcome = match result {
-                Some(Some(Ok(data))) => {
-                    report.bytes_downloaded += data.len() as u64;
-                    match g.split(&data) {
-                        Ok(parts) => {
-                            for (m, bytes) in parts {
-                                out.insert(m, Download::Data(bytes));
-                            }
-                            continue;
-                        }
-                        Err(e) => {
-                            tracing::warn!(key = %g.object_key, error = %e, "remote WAL GET returned the wrong length");
-                            mark_unreadable(report);
-                            Download::Unreadable
-                        }
-                    }
-                }
-                Some(Some(Err(e))) if e.is_retriable() => {
-                    tracing::debug!(key = %g.object_key, error = %e, "remote WAL GET failed; classic fetch meanwhile");
-                    report.transient_errors += 1;
-                    Download::Transient
-                }
-                Some(Some(Err(e))) => {
-                    tracing::info!(key = %g.object_key, error = %e, "remote WAL object unreadable; skipping it");
-                    mark_unreadable(report);
-                    Download::Unreadable
-                }
-                Some(None) => {
-                    tracing::warn!(bucket = %g.bucket, "no store for remote WAL bucket; skipping its objects");
-                    mark_unreadable(report);
-                    Download::Unreadable
-                }
-                None => {
-                    report.transient_errors += 1;
-                    Download::Transient
-                }
-            };
-            let unreadable = matches!(outcome, Download::Unreadable);
-            for m in &g.slices {
-                let copy = if unreadable {
-                    Download::Unreadable
-                } else {
-                    Download::Transient
-                };
-                out.insert(m.clone(), copy);
-            }
-        }
-        out
-    }
-
-    /// Step 3: verifies and appends one partition's slices in offset order. Returns the end
-    /// (exclusive) of a slice whose object was unreadable, which stopped it.
+    /// Verifies and appends one partition's downloaded slices in offset order; lists its
+    /// slices that still need a GET (its first one in `heads`, the rest in `later`).
     async fn apply(
         &self,
-        wp: WalPartition,
-        planned: FollowerPartition,
-        fetch: Vec<WalSliceMetadata>,
-        downloads: &HashMap<WalSliceMetadata, Download>,
+        p: Planned,
         report: &mut FetchReport,
-    ) -> Option<i64> {
-        // The log may have moved (classic fetch, truncation) while we downloaded.
-        let now = self.sink.partition_state(wp.topic_id, wp.partition)?;
+        heads: &mut Vec<WalSliceMetadata>,
+        later: &mut Vec<WalSliceMetadata>,
+    ) -> Applied {
+        let Planned {
+            wp,
+            state: planned,
+            fetch,
+            ..
+        } = p;
+        // The log may have moved (classic fetch, truncation) since it was planned.
+        let Some(now) = self.sink.partition_state(wp.topic_id, wp.partition) else {
+            return Applied::Stopped;
+        };
         if now.leader_epoch != planned.leader_epoch
-            || now.log_end_offset < planned.log_end_offset
+            || now.log_end_offset != planned.log_end_offset
             || !now.log_validated
         {
-            return None; // epoch change or truncation: replanned next round
+            // Planned again on the next step; a GET already running keeps its bytes.
+            self.shared.wake.notify_one();
+            return Applied::Stopped;
         }
         let mut leo = now.log_end_offset;
+        // Appending continues while each next slice's bytes are there.
+        let mut appending = true;
+        let mut first_missing = true;
         for m in fetch {
             let classic = |report: &mut FetchReport, from: i64| {
                 report.classic.push(PartitionClassicFetch {
@@ -715,19 +822,49 @@ impl WalFetcher {
                     },
                 })
             };
-            let data = match downloads.get(&m) {
-                Some(Download::Data(d)) => d,
-                Some(Download::Unreadable) => {
-                    lock(&self.state).remove_if_same(&m);
-                    return Some(m.last_offset + 1);
-                }
-                Some(Download::Transient) | None => {
-                    classic(report, leo);
-                    return None;
+            let data = {
+                let st = self.state();
+                match st.slots.get(&m) {
+                    None => None,
+                    Some(Slot::InFlight) => {
+                        appending = false;
+                        continue;
+                    }
+                    Some(Slot::Data { bytes, at }) => Some((bytes.clone(), *at)),
+                    Some(Slot::Unreadable) => {
+                        if !appending {
+                            continue;
+                        }
+                        drop(st);
+                        self.state().remove_if_same(&m);
+                        return Applied::Unreadable(m.last_offset + 1);
+                    }
+                    Some(Slot::Transient) => {
+                        if appending {
+                            classic(report, leo);
+                            return Applied::Stopped;
+                        }
+                        continue;
+                    }
                 }
             };
-            match verify_slice(&m, data, leo) {
-                Ok(None) => lock(&self.state).remove_if_same(&m),
+            let Some((data, downloaded_at)) = data else {
+                // Not downloading yet: start it (the first missing slice of each partition
+                // goes first, so every partition moves before any runs far ahead).
+                if first_missing {
+                    heads.push(m);
+                    first_missing = false;
+                } else {
+                    later.push(m);
+                }
+                appending = false;
+                continue;
+            };
+            if !appending {
+                continue;
+            }
+            match verify_slice(&m, &data, leo) {
+                Ok(None) => self.state().remove_if_same(&m),
                 Ok(Some(v)) => {
                     match self
                         .sink
@@ -735,14 +872,17 @@ impl WalFetcher {
                         .await
                     {
                         Ok(()) => {
+                            self.config
+                                .stages
+                                .observe(Stage::AppendWait, downloaded_at.elapsed());
                             leo = v.last_offset + 1;
                             report.slices_appended += 1;
-                            lock(&self.state).remove_if_same(&m);
+                            self.state().remove_if_same(&m);
                         }
                         Err(e) => {
-                            tracing::warn!(?wp, error = %e, "follower refused a remote WAL slice; replanning next round");
+                            tracing::warn!(?wp, error = %e, "follower refused a remote WAL slice; replanning next step");
                             classic(report, leo);
-                            return None;
+                            return Applied::Stopped;
                         }
                     }
                 }
@@ -750,18 +890,157 @@ impl WalFetcher {
                     debug_assert_eq!(e.kind(), ErrorKind::Corrupt);
                     tracing::warn!(?wp, key = %m.object_key, error = %e, "remote WAL slice failed verification; classic fetch instead");
                     report.corrupt_slices += 1;
-                    let mut st = lock(&self.state);
+                    let mut st = self.state();
                     st.unreadable
                         .insert(Unreadable::slice(&m), self.config.max_unreadable);
                     st.remove_if_same(&m);
                     drop(st);
                     classic(report, leo);
-                    return None;
+                    return Applied::Stopped;
                 }
             }
         }
-        None
+        Applied::Waiting
     }
+
+    /// Starts coalesced ranged GETs for `slices` (in priority order) within the byte budget.
+    fn start_gets(&self, slices: Vec<WalSliceMetadata>, report: &mut FetchReport) {
+        if slices.is_empty() {
+            return;
+        }
+        let mut st = self.state();
+        let mut held = st.held_bytes();
+        let mut chosen = Vec::new();
+        for m in slices {
+            let len = u64::from(m.byte_length);
+            // At least one GET always runs, however large its slice.
+            if held > 0 && held + len > self.config.max_download_bytes {
+                break;
+            }
+            held += len;
+            chosen.push(m);
+        }
+        let gets = coalesce(&chosen, self.config.max_gap_bytes);
+        report.gets += gets.len();
+        for g in &gets {
+            for m in &g.slices {
+                st.slots.insert(m.clone(), Slot::InFlight);
+            }
+        }
+        st.gets_in_flight += gets.len();
+        let arrived: HashMap<&WalSliceMetadata, Instant> = chosen
+            .iter()
+            .filter_map(|m| {
+                st.records
+                    .get(&partition_of(m))
+                    .and_then(|map| map.get(&m.base_offset))
+                    .map(|q| (m, q.arrived))
+            })
+            .collect();
+        let now = Instant::now();
+        for g in gets {
+            let oldest = g
+                .slices
+                .iter()
+                .filter_map(|m| arrived.get(m))
+                .min()
+                .copied()
+                .unwrap_or(now);
+            tokio::spawn(download(
+                self.shared.clone(),
+                self.permits.clone(),
+                (self.stores)(&g.bucket),
+                g,
+                oldest,
+                self.config.stages.clone(),
+                self.config.max_unreadable,
+            ));
+        }
+    }
+}
+
+/// One ranged GET: stores each slice's bytes (or its failure) and wakes the fetcher.
+async fn download(
+    shared: Arc<Shared>,
+    permits: Arc<Semaphore>,
+    store: Option<Arc<dyn ObjectStore>>,
+    g: RangedGet,
+    arrived: Instant,
+    stages: StageMetrics,
+    max_unreadable: usize,
+) {
+    let result = {
+        let _permit = permits.acquire_owned().await;
+        let start = Instant::now();
+        stages.observe(Stage::GetQueue, start.duration_since(arrived));
+        let r = match &store {
+            None => None,
+            Some(s) => Some(s.get_range(&g.object_key, g.range.clone()).await),
+        };
+        stages.observe(Stage::Get, start.elapsed());
+        r
+    };
+    let at = Instant::now();
+    let mut st = lock(&shared.state);
+    let outcome = match result {
+        Some(Ok(data)) => {
+            st.counters.bytes_downloaded += data.len() as u64;
+            match g.split(&data) {
+                Ok(parts) => {
+                    for (m, bytes) in parts {
+                        // A slot pruned meanwhile (record covered or gone) stays gone.
+                        if let Some(slot) = st.slots.get_mut(&m) {
+                            *slot = Slot::Data { bytes, at };
+                        }
+                    }
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!(key = %g.object_key, error = %e, "remote WAL GET returned the wrong length");
+                    Some(Slot::Unreadable)
+                }
+            }
+        }
+        Some(Err(e)) if e.is_retriable() => {
+            tracing::debug!(key = %g.object_key, error = %e, "remote WAL GET failed; classic fetch meanwhile");
+            st.counters.transient_errors += 1;
+            Some(Slot::Transient)
+        }
+        Some(Err(e)) => {
+            tracing::info!(key = %g.object_key, error = %e, "remote WAL object unreadable; skipping it");
+            Some(Slot::Unreadable)
+        }
+        None => {
+            tracing::warn!(bucket = %g.bucket, "no store for remote WAL bucket; skipping its objects");
+            Some(Slot::Unreadable)
+        }
+    };
+    if let Some(failed) = outcome {
+        let unreadable = matches!(failed, Slot::Unreadable);
+        if unreadable {
+            if let Some(first) = g.slices.first() {
+                if st
+                    .unreadable
+                    .insert(Unreadable::object(first), max_unreadable)
+                {
+                    st.counters.unreadable_objects += 1;
+                }
+            }
+        }
+        for m in &g.slices {
+            if let Some(slot) = st.slots.get_mut(m) {
+                *slot = if unreadable {
+                    Slot::Unreadable
+                } else {
+                    Slot::Transient
+                };
+            }
+        }
+    }
+    st.gets_in_flight = st.gets_in_flight.saturating_sub(1);
+    drop(st);
+    shared.wake.notify_one();
+    shared.get_done.notify_waiters();
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! - [`lifecycle`]: the object lifecycle (RFC 0003) and its valid transitions.
 //! - [`gc`]: deletes objects every in-sync replica holds (or older than `local.retention.ms`),
 //!   tombstones their metadata, and sweeps orphans.
+//! - [`stages`]: the latency histogram of each stage of a byte's trip.
 //! - [`follower`]: the follower side's pure decisions: which metadata to fetch, how to coalesce
 //!   ranged GETs, and how to verify downloaded slices.
 //!
@@ -30,6 +31,7 @@ pub mod gc;
 pub mod lifecycle;
 pub mod metadata;
 mod sequencer;
+pub mod stages;
 pub mod uploader;
 
 pub use error::{ErrorKind, Result, WalError};

@@ -56,6 +56,7 @@ use crate::error::{Result, WalError};
 use crate::format::{ObjectBuilder, SliceEntry, SliceInfo};
 use crate::metadata::WalSliceMetadata;
 use crate::sequencer::{PublishSequencer, UploadResult};
+use crate::stages::{Stage, StageMetrics};
 
 /// Tuning of the batcher (`remote.wal.*` configs).
 #[derive(Debug, Clone)]
@@ -167,6 +168,8 @@ pub struct PendingObject {
     /// Slice bytes this object holds against `max_buffered_bytes`; hand back with
     /// [`UploadBatcher::release`] when the PUT has finished.
     pub buffered_bytes: usize,
+    /// When its oldest byte was appended (the `cut_wait` stage starts there).
+    pub oldest_append: tokio::time::Instant,
 }
 
 /// Consecutive appends of one partition under one epoch: becomes one slice.
@@ -195,6 +198,8 @@ pub struct UploadBatcher {
     waiting_runs: usize,
     in_flight_bytes: usize,
     oldest_waiting_ms: Option<i64>,
+    /// The same moment on the monotonic clock, for the `cut_wait` stage.
+    oldest_waiting_at: Option<tokio::time::Instant>,
     next_seq: u64,
     last_created_ms: i64,
     fallbacks: Vec<ClassicFallback>,
@@ -210,6 +215,7 @@ impl UploadBatcher {
             waiting_runs: 0,
             in_flight_bytes: 0,
             oldest_waiting_ms: None,
+            oldest_waiting_at: None,
             next_seq: 0,
             last_created_ms: 0,
             fallbacks: Vec::new(),
@@ -278,6 +284,7 @@ impl UploadBatcher {
         self.waiting_bytes += len;
         if self.oldest_waiting_ms.is_none() {
             self.oldest_waiting_ms = Some(self.clock.now_ms());
+            self.oldest_waiting_at = Some(tokio::time::Instant::now());
         }
         AppendOutcome::Buffered
     }
@@ -318,6 +325,10 @@ impl UploadBatcher {
         let bytes = std::mem::replace(&mut self.waiting_bytes, 0);
         let runs = std::mem::replace(&mut self.waiting_runs, 0);
         self.oldest_waiting_ms = None;
+        let oldest_append = self
+            .oldest_waiting_at
+            .take()
+            .unwrap_or_else(tokio::time::Instant::now);
         let seq = self.next_seq;
         self.next_seq += 1;
         let created_ms = self.clock.now_ms().max(self.last_created_ms).max(0);
@@ -363,6 +374,7 @@ impl UploadBatcher {
                     data,
                     slices,
                     buffered_bytes: bytes,
+                    oldest_append,
                 }))
             }
             Err(e) => {
@@ -420,15 +432,20 @@ pub trait MetadataPublisher: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Clone)]
 pub struct UploaderConfig {
     pub batcher: BatcherConfig,
-    /// Most PUTs in flight at once (at least 1).
+    /// Most objects between cut and published at once (at least 1). Memory is bounded by
+    /// `max_buffered_bytes`, not by this: it only has to be high enough that PUTs of a busy
+    /// leader overlap (a PUT of 1 MiB takes several ms, one is cut per interval or MiB).
     pub max_in_flight: usize,
+    /// Where the `cut_wait`, `put` and `publish` stages are recorded.
+    pub stages: StageMetrics,
 }
 
 impl Default for UploaderConfig {
     fn default() -> Self {
         Self {
             batcher: BatcherConfig::default(),
-            max_in_flight: 4,
+            max_in_flight: 16,
+            stages: StageMetrics::default(),
         }
     }
 }
@@ -446,6 +463,7 @@ struct Inner {
     max_in_flight: u32,
     fallbacks: Mutex<Vec<ClassicFallback>>,
     wake: Notify,
+    stages: StageMetrics,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -480,6 +498,7 @@ impl Uploader {
                 max_in_flight,
                 fallbacks: Mutex::new(Vec::new()),
                 wake: Notify::new(),
+                stages: config.stages,
             }),
         }
     }
@@ -634,10 +653,19 @@ async fn upload(inner: Arc<Inner>, obj: PendingObject, permit: OwnedSemaphorePer
         key,
         data,
         buffered_bytes,
+        oldest_append,
         ..
     } = obj;
     let key = key.to_string();
+    let put_start = tokio::time::Instant::now();
+    inner
+        .stages
+        .observe(Stage::CutWait, put_start.duration_since(oldest_append));
     let put = put_object(inner.store.as_ref(), &key, data).await;
+    let put_done = tokio::time::Instant::now();
+    inner
+        .stages
+        .observe(Stage::Put, put_done.duration_since(put_start));
     lock(&inner.batcher).release(buffered_bytes);
     let result = match put {
         Ok(()) => UploadResult::Uploaded {
@@ -656,7 +684,9 @@ async fn upload(inner: Arc<Inner>, obj: PendingObject, permit: OwnedSemaphorePer
         if !released.publish.is_empty() {
             let records: Vec<WalSliceMetadata> =
                 released.publish.iter().map(|(_, m)| m.clone()).collect();
-            if let Err(e) = inner.publisher.publish(records).await {
+            let published = inner.publisher.publish(records).await;
+            inner.stages.observe(Stage::Publish, put_done.elapsed());
+            if let Err(e) = published {
                 tracing::warn!(%key, error = %e, "remote WAL metadata publish failed; ranges take the classic path");
                 for (tp, m) in released.publish {
                     push_fallback(

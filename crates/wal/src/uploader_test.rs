@@ -189,6 +189,7 @@ fn pending(seq: u64, parts: &[(u8, i32, i64, i64)]) -> PendingObject {
         data: builder.finish().unwrap(),
         slices,
         buffered_bytes: 5 * parts.len(),
+        oldest_append: tokio::time::Instant::now(),
     }
 }
 
@@ -274,6 +275,7 @@ fn uploader(
         UploaderConfig {
             batcher: cfg,
             max_in_flight: in_flight,
+            ..UploaderConfig::default()
         },
         store,
         publisher.clone(),

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use ferry_objstore::ObjStoreMetrics;
 use ferry_wal::fetcher::FetchReport;
 use ferry_wal::metadata::WalSliceMetadata;
+use ferry_wal::stages::StageMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -32,6 +33,8 @@ pub struct CostLabels {
 #[derive(Debug)]
 pub struct RemoteWalMetrics {
     pub objstore: ObjStoreMetrics,
+    /// Where a byte's time goes, stage by stage (`ferry_remote_wal_stage_seconds`).
+    pub stages: StageMetrics,
     pub objects_uploaded: Counter,
     pub bytes_uploaded: Counter,
     pub objects_downloaded: Counter,
@@ -101,6 +104,7 @@ impl RemoteWalMetrics {
     pub fn new() -> Self {
         Self {
             objstore: ObjStoreMetrics::new(),
+            stages: StageMetrics::new(),
             objects_uploaded: Counter::default(),
             bytes_uploaded: Counter::default(),
             objects_downloaded: Counter::default(),
@@ -122,6 +126,7 @@ impl RemoteWalMetrics {
 
     pub fn register(&self, r: &mut Registry) {
         self.objstore.register(r);
+        self.stages.register(r);
         r.register(
             "remote_wal_uploader_buffered_bytes",
             "Slice bytes the uploader holds, waiting or in flight (at most remote.wal.buffer.max.bytes)",

@@ -37,9 +37,9 @@ pub mod store;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ferry_cluster::{BrokerId, Image};
 use ferry_common::SharedClock;
@@ -47,6 +47,7 @@ use ferry_log::AppendInfo;
 use ferry_objstore::Op;
 use ferry_wal::fetcher::{FetcherConfig, WalFetcher};
 use ferry_wal::gc::{GcConfig, WalGc};
+use ferry_wal::stages::Stage;
 use ferry_wal::uploader::{AppendOutcome, BatcherConfig, Uploader, UploaderConfig};
 use prometheus_client::registry::Registry;
 use tokio::task::JoinSet;
@@ -95,7 +96,14 @@ pub struct RemoteWal {
     leader: Arc<Mutex<LeaderTracker>>,
     /// Per led partition: the leader epoch whose republish has been started.
     republished: Mutex<HashMap<ferry_common::TopicPartition, i32>>,
+    /// Per led partition: (when, end offset) of appends not committed yet, for the `commit`
+    /// stage.
+    uncommitted: Mutex<HashMap<ferry_common::TopicPartition, VecDeque<(Instant, i64)>>>,
 }
+
+/// Appends remembered per partition for the `commit` stage; older ones are forgotten (they
+/// only go unmeasured).
+const MAX_UNCOMMITTED: usize = 4_096;
 
 impl RemoteWal {
     /// Reads the `remote.wal.*` keys and opens the buckets (no network request).
@@ -143,7 +151,8 @@ impl RemoteWal {
                         upload_max_bytes: c.upload_max_bytes,
                         max_buffered_bytes: c.buffer_max_bytes,
                     },
-                    max_in_flight: 4,
+                    stages: shared.metrics.stages.clone(),
+                    ..UploaderConfig::default()
                 },
                 store,
                 publisher.clone(),
@@ -166,11 +175,17 @@ impl RemoteWal {
         if let Some(gc) = &gc {
             publisher.track_published_in(gc.clone());
         }
-        let fetcher = Arc::new(WalFetcher::with_config(
-            stores.resolver(),
-            Arc::new(ReplicaSink::new(shared.clone())),
-            FetcherConfig::default(),
-        ));
+        let fetcher = Arc::new(
+            WalFetcher::with_config(
+                stores.resolver(),
+                Arc::new(ReplicaSink::new(shared.clone())),
+                FetcherConfig {
+                    stages: shared.metrics.stages.clone(),
+                    ..FetcherConfig::default()
+                },
+            )
+            .with_clock(clock.clone()),
+        );
         Self {
             shared,
             clock,
@@ -185,6 +200,7 @@ impl RemoteWal {
             follower: FollowerModes::new(fallback_ms.saturating_mul(4)),
             leader,
             republished: Mutex::new(HashMap::new()),
+            uncommitted: Mutex::new(HashMap::new()),
         }
     }
 
@@ -257,6 +273,10 @@ impl RemoteWal {
             }
         }
         self.leader_lock().retain(&led);
+        self.uncommitted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|tp, _| led.contains(tp));
         self.republished
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -334,12 +354,37 @@ impl RemoteWal {
         let now = self.clock.now_ms();
         self.leader_lock()
             .on_append(&p.tp, info.last_offset + 1, now);
+        {
+            let mut pending = self.uncommitted.lock().unwrap_or_else(|p| p.into_inner());
+            let q = pending.entry(p.tp.clone()).or_default();
+            if q.len() >= MAX_UNCOMMITTED {
+                q.pop_front();
+            }
+            q.push_back((Instant::now(), info.last_offset + 1));
+        }
         let Some(append) = leader::stored_append(p, info) else {
             return;
         };
         let outcome = uploader.append(append);
         if let AppendOutcome::Dropped { .. } = outcome {
             self.take_fallbacks();
+        }
+    }
+
+    /// The `commit` stage: appends of `p` the high watermark has passed now.
+    fn observe_commits(&self, p: &Partition) {
+        let hw = p.high_watermark();
+        let mut pending = self.uncommitted.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(q) = pending.get_mut(&p.tp) else {
+            return;
+        };
+        while q.front().is_some_and(|(_, end)| *end <= hw) {
+            if let Some((at, _)) = q.pop_front() {
+                self.shared
+                    .metrics
+                    .stages
+                    .observe(Stage::Commit, at.elapsed());
+            }
         }
     }
 
@@ -378,6 +423,7 @@ impl RemoteWal {
         if caught_up {
             p.note_follower_caught_up(replica);
         }
+        self.observe_commits(p);
         if let Some(reason) = reason {
             tracing::debug!(partition = %p.tp, replica, fetch_offset, leader_log_end = leo, reason = reason.as_str(),
                 "remote WAL: report answered by the classic fetch");
