@@ -372,12 +372,9 @@ impl RemoteWal {
         }
         let now = self.clock.now_ms();
         let leo = p.log.log_end_offset();
-        let (caught_up, reason) =
-            self.leader_lock()
-                .on_report(&p.tp, replica, fetch_offset, leo, now);
-        if caught_up {
-            p.note_follower_caught_up(replica);
-        }
+        let reason = self
+            .leader_lock()
+            .on_report(&p.tp, replica, fetch_offset, leo, now);
         if let Some(reason) = reason {
             tracing::debug!(partition = %p.tp, replica, fetch_offset, leader_log_end = leo, reason = reason.as_str(),
                 "remote WAL: report answered by the classic fetch");
