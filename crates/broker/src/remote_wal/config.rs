@@ -53,6 +53,9 @@ pub struct RemoteWalConfig {
     pub buffer_max_bytes: usize,
     pub fallback_ms: i64,
     pub metadata_partitions: i32,
+    /// `retention.ms` of the metadata topic; also how long a broker must be gone before
+    /// another of its rack collects its objects.
+    pub metadata_retention_ms: i64,
     pub gc_interval_ms: u64,
     pub orphan_grace_ms: i64,
     pub retention_ms: i64,
@@ -143,6 +146,7 @@ impl RemoteWalConfig {
             buffer_max_bytes: num(c, "remote.wal.buffer.max.bytes")?,
             fallback_ms: num(c, "remote.wal.fallback.ms")?,
             metadata_partitions: num(c, "remote.wal.metadata.topic.num.partitions")?,
+            metadata_retention_ms: num(c, "remote.wal.metadata.topic.retention.ms")?,
             gc_interval_ms: num::<u64>(c, "remote.wal.gc.interval.ms")?.max(10),
             orphan_grace_ms: num(c, "remote.wal.orphan.grace.ms")?,
             retention_ms: if retention_ms < 0 {

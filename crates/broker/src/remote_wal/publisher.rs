@@ -145,20 +145,7 @@ impl MetadataProducer {
         let b = broker.clone();
         let partitions = self.shared.config.metadata_partitions;
         let created = tokio::task::spawn_blocking(move || {
-            let mut configs = BTreeMap::new();
-            configs.insert("cleanup.policy".to_string(), "compact".to_string());
-            // Keys are never rewritten (one per slice), so compaction only drops what GC
-            // tombstoned: it must see closed segments soon and not keep tombstones for a day.
-            for (topic_key, broker_key) in [
-                ("segment.bytes", "remote.wal.metadata.topic.segment.bytes"),
-                ("segment.ms", "remote.wal.metadata.topic.segment.ms"),
-                (
-                    "delete.retention.ms",
-                    "remote.wal.metadata.topic.delete.retention.ms",
-                ),
-            ] {
-                configs.insert(topic_key.to_string(), b.config.raw(broker_key).to_string());
-            }
+            let configs = metadata_topic_configs(&b.config);
             let rf = b.live_broker_count().clamp(1, 3) as i16;
             b.metadata
                 .create_topic(METADATA_TOPIC, partitions, rf, configs)
@@ -289,6 +276,28 @@ impl MetadataProducer {
         }
         Ok(())
     }
+}
+
+/// The configs `__remote_wal_log_metadata` is created with.
+fn metadata_topic_configs(config: &crate::config::BrokerConfig) -> BTreeMap<String, String> {
+    let mut configs = BTreeMap::new();
+    // Compaction drops what the GC tombstoned; time-based retention is the backstop for records
+    // whose objects nobody collected (RFC 0002, "Bounding the topic's size").
+    configs.insert("cleanup.policy".to_string(), "compact,delete".to_string());
+    // Keys are never rewritten (one per slice), so compaction only drops what GC tombstoned: it
+    // must see closed segments soon and not keep tombstones for a day.
+    for (topic_key, broker_key) in [
+        ("retention.ms", "remote.wal.metadata.topic.retention.ms"),
+        ("segment.bytes", "remote.wal.metadata.topic.segment.bytes"),
+        ("segment.ms", "remote.wal.metadata.topic.segment.ms"),
+        (
+            "delete.retention.ms",
+            "remote.wal.metadata.topic.delete.retention.ms",
+        ),
+    ] {
+        configs.insert(topic_key.to_string(), config.raw(broker_key).to_string());
+    }
+    configs
 }
 
 /// The Produce of metadata batches to a remote leader: acks=all, answered by its purgatory
@@ -498,6 +507,20 @@ mod tests {
         let refused = append_committed(p.clone(), batch(1), 4, far).await;
         assert!(refused.is_err());
         assert_eq!(p.log.log_end_offset(), 0, "nothing appended");
+    }
+
+    /// RFC 0002's backstop: compaction plus a time-based retention of hours, so records whose
+    /// objects nobody collected still leave the topic.
+    #[test]
+    fn the_metadata_topic_is_compacted_and_time_bounded() {
+        let c = crate::config::BrokerConfig::default();
+        let configs = metadata_topic_configs(&c);
+        let get = |k: &str| configs.get(k).map(String::as_str);
+        assert_eq!(get("cleanup.policy"), Some("compact,delete"));
+        assert_eq!(get("retention.ms"), Some("7200000"));
+        let log = crate::topic_config::log_config(&c, &configs);
+        assert_eq!(log.retention_ms, 7_200_000, "the log deletes by time too");
+        assert!(log.compact);
     }
 
     #[test]
