@@ -433,7 +433,7 @@ impl RemoteWal {
         });
         tasks.spawn(reader::run(self.clone(), Arc::downgrade(broker)));
         if let Some(gc) = self.gc.clone() {
-            tasks.spawn(gc::run(gc, self.shared.clone()));
+            tasks.spawn(gc::run(gc, self.shared.clone(), self.clock.clone()));
         }
         tasks.spawn(housekeeping(self.clone()));
     }
