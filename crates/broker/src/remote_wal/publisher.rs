@@ -3,24 +3,38 @@
 //! topic id and partition), appends locally when this broker leads that partition, and else
 //! sends a Produce to its leader.
 //!
-//! **Durability: acks=all**, as [`MetadataPublisher`] promises. A publish returns `Ok` only once
-//! every metadata partition it wrote to has its high watermark past the appended records: a local
-//! append waits on the partition's watch (no polling) as the delayed-produce purgatory does, a
-//! remote leader is sent `acks=-1` and answers from its purgatory. Both are bounded by
-//! [`PUBLISH_TIMEOUT`]; a timeout, a lost leadership or a refusal is an error, and the uploader
-//! then hands the ranges to the classic fetch (nothing is retried here).
+//! **Durability: `remote.wal.metadata.acks`, `1` by default.** [`MetadataPublisher`]'s
+//! contract lets the publisher choose; the uploader relies only on "`Ok`: followers can find the
+//! records", which both settings give while the metadata leader lives.
 //!
-//! Why not acks=1: "published" is a promise other parts act on. The leader's stall rule
-//! (`leader.rs`) sends a follower the classic fetch when it lacks data published a fallback window
-//! ago, and this broker's GC tracks an object as published from the acknowledgement on. With
-//! acks=1 a metadata leader that failed before replicating would lose records already counted as
-//! published: followers would wait a fallback window for metadata that no longer exists. acks=all
-//! makes "published" mean "survives a metadata-leader failover", at the price of one replication
-//! round trip of the metadata partition per publish (publishes of one uploader are ordered, so
-//! they wait one after another; each carries every slice released meanwhile). Data is never at
-//! stake either way: the leader's log holds it, and a follower missing metadata takes the classic
-//! fetch. Followers may read a record from their local replica before it is committed; a record a
-//! failover then truncates only sends them to the classic fetch for its range.
+//! - `all`: a publish returns `Ok` once every metadata partition it wrote to has its high
+//!   watermark past the records: a local append waits on the partition's watch (no polling) as
+//!   the delayed-produce purgatory does, with Kafka's `min.insync.replicas` checks; a remote
+//!   leader is sent `acks=-1` and answers from its purgatory. Both are bounded by
+//!   [`PUBLISH_TIMEOUT`]; a timeout, a lost leadership or a refusal is an error.
+//! - `1` (default): `Ok` once the metadata partition's leader appended the records.
+//!
+//! Why `1` is safe: data is never at stake. The leader's log holds every byte; metadata only
+//! tells followers where a copy is. A record lost because the metadata leader failed before
+//! replicating it costs exactly what any WAL failure costs: the follower lacks data published a
+//! fallback window ago and the leader's stall rule (`leader.rs`) serves it by the classic fetch;
+//! the object stays tracked by this broker's GC (from the acknowledgement) and is collected by
+//! replica progress as usual, or as an orphan after a restart. So acks=all buys only one saved
+//! fallback window per metadata-leader failover.
+//!
+//! Why not `all` by default: it waits one metadata replication round trip per publish, inside the
+//! uploader's publish order (publishes of one uploader wait one after another), so on a loaded
+//! cluster publication falls behind and the stall rule sends followers to the classic fetch. On
+//! the shared 2-core test machine `tests/e2e/test_remote_wal.py` (cross-rack bytes below 3% of
+//! produced) failed 2 of 4 runs with `all` (about 25 MB by the classic fetch) against 0 of 4 with
+//! `1`, but later 2 of 2 with `1` too: the load, not the setting, dominated, so this is a reason,
+//! not a measurement. Letting publishes of one uploader wait concurrently (append in order, then
+//! wait outside the order) would remove the cost; it needs a change to the uploader's publish
+//! step.
+//!
+//! Either way an error makes the uploader hand the ranges to the classic fetch (nothing is
+//! retried here). Followers may read a record from their local replica before it is committed;
+//! one that a failover then truncates only sends them to the classic fetch for its range.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
@@ -34,6 +48,7 @@ use ferry_wal::gc::{TombstonePublisher, WalGc};
 use ferry_wal::metadata::{WalMetadataKey, WalMetadataRecord, WalSliceMetadata, METADATA_TOPIC};
 use ferry_wal::uploader::MetadataPublisher;
 use ferry_wal::WalError;
+use futures::FutureExt;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -47,8 +62,8 @@ use crate::inter_broker::Connection;
 use crate::metrics::{inter_broker_client_id, TrafficKind};
 use crate::replica_manager::{CommitStatus, Partition};
 
-/// How long a publish waits for the metadata partitions' high watermarks (the Produce
-/// `timeout_ms` of a remote leader).
+/// How long a publish with `remote.wal.metadata.acks = all` waits for the metadata partitions'
+/// high watermarks (the Produce `timeout_ms` of a remote leader).
 pub const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one metadata produce may take before its connection is dropped: longer than the
 /// remote leader's own wait, so its REQUEST_TIMED_OUT answer arrives first.
@@ -166,8 +181,8 @@ impl MetadataProducer {
         }
     }
 
-    /// Appends `records` to the metadata topic, grouped by metadata partition, and waits until
-    /// they are committed (acks=all, see the module doc).
+    /// Appends `records` to the metadata topic, grouped by metadata partition, acknowledged as
+    /// `remote.wal.metadata.acks` says (see the module doc).
     pub async fn send(
         &self,
         records: Vec<(WalMetadataKey, WalMetadataRecord)>,
@@ -201,8 +216,13 @@ impl MetadataProducer {
                 .inc_by(batch.len() as u64);
             match broker.replicas.partition_of(METADATA_TOPIC, p) {
                 Some(part) if part.is_leader() => {
-                    let min_isr = min_insync_replicas(&broker);
-                    let committed = append_committed(part, batch, min_isr, deadline);
+                    let committed = if self.shared.config.metadata_acks_all {
+                        let min_isr = min_insync_replicas(&broker);
+                        append_committed(part, batch, min_isr, deadline).left_future()
+                    } else {
+                        let appended = part.append(&batch).map(|_| ()).map_err(Into::into);
+                        futures::future::ready(appended).right_future()
+                    };
                     local.push(async move {
                         committed
                             .await
@@ -235,7 +255,7 @@ impl MetadataProducer {
         leader: BrokerId,
         batches: Vec<(i32, Bytes)>,
     ) -> anyhow::Result<()> {
-        let request = produce_request(batches);
+        let request = produce_request(batches, self.shared.config.metadata_acks_all);
         let slot = self
             .conns
             .lock()
@@ -300,11 +320,11 @@ fn metadata_topic_configs(config: &crate::config::BrokerConfig) -> BTreeMap<Stri
     configs
 }
 
-/// The Produce of metadata batches to a remote leader: acks=all, answered by its purgatory
-/// within [`PUBLISH_TIMEOUT`].
-fn produce_request(batches: Vec<(i32, Bytes)>) -> ProduceRequest {
+/// The Produce of metadata batches to a remote leader: acks=all (answered by its purgatory
+/// within [`PUBLISH_TIMEOUT`]) or acks=1.
+fn produce_request(batches: Vec<(i32, Bytes)>, acks_all: bool) -> ProduceRequest {
     ProduceRequest::default()
-        .with_acks(-1)
+        .with_acks(if acks_all { -1 } else { 1 })
         .with_timeout_ms(i32::try_from(PUBLISH_TIMEOUT.as_millis()).unwrap_or(i32::MAX))
         .with_topic_data(vec![TopicProduceData::default()
             .with_name(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
@@ -441,12 +461,14 @@ mod tests {
         assert_eq!(metadata_partition(t, 3, 0), 0);
     }
 
-    /// The broker's publisher keeps `MetadataPublisher`'s contract (acks=all), also when the
-    /// metadata partition is led elsewhere.
+    /// `remote.wal.metadata.acks = all` holds also when the metadata partition is led
+    /// elsewhere.
     #[test]
     fn a_remote_metadata_leader_is_asked_for_acks_all() {
-        let r = produce_request(vec![(3, Bytes::from_static(b"x"))]);
+        let r = produce_request(vec![(3, Bytes::from_static(b"x"))], true);
         assert_eq!(r.acks, -1);
+        let r = produce_request(vec![(3, Bytes::from_static(b"x"))], false);
+        assert_eq!(r.acks, 1, "remote.wal.metadata.acks = 1");
         assert_eq!(
             r.timeout_ms,
             i32::try_from(PUBLISH_TIMEOUT.as_millis()).unwrap()
