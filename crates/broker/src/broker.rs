@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use ferry_cluster::BrokerId;
 use ferry_common::SharedClock;
 use kafka_protocol::error::ResponseError;
 
@@ -11,10 +12,10 @@ use crate::config::BrokerConfig;
 use crate::errors;
 use crate::fetch_session::FetchSessionCache;
 use crate::group_store::{LogOffsetsStore, OFFSETS_TOPIC};
-use crate::metadata::{self, MetadataStore, TopicMeta};
+use crate::metadata::{self, MetadataError, MetadataStore, TopicMeta};
 use crate::metrics::Metrics;
 use crate::replica_fetcher::ReplicaFetcher;
-use crate::replica_manager::{IsrChange, ReplicaManager};
+use crate::replica_manager::{IsrChange, IsrOutcome, ReplicaManager};
 use crate::topic_config;
 
 /// Everything a request handler may touch.
@@ -241,15 +242,71 @@ impl Broker {
         }
     }
 
-    /// Proposes a leader's ISR change to the controller (blocking).
-    pub fn propose_isr_change(&self, change: &IsrChange) -> Result<(), String> {
-        self.metadata.alter_isr(change).map_err(|e| e.to_string())?;
-        if change.expands {
-            self.metrics.isr_expands.inc();
-        } else {
-            self.metrics.isr_shrinks.inc();
+    /// Proposes a leader's ISR change to the controller (blocking), as Kafka's
+    /// AlterPartitionManager does: a change refused for a stale partition epoch (the image moved
+    /// on since the partition last applied it) is restated once against the current partition
+    /// state and proposed again, or dropped when that state already has it or the leadership
+    /// moved. Returns how it ended and the ISR proposed last.
+    pub fn propose_isr_change(&self, change: &IsrChange) -> (IsrOutcome, Vec<BrokerId>) {
+        let first = self.metadata.alter_isr(change);
+        if !matches!(&first, Err(e) if is_stale_partition_epoch(e)) {
+            return (self.isr_outcome(change, first), change.new_isr.clone());
         }
-        Ok(())
+        let image = self.metadata.image();
+        let Some(state) = image.partition(change.topic_id, change.partition) else {
+            return (IsrOutcome::AwaitImage, change.new_isr.clone());
+        };
+        let rebased = ferry_cluster::election::rebase_isr_change(
+            state,
+            change.leader,
+            change.leader_epoch,
+            &change.current_isr,
+            &change.new_isr,
+        );
+        let ferry_cluster::election::Rebased::Retry(new_isr) = rebased else {
+            tracing::debug!(topic_id = %change.topic_id, partition = change.partition, outcome = ?rebased,
+                "ISR change refused for a stale partition epoch; nothing left to propose");
+            return (IsrOutcome::AwaitImage, change.new_isr.clone());
+        };
+        let retry = IsrChange {
+            partition_epoch: state.partition_epoch,
+            current_isr: state.isr.clone(),
+            expands: new_isr.len() > state.isr.len(),
+            new_isr,
+            ..change.clone()
+        };
+        let second = self.metadata.alter_isr(&retry);
+        (self.isr_outcome(&retry, second), retry.new_isr)
+    }
+
+    /// What the answer to an AlterPartition means for the leader (and the metrics).
+    fn isr_outcome(&self, change: &IsrChange, result: Result<(), MetadataError>) -> IsrOutcome {
+        use ferry_cluster::election::AlterIsrError as E;
+        let e = match result {
+            Ok(()) => {
+                if change.expands {
+                    self.metrics.isr_expands.inc();
+                } else {
+                    self.metrics.isr_shrinks.inc();
+                }
+                return IsrOutcome::Committed;
+            }
+            Err(e) => e,
+        };
+        let outcome = match &e {
+            MetadataError::AlterPartitionRefused(
+                E::IneligibleReplica(_) | E::InvalidRequest(_),
+            ) => IsrOutcome::Refused,
+            MetadataError::AlterPartitionRefused(_) => IsrOutcome::AwaitImage,
+            // The controller's image rejected it: it is ahead of this broker's.
+            MetadataError::Controller(ferry_cluster::ClusterError::Rejected(_)) => {
+                IsrOutcome::AwaitImage
+            }
+            _ => IsrOutcome::Unavailable,
+        };
+        tracing::debug!(topic_id = %change.topic_id, partition = change.partition, isr = ?change.new_isr,
+            partition_epoch = change.partition_epoch, error = %e, ?outcome, "ISR change not made");
+        outcome
     }
 
     /// Creates a topic on first use when `auto.create.topics.enable` allows it.
@@ -380,4 +437,17 @@ pub fn peer_racks(image: &ferry_cluster::Image) -> std::collections::HashMap<i32
         .values()
         .map(|b| (b.id, b.rack.clone().unwrap_or_else(|| "none".to_string())))
         .collect()
+}
+
+/// Whether an AlterPartition was refused because the partition changed since the leader last
+/// saw it (this broker's image or the controller's is ahead of the partition's state).
+fn is_stale_partition_epoch(e: &MetadataError) -> bool {
+    matches!(
+        e,
+        MetadataError::AlterPartitionRefused(
+            ferry_cluster::election::AlterIsrError::InvalidUpdateVersion
+        ) | MetadataError::Controller(ferry_cluster::ClusterError::Rejected(
+            ferry_cluster::ImageError::StalePartitionEpoch { .. }
+        ))
+    )
 }

@@ -141,6 +141,8 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("remote.wal.metadata.topic.segment.bytes", Int, "16777216", "`segment.bytes` of `__remote_wal_log_metadata` when it is created: the log cleaner compacts closed segments only, so small segments let the tombstones of collected objects reach compaction."),
     def("remote.wal.metadata.topic.segment.ms", Long, "300000", "`segment.ms` of `__remote_wal_log_metadata` when it is created (rolls a quiet topic's segment so that it can be compacted)."),
     def("remote.wal.metadata.topic.delete.retention.ms", Long, "300000", "`delete.retention.ms` of `__remote_wal_log_metadata` when it is created: how long the tombstones of collected objects stay after compaction. Every key is written once, so the compacted topic holds the live objects' records plus this window of tombstones."),
+    def("remote.wal.metadata.topic.retention.ms", Long, "7200000", "`retention.ms` of `__remote_wal_log_metadata` when it is created (with `cleanup.policy=compact,delete`): a time-based backstop beside compaction, so records whose objects nobody collected still leave the topic. Also how long a broker must be gone (fenced or unregistered) before a live broker of its rack collects the WAL objects it left in their bucket."),
+    def("remote.wal.metadata.acks", ConfigType::String, "1", "How WAL metadata is acknowledged to the uploader: `1` once the metadata partition's leader appended it, `all` once its in-sync replicas hold it (at most 5 s, else the ranges take the classic fetch). `all` survives a metadata-leader failover but waits one metadata replication round trip per publish, and publishes of one uploader are ordered: on a loaded cluster it sends more follower traffic to the classic fetch. A record lost under `1` only costs its range a classic fetch."),
     def("remote.wal.gc.interval.ms", Long, "1000", "How often the remote WAL garbage collector deletes objects every in-sync replica holds."),
     def("remote.wal.orphan.grace.ms", Long, "60000", "WAL objects without metadata older than this are deleted by the orphan sweep."),
     def("log.local.retention.ms", Long, "-2", "Default of the topic config `local.retention.ms`; -2: the topic's `retention.ms`."),
@@ -643,9 +645,11 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
         | "remote.wal.fallback.ms"
         | "remote.wal.metadata.topic.num.partitions"
         | "remote.wal.metadata.topic.segment.ms"
+        | "remote.wal.metadata.topic.retention.ms"
         | "remote.wal.gc.interval.ms" => n.is_some_and(|n| n >= 1),
         "leader.imbalance.per.broker.percentage" => n.is_some_and(|n| (0..=100).contains(&n)),
         "remote.wal.store" => matches!(text, "local" | "s3"),
+        "remote.wal.metadata.acks" => matches!(text, "1" | "all"),
         "log.segment.bytes" | "remote.wal.metadata.topic.segment.bytes" => {
             n.is_some_and(|n| n >= 14)
         }

@@ -1,5 +1,6 @@
 //! The one place where internal errors become Kafka wire error codes.
 
+use ferry_cluster::election::AlterIsrError;
 use ferry_log::LogError;
 use kafka_protocol::error::ResponseError;
 
@@ -25,8 +26,21 @@ pub fn metadata_error(e: &MetadataError) -> ResponseError {
         MetadataError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
         MetadataError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
         MetadataError::Placement(_) => ResponseError::InvalidReplicationFactor,
+        MetadataError::AlterPartitionRefused(e) => alter_partition_error(e),
         e if e.is_retriable() => ResponseError::NotController,
         _ => ResponseError::KafkaStorageError,
+    }
+}
+
+/// Kafka's AlterPartition error codes.
+pub fn alter_partition_error(e: &AlterIsrError) -> ResponseError {
+    match e {
+        AlterIsrError::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+        AlterIsrError::NotLeaderOrFollower => ResponseError::NotLeaderOrFollower,
+        AlterIsrError::FencedLeaderEpoch => ResponseError::FencedLeaderEpoch,
+        AlterIsrError::InvalidUpdateVersion => ResponseError::InvalidUpdateVersion,
+        AlterIsrError::InvalidRequest(_) => ResponseError::InvalidRequest,
+        AlterIsrError::IneligibleReplica(_) => ResponseError::IneligibleReplica,
     }
 }
 

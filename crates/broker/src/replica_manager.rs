@@ -13,10 +13,10 @@
 //! watermark is published on the partition's watch channel; long-polling fetches and acks=all
 //! produce requests wait on it.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ferry_cluster::image::{PartitionState, TopicImage, NO_LEADER};
 use ferry_cluster::{BrokerId, Image};
@@ -33,18 +33,28 @@ pub enum Role {
     Follower { leader: BrokerId },
 }
 
+/// Most (time, leader log end) marks kept per follower. They are kept about 1/32 of the span
+/// apart (past this bound every second one is dropped), so they cover any lag at a resolution of
+/// a few percent of it.
+const CAUGHT_UP_MARKS: usize = 64;
+/// How long an ISR change in flight (or refused) holds back the next one when the image does not
+/// show a new state of the partition: a lost answer must not freeze the ISR.
+const ISR_CHANGE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a change the controller could not take, or refused at the current partition epoch
+/// (a replica not yet eligible: fenced), waits before it is proposed again.
+const ISR_RETRY_BACKOFF: Duration = Duration::from_secs(1);
+
 /// What the leader knows of one follower.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct FollowerState {
     /// The offset of its last Fetch, i.e. its log end offset; -1 before its first fetch.
     log_end_offset: i64,
-    /// The last time it was caught up: its fetch reached the leader's log end offset as of
-    /// that fetch, or as of its previous fetch (Kafka's rule, so a follower of a busy leader
-    /// counts as caught up).
+    /// The last time it was caught up: the latest time at which the leader's log ended at or
+    /// below the follower's log end offset now (see [`FollowerState::on_fetch`]).
     last_caught_up: Instant,
-    /// The leader's log end offset and the time at its previous fetch.
-    last_fetch_leader_leo: i64,
-    last_fetch: Instant,
+    /// (time of a fetch, the leader's log end offset then), oldest first, thinned to at most
+    /// [`CAUGHT_UP_MARKS`]; only marks the follower has not yet reached are kept.
+    marks: VecDeque<(Instant, i64)>,
     /// The high watermark last sent to it; a fetch does not wait while this is behind, so the
     /// follower (which may serve consumers, KIP-392) learns a new high watermark promptly.
     last_sent_high_watermark: i64,
@@ -59,9 +69,53 @@ impl FollowerState {
         Self {
             log_end_offset: -1,
             last_caught_up: now,
-            last_fetch_leader_leo: -1,
-            last_fetch: now,
+            marks: VecDeque::new(),
             last_sent_high_watermark: -1,
+        }
+    }
+
+    /// A fetch from `fetch_offset` at `now`, while the leader's log ends at `leader_leo`.
+    ///
+    /// Kafka's rule, "caught up as of a fetch": a follower whose fetch offset reaches the
+    /// leader's log end offset as of an earlier fetch was caught up at that earlier fetch's
+    /// time. Kafka only looks at the previous fetch; this looks at every earlier one still
+    /// marked, because a remote-WAL follower reports far more often than its data takes to
+    /// arrive (it always trails the previous report's log end by one WAL latency, yet holds
+    /// what the leader had that latency ago). A follower is then out of sync only when it has
+    /// not reached the leader's log end as of any time within `replica.lag.time.max.ms`.
+    fn on_fetch(&mut self, fetch_offset: i64, leader_leo: i64, now: Instant) {
+        self.log_end_offset = fetch_offset;
+        if fetch_offset >= leader_leo {
+            self.last_caught_up = now;
+            self.marks.clear();
+            return;
+        }
+        // The newest mark the follower reached; older ones can never give a later time.
+        if let Some(i) = self.marks.iter().rposition(|(_, leo)| *leo <= fetch_offset) {
+            let (at, _) = self.marks[i];
+            self.last_caught_up = self.last_caught_up.max(at);
+            self.marks.drain(..=i);
+        }
+        // Marks spread evenly over the span the follower trails by: one closer than 1/32 of it
+        // to the last is not kept (the older one stands, which errs towards an earlier time).
+        let min_gap = self.marks.front().map_or(Duration::ZERO, |(first, _)| {
+            now.saturating_duration_since(*first) / (CAUGHT_UP_MARKS as u32 / 2)
+        });
+        match self.marks.back_mut() {
+            // The leader's log still ended there: reaching it means caught up as of now.
+            Some(last) if last.1 == leader_leo => last.0 = now,
+            Some(last) if now.saturating_duration_since(last.0) < min_gap => {}
+            _ => self.marks.push_back((now, leader_leo)),
+        }
+        if self.marks.len() > CAUGHT_UP_MARKS {
+            // Thin out, keeping the newest: the resolution halves, the span stays.
+            let keep_parity = (self.marks.len() - 1) % 2;
+            let mut i = 0;
+            self.marks.retain(|_| {
+                let keep = i % 2 == keep_parity;
+                i += 1;
+                keep
+            });
         }
     }
 }
@@ -75,8 +129,10 @@ struct ReplicaState {
     /// The log end offset when this broker became leader of the current epoch.
     epoch_start_offset: i64,
     followers: BTreeMap<BrokerId, FollowerState>,
-    /// An ISR change proposed and not yet seen in the image.
-    isr_change_pending: bool,
+    /// Set while an ISR change is proposed, or was refused, and the image shows no new state of
+    /// the partition yet: no other change is proposed before that image, or this deadline
+    /// (at most one in flight per partition; a refused one is not re-proposed on every fetch).
+    isr_change_blocked_until: Option<Instant>,
     /// Followers a pending expansion adds. Until the image shows a new partition state, the high
     /// watermark counts them too (Kafka's "maximal ISR"): else records acknowledged meanwhile
     /// with the old ISR could be missing on a member of the new one, which may be elected next.
@@ -103,9 +159,27 @@ pub struct IsrChange {
     pub leader: BrokerId,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    /// The ISR at `partition_epoch`, which the change starts from.
+    pub current_isr: Vec<BrokerId>,
     pub new_isr: Vec<BrokerId>,
     /// Whether the ISR grows (a follower caught up) rather than shrinks.
     pub expands: bool,
+}
+
+/// How a proposed ISR change ended (Kafka's AlterPartition outcomes, as the leader acts on them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IsrOutcome {
+    /// Committed: the image will show it.
+    Committed,
+    /// The controller's partition state moved on (a newer partition or leader epoch, the change
+    /// already made, the topic gone): the next image decides; nothing is re-proposed before it.
+    AwaitImage,
+    /// Refused at the current partition epoch (a replica not eligible, an invalid ISR): not
+    /// applied; its followers stop counting for the high watermark, and it may be proposed again
+    /// after a back-off.
+    Refused,
+    /// The controller could not be reached: proposed again after a back-off.
+    Unavailable,
 }
 
 /// One partition hosted by this broker.
@@ -163,7 +237,7 @@ impl Partition {
                 partition_epoch: 0,
                 epoch_start_offset: leo,
                 followers: BTreeMap::new(),
-                isr_change_pending: false,
+                isr_change_blocked_until: None,
                 pending_additions: Vec::new(),
             }),
             log,
@@ -305,13 +379,15 @@ impl Partition {
         let old_role = st.role;
         // A pending expansion's followers count until the image shows a new partition state
         // (ours committed, or another change won); a refused proposal clears them too.
+        // The change in flight, if any, is decided too; an image that shows no new state of
+        // this partition (another partition changed) decides nothing about it.
         if state.partition_epoch != st.partition_epoch || state.leader_epoch != old_epoch {
             st.pending_additions.clear();
+            st.isr_change_blocked_until = None;
         }
         st.replicas = state.replicas.clone();
         st.isr = state.isr.clone();
         st.partition_epoch = state.partition_epoch;
-        st.isr_change_pending = false;
         let new_role = if state.leader == self.node_id {
             Role::Leader
         } else {
@@ -442,14 +518,6 @@ impl Partition {
         Ok(info)
     }
 
-    /// Leader: a remote-WAL follower holds what the leader had a WAL latency ago, so it counts
-    /// as caught up for the ISR.
-    pub fn note_follower_caught_up(&self, replica: BrokerId) {
-        if let Some(f) = self.state().followers.get_mut(&replica) {
-            f.last_caught_up = Instant::now();
-        }
-    }
-
     /// Leader: every replica's (id, log end offset, in the ISR), this broker included.
     pub fn replica_progress(&self) -> Vec<(BrokerId, i64, bool)> {
         let st = self.state();
@@ -541,6 +609,16 @@ impl Partition {
     /// Leader: a follower fetched from `fetch_offset` (so its log end offset is that). Returns
     /// an ISR expansion to propose, if the follower caught up and is outside the ISR.
     pub fn record_follower_fetch(&self, replica: BrokerId, fetch_offset: i64) -> Option<IsrChange> {
+        self.record_follower_fetch_at(replica, fetch_offset, Instant::now())
+    }
+
+    /// [`Partition::record_follower_fetch`] at `now`.
+    pub(crate) fn record_follower_fetch_at(
+        &self,
+        replica: BrokerId,
+        fetch_offset: i64,
+        now: Instant,
+    ) -> Option<IsrChange> {
         let mut st = self.state();
         if st.role != Role::Leader {
             return None;
@@ -550,22 +628,13 @@ impl Partition {
             // Past this leader's log (Kafka answers OFFSET_OUT_OF_RANGE): not a position on it.
             return None;
         }
-        let now = Instant::now();
-        let entry = st
-            .followers
+        st.followers
             .entry(replica)
-            .or_insert(FollowerState::new(now));
-        entry.log_end_offset = fetch_offset;
-        if fetch_offset >= leo {
-            entry.last_caught_up = now;
-        } else if entry.last_fetch_leader_leo >= 0 && fetch_offset >= entry.last_fetch_leader_leo {
-            entry.last_caught_up = entry.last_caught_up.max(entry.last_fetch);
-        }
-        entry.last_fetch_leader_leo = leo;
-        entry.last_fetch = now;
+            .or_insert_with(|| FollowerState::new(now))
+            .on_fetch(fetch_offset, leo, now);
         let before = self.high_watermark();
         self.advance_high_watermark(&st);
-        let change = if st.isr_change_pending || !st.replicas.contains(&replica) {
+        let change = if isr_change_blocked(&st, now) || !st.replicas.contains(&replica) {
             None
         } else {
             ferry_cluster::election::expand_isr(
@@ -575,7 +644,7 @@ impl Partition {
                 self.high_watermark(),
                 st.epoch_start_offset,
             )
-            .map(|new_isr| self.isr_change(&mut st, new_isr))
+            .map(|new_isr| self.isr_change(&mut st, new_isr, now))
         };
         drop(st);
         if self.high_watermark() != before {
@@ -617,11 +686,15 @@ impl Partition {
 
     /// Leader: followers of the ISR that have not caught up within `lag_max_ms` leave it.
     pub fn isr_shrink(&self, lag_max_ms: i64) -> Option<IsrChange> {
+        self.isr_shrink_at(lag_max_ms, Instant::now())
+    }
+
+    /// [`Partition::isr_shrink`] at `now`.
+    pub(crate) fn isr_shrink_at(&self, lag_max_ms: i64, now: Instant) -> Option<IsrChange> {
         let mut st = self.state();
         if st.role != Role::Leader {
             return None;
         }
-        let now = Instant::now();
         let leo = self.log.log_end_offset();
         // A follower of a refused expansion that then stopped must not hold the high
         // watermark forever: it stops counting once it lags like an ISR member would leave.
@@ -636,7 +709,7 @@ impl Partition {
             })
             .collect();
         st.pending_additions.retain(|r| !lagging.contains(r));
-        if st.isr_change_pending {
+        if isr_change_blocked(&st, now) {
             return None;
         }
         // A follower at the log end is caught up now.
@@ -654,11 +727,11 @@ impl Partition {
             .collect();
         let new_isr =
             ferry_cluster::election::shrink_isr(&st.isr, self.node_id, &caught_up, 0, lag_max_ms)?;
-        Some(self.isr_change(&mut st, new_isr))
+        Some(self.isr_change(&mut st, new_isr, now))
     }
 
-    fn isr_change(&self, st: &mut ReplicaState, new_isr: Vec<BrokerId>) -> IsrChange {
-        st.isr_change_pending = true;
+    fn isr_change(&self, st: &mut ReplicaState, new_isr: Vec<BrokerId>, now: Instant) -> IsrChange {
+        st.isr_change_blocked_until = Some(now + ISR_CHANGE_TIMEOUT);
         for r in &new_isr {
             if !st.isr.contains(r) && !st.pending_additions.contains(r) {
                 st.pending_additions.push(*r);
@@ -671,18 +744,47 @@ impl Partition {
             leader: self.node_id,
             leader_epoch: self.leader_epoch(),
             partition_epoch: st.partition_epoch,
+            current_isr: st.isr.clone(),
             new_isr,
         }
     }
 
-    /// An ISR change could not be made; allow the next attempt.
+    /// How the proposal of `change` ended. Nothing happens if the image already showed a new
+    /// state of the partition (that decided the change, and a newer one may be in flight).
     ///
-    /// A pending expansion's followers still count for the high watermark: an earlier proposal
-    /// of the same expansion may have been committed (a second one, sent before the image
-    /// showed the first, is refused for its stale partition epoch). They stop counting when
-    /// the image shows a new partition state, or when they lag (`isr_shrink`).
-    pub fn isr_change_failed(&self) {
-        self.state().isr_change_pending = false;
+    /// Only [`IsrOutcome::Refused`] drops the change's joining followers from the high
+    /// watermark: the controller then said, at the current partition epoch, that it did not
+    /// apply it. After any other outcome the change may have been committed (an answer lost, an
+    /// earlier duplicate), so they count until the image shows a new partition state, or until
+    /// they lag (`isr_shrink`).
+    pub fn isr_change_finished(&self, change: &IsrChange, outcome: IsrOutcome) {
+        self.isr_change_finished_at(change, outcome, Instant::now());
+    }
+
+    /// [`Partition::isr_change_finished`] at `now`.
+    pub(crate) fn isr_change_finished_at(
+        &self,
+        change: &IsrChange,
+        outcome: IsrOutcome,
+        now: Instant,
+    ) {
+        let mut st = self.state();
+        if st.role != Role::Leader
+            || st.partition_epoch != change.partition_epoch
+            || self.leader_epoch() != change.leader_epoch
+        {
+            return;
+        }
+        let wait = match outcome {
+            IsrOutcome::Committed | IsrOutcome::AwaitImage => ISR_CHANGE_TIMEOUT,
+            IsrOutcome::Refused => {
+                st.pending_additions
+                    .retain(|r| !change.new_isr.contains(r) || change.current_isr.contains(r));
+                ISR_RETRY_BACKOFF
+            }
+            IsrOutcome::Unavailable => ISR_RETRY_BACKOFF,
+        };
+        st.isr_change_blocked_until = Some(now + wait);
     }
 
     /// Committed data only (up to the high watermark), up to `max_bytes` of whole batches.
@@ -746,6 +848,11 @@ impl Partition {
             ..first
         })
     }
+}
+
+/// Whether an ISR change in flight or just refused holds back the next one.
+fn isr_change_blocked(st: &ReplicaState, now: Instant) -> bool {
+    st.isr_change_blocked_until.is_some_and(|until| now < until)
 }
 
 /// The byte range `[start, end)` of `records` made of whole batches, from the first whose last

@@ -116,7 +116,7 @@ fn isr_expands_when_caught_up_and_shrinks_when_lagging() {
         p.record_follower_fetch(3, 3).is_none(),
         "one change at a time"
     );
-    p.isr_change_failed();
+    p.isr_change_finished(&change, IsrOutcome::Committed);
 
     // The controller made the change; then follower 2 stops fetching.
     rm.ensure_topic(&topic(1, vec![1, 2, 3], 5), LogConfig::default())
@@ -160,13 +160,150 @@ fn a_follower_joining_the_isr_counts_for_the_high_watermark_before_the_image_has
     // still counts...
     p.append(&batch(1)).unwrap();
     p.record_follower_fetch(2, 6);
-    p.isr_change_failed();
+    p.isr_change_finished(&change, IsrOutcome::AwaitImage);
     assert_eq!(p.high_watermark(), 5);
     // ...until it lags like an ISR member that would leave.
     std::thread::sleep(std::time::Duration::from_millis(20));
     p.isr_shrink(10);
     p.record_follower_fetch(2, 6);
     assert_eq!(p.high_watermark(), 6);
+}
+
+/// Issue 10: a broker rejoining after kill -9 made the leaders log 173 "stale partition epoch"
+/// refusals in 3 s: every follower fetch re-proposed the expansion the controller had just
+/// refused, until the partition applied the newer image. Now a refused change holds back the
+/// next one until the image shows a new state of the partition (or a timeout passes).
+#[test]
+fn a_refused_isr_change_is_not_proposed_again_until_the_image_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(dir.path(), 1);
+    rm.ensure_topic(&topic(1, vec![1, 2], 4), LogConfig::default())
+        .unwrap();
+    let p = rm.partition_of("t", 0).unwrap();
+    let t0 = Instant::now();
+    p.append(&batch(3)).unwrap();
+    p.record_follower_fetch_at(2, 3, t0);
+    let change = p
+        .record_follower_fetch_at(3, 3, t0)
+        .expect("caught up: joins");
+    assert_eq!(change.current_isr, vec![1, 2]);
+    p.isr_change_finished_at(&change, IsrOutcome::AwaitImage, t0);
+    for i in 0..200 {
+        let at = t0 + Duration::from_millis(i);
+        assert!(p.record_follower_fetch_at(3, 3, at).is_none(), "fetch {i}");
+        assert!(p.isr_shrink_at(60_000, at).is_none());
+    }
+    // An image that changed other partitions only decides nothing about this one.
+    rm.ensure_topic(&topic(1, vec![1, 2], 4), LogConfig::default())
+        .unwrap();
+    assert!(p.record_follower_fetch_at(3, 3, t0).is_none());
+    // The image shows a new state of the partition: the next fetch may propose again.
+    rm.ensure_topic(&topic(1, vec![1, 2], 5), LogConfig::default())
+        .unwrap();
+    let again = p
+        .record_follower_fetch_at(3, 3, t0)
+        .expect("proposed again");
+    assert_eq!(again.partition_epoch, 5);
+    // Without any image, the hold ends after a timeout (a lost answer must not freeze the ISR).
+    p.isr_change_finished_at(&again, IsrOutcome::Committed, t0);
+    assert!(p
+        .record_follower_fetch_at(3, 3, t0 + Duration::from_secs(1))
+        .is_none());
+    assert!(p
+        .record_follower_fetch_at(3, 3, t0 + ISR_CHANGE_TIMEOUT)
+        .is_some());
+}
+
+/// Refused at the current partition epoch (the follower is still fenced): the controller said
+/// it did not apply it, so the follower stops counting for the high watermark, and the change
+/// is proposed again only after a back-off, not on the next fetch.
+#[test]
+fn a_refused_expansion_backs_off_and_stops_counting_its_follower() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(dir.path(), 1);
+    rm.ensure_topic(&topic(1, vec![1, 2], 4), LogConfig::default())
+        .unwrap();
+    let p = rm.partition_of("t", 0).unwrap();
+    let t0 = Instant::now();
+    p.append(&batch(3)).unwrap();
+    p.record_follower_fetch_at(2, 3, t0);
+    let change = p.record_follower_fetch_at(3, 3, t0).expect("joins");
+    p.append(&batch(2)).unwrap();
+    p.record_follower_fetch_at(2, 5, t0);
+    assert_eq!(p.high_watermark(), 3, "the joining follower counts");
+    p.isr_change_finished_at(&change, IsrOutcome::Refused, t0);
+    p.record_follower_fetch_at(2, 5, t0);
+    assert_eq!(p.high_watermark(), 5, "refused: it no longer counts");
+    assert!(p.record_follower_fetch_at(3, 5, t0).is_none());
+    assert!(p
+        .record_follower_fetch_at(3, 5, t0 + ISR_RETRY_BACKOFF)
+        .is_some());
+    // A stale answer (the partition moved on meanwhile) changes nothing.
+    rm.ensure_topic(&topic(1, vec![1, 2], 5), LogConfig::default())
+        .unwrap();
+    p.isr_change_finished_at(&change, IsrOutcome::Refused, t0);
+    assert!(p.record_follower_fetch_at(3, 5, t0).is_some());
+}
+
+/// Issue 10: a follower of a busy remote-WAL topic reports its log end far more often than its
+/// data takes to arrive, so it never reaches the leader's log end as of its *previous* report
+/// (Kafka's rule as written). It holds what the leader had one WAL latency ago, so it is in
+/// sync as long as that latency stays below `replica.lag.time.max.ms`; it leaves once it stops.
+#[test]
+fn a_follower_trailing_by_its_wal_latency_stays_in_the_isr() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(dir.path(), 1);
+    rm.ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+        .unwrap();
+    let p = rm.partition_of("t", 0).unwrap();
+    let t0 = Instant::now();
+    let lag_max_ms = 100;
+    // One record every 2 ms; the follower reports every 2 ms what the leader had 50 ms ago.
+    let mut leo_at = vec![0i64];
+    for step in 1..=500usize {
+        let now = t0 + Duration::from_millis(2 * step as u64);
+        p.append(&batch(1)).unwrap();
+        leo_at.push(p.log.log_end_offset());
+        let reported = leo_at[step.saturating_sub(25)];
+        p.record_follower_fetch_at(2, reported, now);
+        assert!(
+            p.isr_shrink_at(lag_max_ms, now).is_none(),
+            "shrunk at step {step} while trailing by 50 ms"
+        );
+    }
+    // It stops moving: out once it has not caught up with anything for the lag limit.
+    let stopped = t0 + Duration::from_millis(1_000);
+    let reported = leo_at[475];
+    for ms in [10, 40] {
+        p.record_follower_fetch_at(2, reported, stopped + Duration::from_millis(ms));
+        assert!(p
+            .isr_shrink_at(lag_max_ms, stopped + Duration::from_millis(ms))
+            .is_none());
+    }
+    let change = p
+        .isr_shrink_at(lag_max_ms, stopped + Duration::from_millis(60))
+        .expect("caught up last at 950 ms: out at 1,060 ms");
+    assert_eq!(change.new_isr, vec![1]);
+}
+
+#[test]
+fn caught_up_marks_stay_bounded_and_never_date_a_follower_too_late() {
+    let t0 = Instant::now();
+    let mut f = FollowerState::new(t0);
+    // The leader grows one offset per ms; the follower's lag grows by one ms every ms.
+    for ms in 1..=10_000i64 {
+        let now = t0 + Duration::from_millis(ms as u64);
+        f.on_fetch(ms / 2, ms, now);
+        assert!(f.marks.len() <= CAUGHT_UP_MARKS, "{} marks", f.marks.len());
+        // It holds what the leader had at ms/2: never dated later than that.
+        let caught_up_ms = f.last_caught_up.duration_since(t0).as_millis() as i64;
+        assert!(caught_up_ms <= ms / 2, "at {ms}: dated {caught_up_ms}");
+        // ...and not much earlier either: the marks' resolution is a few percent of the lag.
+        assert!(
+            caught_up_ms >= ms / 2 - ms / 32 - 2,
+            "at {ms}: dated {caught_up_ms}"
+        );
+    }
 }
 
 #[test]

@@ -295,6 +295,56 @@ pub fn alter_isr(image: &Image, req: &AlterIsrRequest) -> Result<MetadataRecord,
     })
 }
 
+/// What a leader's ISR change, refused for a stale partition epoch, becomes against the current
+/// partition state ([`rebase_isr_change`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rebased {
+    /// Propose this ISR at the current partition epoch (once: Kafka's AlterPartitionManager).
+    Retry(Vec<BrokerId>),
+    /// The current state already has the wanted members in and out: nothing to propose.
+    AlreadyDone,
+    /// The leadership moved (or the change no longer fits the replicas): the new leader or the
+    /// next image decides, not this proposal.
+    Obsolete,
+}
+
+/// Restates the change `from -> to` that `leader` (at `leader_epoch`) proposed against an older
+/// partition state, on `state`: the members it added join and the members it removed leave
+/// whatever ISR the controller holds now. A refused AlterPartition is so retried once with the
+/// current partition epoch instead of being recomputed from a stale local view again and again.
+pub fn rebase_isr_change(
+    state: &PartitionState,
+    leader: BrokerId,
+    leader_epoch: i32,
+    from: &[BrokerId],
+    to: &[BrokerId],
+) -> Rebased {
+    if state.leader != leader || state.leader_epoch != leader_epoch {
+        return Rebased::Obsolete;
+    }
+    let added: Vec<BrokerId> = to.iter().copied().filter(|b| !from.contains(b)).collect();
+    let removed: Vec<BrokerId> = from.iter().copied().filter(|b| !to.contains(b)).collect();
+    if added.iter().any(|b| !state.replicas.contains(b)) || removed.contains(&leader) {
+        return Rebased::Obsolete;
+    }
+    let mut next: Vec<BrokerId> = state
+        .isr
+        .iter()
+        .copied()
+        .filter(|b| !removed.contains(b))
+        .collect();
+    for b in added {
+        if !next.contains(&b) {
+            next.push(b);
+        }
+    }
+    if next == state.isr {
+        Rebased::AlreadyDone
+    } else {
+        Rebased::Retry(next)
+    }
+}
+
 /// The leader's side of ISR shrink: followers that have not caught up with the leader's log end
 /// within `lag_max_ms` (`replica.lag.time.max.ms`) leave the ISR. `last_caught_up_ms` holds, per
 /// follower, the last time its fetch reached the leader's log end offset. The leader always

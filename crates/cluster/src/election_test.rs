@@ -243,3 +243,75 @@ fn followers_rejoin_the_isr_once_caught_up_to_the_high_watermark() {
     assert_eq!(expand_isr(&[1], 2, 120, 100, 120), Some(vec![1, 2]));
     assert_eq!(expand_isr(&[1, 2], 2, 120, 100, 0), None);
 }
+
+/// Kafka's AlterPartitionManager: a change refused for its stale partition epoch is restated
+/// once against the current state, or dropped when that state already has it or the
+/// leadership moved.
+#[test]
+fn a_stale_isr_change_is_rebased_on_the_current_partition_state() {
+    let state = |isr: Vec<BrokerId>, leader_epoch| PartitionState {
+        replicas: vec![1, 2, 3],
+        isr,
+        leader: 1,
+        leader_epoch,
+        partition_epoch: 9,
+    };
+    // (current state, proposed from -> to, outcome)
+    let cases: Vec<(PartitionState, Vec<BrokerId>, Vec<BrokerId>, Rebased)> = vec![
+        // 3 joins; meanwhile 2 was fenced out of the ISR: 3 still joins.
+        (
+            state(vec![1], 0),
+            vec![1, 2],
+            vec![1, 2, 3],
+            Rebased::Retry(vec![1, 3]),
+        ),
+        // Already in (an earlier duplicate of the same expansion was committed).
+        (
+            state(vec![1, 2, 3], 0),
+            vec![1, 2],
+            vec![1, 2, 3],
+            Rebased::AlreadyDone,
+        ),
+        // 3 leaves; meanwhile 2 joined: 2 stays.
+        (
+            state(vec![1, 2, 3], 0),
+            vec![1, 3],
+            vec![1],
+            Rebased::Retry(vec![1, 2]),
+        ),
+        // 3 leaves but is already out.
+        (
+            state(vec![1, 2], 0),
+            vec![1, 2, 3],
+            vec![1, 2],
+            Rebased::AlreadyDone,
+        ),
+        // A new leader epoch: the proposal is not this leader's to make any more.
+        (
+            state(vec![1, 2], 1),
+            vec![1, 2],
+            vec![1, 2, 3],
+            Rebased::Obsolete,
+        ),
+        // 4 is no longer a replica (reassigned away).
+        (
+            state(vec![1, 2], 0),
+            vec![1, 2],
+            vec![1, 2, 4],
+            Rebased::Obsolete,
+        ),
+    ];
+    for (st, from, to, want) in cases {
+        assert_eq!(
+            rebase_isr_change(&st, 1, 0, &from, &to),
+            want,
+            "{st:?}: {from:?} -> {to:?}"
+        );
+    }
+    let mut moved = state(vec![1, 2], 0);
+    moved.leader = 2;
+    assert_eq!(
+        rebase_isr_change(&moved, 1, 0, &[1, 2], &[1, 2, 3]),
+        Rebased::Obsolete
+    );
+}

@@ -1,5 +1,5 @@
-//! Garbage collection of this broker's remote WAL objects (RFC 0003,
-//! `docs/rfcs/0003-remote-wal-lifecycle.md`).
+//! Garbage collection of this broker's remote WAL objects, and of those a broker gone for good
+//! left in the same bucket (RFC 0003, `docs/rfcs/0003-remote-wal-lifecycle.md`).
 //!
 //! - [`GcPlanner`] (pure, no I/O, no clock): tracks the objects this broker uploaded, and decides
 //!   which are deletable (replica progress or age) and which listed objects are orphans.
@@ -28,6 +28,14 @@
 //!    object would look like an orphan.
 //! 5. **Key ownership**: a newer upsert of a key for another object (a republish) takes the key
 //!    away; an object owning no key is dropped from tracking and left to the orphan sweep.
+//! 6. **Objects of a broker gone for good**: the objects other brokers uploaded to this bucket
+//!    (their key prefix names their uploader) are tracked from the metadata too, but collected
+//!    only once [`ReplicaProgressSource::gone_uploaders`] names their uploader (never this
+//!    broker): the broker glue does so for a broker absent from the cluster for longer than the
+//!    metadata topic's retention, on one live broker of its bucket. Then its tracked objects
+//!    older than `orphan_grace_ms` are deleted and tombstoned by rule 3, and the orphan sweep
+//!    also lists its key prefix (rule 4, for objects whose metadata already expired). Nobody
+//!    else would: a broker collects only its own objects otherwise.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -45,7 +53,8 @@ use crate::uploader::WalPartition;
 /// GC tuning.
 #[derive(Debug, Clone)]
 pub struct GcConfig {
-    /// This broker: only its own objects (key prefix and `uploader_broker_id`) are collected.
+    /// This broker: its own objects (key prefix and `uploader_broker_id`) are collected, others'
+    /// only by rule 6.
     pub broker_id: i32,
     /// Age bound for slices of topics the [`ReplicaProgressSource`] does not know (see rule 2);
     /// known topics use their own effective `local.retention.ms`.
@@ -100,6 +109,12 @@ pub trait ReplicaProgressSource: Send + Sync {
     fn local_retention_ms(&self, _partition: &WalPartition) -> Option<i64> {
         None
     }
+
+    /// Other brokers whose objects in this bucket this GC collects (rule 6): gone for good, and
+    /// this broker the one to take over. Asked once per round. Default: none.
+    fn gone_uploaders(&self) -> BTreeSet<i32> {
+        BTreeSet::new()
+    }
 }
 
 impl ReplicaProgressSource for HashMap<WalPartition, PartitionProgress> {
@@ -118,6 +133,8 @@ pub trait TombstonePublisher: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrackedObject {
     pub object_key: String,
+    /// The broker that uploaded it (this one, or another of the bucket: rule 6).
+    pub uploader_broker_id: i32,
     pub state: WalObjectState,
     /// Latest upload time among its records (they share one PUT, so normally all equal).
     pub upload_time_ms: i64,
@@ -136,6 +153,8 @@ pub enum DeleteReason {
     Retention,
     /// Already `DeletePending` from an earlier round (a retry).
     Retry,
+    /// Uploaded by a broker gone for good (rule 6).
+    UploaderGone,
 }
 
 /// The pure GC core (see the module docs).
@@ -151,6 +170,8 @@ pub struct GcPlanner {
     /// Untracked objects past their grace in the last sweep (orphans if still so in the next).
     suspects: BTreeSet<String>,
     caught_up: bool,
+    /// Other uploaders whose objects are collected here (rule 6), as of the last round.
+    gone: BTreeSet<i32>,
 }
 
 impl GcPlanner {
@@ -164,6 +185,7 @@ impl GcPlanner {
             orphans: BTreeSet::new(),
             suspects: BTreeSet::new(),
             caught_up: false,
+            gone: BTreeSet::new(),
         }
     }
 
@@ -171,11 +193,30 @@ impl GcPlanner {
         &self.config
     }
 
-    fn is_ours(&self, m: &WalSliceMetadata) -> bool {
-        m.uploader_broker_id == self.config.broker_id
-            && m.bucket == self.bucket
-            && WalObjectKey::parse(&m.object_key)
-                .is_ok_and(|k| k.broker_id == self.config.broker_id)
+    /// Whether `m`'s object is in this bucket under its uploader's key prefix (this broker's,
+    /// or another's for rule 6).
+    fn is_tracked_here(&self, m: &WalSliceMetadata) -> bool {
+        m.bucket == self.bucket
+            && WalObjectKey::parse(&m.object_key).is_ok_and(|k| k.broker_id == m.uploader_broker_id)
+    }
+
+    /// Rule 6: the other uploaders whose objects this GC collects (never this broker itself).
+    pub fn set_gone_uploaders(&mut self, mut gone: BTreeSet<i32>) {
+        gone.remove(&self.config.broker_id);
+        self.gone = gone;
+    }
+
+    /// Whether objects under `broker_id`'s key prefix are this GC's to collect.
+    fn collects(&self, broker_id: i32) -> bool {
+        broker_id == self.config.broker_id || self.gone.contains(&broker_id)
+    }
+
+    /// The key prefixes the orphan sweep lists: this broker's, then the gone uploaders'.
+    pub fn sweep_prefixes(&self) -> Vec<String> {
+        std::iter::once(self.config.broker_id)
+            .chain(self.gone.iter().copied())
+            .map(WalObjectKey::broker_prefix)
+            .collect()
     }
 
     /// Applies one record of the metadata topic (live or replayed).
@@ -195,7 +236,7 @@ impl GcPlanner {
 
     fn upsert(&mut self, m: &WalSliceMetadata) {
         let key = m.key();
-        if !self.is_ours(m) {
+        if !self.is_tracked_here(m) {
             // Rule 5: the key now belongs to someone else's object.
             self.disown(&key, None);
             return;
@@ -207,6 +248,7 @@ impl GcPlanner {
             .entry(m.object_key.clone())
             .or_insert_with(|| TrackedObject {
                 object_key: m.object_key.clone(),
+                uploader_broker_id: m.uploader_broker_id,
                 state: WalObjectState::Published,
                 upload_time_ms: m.upload_time_ms,
                 slices: BTreeMap::new(),
@@ -248,7 +290,7 @@ impl GcPlanner {
         self.caught_up
     }
 
-    /// Rules 1 and 2: moves deletable `Published` objects to `DeletePending` and returns every
+    /// Rules 1, 2 and 6: moves deletable `Published` objects to `DeletePending` and returns every
     /// `DeletePending` object (new and retried), oldest first, at most `max_deletes_per_round`.
     pub fn plan(
         &mut self,
@@ -272,8 +314,17 @@ impl GcPlanner {
             if out.len() >= self.config.max_deletes_per_round {
                 break;
             }
+            let mine = obj.uploader_broker_id == self.config.broker_id;
             let reason = match obj.state {
                 WalObjectState::DeletePending => Some(DeleteReason::Retry),
+                WalObjectState::Published if !mine => {
+                    // Another broker's: only once it is gone for good, and never an object it
+                    // may have just written (a fenced broker may still be running).
+                    let old =
+                        now_ms.saturating_sub(obj.upload_time_ms) > self.config.orphan_grace_ms;
+                    (self.gone.contains(&obj.uploader_broker_id) && old)
+                        .then_some(DeleteReason::UploaderGone)
+                }
                 WalObjectState::Published => {
                     // The object outlives the longest-kept of its slices.
                     let retention = obj
@@ -358,7 +409,7 @@ impl GcPlanner {
         }
     }
 
-    /// Rule 4: orphans among a listing of `wal/<broker-id>/`, at most `max_deletes_per_round`
+    /// Rule 4: orphans among a listing of [`GcPlanner::sweep_prefixes`], at most `max_deletes_per_round`
     /// (empty until the metadata view is caught up): untracked objects past their grace that
     /// were already suspects in the previous sweep. Found orphans stay remembered until
     /// [`GcPlanner::orphan_deleted`].
@@ -375,7 +426,7 @@ impl GcPlanner {
             let Ok(key) = WalObjectKey::parse(&meta.key) else {
                 continue;
             };
-            if key.broker_id != self.config.broker_id || self.objects.contains_key(&meta.key) {
+            if !self.collects(key.broker_id) || self.objects.contains_key(&meta.key) {
                 continue;
             }
             if now_ms.saturating_sub(key.created_ms) <= self.config.orphan_grace_ms {
@@ -465,11 +516,16 @@ impl WalGc {
         f(&lock(&self.planner))
     }
 
-    /// One retention round: plan, DELETE, tombstone (rules 1–3).
+    /// One retention round: plan, DELETE, tombstone (rules 1–3 and 6).
     pub async fn run_once(&self, progress: &dyn ReplicaProgressSource) -> GcReport {
         let _round = self.round.lock().await;
         let now = self.clock.now_ms();
-        let plan = lock(&self.planner).plan(progress, now);
+        let gone = progress.gone_uploaders();
+        let plan = {
+            let mut planner = lock(&self.planner);
+            planner.set_gone_uploaders(gone);
+            planner.plan(progress, now)
+        };
         let mut report = GcReport::default();
         let mut to_tombstone: Vec<(String, Vec<WalMetadataKey>)> = Vec::new();
         for (key, reason) in plan {
@@ -548,30 +604,31 @@ impl WalGc {
         }
     }
 
-    /// The orphan sweep (rule 4): lists `wal/<broker-id>/` and deletes untracked objects older
-    /// than the grace period. Does nothing until the metadata view is caught up.
+    /// The orphan sweep (rule 4): lists `wal/<broker-id>/` (and the prefixes of gone uploaders,
+    /// rule 6, as of the last round) and deletes untracked objects older than the grace period.
+    /// Does nothing until the metadata view is caught up.
     pub async fn sweep_orphans(&self) -> GcReport {
         let _round = self.round.lock().await;
         let mut report = GcReport::default();
-        let (caught_up, broker_id) = {
+        let (caught_up, prefixes) = {
             let p = lock(&self.planner);
-            (p.is_metadata_caught_up(), p.config().broker_id)
+            (p.is_metadata_caught_up(), p.sweep_prefixes())
         };
         if !caught_up {
             return report;
         }
-        let listing = match self
-            .store
-            .list(&WalObjectKey::broker_prefix(broker_id))
-            .await
-        {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(error = %e, "remote WAL GC: listing failed; sweep retried later");
-                report.errors += 1;
-                return report;
+        let mut listing = Vec::new();
+        for prefix in prefixes {
+            match self.store.list(&prefix).await {
+                Ok(l) => listing.extend(l),
+                Err(e) => {
+                    // A partial listing would drop the other prefix's suspects: skip the sweep.
+                    tracing::warn!(%prefix, error = %e, "remote WAL GC: listing failed; sweep retried later");
+                    report.errors += 1;
+                    return report;
+                }
             }
-        };
+        }
         let now = self.clock.now_ms();
         let orphans = lock(&self.planner).plan_orphans(&listing, now);
         for key in orphans {

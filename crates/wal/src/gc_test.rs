@@ -484,3 +484,106 @@ async fn run_loop_collects_and_sweeps_until_shutdown() {
     let _ = stop.send(());
     assert!(task.await.is_ok());
 }
+
+/// Progress where nothing is held, naming `gone` as uploaders this GC takes over (rule 6).
+struct Gone(BTreeSet<i32>);
+
+impl ReplicaProgressSource for Gone {
+    fn progress(&self, _: &WalPartition) -> Option<PartitionProgress> {
+        None
+    }
+
+    fn gone_uploaders(&self) -> BTreeSet<i32> {
+        self.0.clone()
+    }
+}
+
+fn foreign_key(broker: i32, created_ms: i64, seq: u64) -> String {
+    WalObjectKey::new(broker, created_ms, seq)
+        .map(|k| k.to_string())
+        .unwrap_or_default()
+}
+
+fn foreign_slice(broker: i32, object_key: &str, p: i32, upload_ms: i64) -> WalSliceMetadata {
+    WalSliceMetadata {
+        uploader_broker_id: broker,
+        ..slice(object_key, p, 0, 9, upload_ms)
+    }
+}
+
+/// Issue 10: a broker that never comes back leaves its objects and their metadata behind, and
+/// every GC collected only its own. Another broker of the bucket tracks them from the metadata
+/// and, once the glue names their uploader gone, deletes and tombstones them; until then they
+/// are not its business, whatever replicas or age say.
+#[tokio::test]
+async fn objects_of_a_broker_gone_for_good_are_collected_by_another_of_its_bucket() {
+    let f = fixture();
+    let tracked = foreign_key(2, 20_000, 0);
+    let alive = foreign_key(3, 20_000, 0);
+    let fresh = foreign_key(2, 99_000, 1);
+    for k in [&tracked, &alive, &fresh] {
+        put(&f.mem, k).await;
+    }
+    f.gc.on_metadata(&WalMetadataEvent::Upsert(foreign_slice(
+        2, &tracked, 0, 20_000,
+    )));
+    f.gc.on_metadata(&WalMetadataEvent::Upsert(foreign_slice(
+        2, &tracked, 1, 20_000,
+    )));
+    f.gc.on_metadata(&WalMetadataEvent::Upsert(foreign_slice(
+        3, &alive, 5, 20_000,
+    )));
+    f.gc.on_metadata(&WalMetadataEvent::Upsert(foreign_slice(
+        2, &fresh, 6, 99_000,
+    )));
+    assert_eq!(f.gc.with_planner(GcPlanner::tracked), 3);
+
+    // Past local.retention.ms (60 s), but their uploaders are not gone: not ours.
+    let r = f.gc.run_once(&Gone(BTreeSet::new())).await;
+    assert_eq!(r, GcReport::default());
+    let r = f.gc.run_once(&Gone(BTreeSet::from([BROKER]))).await;
+    assert_eq!(
+        r,
+        GcReport::default(),
+        "this broker is never 'gone' to itself"
+    );
+
+    let r = f.gc.run_once(&Gone(BTreeSet::from([2]))).await;
+    assert_eq!((r.objects_deleted, r.tombstones, r.completed), (1, 2, 1));
+    assert!(!exists(&f.mem, &tracked).await);
+    assert!(exists(&f.mem, &alive).await, "broker 3 is not gone");
+    assert!(
+        exists(&f.mem, &fresh).await,
+        "younger than the orphan grace: a fenced broker may still be writing"
+    );
+    let mut tombstoned = lock(&f.tombstones.published).clone();
+    tombstoned.sort_by_key(|k| k.partition);
+    assert_eq!(
+        tombstoned.iter().map(|k| k.partition).collect::<Vec<_>>(),
+        [0, 1]
+    );
+}
+
+/// Rule 6 with rule 4: objects of a gone uploader whose metadata already expired (the metadata
+/// topic's retention) are found by listing its key prefix, and deleted after two sweeps.
+#[tokio::test]
+async fn the_orphan_sweep_lists_the_prefixes_of_gone_uploaders() {
+    let f = fixture();
+    let expired = foreign_key(2, 1_000, 0);
+    let alive = foreign_key(3, 1_000, 0);
+    for k in [&expired, &alive] {
+        put(&f.mem, k).await;
+    }
+    f.gc.set_metadata_caught_up();
+    assert_eq!(f.gc.sweep_orphans().await.orphans_deleted, 0);
+    assert_eq!(
+        f.gc.sweep_orphans().await.orphans_deleted,
+        0,
+        "not ours yet"
+    );
+    f.gc.run_once(&Gone(BTreeSet::from([2]))).await;
+    assert_eq!(f.gc.sweep_orphans().await.orphans_deleted, 0, "suspect");
+    assert_eq!(f.gc.sweep_orphans().await.orphans_deleted, 1);
+    assert!(!exists(&f.mem, &expired).await);
+    assert!(exists(&f.mem, &alive).await);
+}

@@ -421,8 +421,12 @@ impl UploadBatcher {
 /// Publishes WAL metadata to `__remote_wal_log_metadata`.
 ///
 /// Contract: `records` arrive in offset order per partition; the call returns `Ok` only when
-/// the records are durably in the topic (acks=all). On `Err` the uploader treats the records as
-/// unpublished (their ranges take the classic path); it does not retry.
+/// the records are in the topic, where followers can read them: appended by the metadata
+/// partition's leader at least (acks=1), or held by its in-sync replicas (acks=all), as the
+/// implementation chooses and documents. The uploader needs no more: a record lost afterwards
+/// (a metadata-leader failover under acks=1) only sends its range to the classic fetch, like
+/// any missing metadata. On `Err` the uploader treats the records as unpublished (their ranges
+/// take the classic path); it does not retry.
 #[async_trait]
 pub trait MetadataPublisher: Send + Sync + std::fmt::Debug {
     async fn publish(&self, records: Vec<WalSliceMetadata>) -> Result<()>;

@@ -84,6 +84,9 @@ pub enum MetadataError {
     Placement(#[from] PlacementError),
     #[error("controller: {0}")]
     Controller(#[from] ClusterError),
+    /// A partition leader's ISR change, refused by the check against the current image.
+    #[error("AlterPartition refused: {0}")]
+    AlterPartitionRefused(ferry_cluster::election::AlterIsrError),
     #[error("invalid node.id {0}: a controller id must not be negative")]
     InvalidNodeId(i32),
 }
@@ -344,9 +347,8 @@ impl MetadataStore {
             partition_epoch: change.partition_epoch,
             new_isr: change.new_isr.clone(),
         };
-        let record = ferry_cluster::election::alter_isr(&self.image(), &request).map_err(|e| {
-            MetadataError::InvalidPartitions(format!("AlterPartition refused: {e}"))
-        })?;
+        let record = ferry_cluster::election::alter_isr(&self.image(), &request)
+            .map_err(MetadataError::AlterPartitionRefused)?;
         self.propose(record)?;
         Ok(())
     }

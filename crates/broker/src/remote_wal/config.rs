@@ -53,6 +53,11 @@ pub struct RemoteWalConfig {
     pub buffer_max_bytes: usize,
     pub fallback_ms: i64,
     pub metadata_partitions: i32,
+    /// `retention.ms` of the metadata topic; also how long a broker must be gone before
+    /// another of its rack collects its objects.
+    pub metadata_retention_ms: i64,
+    /// `remote.wal.metadata.acks = all`: a publish waits for the metadata partitions' ISR.
+    pub metadata_acks_all: bool,
     pub gc_interval_ms: u64,
     pub orphan_grace_ms: i64,
     pub retention_ms: i64,
@@ -143,6 +148,12 @@ impl RemoteWalConfig {
             buffer_max_bytes: num(c, "remote.wal.buffer.max.bytes")?,
             fallback_ms: num(c, "remote.wal.fallback.ms")?,
             metadata_partitions: num(c, "remote.wal.metadata.topic.num.partitions")?,
+            metadata_retention_ms: num(c, "remote.wal.metadata.topic.retention.ms")?,
+            metadata_acks_all: match c.raw("remote.wal.metadata.acks").trim() {
+                "1" => false,
+                "all" => true,
+                other => anyhow::bail!("remote.wal.metadata.acks: `{other}` is not 1 or all"),
+            },
             gc_interval_ms: num::<u64>(c, "remote.wal.gc.interval.ms")?.max(10),
             orphan_grace_ms: num(c, "remote.wal.orphan.grace.ms")?,
             retention_ms: if retention_ms < 0 {

@@ -2,14 +2,66 @@
 //! topic's effective `local.retention.ms`, and the GC task deleting this broker's objects once
 //! every in-sync replica holds their data or they are older than that retention (RFC 0003;
 //! `remote.wal.retention.ms` for topics this broker does not know).
+//!
+//! It also names the brokers gone for good whose objects this broker collects (the GC's rule 6,
+//! [`gone_uploaders`]): otherwise the objects and metadata of a broker that never comes back
+//! would stay forever, since each broker collects only its own.
 
-use std::sync::{Arc, Weak};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use ferry_cluster::{BrokerId, Image};
+use ferry_common::SharedClock;
 use ferry_wal::gc::{PartitionProgress, ReplicaProgress, ReplicaProgressSource, WalGc};
 use ferry_wal::uploader::WalPartition;
 
 use super::Shared;
+
+/// The rack name a bucket is chosen by (`remote_wal::config`: no rack is `default`).
+fn rack_key(rack: Option<&str>) -> &str {
+    match rack {
+        Some(r) if !r.is_empty() => r,
+        _ => "default",
+    }
+}
+
+/// The other brokers of `rack` (they upload to its bucket) whose objects `me` collects: those
+/// fenced for longer than `after_ms`, as this broker watched (`absent_since`: when each was
+/// first seen fenced, kept across calls; forgotten once it is back), when `me` is the lowest
+/// live broker id of the rack, so that one broker takes over. `after_ms` is the metadata topic's
+/// retention: by then the gone broker's metadata has expired too, and if it ever returns, its
+/// own orphan sweep would delete the same objects. A broker absent from the image is never
+/// named (ferry does not unregister brokers; an id the image never had uploaded nothing here).
+pub fn gone_uploaders(
+    image: &Image,
+    me: BrokerId,
+    rack: &str,
+    absent_since: &mut HashMap<BrokerId, i64>,
+    now_ms: i64,
+    after_ms: i64,
+) -> BTreeSet<BrokerId> {
+    let mut gone = BTreeSet::new();
+    let mut lowest_live = None;
+    for b in image.brokers.values() {
+        if rack_key(b.rack.as_deref()) != rack {
+            continue;
+        }
+        if !b.fenced {
+            absent_since.remove(&b.id);
+            lowest_live = Some(lowest_live.map_or(b.id, |l: BrokerId| l.min(b.id)));
+            continue;
+        }
+        let since = *absent_since.entry(b.id).or_insert(now_ms);
+        if b.id != me && now_ms.saturating_sub(since) > after_ms {
+            gone.insert(b.id);
+        }
+    }
+    if lowest_live != Some(me) {
+        gone.clear();
+    }
+    gone
+}
 
 /// Replica progress as this broker knows it: the leader's view of its followers' log end
 /// offsets; on a follower (the uploader lost the leadership after a restart or failover), the
@@ -18,6 +70,9 @@ use super::Shared;
 /// wait for `local.retention.ms` (days by default).
 pub struct LeaderProgress {
     pub(super) shared: Arc<Shared>,
+    clock: SharedClock,
+    /// Per broker of this rack: when it was first seen fenced ([`gone_uploaders`]).
+    absent_since: Mutex<HashMap<BrokerId, i64>>,
 }
 
 impl ReplicaProgressSource for LeaderProgress {
@@ -65,11 +120,100 @@ impl ReplicaProgressSource for LeaderProgress {
             ms => Some(ms),
         }
     }
+
+    fn gone_uploaders(&self) -> BTreeSet<i32> {
+        let Some(broker) = self.shared.broker.get().and_then(Weak::upgrade) else {
+            return BTreeSet::new();
+        };
+        let c = &self.shared.config;
+        let mut absent = self.absent_since.lock().unwrap_or_else(|p| p.into_inner());
+        let gone = gone_uploaders(
+            &broker.metadata.image(),
+            c.node_id,
+            &c.rack,
+            &mut absent,
+            self.clock.now_ms(),
+            c.metadata_retention_ms,
+        );
+        if !gone.is_empty() {
+            tracing::info!(brokers = ?gone, rack = %c.rack, "remote WAL GC: collecting the objects of brokers gone for good");
+        }
+        gone
+    }
 }
 
 /// Runs the GC rounds (and an orphan sweep every 30 rounds) until the task is dropped.
-pub async fn run(gc: WalGc, shared: Arc<Shared>) {
+pub async fn run(gc: WalGc, shared: Arc<Shared>, clock: SharedClock) {
     let every = Duration::from_millis(shared.config.gc_interval_ms);
-    let progress = LeaderProgress { shared };
+    let progress = LeaderProgress {
+        shared,
+        clock,
+        absent_since: Mutex::new(HashMap::new()),
+    };
     gc.run(&progress, every, 30, std::future::pending()).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_cluster::MetadataRecord;
+
+    /// Brokers 1..=4: 1, 2 and 4 in `az1`, 3 in `az2`.
+    fn image() -> Image {
+        let mut img = Image::default();
+        for (id, rack) in [(1, "az1"), (2, "az1"), (3, "az2"), (4, "az1")] {
+            img.apply(&MetadataRecord::RegisterBroker {
+                id,
+                rack: Some(rack.into()),
+                host: "h".into(),
+                port: 1,
+            })
+            .unwrap();
+            img.apply(&MetadataRecord::UnfenceBroker { id }).unwrap();
+        }
+        img
+    }
+
+    fn fence(img: &mut Image, id: BrokerId) {
+        img.apply(&MetadataRecord::FenceBroker { id }).unwrap();
+    }
+
+    /// Issue 10: someone must collect what a broker that never comes back left in its bucket.
+    /// Exactly one live broker of its rack does, once it has been gone longer than the
+    /// metadata topic's retention; a broker that comes back in time is left alone.
+    #[test]
+    fn the_lowest_live_broker_of_a_rack_takes_over_a_broker_gone_longer_than_retention() {
+        let mut img = image();
+        let seen_by = |me| (me, HashMap::new());
+        let (mut one, mut two) = (seen_by(1), seen_by(2));
+        let ask = |who: &mut (BrokerId, HashMap<BrokerId, i64>), img: &Image, now| {
+            gone_uploaders(img, who.0, "az1", &mut who.1, now, 1_000)
+        };
+        assert!(ask(&mut one, &img, 0).is_empty());
+        fence(&mut img, 4);
+        assert!(ask(&mut one, &img, 10).is_empty(), "fenced just now");
+        assert!(ask(&mut two, &img, 10).is_empty());
+        assert!(
+            ask(&mut one, &img, 1_010).is_empty(),
+            "not longer than retention"
+        );
+        assert_eq!(ask(&mut one, &img, 1_011), BTreeSet::from([4]));
+        assert!(ask(&mut two, &img, 1_011).is_empty(), "1 takes over, not 2");
+
+        // 1 stops too: 2 becomes the lowest live broker, and its own watch of 4 counts.
+        fence(&mut img, 1);
+        assert_eq!(ask(&mut two, &img, 1_011), BTreeSet::from([4]));
+        assert!(ask(&mut two, &img, 2_011).contains(&4));
+        assert_eq!(ask(&mut two, &img, 2_012), BTreeSet::from([1, 4]));
+
+        // 4 comes back: not gone any more, and its absence is forgotten.
+        img.apply(&MetadataRecord::UnfenceBroker { id: 4 }).unwrap();
+        assert_eq!(ask(&mut two, &img, 2_013), BTreeSet::from([1]));
+        fence(&mut img, 4);
+        assert_eq!(ask(&mut two, &img, 2_014), BTreeSet::from([1]));
+
+        // A broker of another rack never uploads to this bucket.
+        fence(&mut img, 3);
+        assert!(!ask(&mut two, &img, 99_999).contains(&3));
+    }
 }

@@ -10,9 +10,10 @@
 //! longer (uploads stuck: a slow or failing store); or when it is far behind: it lacks what the leader
 //! had `FAR_BEHIND_FACTOR` fallback windows ago (a follower that restarted, or a WAL path slower
 //! than the produce rate). The leader keeps a short history of its log end offset per partition
-//! for that, and a follower that is not far behind counts as caught up for the ISR (the classic
-//! rule, "reached the leader's log end as of its previous fetch", would fail for every WAL
-//! follower under steady load: its reports are more frequent than the WAL's latency).
+//! for that. Whether a follower is in sync is not decided here: every report is a follower fetch
+//! to the replica manager, whose rule ("caught up to the leader's log end as of some earlier
+//! fetch", `replica_manager::FollowerState::on_fetch`) holds for a WAL follower that trails by
+//! its WAL latency as it does for a classic one.
 //!
 //! Why published offsets and not only "the follower has not moved": on a loaded machine the
 //! whole WAL path (upload, metadata, download) can pause for longer than the fallback window
@@ -166,7 +167,7 @@ impl LeaderTracker {
     }
 
     /// Follower `replica` reported `fetch_offset` while the leader's log ends at `leader_leo`.
-    /// Returns (caught up for the ISR, why to serve it data by the classic fetch if so).
+    /// Returns why to serve it data by the classic fetch, if so.
     pub fn on_report(
         &mut self,
         tp: &TopicPartition,
@@ -174,7 +175,7 @@ impl LeaderTracker {
         fetch_offset: i64,
         leader_leo: i64,
         now_ms: i64,
-    ) -> (bool, Option<ClassicReason>) {
+    ) -> Option<ClassicReason> {
         let far_then = self.leo_at(tp, now_ms - FAR_BEHIND_FACTOR * self.fallback_ms);
         let published_then = self.published_at(tp, now_ms - self.fallback_ms);
         let published_now = self.published_at(tp, i64::MAX);
@@ -200,7 +201,7 @@ impl LeaderTracker {
             .fallbacks
             .iter()
             .any(|(from, end)| fetch_offset >= *from && fetch_offset < *end);
-        let reason = if in_fallback {
+        if in_fallback {
             Some(ClassicReason::DroppedRange)
         } else if far_behind {
             Some(ClassicReason::FarBehind)
@@ -210,8 +211,7 @@ impl LeaderTracker {
             Some(ClassicReason::UploadsStuck)
         } else {
             None
-        };
-        (!far_behind, reason)
+        }
     }
 
     /// Drops ranges below `min_follower_leo` (every follower has them).
@@ -237,9 +237,9 @@ mod tests {
         TopicPartition::new("t", 0)
     }
 
-    /// (caught up, served classically)
-    fn brief(r: (bool, Option<ClassicReason>)) -> (bool, bool) {
-        (r.0, r.1.is_some())
+    /// Served classically.
+    fn classic(r: Option<ClassicReason>) -> bool {
+        r.is_some()
     }
 
     #[test]
@@ -248,23 +248,23 @@ mod tests {
         l.on_append(&tp(), 100, 0);
         l.on_published(&tp(), 80, 10);
         // Published 80 at t=10: a follower at 60 may still be downloading it...
-        assert_eq!(brief(l.on_report(&tp(), 2, 50, 100, 0)), (true, false));
-        assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 400)), (true, false));
+        assert!(!classic(l.on_report(&tp(), 2, 50, 100, 0)));
+        assert!(!classic(l.on_report(&tp(), 2, 60, 100, 400)));
         // ...however long it has not moved, while the publication is younger than the window
         // (a slow path, not a broken one).
-        assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 509)), (true, false));
+        assert!(!classic(l.on_report(&tp(), 2, 60, 100, 509)));
         // Published a full window ago and still missing, but it moved within the window: a
         // slow path still delivering, not a broken one.
-        assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 510)), (true, false));
-        assert_eq!(brief(l.on_report(&tp(), 2, 70, 100, 800)), (true, false));
+        assert!(!classic(l.on_report(&tp(), 2, 60, 100, 510)));
+        assert!(!classic(l.on_report(&tp(), 2, 70, 100, 800)));
         // Missing it and not moving for a window: classic.
-        assert_eq!(brief(l.on_report(&tp(), 2, 70, 100, 1_299)), (true, false));
-        assert_eq!(brief(l.on_report(&tp(), 2, 70, 100, 1_300)), (true, true));
+        assert!(!classic(l.on_report(&tp(), 2, 70, 100, 1_299)));
+        assert!(classic(l.on_report(&tp(), 2, 70, 100, 1_300)));
         // A follower holding all that was published waits for the uploads...
-        assert_eq!(brief(l.on_report(&tp(), 3, 80, 100, 510)), (true, false));
-        assert_eq!(brief(l.on_report(&tp(), 3, 80, 100, 900)), (true, false));
+        assert!(!classic(l.on_report(&tp(), 3, 80, 100, 510)));
+        assert!(!classic(l.on_report(&tp(), 3, 80, 100, 900)));
         // ...unless they are stuck: not moving for the window while the leader is ahead.
-        assert_eq!(brief(l.on_report(&tp(), 3, 80, 100, 1_010)), (true, true));
+        assert!(classic(l.on_report(&tp(), 3, 80, 100, 1_010)));
     }
 
     #[test]
@@ -272,25 +272,19 @@ mod tests {
         let mut l = LeaderTracker::new(500);
         l.on_append(&tp(), 100, 0);
         // Behind but moving: stays on the WAL path.
-        assert_eq!(brief(l.on_report(&tp(), 2, 50, 100, 100)), (true, false));
-        assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 400)), (true, false));
+        assert!(!classic(l.on_report(&tp(), 2, 50, 100, 100)));
+        assert!(!classic(l.on_report(&tp(), 2, 60, 100, 400)));
         // Nothing published, not moving for the fallback window while the leader is ahead:
         // classic.
-        assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 899)), (true, false));
-        assert_eq!(brief(l.on_report(&tp(), 2, 60, 100, 900)), (true, true));
+        assert!(!classic(l.on_report(&tp(), 2, 60, 100, 899)));
+        assert!(classic(l.on_report(&tp(), 2, 60, 100, 900)));
         // Caught up: nothing to serve however long it sits there.
-        assert_eq!(brief(l.on_report(&tp(), 2, 100, 100, 5_000)), (true, false));
-        assert_eq!(brief(l.on_report(&tp(), 2, 100, 100, 9_000)), (true, false));
+        assert!(!classic(l.on_report(&tp(), 2, 100, 100, 5_000)));
+        assert!(!classic(l.on_report(&tp(), 2, 100, 100, 9_000)));
         // Far behind (lacks what the leader had 10 windows ago), even while moving.
         l.on_append(&tp(), 200, 9_000);
-        assert_eq!(
-            brief(l.on_report(&tp(), 3, 150, 200, 13_900)),
-            (true, false)
-        );
-        assert_eq!(
-            brief(l.on_report(&tp(), 3, 160, 200, 14_000)),
-            (false, true)
-        );
+        assert!(!classic(l.on_report(&tp(), 3, 150, 200, 13_900)));
+        assert!(classic(l.on_report(&tp(), 3, 160, 200, 14_000)));
     }
 
     #[test]
@@ -304,11 +298,11 @@ mod tests {
             end_offset: 200,
             reason: FallbackReason::BufferFull,
         });
-        assert_eq!(brief(l.on_report(&tp(), 2, 99, 300, 10)), (true, false));
-        assert_eq!(brief(l.on_report(&tp(), 2, 150, 300, 10)), (true, true));
-        assert_eq!(brief(l.on_report(&tp(), 2, 200, 300, 10)), (true, false));
+        assert!(!classic(l.on_report(&tp(), 2, 99, 300, 10)));
+        assert!(classic(l.on_report(&tp(), 2, 150, 300, 10)));
+        assert!(!classic(l.on_report(&tp(), 2, 200, 300, 10)));
         l.prune(&tp(), 200);
-        assert_eq!(brief(l.on_report(&tp(), 3, 150, 300, 10)), (true, false));
+        assert!(!classic(l.on_report(&tp(), 3, 150, 300, 10)));
     }
 
     #[test]

@@ -417,12 +417,9 @@ impl RemoteWal {
         }
         let now = self.clock.now_ms();
         let leo = p.log.log_end_offset();
-        let (caught_up, reason) =
-            self.leader_lock()
-                .on_report(&p.tp, replica, fetch_offset, leo, now);
-        if caught_up {
-            p.note_follower_caught_up(replica);
-        }
+        let reason = self
+            .leader_lock()
+            .on_report(&p.tp, replica, fetch_offset, leo, now);
         self.observe_commits(p);
         if let Some(reason) = reason {
             tracing::debug!(partition = %p.tp, replica, fetch_offset, leader_log_end = leo, reason = reason.as_str(),
@@ -482,7 +479,7 @@ impl RemoteWal {
         });
         tasks.spawn(reader::run(self.clone(), Arc::downgrade(broker)));
         if let Some(gc) = self.gc.clone() {
-            tasks.spawn(gc::run(gc, self.shared.clone()));
+            tasks.spawn(gc::run(gc, self.shared.clone(), self.clock.clone()));
         }
         tasks.spawn(housekeeping(self.clone()));
     }

@@ -1,8 +1,40 @@
 //! Publishes remote WAL metadata (RFC 0002) to `__remote_wal_log_metadata`: creates the topic on
 //! first use, routes every record of one data partition to one metadata partition (chosen from
 //! topic id and partition), appends locally when this broker leads that partition, and else
-//! sends a Produce (acks=1) to its leader. A record lost here only means followers fall back to
-//! the classic fetch for its range.
+//! sends a Produce to its leader.
+//!
+//! **Durability: `remote.wal.metadata.acks`, `1` by default.** [`MetadataPublisher`]'s
+//! contract lets the publisher choose; the uploader relies only on "`Ok`: followers can find the
+//! records", which both settings give while the metadata leader lives.
+//!
+//! - `all`: a publish returns `Ok` once every metadata partition it wrote to has its high
+//!   watermark past the records: a local append waits on the partition's watch (no polling) as
+//!   the delayed-produce purgatory does, with Kafka's `min.insync.replicas` checks; a remote
+//!   leader is sent `acks=-1` and answers from its purgatory. Both are bounded by
+//!   [`PUBLISH_TIMEOUT`]; a timeout, a lost leadership or a refusal is an error.
+//! - `1` (default): `Ok` once the metadata partition's leader appended the records.
+//!
+//! Why `1` is safe: data is never at stake. The leader's log holds every byte; metadata only
+//! tells followers where a copy is. A record lost because the metadata leader failed before
+//! replicating it costs exactly what any WAL failure costs: the follower lacks data published a
+//! fallback window ago and the leader's stall rule (`leader.rs`) serves it by the classic fetch;
+//! the object stays tracked by this broker's GC (from the acknowledgement) and is collected by
+//! replica progress as usual, or as an orphan after a restart. So acks=all buys only one saved
+//! fallback window per metadata-leader failover.
+//!
+//! Why not `all` by default: it waits one metadata replication round trip per publish, inside the
+//! uploader's publish order (publishes of one uploader wait one after another), so on a loaded
+//! cluster publication falls behind and the stall rule sends followers to the classic fetch. On
+//! the shared 2-core test machine `tests/e2e/test_remote_wal.py` (cross-rack bytes below 3% of
+//! produced) failed 2 of 4 runs with `all` (about 25 MB by the classic fetch) against 0 of 4 with
+//! `1`, but later 2 of 2 with `1` too: the load, not the setting, dominated, so this is a reason,
+//! not a measurement. Letting publishes of one uploader wait concurrently (append in order, then
+//! wait outside the order) would remove the cost; it needs a change to the uploader's publish
+//! step.
+//!
+//! Either way an error makes the uploader hand the ranges to the classic fetch (nothing is
+//! retried here). Followers may read a record from their local replica before it is committed;
+//! one that a failover then truncates only sends them to the classic fetch for its range.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
@@ -16,6 +48,7 @@ use ferry_wal::gc::{TombstonePublisher, WalGc};
 use ferry_wal::metadata::{WalMetadataKey, WalMetadataRecord, WalSliceMetadata, METADATA_TOPIC};
 use ferry_wal::uploader::MetadataPublisher;
 use ferry_wal::WalError;
+use futures::FutureExt;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -27,9 +60,14 @@ use super::Shared;
 use crate::broker::Broker;
 use crate::inter_broker::Connection;
 use crate::metrics::{inter_broker_client_id, TrafficKind};
+use crate::replica_manager::{CommitStatus, Partition};
 
-/// How long one metadata produce may take before its connection is dropped.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a publish with `remote.wal.metadata.acks = all` waits for the metadata partitions'
+/// high watermarks (the Produce `timeout_ms` of a remote leader).
+pub const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one metadata produce may take before its connection is dropped: longer than the
+/// remote leader's own wait, so its REQUEST_TIMED_OUT answer arrives first.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(7);
 /// The purpose in the publisher's inter-broker client id; the receiving broker counts these
 /// requests as `kind="wal_metadata"` traffic.
 pub const CLIENT_PURPOSE: &str = crate::metrics::PURPOSE_WAL_METADATA;
@@ -60,8 +98,9 @@ pub fn encode_batch(records: &[WalMetadataRecord], now_ms: i64) -> anyhow::Resul
 #[derive(Debug)]
 pub struct MetadataProducer {
     shared: Arc<Shared>,
-    /// One connection per metadata-partition leader.
-    conns: tokio::sync::Mutex<HashMap<BrokerId, Connection>>,
+    /// One connection per metadata-partition leader, each used by one request at a time
+    /// (requests to different leaders run concurrently).
+    conns: std::sync::Mutex<HashMap<BrokerId, Arc<tokio::sync::Mutex<Option<Connection>>>>>,
     create: tokio::sync::Mutex<()>,
     /// This broker's GC learns of its objects as soon as their metadata is acknowledged: the
     /// metadata reader may see them later (a lagging local replica), and the orphan sweep must
@@ -80,7 +119,7 @@ impl MetadataProducer {
     ) -> Self {
         Self {
             shared,
-            conns: tokio::sync::Mutex::new(HashMap::new()),
+            conns: std::sync::Mutex::new(HashMap::new()),
             create: tokio::sync::Mutex::new(()),
             gc: std::sync::OnceLock::new(),
             leader,
@@ -121,20 +160,7 @@ impl MetadataProducer {
         let b = broker.clone();
         let partitions = self.shared.config.metadata_partitions;
         let created = tokio::task::spawn_blocking(move || {
-            let mut configs = BTreeMap::new();
-            configs.insert("cleanup.policy".to_string(), "compact".to_string());
-            // Keys are never rewritten (one per slice), so compaction only drops what GC
-            // tombstoned: it must see closed segments soon and not keep tombstones for a day.
-            for (topic_key, broker_key) in [
-                ("segment.bytes", "remote.wal.metadata.topic.segment.bytes"),
-                ("segment.ms", "remote.wal.metadata.topic.segment.ms"),
-                (
-                    "delete.retention.ms",
-                    "remote.wal.metadata.topic.delete.retention.ms",
-                ),
-            ] {
-                configs.insert(topic_key.to_string(), b.config.raw(broker_key).to_string());
-            }
+            let configs = metadata_topic_configs(&b.config);
             let rf = b.live_broker_count().clamp(1, 3) as i16;
             b.metadata
                 .create_topic(METADATA_TOPIC, partitions, rf, configs)
@@ -155,7 +181,8 @@ impl MetadataProducer {
         }
     }
 
-    /// Appends `records` to the metadata topic, grouped by metadata partition.
+    /// Appends `records` to the metadata topic, grouped by metadata partition, acknowledged as
+    /// `remote.wal.metadata.acks` says (see the module doc).
     pub async fn send(
         &self,
         records: Vec<(WalMetadataKey, WalMetadataRecord)>,
@@ -178,7 +205,9 @@ impl MetadataProducer {
                 .push(r);
         }
         let now = broker.clock.now_ms();
+        let deadline = tokio::time::Instant::now() + PUBLISH_TIMEOUT;
         let mut remote: BTreeMap<BrokerId, Vec<(i32, Bytes)>> = BTreeMap::new();
+        let mut local = Vec::new();
         for (p, recs) in by_partition {
             let batch = encode_batch(&recs, now)?;
             self.shared
@@ -187,8 +216,18 @@ impl MetadataProducer {
                 .inc_by(batch.len() as u64);
             match broker.replicas.partition_of(METADATA_TOPIC, p) {
                 Some(part) if part.is_leader() => {
-                    part.append(&batch)
-                        .with_context(|| format!("appending to {METADATA_TOPIC}-{p}"))?;
+                    let committed = if self.shared.config.metadata_acks_all {
+                        let min_isr = min_insync_replicas(&broker);
+                        append_committed(part, batch, min_isr, deadline).left_future()
+                    } else {
+                        let appended = part.append(&batch).map(|_| ()).map_err(Into::into);
+                        futures::future::ready(appended).right_future()
+                    };
+                    local.push(async move {
+                        committed
+                            .await
+                            .with_context(|| format!("publishing to {METADATA_TOPIC}-{p}"))
+                    });
                 }
                 _ => {
                     let (leader, _) = broker.leader_of(METADATA_TOPIC, p);
@@ -199,10 +238,15 @@ impl MetadataProducer {
                 }
             }
         }
-        for (leader, batches) in remote {
-            self.produce_remote(&broker, leader, batches).await?;
-        }
-        Ok(())
+        // Local waits and remote produces all run at once; each is bounded by the deadline.
+        let remote = remote
+            .into_iter()
+            .map(|(leader, batches)| self.produce_remote(&broker, leader, batches));
+        let (local, remote) = futures::join!(
+            futures::future::join_all(local),
+            futures::future::join_all(remote)
+        );
+        local.into_iter().chain(remote).collect()
     }
 
     async fn produce_remote(
@@ -211,39 +255,31 @@ impl MetadataProducer {
         leader: BrokerId,
         batches: Vec<(i32, Bytes)>,
     ) -> anyhow::Result<()> {
-        let request = ProduceRequest::default()
-            .with_acks(1)
-            .with_timeout_ms(REQUEST_TIMEOUT.as_millis() as i32)
-            .with_topic_data(vec![TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
-                .with_partition_data(
-                    batches
-                        .into_iter()
-                        .map(|(p, b)| {
-                            PartitionProduceData::default()
-                                .with_index(p)
-                                .with_records(Some(b))
-                        })
-                        .collect(),
-                )]);
-        let mut conns = self.conns.lock().await;
-        if let std::collections::hash_map::Entry::Vacant(slot) = conns.entry(leader) {
-            slot.insert(Connection::connect(broker, leader, TrafficKind::WalMetadata).await?);
+        let request = produce_request(batches, self.shared.config.metadata_acks_all);
+        let slot = self
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(leader)
+            .or_default()
+            .clone();
+        let mut conn = slot.lock().await;
+        if conn.is_none() {
+            *conn = Some(Connection::connect(broker, leader, TrafficKind::WalMetadata).await?);
         }
-        let Some(conn) = conns.get_mut(&leader) else {
+        let Some(c) = conn.as_mut() else {
             anyhow::bail!("no connection to broker {leader}");
         };
         let client_id = inter_broker_client_id(broker.node_id, CLIENT_PURPOSE);
-        let result =
-            tokio::time::timeout(REQUEST_TIMEOUT, conn.produce(&request, &client_id)).await;
+        let result = tokio::time::timeout(REQUEST_TIMEOUT, c.produce(&request, &client_id)).await;
         let response = match result {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
-                conns.remove(&leader);
+                *conn = None;
                 return Err(e);
             }
             Err(_) => {
-                conns.remove(&leader);
+                *conn = None;
                 anyhow::bail!("produce to broker {leader} timed out");
             }
         };
@@ -257,6 +293,109 @@ impl MetadataProducer {
                     );
                 }
             }
+        }
+        Ok(())
+    }
+}
+
+/// The configs `__remote_wal_log_metadata` is created with.
+fn metadata_topic_configs(config: &crate::config::BrokerConfig) -> BTreeMap<String, String> {
+    let mut configs = BTreeMap::new();
+    // Compaction drops what the GC tombstoned; time-based retention is the backstop for records
+    // whose objects nobody collected (RFC 0002, "Bounding the topic's size").
+    configs.insert("cleanup.policy".to_string(), "compact,delete".to_string());
+    // Keys are never rewritten (one per slice), so compaction only drops what GC tombstoned: it
+    // must see closed segments soon and not keep tombstones for a day.
+    for (topic_key, broker_key) in [
+        ("retention.ms", "remote.wal.metadata.topic.retention.ms"),
+        ("segment.bytes", "remote.wal.metadata.topic.segment.bytes"),
+        ("segment.ms", "remote.wal.metadata.topic.segment.ms"),
+        (
+            "delete.retention.ms",
+            "remote.wal.metadata.topic.delete.retention.ms",
+        ),
+    ] {
+        configs.insert(topic_key.to_string(), config.raw(broker_key).to_string());
+    }
+    configs
+}
+
+/// The Produce of metadata batches to a remote leader: acks=all (answered by its purgatory
+/// within [`PUBLISH_TIMEOUT`]) or acks=1.
+fn produce_request(batches: Vec<(i32, Bytes)>, acks_all: bool) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(if acks_all { -1 } else { 1 })
+        .with_timeout_ms(i32::try_from(PUBLISH_TIMEOUT.as_millis()).unwrap_or(i32::MAX))
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
+            .with_partition_data(
+                batches
+                    .into_iter()
+                    .map(|(p, b)| {
+                        PartitionProduceData::default()
+                            .with_index(p)
+                            .with_records(Some(b))
+                    })
+                    .collect(),
+            )])
+}
+
+/// The metadata topic's `min.insync.replicas` (the broker default unless overridden).
+fn min_insync_replicas(broker: &Broker) -> usize {
+    let image = broker.metadata.image();
+    image
+        .topic(METADATA_TOPIC)
+        .and_then(|t| {
+            crate::topic_config::effective(&broker.config, &t.configs, "min.insync.replicas")
+        })
+        .and_then(|(v, _, _)| v.trim().parse::<usize>().ok())
+        .unwrap_or(1)
+}
+
+/// Appends `batch` to the metadata partition `part` led here, at once (so publishes keep their
+/// order), and returns what then waits, event-driven, until the high watermark passes it (acks=all,
+/// with Kafka's `min.insync.replicas` checks before and after), the leadership at the epoch of
+/// the append is lost, or `deadline` passes.
+fn append_committed(
+    part: Arc<Partition>,
+    batch: Bytes,
+    min_isr: usize,
+    deadline: tokio::time::Instant,
+) -> impl std::future::Future<Output = anyhow::Result<()>> {
+    let appended = (|| {
+        let isr = part.isr().len();
+        if isr < min_isr {
+            anyhow::bail!("the ISR has {isr} members, below min.insync.replicas {min_isr}");
+        }
+        let epoch = part.leader_epoch();
+        let info = part.append(&batch)?;
+        Ok((epoch, info.last_offset + 1))
+    })();
+    async move {
+        let (epoch, end) = appended?;
+        // Subscribed before the first look, so a move in between is not missed.
+        let mut changes = part.subscribe();
+        loop {
+            match part.commit_status(epoch, end) {
+                CommitStatus::Committed => break,
+                CommitStatus::LeadershipLost => {
+                    anyhow::bail!("the leadership moved before the records were committed")
+                }
+                CommitStatus::Pending => {}
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => anyhow::bail!("the partition was deleted"),
+                Err(_) => anyhow::bail!(
+                    "the in-sync replicas did not acknowledge the records within {PUBLISH_TIMEOUT:?}"
+                ),
+            }
+        }
+        let isr = part.isr().len();
+        if isr < min_isr {
+            anyhow::bail!(
+                "committed while the ISR had shrunk to {isr}, below min.insync.replicas {min_isr}"
+            );
         }
         Ok(())
     }
@@ -320,6 +459,90 @@ mod tests {
         assert!(used.len() >= 8, "{used:?}");
         assert_eq!(metadata_partition(t, 3, 1), 0);
         assert_eq!(metadata_partition(t, 3, 0), 0);
+    }
+
+    /// `remote.wal.metadata.acks = all` holds also when the metadata partition is led
+    /// elsewhere.
+    #[test]
+    fn a_remote_metadata_leader_is_asked_for_acks_all() {
+        let r = produce_request(vec![(3, Bytes::from_static(b"x"))], true);
+        assert_eq!(r.acks, -1);
+        let r = produce_request(vec![(3, Bytes::from_static(b"x"))], false);
+        assert_eq!(r.acks, 1, "remote.wal.metadata.acks = 1");
+        assert_eq!(
+            r.timeout_ms,
+            i32::try_from(PUBLISH_TIMEOUT.as_millis()).unwrap()
+        );
+    }
+
+    /// Led here: the publish returns once every in-sync replica holds the records, not at the
+    /// local append (acks=1 did), so a metadata-leader failover cannot lose what was reported
+    /// as published.
+    #[tokio::test]
+    async fn a_local_publish_returns_once_the_isr_holds_the_records() {
+        use crate::remote_wal::test_support::{batch, replicas, topic};
+        let dir = tempfile::tempdir().unwrap();
+        let rm = replicas(dir.path(), 1, &topic(1, 0));
+        let p = rm.partition_of("t", 0).unwrap();
+        let far = tokio::time::Instant::now() + Duration::from_secs(3_600);
+        let publish = tokio::spawn(append_committed(p.clone(), batch(2), 2, far));
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(p.log.log_end_offset(), 2, "appended at once");
+        assert!(!publish.is_finished(), "no follower holds the records yet");
+        p.record_follower_fetch(2, 2);
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !publish.is_finished(),
+            "follower 3 is in the ISR and lacks them"
+        );
+        p.record_follower_fetch(3, 2);
+        publish.await.unwrap().unwrap();
+    }
+
+    /// A publish that cannot be acknowledged is an error (the uploader sends its ranges to the
+    /// classic fetch): the ISR does not catch up by the deadline, the leadership moves, or the
+    /// ISR is below `min.insync.replicas` before the append.
+    #[tokio::test]
+    async fn a_local_publish_not_acknowledged_is_an_error() {
+        use crate::remote_wal::test_support::{batch, replicas, topic};
+        let dir = tempfile::tempdir().unwrap();
+        let rm = replicas(dir.path(), 1, &topic(1, 0));
+        let p = rm.partition_of("t", 0).unwrap();
+        let now = tokio::time::Instant::now();
+        let timed_out = append_committed(p.clone(), batch(1), 1, now).await;
+        assert!(timed_out.is_err());
+
+        let far = now + Duration::from_secs(3_600);
+        let waiting = tokio::spawn(append_committed(p.clone(), batch(1), 1, far));
+        tokio::task::yield_now().await;
+        rm.ensure_topic(&topic(2, 1), ferry_log::LogConfig::default())
+            .unwrap();
+        let lost = waiting.await.unwrap().unwrap_err().to_string();
+        assert!(lost.contains("leadership"), "{lost}");
+
+        let rm = replicas(&dir.path().join("b"), 1, &topic(1, 0));
+        let p = rm.partition_of("t", 0).unwrap();
+        let refused = append_committed(p.clone(), batch(1), 4, far).await;
+        assert!(refused.is_err());
+        assert_eq!(p.log.log_end_offset(), 0, "nothing appended");
+    }
+
+    /// RFC 0002's backstop: compaction plus a time-based retention of hours, so records whose
+    /// objects nobody collected still leave the topic.
+    #[test]
+    fn the_metadata_topic_is_compacted_and_time_bounded() {
+        let c = crate::config::BrokerConfig::default();
+        let configs = metadata_topic_configs(&c);
+        let get = |k: &str| configs.get(k).map(String::as_str);
+        assert_eq!(get("cleanup.policy"), Some("compact,delete"));
+        assert_eq!(get("retention.ms"), Some("7200000"));
+        let log = crate::topic_config::log_config(&c, &configs);
+        assert_eq!(log.retention_ms, 7_200_000, "the log deletes by time too");
+        assert!(log.compact);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::fetch_session::FetchSessionCache;
 use crate::metadata::{MetadataOptions, MetadataStore};
 use crate::metrics::{self, Metrics, TrafficKind};
 use crate::replica_fetcher::ClassicFetcher;
-use crate::replica_manager::{IsrChange, ReplicaManager};
+use crate::replica_manager::{IsrChange, IsrOutcome, ReplicaManager};
 
 /// A running broker.
 pub struct Server {
@@ -340,7 +340,9 @@ async fn isr_shrink(broker: Arc<Broker>) {
     }
 }
 
-/// Proposes the ISR changes of partitions led here, one at a time.
+/// Proposes the ISR changes of partitions led here, one at a time. Each partition has at most
+/// one in flight ([`crate::replica_manager::Partition::isr_change_finished`] holds the next
+/// back until the image shows a new state of it), so a refusal is logged once, at debug.
 async fn propose_isr_changes(
     broker: Arc<Broker>,
     mut rx: tokio::sync::mpsc::UnboundedReceiver<IsrChange>,
@@ -348,30 +350,25 @@ async fn propose_isr_changes(
     while let Some(change) = rx.recv().await {
         let b = broker.clone();
         let c = change.clone();
-        let result = tokio::task::spawn_blocking(move || b.propose_isr_change(&c)).await;
-        let failed = match result {
-            Ok(Ok(())) => {
-                tracing::info!(topic_id = %change.topic_id, partition = change.partition, isr = ?change.new_isr, "ISR changed");
-                false
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(topic_id = %change.topic_id, partition = change.partition, error = %e, "ISR change failed");
-                true
+        let outcome = match tokio::task::spawn_blocking(move || b.propose_isr_change(&c)).await {
+            Ok((outcome, isr)) => {
+                if outcome == IsrOutcome::Committed {
+                    tracing::info!(topic_id = %change.topic_id, partition = change.partition, ?isr, "ISR changed");
+                }
+                outcome
             }
             Err(e) => {
                 tracing::error!(error = %e, "ISR change task panicked");
-                true
+                IsrOutcome::Unavailable
             }
         };
-        if failed {
-            if let Some(p) = broker
-                .replicas
-                .all()
-                .into_iter()
-                .find(|p| p.topic_id == change.topic_id && p.tp.partition == change.partition)
-            {
-                p.isr_change_failed();
-            }
+        if let Some(p) = broker
+            .replicas
+            .all()
+            .into_iter()
+            .find(|p| p.topic_id == change.topic_id && p.tp.partition == change.partition)
+        {
+            p.isr_change_finished(&change, outcome);
         }
     }
 }
