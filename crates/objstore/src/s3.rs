@@ -37,7 +37,7 @@ use std::ops::Range;
 use async_trait::async_trait;
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::config::retry::RetryConfig as SdkRetryConfig;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RequestChecksumCalculation};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::{ByteStream, DateTime};
 use aws_sdk_s3::Client;
@@ -155,7 +155,10 @@ impl S3Config {
         };
         builder = builder
             .force_path_style(self.force_path_style)
-            .retry_config(SdkRetryConfig::disabled());
+            .retry_config(SdkRetryConfig::disabled())
+            // PUTs carry the CRC-32C ferry computes itself (`put_inner`); the SDK's own CRC-32
+            // would be a second pass over every byte.
+            .request_checksum_calculation(RequestChecksumCalculation::WhenRequired);
         if let Some(endpoint) = &self.endpoint {
             builder = builder.endpoint_url(endpoint);
             if self.is_express() {
@@ -217,19 +220,50 @@ impl S3Store {
     async fn put_inner(&self, key: &str, data: Bytes, if_absent: bool) -> Result<()> {
         validate_key(key)?;
         let op = if if_absent { "put_if_absent" } else { "put" };
+        // The store checks the body against this CRC-32C (hardware-accelerated, one pass), so
+        // the SigV4 signature need not cover the payload: that would be a SHA-256 of every byte
+        // on the broker and again on the server.
+        let crc = crc32c::crc32c(&data).to_be_bytes();
         let mut req = self
             .client
             .put_object()
             .bucket(&self.bucket)
             .key(key)
             .content_length(data.len() as i64)
+            .checksum_crc32_c(base64_encode(&crc))
             .body(ByteStream::from(data));
         if if_absent {
             req = req.if_none_match("*");
         }
-        req.send().await.map_err(|e| map_sdk_error(op, key, e))?;
+        req.customize()
+            .disable_payload_signing()
+            .send()
+            .await
+            .map_err(|e| map_sdk_error(op, key, e))?;
         Ok(())
     }
+}
+
+/// Standard base64 with padding (the encoding of S3's `x-amz-checksum-*` headers).
+fn base64_encode(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 fn millis(t: Option<&DateTime>) -> i64 {
@@ -490,6 +524,19 @@ async fn read_body(op: &'static str, key: &str, body: ByteStream) -> Result<Byte
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checksums_are_standard_base64() {
+        assert_eq!(base64_encode(&[]), "");
+        assert_eq!(base64_encode(b"f"), "Zg==");
+        assert_eq!(base64_encode(b"fo"), "Zm8=");
+        assert_eq!(base64_encode(b"foo"), "Zm9v");
+        // CRC-32C of "123456789" is 0xE3069283.
+        assert_eq!(
+            base64_encode(&crc32c::crc32c(b"123456789").to_be_bytes()),
+            "4waSgw=="
+        );
+    }
 
     #[test]
     fn directory_bucket_names_are_recognised_by_their_suffix() {

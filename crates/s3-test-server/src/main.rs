@@ -3,7 +3,8 @@
 //! Serves the buckets under `ROOT` (one directory each) with s3s-fs's S3 implementation and
 //! prints `listening on HOST:PORT` once bound (`--port 0`, the default, picks a free port), so
 //! tests and benchmarks can start it on an ephemeral port. Every accepted connection gets
-//! TCP_NODELAY, as production S3 endpoints have (see Cargo.toml for why it matters).
+//! TCP_NODELAY, as production S3 endpoints have, and object bytes move in one step (see
+//! Cargo.toml for why both matter).
 
 use std::io::Write;
 
@@ -13,6 +14,8 @@ use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use s3s::auth::SimpleAuth;
 use s3s::service::S3ServiceBuilder;
 use tokio::net::TcpListener;
+
+mod store;
 
 struct Args {
     root: String,
@@ -57,9 +60,9 @@ fn parse_args() -> anyhow::Result<Args> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
-    let fs = s3s_fs::FileSystem::new(&args.root)
-        .map_err(|e| anyhow::anyhow!("root directory {}: {e:?}", args.root))?;
-    let mut builder = S3ServiceBuilder::new(fs);
+    let store = store::FastStore::new(std::path::Path::new(&args.root))
+        .with_context(|| format!("root directory {}", args.root))?;
+    let mut builder = S3ServiceBuilder::new(store);
     if let (Some(ak), Some(sk)) = (args.access_key, args.secret_key) {
         builder.set_auth(SimpleAuth::from_single(ak, sk));
     }
