@@ -20,13 +20,13 @@
 //! comes through the remote WAL: it only reports the log end offset (partition max bytes 0, no
 //! wait) right after the log end moved, so that the leader's high watermark and acks=all follow
 //! the WAL path with no long-poll in the way. Between reports it long-polls for the high
-//! watermark instead, when the leader's is still below what this follower reported (the other
-//! followers have not reported it yet): the leader answers as soon as its high watermark moves,
-//! so consumers reading from this follower (KIP-392) see new records without waiting for the next
-//! WAL append. Such a long-poll never holds back a report that matters: while the leader's high
-//! watermark is below this follower's reported log end, another replica is the one it waits for,
-//! and the moment it reaches the reported end is the moment the long-poll returns. Otherwise a
-//! report goes out every `replica.fetch.wait.max.ms`. The leader may still answer a report with
+//! watermark instead, when the leader's is still below what this follower reported for every
+//! partition of the lane (the other followers have not reported it yet): the leader answers as
+//! soon as a high watermark moves, so consumers reading from this follower (KIP-392) see new
+//! records without waiting for the next WAL append. Such a long-poll never holds back a report
+//! that matters: while every high watermark is below this follower's reported log end, other
+//! replicas are the ones they wait for, and the moment one reaches the reported end is the
+//! moment the long-poll returns. Otherwise a report goes out every `replica.fetch.wait.max.ms`. The leader may still answer a report with
 //! records when it finds the follower behind the WAL path.
 
 use std::collections::{BTreeMap, HashMap};
@@ -241,14 +241,18 @@ fn moved_since(partitions: &[Arc<Partition>], reported: &[i64]) -> bool {
         .any(|(p, r)| p.log.log_end_offset() != *r || !p.wal_mode())
 }
 
-/// WAL lane: whether the leader's high watermark, as last heard, is below the log end this
-/// follower reported for some partition: it will move when the other followers report, and
-/// this follower's consumers want to know at once.
+/// WAL lane: whether, for every partition, the leader's high watermark as last heard is below
+/// the log end this follower reported: each will move when another follower reports, and this
+/// follower's consumers want to know at once. Only then may a long-poll hold back this
+/// follower's next report: while every high watermark waits for someone else, a newer log end
+/// of ours changes none of them until one reaches what we reported, and that ends the poll.
+/// (With one partition at its reported end, our next report may be what moves it.)
 fn awaits_high_watermark(partitions: &[Arc<Partition>], reported: &[i64]) -> bool {
-    partitions
-        .iter()
-        .zip(reported)
-        .any(|(p, r)| p.leader_high_watermark() >= 0 && p.leader_high_watermark() < *r)
+    !partitions.is_empty()
+        && partitions
+            .iter()
+            .zip(reported)
+            .all(|(p, r)| p.leader_high_watermark() >= 0 && p.leader_high_watermark() < *r)
 }
 
 /// WAL lane: waits until a partition's log end moved past what was reported (the WAL path
@@ -528,6 +532,26 @@ mod tests {
         p.update_follower_high_watermark(3);
         p.append_as_follower(&records(5, 2)).unwrap();
         assert!(moved_since(&parts, &reported));
+    }
+
+    /// With several partitions, one whose high watermark reached what this follower reported
+    /// may be waiting for this follower's next report: no long-poll may hold that back.
+    #[test]
+    fn no_long_poll_while_one_partition_waits_for_this_follower() {
+        let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (a, b) = (follower(d1.path()), follower(d2.path()));
+        a.append_as_follower(&records(0, 5)).unwrap();
+        b.append_as_follower(&records(0, 5)).unwrap();
+        let parts = vec![a.clone(), b.clone()];
+        let reported = vec![5, 5];
+        a.update_follower_high_watermark(3);
+        b.update_follower_high_watermark(5);
+        assert!(
+            !awaits_high_watermark(&parts, &reported),
+            "b's high watermark waits for our next report of b"
+        );
+        b.update_follower_high_watermark(4);
+        assert!(awaits_high_watermark(&parts, &reported));
     }
 
     /// A WAL append is reported without waiting for any timer.
