@@ -430,4 +430,26 @@ mod tests {
         let err = startup_error(&c);
         assert!(err.contains("both name bucket `wal`"), "{err}");
     }
+
+    #[test]
+    fn the_three_az_examples_give_each_rack_its_own_server() {
+        let examples = [
+            include_str!("../../../../config/cluster-az1.toml"),
+            include_str!("../../../../config/cluster-az2.toml"),
+            include_str!("../../../../config/cluster-az3.toml"),
+        ];
+        for (i, text) in examples.into_iter().enumerate() {
+            let c = BrokerConfig::parse(text).unwrap();
+            let w = RemoteWalConfig::from_broker(&c).unwrap();
+            assert_eq!(w.rack, format!("az{}", i + 1));
+            assert_eq!(
+                w.own_bucket(),
+                Some(format!("ferry-wal-az{}", i + 1).as_str())
+            );
+            for n in 1..=3 {
+                let url = format!("http://127.0.0.1:901{n}");
+                assert_eq!(w.store.endpoint_of(&format!("az{n}")), Some(url.as_str()));
+            }
+        }
+    }
 }
