@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The three-broker loopback cluster benchmark of docs/benchmarks.md: three brokers (racks az1,
 # az2, az3, each its own controller voter) on this machine, RF=3 topics, librdkafka clients.
-# The remote WAL's buckets live, by default, on one S3 API server per rack (`s3s-fs`, started
-# and stopped here, installed by scripts/install-s3s-fs.sh when missing), each broker reaching
-# its rack's server through `remote.wal.s3.endpoints`; STORE=local puts them in local
-# directories instead.
+# The remote WAL's buckets live, by default, on one S3 API server per rack (s3s-fs's storage:
+# `ferry-s3-test-server`, built here, or the stock `s3s-fs` binary), started and stopped here,
+# each broker reaching its rack's server through `remote.wal.s3.endpoints`; STORE=local puts
+# them in local directories instead.
 #
 # For each topic kind (classic, and remote-WAL when the broker knows `remote.wal.enable`) it
 # runs: produce acks=1, acks=all, and acks=all with big batches (batch.size=1000000,
@@ -16,7 +16,8 @@
 #   crates/bench/run-cluster-benchmarks.sh
 #
 # Environment: FERRY_BENCH_SKIP_BUILD=1, FERRY and BENCH (binaries), STORE (s3 or local; default
-# s3), S3S_FS (the s3s-fs binary), PARTITIONS (default 12), RECORDS (default 500000 of 1.6 KB,
+# s3), S3_SERVER (default: ferry-s3-test-server of this build, else s3s-fs; `s3s-fs` for the
+# stock binary, installed by scripts/install-s3s-fs.sh when missing; or a path), PARTITIONS (default 12), RECORDS (default 500000 of 1.6 KB,
 # ~0.8 GB per produce run), E2E_SECONDS (20), KINDS ("classic remote-wal"), RUNS (default
 # "produce-acks1 produce-acksall produce-acksall-bigbatch consume-az2 e2e-acksall
 # e2e-follower-acks1"; consume-az2 reads what produce-acks1 wrote), OUT, KEEP_DATA=1 (keep the
@@ -42,7 +43,7 @@ s3 | local) ;;
 esac
 
 if [ "${FERRY_BENCH_SKIP_BUILD:-0}" != 1 ]; then
-    cargo build --release -p ferry -p ferry-bench
+    cargo build --release -p ferry -p ferry-bench -p ferry-s3-test-server
 fi
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
 FERRY=${FERRY:-$TARGET/release/ferry}
@@ -95,11 +96,22 @@ elif [ "$STORE" = local ]; then
     WAL_CONFIG="\"remote.wal.buckets\" = \"az1=$OUT/buckets/az1,az2=$OUT/buckets/az2,az3=$OUT/buckets/az3\""
     STORE_DESC="local directories under $OUT/buckets"
 else
-    S3S_FS=${S3S_FS:-$(command -v s3s-fs || echo "${CARGO_HOME:-$HOME/.cargo}/bin/s3s-fs")}
-    if [ ! -x "$S3S_FS" ]; then
-        "$ROOT/scripts/install-s3s-fs.sh"
-        S3S_FS=${CARGO_HOME:-$HOME/.cargo}/bin/s3s-fs
+    # ferry-s3-test-server is s3s-fs's storage behind a listener with TCP_NODELAY; the stock
+    # s3s-fs leaves Nagle on, so its GET responses stall on delayed ACKs that real S3 endpoints
+    # do not cause (see crates/s3-test-server/Cargo.toml).
+    S3_SERVER=${S3_SERVER:-}
+    if [ -z "$S3_SERVER" ]; then
+        S3_SERVER=$TARGET/release/ferry-s3-test-server
+        if [ ! -x "$S3_SERVER" ]; then
+            echo "note: $S3_SERVER not built; using the stock s3s-fs (Nagle on: slower GETs)" >&2
+            S3_SERVER=s3s-fs
+        fi
     fi
+    if [ "$S3_SERVER" = s3s-fs ]; then
+        S3_SERVER=$(command -v s3s-fs || echo "${CARGO_HOME:-$HOME/.cargo}/bin/s3s-fs")
+        [ -x "$S3_SERVER" ] || "$ROOT/scripts/install-s3s-fs.sh"
+    fi
+    S3_NAME=$(basename "$S3_SERVER")
     # One server per rack, as one S3 Express One Zone endpoint per AZ; a ferry without
     # `remote.wal.s3.endpoints` (older builds, for before/after runs) gets one server for all.
     SERVERS="1 2 3"
@@ -110,27 +122,27 @@ else
     for i in $SERVERS; do
         S3PORTS[$i]=$(free_port)
         mkdir -p "$OUT/s3-az$i"
-        "$S3S_FS" --host 127.0.0.1 --port "${S3PORTS[$i]}" --access-key "$S3_KEY" \
+        "$S3_SERVER" --host 127.0.0.1 --port "${S3PORTS[$i]}" --access-key "$S3_KEY" \
             --secret-key "$S3_SECRET" "$OUT/s3-az$i" >"$OUT/s3-az$i.log" 2>&1 &
         S3PIDS+=($!)
         ENDPOINTS+="${ENDPOINTS:+,}az$i=http://127.0.0.1:${S3PORTS[$i]}"
     done
     for i in 1 2 3; do
-        # s3s-fs maps a bucket to a directory of its root.
+        # s3s-fs's storage maps a bucket to a directory of its root.
         if [ "$SERVERS" = 1 ]; then mkdir -p "$OUT/s3-az1/ferry-wal-az$i"; else mkdir -p "$OUT/s3-az$i/ferry-wal-az$i"; fi
     done
     for i in $SERVERS; do
         wait_port "${S3PORTS[$i]}" || {
-            echo "s3s-fs of az$i did not start; see $OUT/s3-az$i.log" >&2
+            echo "$S3_NAME of az$i did not start; see $OUT/s3-az$i.log" >&2
             exit 1
         }
     done
     if [ "$SERVERS" = 1 ]; then
         ENDPOINT_CONFIG="\"remote.wal.s3.endpoint\" = \"http://127.0.0.1:${S3PORTS[1]}\""
-        STORE_DESC="s3 (one s3s-fs for all racks: this ferry has no remote.wal.s3.endpoints)"
+        STORE_DESC="s3 (one $S3_NAME for all racks: this ferry has no remote.wal.s3.endpoints)"
     else
         ENDPOINT_CONFIG="\"remote.wal.s3.endpoints\" = \"$ENDPOINTS\""
-        STORE_DESC="s3 (one s3s-fs per rack: $ENDPOINTS)"
+        STORE_DESC="s3 (one $S3_NAME per rack: $ENDPOINTS)"
     fi
     WAL_CONFIG="\"remote.wal.store\" = \"s3\"
 \"remote.wal.buckets\" = \"az1=ferry-wal-az1,az2=ferry-wal-az2,az3=ferry-wal-az3\"
@@ -206,7 +218,7 @@ print("  metrics delta: " + " ".join(f"{k}={v}" for k, v in sorted(d.items()) if
 # The window includes the 2 s wait after the client exits (followers catching up).
 cpu = f"  broker cpu: {broker_cpu:.2f} s (three brokers)"
 if s3_cpu:
-    cpu += f"; s3s-fs cpu: {s3_cpu:.2f} s"
+    cpu += f"; S3 servers cpu: {s3_cpu:.2f} s"
 if produced:
     cpu += f"; broker cpu per GB produced: {broker_cpu / (produced / 1e9):.1f} s"
 print(cpu)
