@@ -8,6 +8,8 @@ wire counted once, at its receiver), by purpose (replication, controller, other,
 objstore_<op>_requests and objstore_<direction>_bytes: object-store requests and payload bytes.
 follower_<path>_bytes, fallback_ranges, reports_served_classic_<reason>, classic_switches: how remote-WAL
 followers got their data (WAL or classic) and why the classic path was used.
+consumer_fetch_<role>_bytes: bytes served to consumers by partition leaders and by followers
+(KIP-392 follower reads).
 """
 import re
 import sys
@@ -45,6 +47,8 @@ def main():
                 key = f"reports_served_classic_{lab.get('reason')}"
             elif name == "ferry_remote_wal_follower_bytes_total":
                 key = f"follower_{lab.get('path')}_bytes"
+            elif name == "ferry_consumer_fetch_bytes_total":
+                key = f"consumer_fetch_{lab.get('role')}_bytes"
             if key:
                 totals[key] = totals.get(key, 0) + value
     print(" ".join(f"{k}={int(v)}" for k, v in sorted(totals.items())))

@@ -1,16 +1,27 @@
 #!/usr/bin/env bash
 # The three-broker loopback cluster benchmark of docs/benchmarks.md: three brokers (racks az1,
 # az2, az3, each its own controller voter) on this machine, RF=3 topics, librdkafka clients.
+# The remote WAL's buckets live, by default, on one S3 API server per rack (s3s-fs's storage:
+# `ferry-s3-test-server`, built here, or the stock `s3s-fs` binary), started and stopped here,
+# each broker reaching its rack's server through `remote.wal.s3.endpoints`; STORE=local puts
+# them in local directories instead.
+#
 # For each topic kind (classic, and remote-WAL when the broker knows `remote.wal.enable`) it
-# runs: produce acks=1 and acks=all, consume from the az2 replica (`client.rack=az2`), and
-# end-to-end latency with acks=all; after each run it prints the cross-rack bytes per produced
-# byte and the object-store requests, from the brokers' metrics.
+# runs: produce acks=1, acks=all, and acks=all with big batches (batch.size=1000000,
+# linger.ms=20); consume from the az2 replica (`client.rack=az2`); end-to-end latency with
+# acks=all; and follower-read latency (acks=1, the leader pinned to az1, the consumer in az2).
+# After each run it prints the cross-rack bytes per produced byte, the object-store requests
+# (from the brokers' metrics), and the brokers' CPU seconds (per GB produced).
 #
 #   crates/bench/run-cluster-benchmarks.sh
 #
-# Environment: FERRY_BENCH_SKIP_BUILD=1, PARTITIONS (default 12), RECORDS (default 500000 of
-# 1.6 KB, ~0.8 GB per produce run), E2E_SECONDS (20), KINDS ("classic remote-wal"), OUT,
-# KEEP_DATA=1 (keep the brokers' data and buckets, several GB, after the run).
+# Environment: FERRY_BENCH_SKIP_BUILD=1, FERRY and BENCH (binaries), STORE (s3 or local; default
+# s3), S3_SERVER (default: ferry-s3-test-server of this build, else s3s-fs; `s3s-fs` for the
+# stock binary, installed by scripts/install-s3s-fs.sh when missing; or a path), PARTITIONS (default 12), RECORDS (default 500000 of 1.6 KB,
+# ~0.8 GB per produce run), E2E_SECONDS (20), KINDS ("classic remote-wal"), RUNS (default
+# "produce-acks1 produce-acksall produce-acksall-bigbatch consume-az2 e2e-acksall
+# e2e-follower-acks1"; consume-az2 reads what produce-acks1 wrote), OUT, KEEP_DATA=1 (keep the
+# brokers' data and buckets, several GB, after the run).
 # Not part of CI: never assert on wall-clock numbers in tests.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,31 +30,129 @@ PARTITIONS=${PARTITIONS:-12}
 RECORDS=${RECORDS:-500000}
 E2E_SECONDS=${E2E_SECONDS:-20}
 KINDS=${KINDS:-classic remote-wal}
+RUNS=${RUNS:-produce-acks1 produce-acksall produce-acksall-bigbatch consume-az2 e2e-acksall e2e-follower-acks1}
+STORE=${STORE:-s3}
 OUT=${OUT:-$(mktemp -d /tmp/ferry-cluster-bench.XXXXXX)}
 mkdir -p "$OUT"
+case "$STORE" in
+s3 | local) ;;
+*)
+    echo "STORE must be s3 or local, not $STORE" >&2
+    exit 2
+    ;;
+esac
 
 if [ "${FERRY_BENCH_SKIP_BUILD:-0}" != 1 ]; then
-    cargo build --release -p ferry -p ferry-bench
+    cargo build --release -p ferry -p ferry-bench -p ferry-s3-test-server
 fi
-FERRY=${FERRY:-$ROOT/target/release/ferry}
-BENCH=${BENCH:-$ROOT/target/release/ferry-bench}
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+FERRY=${FERRY:-$TARGET/release/ferry}
+BENCH=${BENCH:-$TARGET/release/ferry-bench}
 METRICS="python3 $ROOT/crates/bench/cluster_metrics.py"
 
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+# wait_port PORT: until something accepts connections on 127.0.0.1:PORT (at most ~10 s).
+wait_port() {
+    for _ in $(seq 100); do
+        if python3 -c 'import socket,sys;socket.create_connection(("127.0.0.1",int(sys.argv[1])),0.2)' "$1" 2>/dev/null; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    return 1
+}
+
+declare -a PORTS MPORTS PIDS S3PIDS S3PORTS
+S3PIDS=()
+# The data directories and buckets hold several GB per run: removed at exit (KEEP_DATA=1 keeps them).
+# The S3 servers stop after the brokers, whose shutdown may still upload.
+cleanup() {
+    if [ ${#PIDS[@]} -gt 0 ]; then
+        kill "${PIDS[@]}" 2>/dev/null || true
+        wait "${PIDS[@]}" 2>/dev/null || true
+    fi
+    [ ${#S3PIDS[@]} -eq 0 ] || kill "${S3PIDS[@]}" 2>/dev/null || true
+    wait 2>/dev/null || true
+    [ "${KEEP_DATA:-0}" = 1 ] || rm -rf "$OUT"/data-az* "$OUT"/buckets "$OUT"/s3-az[123]
+}
+trap cleanup EXIT
+
 VOTERS=""
-declare -a PORTS MPORTS PIDS
 for i in 1 2 3; do
     PORTS[$i]=$(free_port)
     MPORTS[$i]=$(free_port)
     VOTERS+="${VOTERS:+,}$i@127.0.0.1:$(free_port)"
 done
+
+S3_KEY=ferry-bench-access
+S3_SECRET=ferry-bench-secret-key
+STORE_DESC=""
 WAL_CONFIG=""
-if "$FERRY" config-reference 2>/dev/null | grep -q 'remote.wal.enable'; then
+if ! "$FERRY" config-reference 2>/dev/null | grep -q 'remote.wal.enable'; then
+    KINDS=${KINDS/remote-wal/}
+    STORE_DESC="none (this ferry has no remote WAL)"
+elif [ "$STORE" = local ]; then
     mkdir -p "$OUT/buckets/az1" "$OUT/buckets/az2" "$OUT/buckets/az3"
     WAL_CONFIG="\"remote.wal.buckets\" = \"az1=$OUT/buckets/az1,az2=$OUT/buckets/az2,az3=$OUT/buckets/az3\""
+    STORE_DESC="local directories under $OUT/buckets"
 else
-    KINDS=${KINDS/remote-wal/}
+    # ferry-s3-test-server is s3s-fs's storage behind a listener with TCP_NODELAY; the stock
+    # s3s-fs leaves Nagle on, so its GET responses stall on delayed ACKs that real S3 endpoints
+    # do not cause (see crates/s3-test-server/Cargo.toml).
+    S3_SERVER=${S3_SERVER:-}
+    if [ -z "$S3_SERVER" ]; then
+        S3_SERVER=$TARGET/release/ferry-s3-test-server
+        if [ ! -x "$S3_SERVER" ]; then
+            echo "note: $S3_SERVER not built; using the stock s3s-fs (Nagle on: slower GETs)" >&2
+            S3_SERVER=s3s-fs
+        fi
+    fi
+    if [ "$S3_SERVER" = s3s-fs ]; then
+        S3_SERVER=$(command -v s3s-fs || echo "${CARGO_HOME:-$HOME/.cargo}/bin/s3s-fs")
+        [ -x "$S3_SERVER" ] || "$ROOT/scripts/install-s3s-fs.sh"
+    fi
+    S3_NAME=$(basename "$S3_SERVER")
+    # One server per rack, as one S3 Express One Zone endpoint per AZ; a ferry without
+    # `remote.wal.s3.endpoints` (older builds, for before/after runs) gets one server for all.
+    SERVERS="1 2 3"
+    if ! "$FERRY" config-reference 2>/dev/null | grep -q 'remote.wal.s3.endpoints'; then
+        SERVERS=1
+    fi
+    ENDPOINTS=""
+    for i in $SERVERS; do
+        S3PORTS[$i]=$(free_port)
+        mkdir -p "$OUT/s3-az$i"
+        "$S3_SERVER" --host 127.0.0.1 --port "${S3PORTS[$i]}" --access-key "$S3_KEY" \
+            --secret-key "$S3_SECRET" "$OUT/s3-az$i" >"$OUT/s3-az$i.log" 2>&1 &
+        S3PIDS+=($!)
+        ENDPOINTS+="${ENDPOINTS:+,}az$i=http://127.0.0.1:${S3PORTS[$i]}"
+    done
+    for i in 1 2 3; do
+        # s3s-fs's storage maps a bucket to a directory of its root.
+        if [ "$SERVERS" = 1 ]; then mkdir -p "$OUT/s3-az1/ferry-wal-az$i"; else mkdir -p "$OUT/s3-az$i/ferry-wal-az$i"; fi
+    done
+    for i in $SERVERS; do
+        wait_port "${S3PORTS[$i]}" || {
+            echo "$S3_NAME of az$i did not start; see $OUT/s3-az$i.log" >&2
+            exit 1
+        }
+    done
+    if [ "$SERVERS" = 1 ]; then
+        ENDPOINT_CONFIG="\"remote.wal.s3.endpoint\" = \"http://127.0.0.1:${S3PORTS[1]}\""
+        STORE_DESC="s3 (one $S3_NAME for all racks: this ferry has no remote.wal.s3.endpoints)"
+    else
+        ENDPOINT_CONFIG="\"remote.wal.s3.endpoints\" = \"$ENDPOINTS\""
+        STORE_DESC="s3 (one $S3_NAME per rack: $ENDPOINTS)"
+    fi
+    WAL_CONFIG="\"remote.wal.store\" = \"s3\"
+\"remote.wal.buckets\" = \"az1=ferry-wal-az1,az2=ferry-wal-az2,az3=ferry-wal-az3\"
+$ENDPOINT_CONFIG
+\"remote.wal.s3.path.style\" = true
+\"remote.wal.s3.access.key.id\" = \"$S3_KEY\"
+\"remote.wal.s3.secret.access.key\" = \"$S3_SECRET\""
 fi
+echo "remote WAL store: $STORE_DESC" | tee -a "$OUT/summary.txt"
+
 for i in 1 2 3; do
     cat >"$OUT/az$i.toml" <<EOF2
 "node.id" = $i
@@ -59,13 +168,6 @@ EOF2
     "$FERRY" serve --config "$OUT/az$i.toml" >"$OUT/az$i.log" 2>&1 &
     PIDS[$i]=$!
 done
-# The data directories and buckets hold several GB per run: removed at exit (KEEP_DATA=1 keeps them).
-cleanup() {
-    kill "${PIDS[@]}" 2>/dev/null || true
-    wait 2>/dev/null || true
-    [ "${KEEP_DATA:-0}" = 1 ] || rm -rf "$OUT"/data-az* "$OUT"/buckets
-}
-trap cleanup EXIT
 BOOT="127.0.0.1:${PORTS[1]},127.0.0.1:${PORTS[2]},127.0.0.1:${PORTS[3]}"
 MURLS=(az1=http://127.0.0.1:${MPORTS[1]}/metrics az2=http://127.0.0.1:${MPORTS[2]}/metrics az3=http://127.0.0.1:${MPORTS[3]}/metrics)
 for _ in $(seq 120); do
@@ -74,25 +176,52 @@ for _ in $(seq 120); do
     sleep 0.5
 done
 
+# cpu_ticks PID...: user+system CPU of these processes, in clock ticks (fields 14 and 15 of
+# /proc/PID/stat, counted after the `(comm)` field, which may hold spaces).
+cpu_ticks() {
+    local total=0 pid stat
+    for pid in "$@"; do
+        stat=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
+        stat=${stat##*) }
+        total=$((total + $(echo "$stat" | awk '{print $12 + $13}')))
+    done
+    echo "$total"
+}
+TICKS=$(getconf CLK_TCK)
+
 # run LABEL PRODUCED_BYTES ferry-bench-args...
 run() {
-    local label=$1 produced=$2 before after
+    local label=$1 produced=$2 before after cpu0 cpu1 s3cpu0 s3cpu1
     shift 2
     before=$($METRICS "${MURLS[@]}")
+    cpu0=$(cpu_ticks "${PIDS[@]}")
+    s3cpu0=$(cpu_ticks "${S3PIDS[@]}")
     echo "\$ ferry-bench $*" | tee -a "$OUT/summary.txt"
     /usr/bin/time -f "client cpu: user %U s sys %S s" -o "$OUT/$label.time" \
         "$BENCH" "$@" >"$OUT/$label.out" 2>"$OUT/$label.err" || echo "exit code $?" >>"$OUT/$label.out"
     sleep 2 # let followers finish and the last uploads publish
     after=$($METRICS "${MURLS[@]}")
+    cpu1=$(cpu_ticks "${PIDS[@]}")
+    s3cpu1=$(cpu_ticks "${S3PIDS[@]}")
     {
+        echo "[$label, store: $STORE_DESC]"
         cat "$OUT/$label.out" "$OUT/$label.time"
-        python3 - "$produced" "$before" "$after" <<'PY'
+        python3 - "$produced" "$before" "$after" "$((cpu1 - cpu0))" "$((s3cpu1 - s3cpu0))" "$TICKS" <<'PY'
 import sys
 produced = int(sys.argv[1])
 parse = lambda s: dict(kv.split("=") for kv in s.split())
 b, a = parse(sys.argv[2]), parse(sys.argv[3])
+ticks = int(sys.argv[6])
+broker_cpu, s3_cpu = int(sys.argv[4]) / ticks, int(sys.argv[5]) / ticks
 d = {k: int(a[k]) - int(b.get(k, 0)) for k in a}
 print("  metrics delta: " + " ".join(f"{k}={v}" for k, v in sorted(d.items()) if v))
+# The window includes the 2 s wait after the client exits (followers catching up).
+cpu = f"  broker cpu: {broker_cpu:.2f} s (three brokers)"
+if s3_cpu:
+    cpu += f"; S3 servers cpu: {s3_cpu:.2f} s"
+if produced:
+    cpu += f"; broker cpu per GB produced: {broker_cpu / (produced / 1e9):.1f} s"
+print(cpu)
 if produced:
     print(f"  cross-rack replication bytes per produced byte: {d.get('cross_rack_replication', 0) / produced:.4f}")
     cross = sum(v for k, v in d.items() if k.startswith('cross_rack_'))
@@ -111,15 +240,40 @@ PY
     } | tee -a "$OUT/summary.txt"
 }
 
+wanted() { [[ " $RUNS " == *" $1 "* ]]; }
+
 SIZE=1600
 for kind in $KINDS; do
     T=(--replication-factor 3 --partitions "$PARTITIONS" --batch-size 32768 --linger-ms 5 --record-size $SIZE)
     [ "$kind" = remote-wal ] && T+=(--topic-config remote.wal.enable=true)
-    run "$kind-produce-acks1" $((RECORDS * SIZE)) produce --bootstrap "$BOOT" "${T[@]}" --topic "$kind-a1" --records "$RECORDS" --acks 1
-    run "$kind-produce-acksall" $((RECORDS * SIZE)) produce --bootstrap "$BOOT" "${T[@]}" --topic "$kind-aall" --records "$RECORDS" --acks all
-    run "$kind-consume-az2" 0 consume --bootstrap "$BOOT" --topic "$kind-a1" --records "$RECORDS" -X client.rack=az2
+    if wanted produce-acks1; then
+        run "$kind-produce-acks1" $((RECORDS * SIZE)) produce --bootstrap "$BOOT" "${T[@]}" --topic "$kind-a1" --records "$RECORDS" --acks 1
+    fi
+    if wanted produce-acksall; then
+        run "$kind-produce-acksall" $((RECORDS * SIZE)) produce --bootstrap "$BOOT" "${T[@]}" --topic "$kind-aall" --records "$RECORDS" --acks all
+    fi
+    # What today's producers can do for acks=all throughput: large batches, a little linger
+    # (librdkafka's batch.size=1000000 and linger.ms=20, set through ferry-bench's own flags so
+    # that its summary line shows them).
+    if wanted produce-acksall-bigbatch; then
+        B=(--replication-factor 3 --partitions "$PARTITIONS" --batch-size 1000000 --linger-ms 20 --record-size $SIZE)
+        [ "$kind" = remote-wal ] && B+=(--topic-config remote.wal.enable=true)
+        run "$kind-produce-acksall-bigbatch" $((RECORDS * SIZE)) produce --bootstrap "$BOOT" "${B[@]}" --topic "$kind-aall-big" --records "$RECORDS" --acks all
+    fi
+    if wanted consume-az2; then
+        run "$kind-consume-az2" 0 consume --bootstrap "$BOOT" --topic "$kind-a1" --records "$RECORDS" -X client.rack=az2
+    fi
     E=(--replication-factor 3 --partitions 1 --rate 2000 --seconds "$E2E_SECONDS" --record-size $SIZE --linger-ms 0)
     [ "$kind" = remote-wal ] && E+=(--topic-config remote.wal.enable=true)
-    run "$kind-e2e-acksall" $((2000 * (E2E_SECONDS + 1) * SIZE)) e2e --bootstrap "$BOOT" "${E[@]}" --topic "$kind-e2e" --acks all
+    if wanted e2e-acksall; then
+        run "$kind-e2e-acksall" $((2000 * (E2E_SECONDS + 1) * SIZE)) e2e --bootstrap "$BOOT" "${E[@]}" --topic "$kind-e2e" --acks all
+    fi
+    # Follower reads: the leader pinned to broker 1 (az1); -X reaches the e2e consumer, whose
+    # rack makes the leader send it to the az2 replica (KIP-392).
+    if wanted e2e-follower-acks1; then
+        run "$kind-e2e-follower-acks1" $((2000 * (E2E_SECONDS + 1) * SIZE)) e2e --bootstrap "$BOOT" "${E[@]}" --replica-assignment 1,2,3 \
+            --topic "$kind-e2e-follower" --acks 1 -X client.rack=az2
+    fi
 done
+echo "remote WAL store: $STORE_DESC" | tee -a "$OUT/summary.txt"
 echo "logs and summary: $OUT"

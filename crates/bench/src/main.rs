@@ -88,6 +88,11 @@ struct Common {
     /// Replication factor of the topic when it has to be created.
     #[arg(long, default_value_t = 1)]
     replication_factor: i32,
+    /// Broker ids holding every partition of the topic when it has to be created, e.g. `1,2,3`
+    /// (the first is the preferred leader); replaces --replication-factor. Pins the leader, so
+    /// that a consumer with another `client.rack` reads from a follower.
+    #[arg(long, value_name = "ID,ID,...", value_delimiter = ',')]
+    replica_assignment: Vec<i32>,
     /// Topic config KEY=VALUE for the topic when it has to be created (repeatable), e.g.
     /// `remote.wal.enable=true`.
     #[arg(long = "topic-config", value_name = "KEY=VALUE")]
@@ -274,11 +279,15 @@ fn ensure_topic(common: &Common, partitions: i32) -> Result<i32> {
     let mut cfg = base_config(common)?;
     apply_extra(&mut cfg, common)?;
     let admin: AdminClient<DefaultClientContext> = cfg.create().context("creating admin client")?;
-    let mut new = NewTopic::new(
-        &common.topic,
-        partitions,
-        TopicReplication::Fixed(common.replication_factor),
-    );
+    let assignment: Vec<&[i32]> = (0..partitions)
+        .map(|_| common.replica_assignment.as_slice())
+        .collect();
+    let replication = if common.replica_assignment.is_empty() {
+        TopicReplication::Fixed(common.replication_factor)
+    } else {
+        TopicReplication::Variable(&assignment)
+    };
+    let mut new = NewTopic::new(&common.topic, partitions, replication);
     for kv in &common.topic_configs {
         let (k, v) = kv
             .split_once('=')

@@ -12,7 +12,10 @@ pub enum StoreKind {
     Local,
     /// S3 / S3 Express One Zone / an S3-compatible server.
     S3 {
+        /// Endpoint of every rack without an entry in `endpoints` (`None`: AWS).
         endpoint: Option<String>,
+        /// `remote.wal.s3.endpoints`: rack → endpoint of that rack's bucket.
+        endpoints: BTreeMap<String, String>,
         region: String,
         path_style: bool,
         access_key: Option<String>,
@@ -95,6 +98,109 @@ pub fn parse_buckets(text: &str) -> anyhow::Result<BTreeMap<String, String>> {
     Ok(out)
 }
 
+/// Checks that `url` looks like `http[s]://host[:port][/path]`, so that a typo stops start-up
+/// with the key's name instead of surfacing as connection errors of every upload.
+fn check_endpoint(key: &str, url: &str) -> anyhow::Result<()> {
+    let bad = |why: &str| anyhow::anyhow!("{key}: `{url}` is not an endpoint URL ({why})");
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+        .ok_or_else(|| bad("it must start with http:// or https://"))?;
+    if url.chars().any(char::is_whitespace) {
+        return Err(bad("it contains whitespace"));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err(bad("credentials belong in remote.wal.s3.access.key.id"));
+    }
+    // The port follows the last `:` outside an IPv6 literal's brackets.
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !p.contains(']') => (h, Some(p)),
+        _ => (authority, None),
+    };
+    if host.is_empty() || host == "[]" {
+        return Err(bad("no host"));
+    }
+    if let Some(port) = port {
+        if port.parse::<u16>().map_or(true, |p| p == 0) {
+            return Err(bad("bad port"));
+        }
+    }
+    Ok(())
+}
+
+/// Parses `remote.wal.s3.endpoints` (`rack=url,rack=url`); every rack must have a bucket.
+pub fn parse_endpoints(
+    text: &str,
+    buckets: &BTreeMap<String, String>,
+) -> anyhow::Result<BTreeMap<String, String>> {
+    const KEY: &str = "remote.wal.s3.endpoints";
+    let mut out = BTreeMap::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((rack, url)) = entry.split_once('=') else {
+            anyhow::bail!("{KEY}: `{entry}` is not `rack=url`");
+        };
+        let (rack, url) = (rack.trim(), url.trim());
+        if rack.is_empty() || url.is_empty() {
+            anyhow::bail!("{KEY}: `{entry}` has an empty rack or endpoint");
+        }
+        if !buckets.contains_key(rack) {
+            anyhow::bail!(
+                "{KEY}: rack `{rack}` has no bucket in remote.wal.buckets (racks there: {})",
+                buckets.keys().cloned().collect::<Vec<_>>().join(", ")
+            );
+        }
+        check_endpoint(KEY, url)?;
+        if out.insert(rack.to_string(), url.to_string()).is_some() {
+            anyhow::bail!("{KEY}: rack `{rack}` is listed twice");
+        }
+    }
+    Ok(out)
+}
+
+impl StoreKind {
+    /// The endpoint of `rack`'s bucket: its own entry, else the shared one (`None`: AWS, or a
+    /// local store).
+    pub fn endpoint_of(&self, rack: &str) -> Option<&str> {
+        match self {
+            StoreKind::Local => None,
+            StoreKind::S3 {
+                endpoint,
+                endpoints,
+                ..
+            } => endpoints
+                .get(rack)
+                .or(endpoint.as_ref())
+                .map(String::as_str),
+        }
+    }
+}
+
+/// Metadata names a bucket, not a server: a bucket name must lead to one place.
+fn check_buckets_are_unambiguous(
+    store: &StoreKind,
+    buckets: &BTreeMap<String, String>,
+) -> anyhow::Result<()> {
+    let mut seen: BTreeMap<&str, (&str, Option<&str>)> = BTreeMap::new();
+    for (rack, bucket) in buckets {
+        let endpoint = store.endpoint_of(rack);
+        match seen.get(bucket.as_str()) {
+            Some((first, other)) if *other != endpoint => anyhow::bail!(
+                "remote.wal.buckets: racks `{first}` and `{rack}` both name bucket `{bucket}` \
+                 but reach it through different endpoints ({} and {}) in remote.wal.s3.endpoints; \
+                 WAL metadata names only the bucket, so give each rack's bucket its own name",
+                other.unwrap_or("AWS"),
+                endpoint.unwrap_or("AWS"),
+            ),
+            Some(_) => {}
+            None => {
+                seen.insert(bucket, (rack, endpoint));
+            }
+        }
+    }
+    Ok(())
+}
+
 impl RemoteWalConfig {
     pub fn from_broker(c: &BrokerConfig) -> anyhow::Result<Self> {
         let node_id = c.node_id();
@@ -107,8 +213,13 @@ impl RemoteWalConfig {
                 if access_key.is_some() != secret_key.is_some() {
                     anyhow::bail!("set both remote.wal.s3.access.key.id and remote.wal.s3.secret.access.key, or neither");
                 }
+                let endpoint = opt(c, "remote.wal.s3.endpoint");
+                if let Some(url) = &endpoint {
+                    check_endpoint("remote.wal.s3.endpoint", url)?;
+                }
                 StoreKind::S3 {
-                    endpoint: opt(c, "remote.wal.s3.endpoint"),
+                    endpoint,
+                    endpoints: parse_endpoints(c.raw("remote.wal.s3.endpoints"), &buckets)?,
                     region: c.raw("remote.wal.s3.region").to_string(),
                     path_style: c.raw("remote.wal.s3.path.style") == "true",
                     access_key,
@@ -137,6 +248,7 @@ impl RemoteWalConfig {
                 StoreKind::S3 { .. } => {}
             }
         }
+        check_buckets_are_unambiguous(&store, &buckets)?;
         let retention_ms: i64 = num(c, "remote.wal.retention.ms")?;
         Ok(Self {
             node_id,
@@ -238,5 +350,106 @@ mod tests {
         assert_eq!(w.failover_republish, Republish::Comprehensive);
         assert!(c.set("remote.wal.failover.republish", "lazy").is_err());
         assert!(c.set("remote.wal.upload.interval.ms", "0").is_err());
+    }
+
+    fn s3_config(buckets: &str) -> BrokerConfig {
+        let mut c = BrokerConfig::default();
+        c.set("broker.rack", "az1").unwrap();
+        c.set("remote.wal.store", "s3").unwrap();
+        c.set("remote.wal.buckets", buckets).unwrap();
+        c
+    }
+
+    fn startup_error(c: &BrokerConfig) -> String {
+        RemoteWalConfig::from_broker(c).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn each_rack_reaches_its_bucket_through_its_own_endpoint_else_the_shared_one() {
+        let mut c = s3_config("az1=wal-a,az2=wal-b,az3=wal-c");
+        c.set("remote.wal.s3.endpoint", "http://shared:9000")
+            .unwrap();
+        c.set(
+            "remote.wal.s3.endpoints",
+            " az1=http://10.0.1.5:9000 , az2=https://s3.az2.example/",
+        )
+        .unwrap();
+        let w = RemoteWalConfig::from_broker(&c).unwrap();
+        assert_eq!(w.store.endpoint_of("az1"), Some("http://10.0.1.5:9000"));
+        assert_eq!(w.store.endpoint_of("az2"), Some("https://s3.az2.example/"));
+        assert_eq!(w.store.endpoint_of("az3"), Some("http://shared:9000"));
+
+        // Without a shared endpoint an unlisted rack goes to AWS.
+        let mut c = s3_config("az1=wal-a,az2=wal-b");
+        c.set("remote.wal.s3.endpoints", "az2=http://[::1]:9002")
+            .unwrap();
+        let w = RemoteWalConfig::from_broker(&c).unwrap();
+        assert_eq!(w.store.endpoint_of("az1"), None);
+        assert_eq!(w.store.endpoint_of("az2"), Some("http://[::1]:9002"));
+        assert_eq!(StoreKind::Local.endpoint_of("az1"), None);
+    }
+
+    #[test]
+    fn bad_endpoints_stop_startup_naming_the_key() {
+        let cases = [
+            ("az9=http://h:1", "rack `az9` has no bucket"),
+            ("az1=", "empty rack or endpoint"),
+            ("=http://h:1", "empty rack or endpoint"),
+            ("az1", "is not `rack=url`"),
+            ("az1=h:9000", "http:// or https://"),
+            ("az1=ftp://h", "http:// or https://"),
+            ("az1=http://", "no host"),
+            ("az1=http://h:99999", "bad port"),
+            ("az1=http://h:x/", "bad port"),
+            ("az1=http://a b:1", "whitespace"),
+            ("az1=http://u:p@h:1", "credentials"),
+            ("az1=http://h:1,az1=http://h:2", "listed twice"),
+        ];
+        for (value, why) in cases {
+            let mut c = s3_config("az1=wal-a,az2=wal-b");
+            c.set("remote.wal.s3.endpoints", value).unwrap();
+            let err = startup_error(&c);
+            assert!(err.contains("remote.wal.s3.endpoints"), "{value}: {err}");
+            assert!(err.contains(why), "{value}: {err}");
+        }
+        let mut c = s3_config("az1=wal-a");
+        c.set("remote.wal.s3.endpoint", "127.0.0.1:9000").unwrap();
+        let err = startup_error(&c);
+        assert!(err.starts_with("remote.wal.s3.endpoint:"), "{err}");
+    }
+
+    #[test]
+    fn a_bucket_name_shared_by_racks_must_lead_to_one_endpoint() {
+        // One server holding one bucket for every rack: fine.
+        let mut c = s3_config("az1=wal,az2=wal");
+        c.set("remote.wal.s3.endpoint", "http://h:9000").unwrap();
+        assert!(RemoteWalConfig::from_broker(&c).is_ok());
+        // Two servers each holding a bucket called `wal`: metadata could not say which.
+        c.set("remote.wal.s3.endpoints", "az2=http://other:9000")
+            .unwrap();
+        let err = startup_error(&c);
+        assert!(err.contains("both name bucket `wal`"), "{err}");
+    }
+
+    #[test]
+    fn the_three_az_examples_give_each_rack_its_own_server() {
+        let examples = [
+            include_str!("../../../../config/cluster-az1.toml"),
+            include_str!("../../../../config/cluster-az2.toml"),
+            include_str!("../../../../config/cluster-az3.toml"),
+        ];
+        for (i, text) in examples.into_iter().enumerate() {
+            let c = BrokerConfig::parse(text).unwrap();
+            let w = RemoteWalConfig::from_broker(&c).unwrap();
+            assert_eq!(w.rack, format!("az{}", i + 1));
+            assert_eq!(
+                w.own_bucket(),
+                Some(format!("ferry-wal-az{}", i + 1).as_str())
+            );
+            for n in 1..=3 {
+                let url = format!("http://127.0.0.1:901{n}");
+                assert_eq!(w.store.endpoint_of(&format!("az{n}")), Some(url.as_str()));
+            }
+        }
     }
 }

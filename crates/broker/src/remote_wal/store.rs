@@ -1,6 +1,9 @@
 //! Builds the broker's object stores: one per bucket of `remote.wal.buckets` (each
-//! `RetryingStore<MeteredStore<backend>>`), the one this broker uploads to (its rack's), and the
-//! resolver the follower uses to read any bucket named in metadata.
+//! `RetryingStore<MeteredStore<backend>>`, reached through its rack's endpoint of
+//! `remote.wal.s3.endpoints` or the shared `remote.wal.s3.endpoint`), the one this broker uploads
+//! to (its rack's), and the resolver the follower uses to read any bucket named in metadata.
+//! Config checks guarantee that a bucket name leads to one endpoint, so resolving by name is
+//! unambiguous.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,16 +38,16 @@ impl Stores {
                     wrap(dir, metrics)
                 }
                 StoreKind::S3 {
-                    endpoint,
                     region,
                     path_style,
                     access_key,
                     secret_key,
+                    ..
                 } => {
                     let s3 = S3Store::connect(&S3Config {
                         bucket: bucket.clone(),
                         region: region.clone(),
-                        endpoint: endpoint.clone(),
+                        endpoint: config.store.endpoint_of(rack).map(str::to_string),
                         force_path_style: *path_style,
                         access_key: access_key.clone(),
                         secret_key: secret_key.clone(),
@@ -107,6 +110,10 @@ fn wrap<S: ObjectStore + 'static>(backend: S, metrics: &ObjStoreMetrics) -> Arc<
         retry,
     ))
 }
+
+#[cfg(test)]
+#[path = "store_s3_test.rs"]
+mod s3_tests;
 
 #[cfg(test)]
 mod tests {
