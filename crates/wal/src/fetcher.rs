@@ -636,10 +636,23 @@ impl WalFetcher {
         self.prune_slots();
         let mut heads = Vec::new();
         let mut later = Vec::new();
-        for p in planned {
-            let gap = p.gap;
-            let wp = p.wp;
-            match self.apply(p, report, &mut heads, &mut later).await {
+        // Partitions append concurrently (each in its own offset order): one partition's large
+        // append does not hold back the others'.
+        let applied = futures::future::join_all(planned.into_iter().map(|p| async move {
+            let (gap, wp) = (p.gap, p.wp);
+            let mut part_report = FetchReport::default();
+            let (mut h, mut l) = (Vec::new(), Vec::new());
+            let outcome = self.apply(p, &mut part_report, &mut h, &mut l).await;
+            (wp, gap, outcome, part_report, h, l)
+        }))
+        .await;
+        for (wp, gap, outcome, part_report, h, l) in applied {
+            report.classic.extend(part_report.classic);
+            report.slices_appended += part_report.slices_appended;
+            report.corrupt_slices += part_report.corrupt_slices;
+            heads.extend(h);
+            later.extend(l);
+            match outcome {
                 Applied::Unreadable(until) => {
                     let u = unreadable.entry(wp).or_insert(until);
                     *u = (*u).max(until);
