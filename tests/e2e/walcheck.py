@@ -174,8 +174,8 @@ def check_messages(bootstrap: str, workload: Workload, strict_acks=("1", "all"))
                     if prod.acks in strict_acks and len(examples) < 10:
                         now = next((h for o, h in read[p] if o == off), None)
                         examples.append(f"{head.decode()} acked at {p}@{off}, now {now!r}")
-                elif off >= 0 and at[head] != off:
-                    # (-1: the client did not learn the offset, e.g. a retry the broker
+                elif off is not None and off >= 0 and at[head] != off:
+                    # (-1 or None: the client did not learn the offset, e.g. a retry the broker
                     # recognised as a duplicate; existence and uniqueness still count.)
                     misplaced += 1
                     if prod.acks in strict_acks and len(examples) < 10:
