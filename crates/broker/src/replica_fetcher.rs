@@ -442,68 +442,12 @@ fn still_follows(p: &Partition, leader: BrokerId, sent_epoch: i32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
-    use bytes::BytesMut;
-    use ferry_cluster::image::{PartitionState, TopicImage};
-    use ferry_log::{LogConfig, LogManager};
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
-    use uuid::Uuid;
-
     use super::*;
-    use crate::replica_manager::ReplicaManager;
-
-    fn records(base: i64, n: usize) -> bytes::Bytes {
-        let records: Vec<Record> = (0..n)
-            .map(|i| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: 0,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: base + i as i64,
-                sequence: -1,
-                timestamp: 1_000,
-                key: None,
-                value: Some(bytes::Bytes::from_static(b"v")),
-                headers: Default::default(),
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
-        )
-        .unwrap();
-        buf.freeze()
-    }
+    use crate::remote_wal::test_support::{batch_at as records, replicas, topic};
 
     /// Broker 2, following partition t-0 of leader 1 on the WAL lane.
     fn follower(dir: &std::path::Path) -> Arc<Partition> {
-        let logs = LogManager::open(vec![dir.to_path_buf()], ferry_common::system_clock()).unwrap();
-        let rm = ReplicaManager::new(logs, 2);
-        let topic = TopicImage {
-            name: "t".into(),
-            id: Uuid::from_u128(7),
-            configs: BTreeMap::new(),
-            partitions: vec![PartitionState {
-                replicas: vec![1, 2, 3],
-                isr: vec![1, 2, 3],
-                leader: 1,
-                leader_epoch: 0,
-                partition_epoch: 0,
-            }],
-        };
-        rm.ensure_topic(&topic, LogConfig::default()).unwrap();
-        let p = rm.partition_of("t", 0).unwrap();
+        let p = replicas(dir, 2, &topic(1, 0)).partition_of("t", 0).unwrap();
         p.set_wal_mode(true);
         p
     }

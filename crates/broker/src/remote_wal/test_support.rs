@@ -41,6 +41,11 @@ impl Capture {
 
 /// A v2 batch of `n` small records.
 pub fn batch(n: usize) -> Bytes {
+    batch_at(0, n)
+}
+
+/// A v2 batch of `n` small records from offset `base` (what a follower appends at its log end).
+pub fn batch_at(base: i64, n: usize) -> Bytes {
     let records: Vec<Record> = (0..n)
         .map(|i| Record {
             transactional: false,
@@ -50,7 +55,7 @@ pub fn batch(n: usize) -> Bytes {
             producer_id: -1,
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
-            offset: i as i64,
+            offset: base + i as i64,
             sequence: -1,
             timestamp: 1_000 + i as i64,
             key: None,
