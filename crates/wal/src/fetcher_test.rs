@@ -206,15 +206,32 @@ struct Counting<S> {
     inner: S,
     gets: AtomicUsize,
     ranges: Mutex<Vec<Range<u64>>>,
+    /// Keys whose ranged GETs wait until the test opens their gate ([`Counting::gated`]).
+    gates: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
 }
 
 impl<S> Counting<S> {
     fn new(inner: S) -> Arc<Self> {
+        Self::gated(inner, &[])
+    }
+
+    fn gated(inner: S, gated: &[&str]) -> Arc<Self> {
+        let gates = gated
+            .iter()
+            .map(|k| (k.to_string(), Arc::new(tokio::sync::Semaphore::new(0))))
+            .collect();
         Arc::new(Self {
             inner,
             gets: AtomicUsize::new(0),
             ranges: Mutex::new(Vec::new()),
+            gates: Mutex::new(gates),
         })
+    }
+
+    fn open(&self, key: &str) {
+        if let Some(g) = lock(&self.gates).get(key) {
+            g.add_permits(1_000);
+        }
     }
 }
 
@@ -232,6 +249,10 @@ impl<S: ObjectStore> ObjectStore for Counting<S> {
     async fn get_range(&self, key: &str, range: Range<u64>) -> ferry_objstore::Result<Bytes> {
         self.gets.fetch_add(1, Ordering::SeqCst);
         lock(&self.ranges).push(range.clone());
+        let gate = lock(&self.gates).get(key).cloned();
+        if let Some(gate) = gate {
+            let _ = gate.acquire().await;
+        }
         self.inner.get_range(key, range).await
     }
     async fn head(&self, key: &str) -> ferry_objstore::Result<Option<ObjectMeta>> {
@@ -549,67 +570,6 @@ async fn metadata_that_arrives_before_the_partition_is_followed_is_used_once_it_
     assert_eq!(sink.appended(1), vec![(0, 4)]);
 }
 
-/// A store whose ranged GETs of chosen keys wait until the test opens their gate.
-#[derive(Debug)]
-struct Gated<S> {
-    inner: S,
-    gates: Mutex<HashMap<String, Arc<tokio::sync::Semaphore>>>,
-    started: AtomicUsize,
-}
-
-impl<S> Gated<S> {
-    fn new(inner: S, gated: &[&str]) -> Arc<Self> {
-        let gates = gated
-            .iter()
-            .map(|k| (k.to_string(), Arc::new(tokio::sync::Semaphore::new(0))))
-            .collect();
-        Arc::new(Self {
-            inner,
-            gates: Mutex::new(gates),
-            started: AtomicUsize::new(0),
-        })
-    }
-
-    fn open(&self, key: &str) {
-        if let Some(g) = lock(&self.gates).get(key) {
-            g.add_permits(1_000);
-        }
-    }
-}
-
-#[async_trait]
-impl<S: ObjectStore> ObjectStore for Gated<S> {
-    async fn put(&self, key: &str, data: Bytes) -> ferry_objstore::Result<()> {
-        self.inner.put(key, data).await
-    }
-    async fn put_if_absent(&self, key: &str, data: Bytes) -> ferry_objstore::Result<PutOutcome> {
-        self.inner.put_if_absent(key, data).await
-    }
-    async fn get(&self, key: &str) -> ferry_objstore::Result<Bytes> {
-        self.inner.get(key).await
-    }
-    async fn get_range(&self, key: &str, range: Range<u64>) -> ferry_objstore::Result<Bytes> {
-        self.started.fetch_add(1, Ordering::SeqCst);
-        let gate = lock(&self.gates).get(key).cloned();
-        if let Some(gate) = gate {
-            let _ = gate.acquire().await;
-        }
-        self.inner.get_range(key, range).await
-    }
-    async fn head(&self, key: &str) -> ferry_objstore::Result<Option<ObjectMeta>> {
-        self.inner.head(key).await
-    }
-    async fn list(&self, prefix: &str) -> ferry_objstore::Result<Vec<ObjectMeta>> {
-        self.inner.list(prefix).await
-    }
-    async fn delete(&self, key: &str) -> ferry_objstore::Result<()> {
-        self.inner.delete(key).await
-    }
-    fn bucket(&self) -> &str {
-        self.inner.bucket()
-    }
-}
-
 /// Runs the fetcher's loop (retry tick an hour away: nothing here may depend on a timer) until
 /// the returned sender is used.
 fn spawn_loop(f: &Arc<WalFetcher>) -> tokio::sync::oneshot::Sender<()> {
@@ -640,7 +600,7 @@ async fn new_metadata_starts_a_get_while_an_earlier_one_is_in_flight() {
     let (b, second) = object("wal/1/b.wal", 3, &[(1, 0, 9)]);
     assert!(mem.put("wal/1/a.wal", a).await.is_ok());
     assert!(mem.put("wal/1/b.wal", b).await.is_ok());
-    let store = Gated::new(mem, &["wal/1/a.wal"]);
+    let store = Counting::gated(mem, &["wal/1/a.wal"]);
     let sink = MemSink::following(&[0, 1], 3);
     let f = Arc::new(fetcher(store.clone(), sink.clone()));
     let stop = spawn_loop(&f);
@@ -648,14 +608,10 @@ async fn new_metadata_starts_a_get_while_an_earlier_one_is_in_flight() {
 
     f.on_metadata(upserts(&first));
     settle().await;
-    assert_eq!(store.started.load(Ordering::SeqCst), 1, "a's GET runs");
+    assert_eq!(store.gets.load(Ordering::SeqCst), 1, "a's GET runs");
     f.on_metadata(upserts(&second));
     settle().await;
-    assert_eq!(
-        store.started.load(Ordering::SeqCst),
-        2,
-        "b's GET did not wait"
-    );
+    assert_eq!(store.gets.load(Ordering::SeqCst), 2, "b's GET did not wait");
     assert_eq!(
         (sink.leo(0), sink.leo(1)),
         (0, 10),
@@ -678,7 +634,7 @@ async fn objects_of_one_partition_download_together_and_append_in_order() {
     let (b, second) = object("wal/1/b.wal", 3, &[(0, 10, 19)]);
     assert!(mem.put("wal/1/a.wal", a).await.is_ok());
     assert!(mem.put("wal/1/b.wal", b).await.is_ok());
-    let store = Gated::new(mem, &["wal/1/a.wal", "wal/1/b.wal"]);
+    let store = Counting::gated(mem, &["wal/1/a.wal", "wal/1/b.wal"]);
     let sink = MemSink::following(&[0], 3);
     let f = Arc::new(fetcher(store.clone(), sink.clone()));
     let stop = spawn_loop(&f);
@@ -687,11 +643,7 @@ async fn objects_of_one_partition_download_together_and_append_in_order() {
     settle().await;
     f.on_metadata(upserts(&second));
     settle().await;
-    assert_eq!(
-        store.started.load(Ordering::SeqCst),
-        2,
-        "both GETs in flight"
-    );
+    assert_eq!(store.gets.load(Ordering::SeqCst), 2, "both GETs in flight");
 
     store.open("wal/1/b.wal");
     settle().await;
@@ -717,7 +669,7 @@ async fn downloads_stop_at_the_byte_budget_behind_a_hanging_get() {
         keys.push(key);
         all.extend(recs);
     }
-    let store = Gated::new(mem, &["wal/1/0.wal"]);
+    let store = Counting::gated(mem, &["wal/1/0.wal"]);
     let sink = MemSink::following(&[0], 3);
     let budget = 2 * u64::from(all[0].byte_length);
     let config = FetcherConfig {
@@ -735,7 +687,7 @@ async fn downloads_stop_at_the_byte_budget_behind_a_hanging_get() {
     f.on_metadata(upserts(&all));
     settle().await;
     assert_eq!(
-        store.started.load(Ordering::SeqCst),
+        store.gets.load(Ordering::SeqCst),
         2,
         "two slices fit the budget"
     );
