@@ -388,3 +388,99 @@ async fn concurrent_put_if_absent_has_one_winner(store: Arc<dyn ObjectStore>, ra
         "object holds the winner's bytes"
     );
 }
+
+/// A running `s3s-fs` (the S3 API server of scripts/install-s3s-fs.sh) on 127.0.0.1 with an
+/// ephemeral port and a temp root; killed on drop (also when a test panics). `FERRY_S3S_FS`
+/// overrides where the binary is looked up.
+pub struct S3sFs {
+    pub child: std::process::Child,
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    pub root: tempfile::TempDir,
+}
+
+impl Drop for S3sFs {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl S3sFs {
+    /// Starts one with `buckets` (a directory of its root is a bucket to s3s-fs) and the given
+    /// static credentials, or returns `None` when `FERRY_SKIP_S3_TESTS=1` (logged under
+    /// `test`). Panics, with the install hint, when the binary is missing.
+    pub fn start(test: &str, buckets: &[&str], access_key: &str, secret_key: &str) -> Option<Self> {
+        use std::net::{SocketAddr, TcpListener, TcpStream};
+        use std::process::{Command, Stdio};
+        use std::time::Duration;
+
+        if std::env::var("FERRY_SKIP_S3_TESTS").is_ok_and(|v| v == "1") {
+            eprintln!("{test}: skipped (FERRY_SKIP_S3_TESTS=1)");
+            return None;
+        }
+        let Some(binary) = s3s_fs_binary() else {
+            panic!(
+                "{test}: the `s3s-fs` binary is not installed; run scripts/install-s3s-fs.sh \
+                 (or set FERRY_SKIP_S3_TESTS=1 to skip the S3 tests)"
+            );
+        };
+        let root = tempfile::tempdir().expect("temp root for s3s-fs");
+        for b in buckets {
+            std::fs::create_dir(root.path().join(b)).expect("bucket directory");
+        }
+        // s3s-fs has no "port 0": reserve a free ephemeral port, release it, hand it over.
+        // Another process could grab it in between; then the readiness check fails loudly.
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("reserve a loopback port")
+            .port();
+        let mut child = Command::new(&binary)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--access-key", access_key, "--secret-key", secret_key])
+            .arg(root.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{test}: cannot start {}: {e}", binary.display()));
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        // Wait until it accepts connections (bounded by attempts, not a wall-clock assertion).
+        let mut ready = false;
+        for _ in 0..500 {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("{test}: s3s-fs exited during start-up: {status}");
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+                ready = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let server = Self {
+            child,
+            endpoint: format!("http://{addr}"),
+            root,
+        };
+        assert!(ready, "{test}: s3s-fs did not start listening on {addr}");
+        Some(server)
+    }
+}
+
+fn s3s_fs_binary() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    if let Some(path) = std::env::var_os("FERRY_S3S_FS") {
+        return Some(PathBuf::from(path));
+    }
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("s3s-fs"))
+            .find(|p| p.is_file())
+    });
+    on_path.or_else(|| {
+        let cargo_home = std::env::var_os("CARGO_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))?;
+        Some(cargo_home.join("bin").join("s3s-fs")).filter(|p| p.is_file())
+    })
+}

@@ -6,13 +6,11 @@
 //! install it, unless `FERRY_SKIP_S3_TESTS=1`, in which case they print that they were skipped.
 //! `FERRY_S3S_FS=/path/to/s3s-fs` overrides where the binary is looked up.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use ferry_objstore::testing::S3sFs;
 use ferry_objstore::{
     FaultKind, FaultyStore, MeteredStore, ObjStoreMetrics, ObjectStore, Op, PutOutcome,
     RetryConfig, RetryingStore, S3Config, S3Store,
@@ -22,87 +20,8 @@ const ACCESS_KEY: &str = "ferry-test-access";
 const SECRET_KEY: &str = "ferry-test-secret-key";
 const BUCKET: &str = "ferry-test";
 
-/// A running `s3s-fs`; killed on drop.
-struct S3sFs {
-    child: Child,
-    endpoint: String,
-    _root: tempfile::TempDir,
-}
-
-impl Drop for S3sFs {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn find_binary() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("FERRY_S3S_FS") {
-        return Some(PathBuf::from(path));
-    }
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("s3s-fs"))
-            .find(|p| p.is_file())
-    });
-    on_path.or_else(|| {
-        let cargo_home = std::env::var_os("CARGO_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))?;
-        Some(cargo_home.join("bin").join("s3s-fs")).filter(|p| p.is_file())
-    })
-}
-
-/// Starts `s3s-fs`, or returns `None` when tests are to be skipped. Panics when the binary is
-/// missing and skipping was not asked for.
 fn start_server(test: &str) -> Option<S3sFs> {
-    let skip = std::env::var("FERRY_SKIP_S3_TESTS").is_ok_and(|v| v == "1");
-    if skip {
-        eprintln!("{test}: skipped (FERRY_SKIP_S3_TESTS=1)");
-        return None;
-    }
-    let Some(binary) = find_binary() else {
-        panic!(
-            "{test}: the `s3s-fs` binary is not installed; run scripts/install-s3s-fs.sh \
-             (or set FERRY_SKIP_S3_TESTS=1 to skip the S3 backend tests)"
-        );
-    };
-    let root = tempfile::tempdir().expect("temp root for s3s-fs");
-    // s3s-fs has no "port 0": reserve a free ephemeral port, release it, hand it over. Another
-    // process could grab it in between; then the readiness check below fails loudly.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("reserve a loopback port")
-        .port();
-    let mut child = Command::new(&binary)
-        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--access-key", ACCESS_KEY, "--secret-key", SECRET_KEY])
-        .arg(root.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{test}: cannot start {}: {e}", binary.display()));
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    // Wait until it accepts connections (bounded by attempts, not by a wall-clock assertion).
-    let mut ready = false;
-    for _ in 0..500 {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("{test}: s3s-fs exited during start-up: {status}");
-        }
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
-            ready = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let server = S3sFs {
-        child,
-        endpoint: format!("http://{addr}"),
-        _root: root,
-    };
-    assert!(ready, "{test}: s3s-fs did not start listening on {addr}");
-    Some(server)
+    S3sFs::start(test, &[], ACCESS_KEY, SECRET_KEY)
 }
 
 fn config(server: &S3sFs) -> S3Config {
