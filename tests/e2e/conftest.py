@@ -180,6 +180,34 @@ class Broker:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def pause(self, timeout: float = 10.0):
+        """SIGSTOP, returning once every thread has stopped.
+
+        kill() only queues a stop signal: one thread of the process is woken to take it and
+        stops the others from there. On a busy host that thread can wait for a CPU for tens of
+        milliseconds while the broker's other threads go on fetching and answering, so a test
+        that acts right after the signal may still be talking to a running broker."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+        tasks = Path(f"/proc/{self.proc.pid}/task")
+        deadline = time.monotonic() + timeout
+        while True:
+            states = []
+            for t in tasks.iterdir():
+                try:
+                    # The state follows the parenthesised command name.
+                    states.append((t / "stat").read_text().rsplit(")", 1)[1].split()[0])
+                except (OSError, IndexError):
+                    continue  # a thread that just exited
+            if states and all(s in ("T", "t") for s in states):
+                return
+            assert time.monotonic() < deadline, f"broker not stopped: thread states {states}"
+            time.sleep(0.005)
+
+    def resume(self):
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
     def log_tail(self, n: int = LOG_TAIL_LINES) -> str:
         out = []
         for p in sorted(self.workdir.glob("ferry-*.log")):

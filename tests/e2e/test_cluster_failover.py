@@ -8,7 +8,6 @@ the active controller restores preferred leaders every 2 s.
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 import urllib.request
@@ -359,7 +358,7 @@ def test_a_paused_broker_is_fenced_then_unfenced_when_its_heartbeats_resume(clus
     producer.start()
     producer.wait_progress()
 
-    victim.proc.send_signal(signal.SIGSTOP)
+    victim.pause()
     try:
         wait_for("the paused broker is fenced",
                  lambda: metric(controller, "ferry_controller_fenced_brokers") == 1, 20)
@@ -368,7 +367,7 @@ def test_a_paused_broker_is_fenced_then_unfenced_when_its_heartbeats_resume(clus
             for leader, _, isr in partitions_of(cluster, topic).values()), 20)
         producer.wait_progress()
     finally:
-        victim.proc.send_signal(signal.SIGCONT)
+        victim.resume()
     # Same incarnation, heartbeating again: unfenced, back in every ISR, leading again.
     wait_for("unfenced", lambda: metric(controller, "ferry_controller_fenced_brokers") == 0, 20)
     wait_isr_full(cluster, topic)
