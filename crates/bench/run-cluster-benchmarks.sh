@@ -10,8 +10,10 @@
 # runs: produce acks=1, acks=all, and acks=all with big batches (batch.size=1000000,
 # linger.ms=20); consume from the az2 replica (`client.rack=az2`); end-to-end latency with
 # acks=all; and follower-read latency (acks=1, the leader pinned to az1, the consumer in az2).
-# After each run it prints the cross-rack bytes per produced byte, the object-store requests
-# (from the brokers' metrics), and the brokers' CPU seconds (per GB produced).
+# The kinds take turns run by run, and before each run the page cache is written back (and, as
+# root, dropped). After each run it prints the cross-rack bytes per produced byte, the
+# object-store requests (from the brokers' metrics), and the brokers' CPU seconds (per GB
+# produced).
 #
 #   crates/bench/run-cluster-benchmarks.sh
 #
@@ -240,40 +242,62 @@ PY
     } | tee -a "$OUT/summary.txt"
 }
 
-wanted() { [[ " $RUNS " == *" $1 "* ]]; }
+# settle: before each run, write back what earlier runs left dirty and (as root) drop the page
+# cache, so that no run pays for its predecessor's writeback or finds memory full of its pages.
+# Without it the figures drift by a third over a session, against whichever kind runs later.
+settle() {
+    sync
+    if [ -w /proc/sys/vm/drop_caches ]; then echo 1 >/proc/sys/vm/drop_caches; fi
+    sleep 1
+}
 
 SIZE=1600
-for kind in $KINDS; do
-    T=(--replication-factor 3 --partitions "$PARTITIONS" --batch-size 32768 --linger-ms 5 --record-size $SIZE)
-    [ "$kind" = remote-wal ] && T+=(--topic-config remote.wal.enable=true)
-    if wanted produce-acks1; then
-        run "$kind-produce-acks1" $((RECORDS * SIZE)) produce --bootstrap "$BOOT" "${T[@]}" --topic "$kind-a1" --records "$RECORDS" --acks 1
-    fi
-    if wanted produce-acksall; then
-        run "$kind-produce-acksall" $((RECORDS * SIZE)) produce --bootstrap "$BOOT" "${T[@]}" --topic "$kind-aall" --records "$RECORDS" --acks all
-    fi
+# run_step STEP KIND: one run of the list in RUNS for one topic kind.
+run_step() {
+    local step=$1 kind=$2 wal=()
+    [ "$kind" = remote-wal ] && wal=(--topic-config remote.wal.enable=true)
+    local T=(--replication-factor 3 --partitions "$PARTITIONS" --batch-size 32768 --linger-ms 5 --record-size $SIZE "${wal[@]}")
     # What today's producers can do for acks=all throughput: large batches, a little linger
     # (librdkafka's batch.size=1000000 and linger.ms=20, set through ferry-bench's own flags so
     # that its summary line shows them).
-    if wanted produce-acksall-bigbatch; then
-        B=(--replication-factor 3 --partitions "$PARTITIONS" --batch-size 1000000 --linger-ms 20 --record-size $SIZE)
-        [ "$kind" = remote-wal ] && B+=(--topic-config remote.wal.enable=true)
+    local B=(--replication-factor 3 --partitions "$PARTITIONS" --batch-size 1000000 --linger-ms 20 --record-size $SIZE "${wal[@]}")
+    local E=(--replication-factor 3 --partitions 1 --rate 2000 --seconds "$E2E_SECONDS" --record-size $SIZE --linger-ms 0 "${wal[@]}")
+    case $step in
+    produce-acks1)
+        run "$kind-produce-acks1" $((RECORDS * SIZE)) produce --bootstrap "$BOOT" "${T[@]}" --topic "$kind-a1" --records "$RECORDS" --acks 1
+        ;;
+    produce-acksall)
+        run "$kind-produce-acksall" $((RECORDS * SIZE)) produce --bootstrap "$BOOT" "${T[@]}" --topic "$kind-aall" --records "$RECORDS" --acks all
+        ;;
+    produce-acksall-bigbatch)
         run "$kind-produce-acksall-bigbatch" $((RECORDS * SIZE)) produce --bootstrap "$BOOT" "${B[@]}" --topic "$kind-aall-big" --records "$RECORDS" --acks all
-    fi
-    if wanted consume-az2; then
+        ;;
+    consume-az2)
         run "$kind-consume-az2" 0 consume --bootstrap "$BOOT" --topic "$kind-a1" --records "$RECORDS" -X client.rack=az2
-    fi
-    E=(--replication-factor 3 --partitions 1 --rate 2000 --seconds "$E2E_SECONDS" --record-size $SIZE --linger-ms 0)
-    [ "$kind" = remote-wal ] && E+=(--topic-config remote.wal.enable=true)
-    if wanted e2e-acksall; then
+        ;;
+    e2e-acksall)
         run "$kind-e2e-acksall" $((2000 * (E2E_SECONDS + 1) * SIZE)) e2e --bootstrap "$BOOT" "${E[@]}" --topic "$kind-e2e" --acks all
-    fi
-    # Follower reads: the leader pinned to broker 1 (az1); -X reaches the e2e consumer, whose
-    # rack makes the leader send it to the az2 replica (KIP-392).
-    if wanted e2e-follower-acks1; then
+        ;;
+    e2e-follower-acks1)
+        # Follower reads: the leader pinned to broker 1 (az1); -X reaches the e2e consumer,
+        # whose rack makes the leader send it to the az2 replica (KIP-392).
         run "$kind-e2e-follower-acks1" $((2000 * (E2E_SECONDS + 1) * SIZE)) e2e --bootstrap "$BOOT" "${E[@]}" --replica-assignment 1,2,3 \
             --topic "$kind-e2e-follower" --acks 1 -X client.rack=az2
-    fi
+        ;;
+    *)
+        echo "unknown run $step (RUNS)" >&2
+        exit 2
+        ;;
+    esac
+}
+
+# The kinds take turns within each run (classic, remote WAL; then the next run), so that a drift
+# of the machine's speed over the session does not fall on one kind.
+for step in $RUNS; do
+    for kind in $KINDS; do
+        settle
+        run_step "$step" "$kind"
+    done
 done
 echo "remote WAL store: $STORE_DESC" | tee -a "$OUT/summary.txt"
 echo "logs and summary: $OUT"

@@ -2,12 +2,11 @@
 //! moving an object's bytes in one blocking step, over s3s-fs's layout (`ROOT/BUCKET/KEY`);
 //! every other operation (buckets, LIST, DELETE) is s3s-fs's own.
 
-use std::io::Write;
-use std::os::unix::fs::FileExt;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::TryStreamExt;
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Response, S3Result, S3};
@@ -56,8 +55,13 @@ fn io_error(e: std::io::Error) -> s3s::S3Error {
     s3_error!(e, InternalError)
 }
 
-fn etag(crc: u32) -> ETag {
-    ETag::Strong(format!("{crc:08x}"))
+/// The object's ETag, the same from its PUT and every GET (a ranged GET too, as S3's): its size
+/// and modification time, so that answering a GET costs no pass over the bytes.
+fn etag(len: u64, modified: std::time::SystemTime) -> ETag {
+    let nanos = modified
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    ETag::Strong(format!("{len:x}-{nanos:x}"))
 }
 
 async fn blocking<T: Send + 'static>(
@@ -76,23 +80,25 @@ impl S3 for FastStore {
     ) -> S3Result<S3Response<PutObjectOutput>> {
         let input = req.input;
         let path = self.object_path(&input.bucket, &input.key)?;
-        let mut data = BytesMut::new();
-        if let Some(body) = input.body {
-            let chunks: Vec<Bytes> = body
+        // The body's chunks go to the file as they are (no copy into one buffer), with the
+        // CRC-32C taken over them on the way: a real store's cost is not on this machine, so
+        // this one should not add passes over every byte that S3 would not make here either.
+        let chunks: Vec<Bytes> = match input.body {
+            Some(body) => body
                 .try_collect()
                 .await
-                .map_err(|e| s3_error!(IncompleteBody, "{e}"))?;
-            for c in chunks {
-                data.extend_from_slice(&c);
-            }
-        }
-        let data = data.freeze();
-        if let Some(len) = input.content_length {
-            if len != data.len() as i64 {
+                .map_err(|e| s3_error!(IncompleteBody, "{e}"))?,
+            None => Vec::new(),
+        };
+        let len: usize = chunks.iter().map(Bytes::len).sum();
+        if let Some(want) = input.content_length {
+            if want != len as i64 {
                 return Err(s3_error!(IncompleteBody));
             }
         }
-        let crc = crc32c::crc32c(&data);
+        let crc = chunks
+            .iter()
+            .fold(0, |crc, c| crc32c::crc32c_append(crc, c));
         if let Some(want) = &input.checksum_crc32c {
             if *want != base64(&crc.to_be_bytes()) {
                 return Err(s3_error!(BadDigest, "x-amz-checksum-crc32c does not match"));
@@ -103,12 +109,15 @@ impl S3 for FastStore {
             ".tmp.fast.{}.part",
             self.tmp_counter.fetch_add(1, Ordering::Relaxed)
         ));
-        blocking(move || {
+        let modified = blocking(move || {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).map_err(io_error)?;
             }
             let mut f = std::fs::File::create(&tmp).map_err(io_error)?;
-            f.write_all(&data).map_err(io_error)?;
+            for c in &chunks {
+                f.write_all(c).map_err(io_error)?;
+            }
+            let modified = f.metadata().and_then(|m| m.modified()).map_err(io_error)?;
             drop(f);
             // A hard link fails if the key exists: the conditional PUT is atomic.
             let placed = if only_if_absent {
@@ -124,14 +133,14 @@ impl S3 for FastStore {
             };
             let _ = std::fs::remove_file(&tmp);
             match placed {
-                Ok(true) => Ok(()),
+                Ok(true) => Ok(modified),
                 Ok(false) => Err(s3_error!(PreconditionFailed)),
                 Err(e) => Err(io_error(e)),
             }
         })
         .await?;
         Ok(S3Response::new(PutObjectOutput {
-            e_tag: Some(etag(crc)),
+            e_tag: Some(etag(len as u64, modified)),
             ..Default::default()
         }))
     }
@@ -152,8 +161,13 @@ impl S3 for FastStore {
                 Some(r) => r.check(len)?,
             };
             let n = usize::try_from(span.end - span.start).map_err(|_| s3_error!(InvalidRange))?;
-            let mut buf = vec![0u8; n];
-            f.read_exact_at(&mut buf, span.start).map_err(io_error)?;
+            // Read into spare capacity: a zero-filled buffer would be one more pass.
+            let mut buf = Vec::with_capacity(n);
+            (&f).seek(SeekFrom::Start(span.start)).map_err(io_error)?;
+            (&f).take(n as u64).read_to_end(&mut buf).map_err(io_error)?;
+            if buf.len() != n {
+                return Err(s3_error!(InternalError, "object shrank while read"));
+            }
             let modified = meta.modified().map_err(io_error)?;
             Ok((Bytes::from(buf), len, modified, span.start))
         })
@@ -167,7 +181,7 @@ impl S3 for FastStore {
             content_length: Some(n as i64),
             content_range,
             last_modified: Some(Timestamp::from(modified)),
-            e_tag: Some(etag(crc32c::crc32c(&data))),
+            e_tag: Some(etag(file_len, modified)),
             body: Some(StreamingBlob::from(s3s::Body::from(data))),
             ..Default::default()
         }))
@@ -184,9 +198,11 @@ impl S3 for FastStore {
         if !meta.is_file() {
             return Err(s3_error!(NoSuchKey));
         }
+        let modified = meta.modified().map_err(io_error)?;
         Ok(S3Response::new(HeadObjectOutput {
             content_length: Some(meta.len() as i64),
-            last_modified: Some(Timestamp::from(meta.modified().map_err(io_error)?)),
+            last_modified: Some(Timestamp::from(modified)),
+            e_tag: Some(etag(meta.len(), modified)),
             ..Default::default()
         }))
     }
