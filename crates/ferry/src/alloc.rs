@@ -1,15 +1,26 @@
-//! The global allocator of the `ferry` binary: the system allocator, except that very large
-//! allocations are reserved lazily (`mmap` with `MAP_NORESERVE`) instead of committed up front.
+//! The global allocator of the `ferry` binary: mimalloc, except that very large allocations
+//! are reserved lazily (`mmap` with `MAP_NORESERVE`) instead of committed up front.
+//!
+//! Why mimalloc: a broker allocates and frees buffers of hundreds of KB to MBs per request
+//! (fetch responses, produce requests, object bodies). glibc's malloc hands such sizes back to
+//! the kernel and takes them again, so every request paid page faults and zeroing of fresh
+//! pages; mimalloc keeps and reuses them. On one node it more than doubled consume throughput
+//! (about 600-850 to 1,300-1,800 MB/s) at a third of the broker CPU per GB.
 //!
 //! Why: the `kafka-protocol` codecs size a `Vec` from the element count a request claims
 //! before reading any element. A 30-byte frame claiming 2^31 elements asks for hundreds of
-//! gigabytes; the system allocator refuses, and Rust aborts the whole process on a failed
+//! gigabytes; the allocator refuses, and Rust aborts the whole process on a failed
 //! allocation. Reserving address space costs nothing until pages are touched, and decoding
 //! such a frame fails on its first missing element, so the reservation is released untouched
 //! and only that connection is closed. No allocation ferry makes on purpose reaches the
 //! threshold (requests are capped by `socket.request.max.bytes`).
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
+
+use mimalloc::MiMalloc;
+
+/// Where every allocation below the lazy threshold goes.
+static INNER: MiMalloc = MiMalloc;
 use std::ptr;
 
 /// Allocations at or above this size are reserved lazily.
@@ -42,7 +53,7 @@ unsafe fn reserve(size: usize) -> *mut u8 {
     }
 }
 
-// SAFETY: every pointer handed out comes either from `System` (and goes back to it) or from
+// SAFETY: every pointer handed out comes either from `INNER` (and goes back to it) or from
 // `reserve` (and goes back to `munmap` with the same size); `is_lazy` of the layout, which the
 // caller must pass back unchanged, decides which.
 unsafe impl GlobalAlloc for FerryAlloc {
@@ -50,7 +61,7 @@ unsafe impl GlobalAlloc for FerryAlloc {
         if is_lazy(&layout) {
             unsafe { reserve(layout.size()) }
         } else {
-            unsafe { System.alloc(layout) }
+            unsafe { INNER.alloc(layout) }
         }
     }
 
@@ -59,7 +70,7 @@ unsafe impl GlobalAlloc for FerryAlloc {
             // Anonymous mappings are zero-filled.
             unsafe { reserve(layout.size()) }
         } else {
-            unsafe { System.alloc_zeroed(layout) }
+            unsafe { INNER.alloc_zeroed(layout) }
         }
     }
 
@@ -69,7 +80,7 @@ unsafe impl GlobalAlloc for FerryAlloc {
                 libc::munmap(p.cast(), layout.size());
             }
         } else {
-            unsafe { System.dealloc(p, layout) }
+            unsafe { INNER.dealloc(p, layout) }
         }
     }
 
@@ -78,7 +89,7 @@ unsafe impl GlobalAlloc for FerryAlloc {
             return ptr::null_mut();
         };
         if !is_lazy(&layout) && !is_lazy(&new_layout) {
-            return unsafe { System.realloc(p, layout, new_size) };
+            return unsafe { INNER.realloc(p, layout, new_size) };
         }
         let fresh = unsafe { self.alloc(new_layout) };
         if !fresh.is_null() {

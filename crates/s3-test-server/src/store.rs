@@ -164,7 +164,9 @@ impl S3 for FastStore {
             // Read into spare capacity: a zero-filled buffer would be one more pass.
             let mut buf = Vec::with_capacity(n);
             (&f).seek(SeekFrom::Start(span.start)).map_err(io_error)?;
-            (&f).take(n as u64).read_to_end(&mut buf).map_err(io_error)?;
+            (&f).take(n as u64)
+                .read_to_end(&mut buf)
+                .map_err(io_error)?;
             if buf.len() != n {
                 return Err(s3_error!(InternalError, "object shrank while read"));
             }
