@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs ferry's whole test suite: Rust unit tests, then the end-to-end suites (tests/e2e) against
+# Runs ferry's whole test suite: rustfmt and clippy checks, Rust unit tests, then the end-to-end suites (tests/e2e) against
 # the built `ferry` binary with real Kafka clients (confluent-kafka/librdkafka, kafka-python,
 # kafkajs, kcat).
 #
@@ -10,7 +10,7 @@
 # Environment:
 #   FERRY_BIN          broker binary for the e2e suites (default: target/debug/ferry, built here)
 #   FERRY_SKIP_SETUP=1 skip the install steps (for quick reruns on a prepared machine)
-#   FERRY_SKIP_CARGO=1 skip cargo test / cargo build (e2e only, with an existing binary)
+#   FERRY_SKIP_CARGO=1 skip cargo fmt / clippy / test / build (e2e only, with an existing binary)
 #   PYTEST_ARGS        extra arguments for pytest (e.g. "-k admin -x")
 #   FERRY_SKIP_CLUSTER_E2E=1 skip the second e2e pass against three-broker clusters
 set -euo pipefail
@@ -80,6 +80,16 @@ fi
 export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
 
 if [ "${FERRY_SKIP_CARGO:-0}" != 1 ]; then
+    # Style and lints first: clippy.toml holds the clock seam (no raw system clock outside
+    # ferry_common's Clock), so a violation fails the suite like a failing test.
+    if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+        log "rustup component add rustfmt clippy"
+        rustup component add rustfmt clippy
+    fi
+    log "cargo fmt --all --check"
+    cargo fmt --all --check
+    log "cargo clippy --workspace --all-targets -- -D warnings"
+    cargo clippy --workspace --all-targets -- -D warnings
     if cargo nextest --version >/dev/null 2>&1; then
         log "cargo nextest run --workspace"
         # --no-tests=pass: a crate without tests yet is not a failure of the suite.

@@ -27,6 +27,8 @@ pub struct Broker {
     pub replicas: ReplicaManager,
     pub fetch_sessions: FetchSessionCache,
     pub metrics: Arc<Metrics>,
+    /// Connections to the other brokers (replication, WAL metadata).
+    pub peers: crate::inter_broker::PeerClient,
     /// (host, port) given to clients.
     pub advertised: (String, u16),
     pub groups: ferry_group::GroupCoordinator,

@@ -6,7 +6,11 @@
 //!
 //! A connection whose exchange failed is in an unknown state (a partial frame may be in flight):
 //! callers drop it and connect again.
+//!
+//! Connections come from a [`PeerClient`]: where each peer listens (the metadata image) and the
+//! metrics to count in, not a whole `Broker`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -19,7 +23,7 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::broker::Broker;
+use crate::metadata::MetadataStore;
 use crate::metrics::{Metrics, TrafficKind};
 
 /// The Fetch version brokers send: v12 has `last_fetched_epoch` / `diverging_epoch` and
@@ -37,7 +41,7 @@ pub struct Connection {
     correlation_id: i32,
     peer: BrokerId,
     kind: TrafficKind,
-    metrics: std::sync::Arc<Metrics>,
+    metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -49,32 +53,49 @@ impl std::fmt::Debug for Connection {
     }
 }
 
-impl Connection {
+/// Opens connections to peer brokers: their addresses from the metadata image, their traffic
+/// counted in the metrics.
+#[derive(Clone)]
+pub struct PeerClient {
+    metadata: Arc<MetadataStore>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for PeerClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerClient").finish_non_exhaustive()
+    }
+}
+
+impl PeerClient {
+    pub fn new(metadata: Arc<MetadataStore>, metrics: Arc<Metrics>) -> Self {
+        Self { metadata, metrics }
+    }
+
     /// Connects to `peer`'s listener as the current metadata image registers it.
-    pub async fn connect(
-        broker: &Broker,
-        peer: BrokerId,
-        kind: TrafficKind,
-    ) -> anyhow::Result<Self> {
-        let image = broker.metadata.image();
-        let Some(reg) = image.brokers.get(&peer) else {
-            anyhow::bail!("broker {peer} is not registered");
+    pub async fn connect(&self, peer: BrokerId, kind: TrafficKind) -> anyhow::Result<Connection> {
+        let addr = {
+            let image = self.metadata.image();
+            let Some(reg) = image.brokers.get(&peer) else {
+                anyhow::bail!("broker {peer} is not registered");
+            };
+            format!("{}:{}", reg.host, reg.port)
         };
-        let addr = format!("{}:{}", reg.host, reg.port);
-        drop(image);
         let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&addr))
             .await
             .map_err(|_| anyhow::anyhow!("connect to {addr} timed out"))??;
         let _ = stream.set_nodelay(true);
-        Ok(Self {
+        Ok(Connection {
             stream,
             correlation_id: 0,
             peer,
             kind,
-            metrics: broker.metrics.clone(),
+            metrics: self.metrics.clone(),
         })
     }
+}
 
+impl Connection {
     /// The broker this connection leads to.
     pub fn peer(&self) -> BrokerId {
         self.peer

@@ -159,7 +159,7 @@ async fn run_leader(
         let Some(b) = broker.upgrade() else { return };
         if conn.is_none() {
             session.reset();
-            match Connection::connect(&b, leader, TrafficKind::Replication).await {
+            match b.peers.connect(leader, TrafficKind::Replication).await {
                 Ok(c) => conn = Some(c),
                 Err(e) => {
                     tracing::debug!(leader, error = %e, "replica fetcher cannot connect");

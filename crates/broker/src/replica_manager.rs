@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ferry_cluster::image::{PartitionState, TopicImage, NO_LEADER};
 use ferry_cluster::{BrokerId, Image};
@@ -24,6 +24,7 @@ use ferry_common::TopicPartition;
 use ferry_log::batch::whole_batches;
 use ferry_log::{AppendInfo, FetchData, LogConfig, LogError, LogManager, PartitionLog};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use uuid::Uuid;
 
 /// What this broker is for one partition, as the image last said.

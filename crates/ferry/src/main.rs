@@ -165,7 +165,7 @@ fn cost_report(metrics: &str, window_secs: f64, prices: &ferry::cost_report::Pri
         .map(str::to_string)
         .collect();
     let run = || -> anyhow::Result<String> {
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         let a = sample(&urls)?;
         std::thread::sleep(std::time::Duration::from_secs_f64(window_secs.max(0.0)));
         let b = sample(&urls)?;

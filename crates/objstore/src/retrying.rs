@@ -103,6 +103,9 @@ impl<S: ObjectStore> RetryingStore<S> {
     pub fn new(inner: S, config: RetryConfig) -> Self {
         let rng = match config.jitter_seed {
             Some(seed) => StdRng::seed_from_u64(seed),
+            // Jitter exists to spread the retries of many brokers apart, so in production
+            // each process draws its own; tests pass `jitter_seed` to repeat a run.
+            #[allow(clippy::disallowed_methods)]
             None => StdRng::from_os_rng(),
         };
         Self {

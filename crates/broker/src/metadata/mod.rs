@@ -250,10 +250,10 @@ impl MetadataStore {
     /// Like [`Self::propose`], but rides out a leadership change: while the voters start
     /// together, the leader one node saw may step down before its proposal reaches it.
     fn propose_at_start(&self, record: MetadataRecord) -> Result<Applied, MetadataError> {
-        let deadline = std::time::Instant::now() + START_PROPOSE_WAIT;
+        let deadline = tokio::time::Instant::now() + START_PROPOSE_WAIT;
         loop {
             match self.propose(record.clone()) {
-                Err(e) if e.is_retriable() && std::time::Instant::now() < deadline => {
+                Err(e) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
                     tracing::debug!(error = %e, "controller busy at start-up; retrying");
                     std::thread::sleep(std::time::Duration::from_millis(100));
                 }

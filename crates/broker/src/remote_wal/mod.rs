@@ -39,7 +39,7 @@ pub(crate) mod test_support;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ferry_cluster::{BrokerId, Image};
 use ferry_common::SharedClock;
@@ -51,6 +51,7 @@ use ferry_wal::stages::Stage;
 use ferry_wal::uploader::{AppendOutcome, BatcherConfig, Uploader, UploaderConfig};
 use prometheus_client::registry::Registry;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::broker::Broker;

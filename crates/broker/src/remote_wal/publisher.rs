@@ -265,7 +265,12 @@ impl MetadataProducer {
             .clone();
         let mut conn = slot.lock().await;
         if conn.is_none() {
-            *conn = Some(Connection::connect(broker, leader, TrafficKind::WalMetadata).await?);
+            *conn = Some(
+                broker
+                    .peers
+                    .connect(leader, TrafficKind::WalMetadata)
+                    .await?,
+            );
         }
         let Some(c) = conn.as_mut() else {
             anyhow::bail!("no connection to broker {leader}");

@@ -94,7 +94,11 @@ pub async fn run(
         }
         if conn.as_ref().map(Connection::peer) != Some(target) {
             conn = None;
-            match Connection::connect(&b, target, TrafficKind::WalMetadataReader).await {
+            match b
+                .peers
+                .connect(target, TrafficKind::WalMetadataReader)
+                .await
+            {
                 Ok(c) => conn = Some(c),
                 Err(e) => {
                     tracing::debug!(partition, broker = target, error = %e, "metadata reader cannot connect");

@@ -14,7 +14,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use ferry_protocol::frame::{read_frame, FrameError};

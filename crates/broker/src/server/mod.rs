@@ -121,8 +121,10 @@ impl Server {
             metadata.clone(),
         );
         let (isr_tx, isr_rx) = tokio::sync::mpsc::unbounded_channel();
+        let peers = crate::inter_broker::PeerClient::new(metadata.clone(), metrics.clone());
         let broker = Arc::new(Broker {
             fetcher: Box::new(ClassicFetcher::default()),
+            peers,
             remote_wal: remote_wal.clone(),
             isr_changes: isr_tx,
             groups,
