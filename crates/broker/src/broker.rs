@@ -43,6 +43,8 @@ pub struct Broker {
     pub fetcher: Box<dyn ReplicaFetcher>,
     /// The remote WAL (KIP-1176): uploader, WAL fetcher, metadata publisher and GC.
     pub remote_wal: Arc<crate::remote_wal::RemoteWal>,
+    /// Told of appends and follower reports as handlers serve them (the remote WAL).
+    pub replication: Arc<dyn crate::replica_manager::ReplicationObserver>,
     /// ISR changes the partitions led here want; proposed to the controller by a task.
     pub isr_changes: tokio::sync::mpsc::UnboundedSender<IsrChange>,
 }
@@ -238,7 +240,7 @@ impl Broker {
         self.metrics
             .under_replicated_partitions
             .set(i64::try_from(self.replicas.under_replicated_count()).unwrap_or(i64::MAX));
-        self.fetcher.sync(self);
+        self.fetcher.sync(self.replicas.all());
         if image.topic(OFFSETS_TOPIC).is_some() {
             self.follow_offsets_leadership();
         }

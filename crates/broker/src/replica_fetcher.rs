@@ -1,6 +1,8 @@
 //! How bytes reach a follower: the seam [`ReplicaFetcher`], and its classic implementation
 //! [`ClassicFetcher`], which fetches from the leader with the Fetch API (as Kafka's replica
-//! fetcher threads do). The remote WAL will provide another implementation.
+//! fetcher threads do). It knows the partitions it is given, a [`PeerClient`] and its settings
+//! ([`FetcherContext`]); what the remote WAL wants to learn from it goes through the replica
+//! manager's [`ReplicationObserver`], so this module names neither the broker nor the WAL.
 //!
 //! [`ClassicFetcher`] runs one task per leader broker. Each round sends one Fetch (v12, topic
 //! names, in an incremental fetch session: [`crate::follower_session`]) with `replica_id` = this
@@ -40,29 +42,59 @@ use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::{BrokerId as WireBrokerId, FetchRequest, FetchResponse};
 use tokio::task::JoinHandle;
 
-use crate::broker::Broker;
 use crate::follower_session::{FollowerSession, SessionRequest, Wanted};
-use crate::inter_broker::Connection;
+use crate::inter_broker::{Connection, PeerClient};
 use crate::metrics::{inter_broker_client_id, TrafficKind, PURPOSE_REPLICA_FETCHER};
-use crate::replica_manager::{Partition, Role};
-use ferry_wal::stages::Stage;
+use crate::replica_manager::{Partition, ReplicationObserver, Role};
 
 /// Back-off after a failed round (connection error, leader not ready).
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);
 
 /// The one way the replica manager makes a follower's log follow its leader.
 pub trait ReplicaFetcher: Send + Sync {
-    /// Makes the fetcher follow exactly the partitions this broker follows now (by the replica
-    /// manager's roles). Called after every change of the metadata image.
-    fn sync(&self, broker: &Arc<Broker>);
+    /// Makes the fetcher follow exactly `followed`: the partitions this broker follows now (by
+    /// the replica manager's roles), each fetched from its leader. Called after every change of
+    /// the metadata image.
+    fn sync(&self, followed: Vec<Arc<Partition>>);
     /// Stops every fetch task.
     fn shutdown(&self);
 }
 
+/// The follower's side of Fetch, as the broker's config sets it.
+#[derive(Debug, Clone, Copy)]
+pub struct FetcherSettings {
+    /// `replica.fetch.wait.max.ms`.
+    pub wait_max_ms: i32,
+    /// `replica.fetch.max.bytes` (per partition).
+    pub partition_max_bytes: i32,
+    /// `fetch.max.bytes` (per request).
+    pub max_bytes: usize,
+}
+
+/// What the fetch tasks need besides their partitions.
+pub struct FetcherContext {
+    /// This broker (the `replica_id` of its fetches).
+    pub node_id: BrokerId,
+    pub peers: PeerClient,
+    pub settings: FetcherSettings,
+    /// Told of classic appends and of answered WAL-progress reports.
+    pub observer: Arc<dyn ReplicationObserver>,
+}
+
 /// Classic replication: followers fetch from the leader's Kafka listener.
-#[derive(Default)]
 pub struct ClassicFetcher {
+    /// Tasks hold it weakly: they end when the fetcher (so the broker) is gone.
+    context: Arc<FetcherContext>,
     tasks: Mutex<HashMap<(BrokerId, Lane), LeaderTask>>,
+}
+
+impl ClassicFetcher {
+    pub fn new(context: FetcherContext) -> Self {
+        Self {
+            context: Arc::new(context),
+            tasks: Mutex::default(),
+        }
+    }
 }
 
 /// Which partitions of a leader a fetch task serves.
@@ -89,12 +121,12 @@ struct LeaderTask {
 }
 
 impl ReplicaFetcher for ClassicFetcher {
-    fn sync(&self, broker: &Arc<Broker>) {
+    fn sync(&self, followed: Vec<Arc<Partition>>) {
         let mut wanted: HashMap<BrokerId, BTreeMap<TopicPartition, Arc<Partition>>> =
             HashMap::new();
-        for p in broker.replicas.all() {
+        for p in followed {
             if let Role::Follower { leader } = p.role() {
-                if leader >= 0 && leader != broker.node_id {
+                if leader >= 0 && leader != self.context.node_id {
                     wanted.entry(leader).or_default().insert(p.tp.clone(), p);
                 }
             }
@@ -117,7 +149,7 @@ impl ReplicaFetcher for ClassicFetcher {
                     None => {
                         let shared = Arc::new(Mutex::new(partitions.clone()));
                         let handle = tokio::spawn(run_leader(
-                            Arc::downgrade(broker),
+                            Arc::downgrade(&self.context),
                             leader,
                             lane,
                             shared.clone(),
@@ -144,7 +176,7 @@ impl ReplicaFetcher for ClassicFetcher {
 }
 
 async fn run_leader(
-    broker: Weak<Broker>,
+    context: Weak<FetcherContext>,
     leader: BrokerId,
     lane: Lane,
     partitions: Arc<Mutex<BTreeMap<TopicPartition, Arc<Partition>>>>,
@@ -156,7 +188,7 @@ async fn run_leader(
     // WAL lane: when the WAL path moved a log end that the next report carries.
     let mut moved_at: Option<tokio::time::Instant> = None;
     loop {
-        let Some(b) = broker.upgrade() else { return };
+        let Some(b) = context.upgrade() else { return };
         if conn.is_none() {
             session.reset();
             match b.peers.connect(leader, TrafficKind::Replication).await {
@@ -189,9 +221,7 @@ async fn run_leader(
         };
         let request = build_request(&b, session.request(&wanted), lane, wait);
         let reported: Vec<i64> = current.iter().map(|p| p.log.log_end_offset()).collect();
-        let wait_max = Duration::from_millis(
-            u64::try_from(b.config.replica_fetch_wait_max_ms()).unwrap_or(500),
-        );
+        let wait_max = Duration::from_millis(u64::try_from(b.settings.wait_max_ms).unwrap_or(500));
         let client_id = inter_broker_client_id(b.node_id, PURPOSE_REPLICA_FETCHER);
         let Some(c) = conn.as_mut() else { continue };
         let result = c.fetch(&request, &client_id).await;
@@ -201,12 +231,10 @@ async fn run_leader(
                     // The leader lost our session (restart, eviction): a full request at once.
                     continue;
                 }
-                let backoff = handle_response(&b, leader, &current, &wanted, response);
+                let backoff =
+                    handle_response(b.observer.as_ref(), leader, &current, &wanted, response);
                 if let Some(at) = moved_at.take() {
-                    b.remote_wal
-                        .metrics()
-                        .stages
-                        .observe(Stage::Report, at.elapsed());
+                    b.observer.on_wal_progress_reported(at.elapsed());
                 }
                 drop(b);
                 hw_poll = false;
@@ -282,10 +310,14 @@ async fn wait_for_progress(
 }
 
 /// Every partition of the round as a full fetch would list it (the session sends what changed).
-fn wanted_partitions(broker: &Broker, partitions: &[Arc<Partition>], lane: Lane) -> Wanted {
+fn wanted_partitions(
+    context: &FetcherContext,
+    partitions: &[Arc<Partition>],
+    lane: Lane,
+) -> Wanted {
     // WAL lane: offsets only.
     let partition_max_bytes = match lane {
-        Lane::Classic => broker.config.replica_fetch_max_bytes(),
+        Lane::Classic => context.settings.partition_max_bytes,
         Lane::Wal => 0,
     };
     partitions
@@ -321,17 +353,22 @@ enum Wait {
     LongPoll,
 }
 
-fn build_request(broker: &Broker, session: SessionRequest, lane: Lane, wait: Wait) -> FetchRequest {
+fn build_request(
+    context: &FetcherContext,
+    session: SessionRequest,
+    lane: Lane,
+    wait: Wait,
+) -> FetchRequest {
     let (max_wait_ms, min_bytes) = match (lane, wait) {
-        (_, Wait::LongPoll) => (broker.config.replica_fetch_wait_max_ms(), 1),
+        (_, Wait::LongPoll) => (context.settings.wait_max_ms, 1),
         (Lane::Classic, Wait::Immediate) => (0, 1),
         (Lane::Wal, Wait::Immediate) => (0, 0),
     };
     FetchRequest::default()
-        .with_replica_id(WireBrokerId(broker.node_id))
+        .with_replica_id(WireBrokerId(context.node_id))
         .with_max_wait_ms(max_wait_ms)
         .with_min_bytes(min_bytes)
-        .with_max_bytes(i32::try_from(broker.config.fetch_max_bytes()).unwrap_or(i32::MAX))
+        .with_max_bytes(i32::try_from(context.settings.max_bytes).unwrap_or(i32::MAX))
         .with_isolation_level(0)
         .with_session_id(session.session_id)
         .with_session_epoch(session.session_epoch)
@@ -341,7 +378,7 @@ fn build_request(broker: &Broker, session: SessionRequest, lane: Lane, wait: Wai
 
 /// Applies a leader's answer; returns true if the fetcher should back off before the next round.
 fn handle_response(
-    broker: &Broker,
+    observer: &dyn ReplicationObserver,
     leader: BrokerId,
     partitions: &[Arc<Partition>],
     wanted: &Wanted,
@@ -406,7 +443,7 @@ fn handle_response(
             if let Some(records) = &data.records {
                 if !records.is_empty() {
                     match p.append_fetched(records) {
-                        Ok(n) => broker.remote_wal.on_classic_follower_append(p, n),
+                        Ok(n) => observer.on_classic_follower_append(p, n),
                         Err(e) => {
                             tracing::error!(partition = %p.tp, error = %e, "follower append failed");
                             backoff = true;

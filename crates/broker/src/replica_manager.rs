@@ -882,6 +882,36 @@ fn last_offset_of(records: &[u8]) -> Option<i64> {
     whole_batches(records).last().map(|b| b.last_offset)
 }
 
+/// Told of replication events as they happen, so that a layer above (the remote WAL) can follow
+/// them without the replica fetcher or the handlers naming it.
+pub trait ReplicationObserver: Send + Sync {
+    /// Leader: `info` was appended to `p` by a producer (called before the next append of `p`,
+    /// so an observer sees appends in log order).
+    fn on_leader_append(&self, p: &Partition, info: &AppendInfo);
+    /// Leader: a follower reported its log end (`fetch_offset`) without asking for records, as
+    /// remote-WAL followers do. Returns whether to answer with records after all (the classic
+    /// fetch), because the follower is behind what the observer's path can bring it.
+    fn on_replica_report(&self, p: &Partition, replica: BrokerId, fetch_offset: i64) -> bool;
+    /// Follower: the classic fetch appended `bytes` to `p`.
+    fn on_classic_follower_append(&self, p: &Partition, bytes: u64);
+    /// Follower: the leader answered a report of progress made on the WAL path, `elapsed` after
+    /// that progress.
+    fn on_wal_progress_reported(&self, elapsed: Duration);
+}
+
+/// An observer that ignores everything (a broker without a remote WAL, tests).
+#[derive(Debug, Default)]
+pub struct NoObserver;
+
+impl ReplicationObserver for NoObserver {
+    fn on_leader_append(&self, _: &Partition, _: &AppendInfo) {}
+    fn on_replica_report(&self, _: &Partition, _: BrokerId, _: i64) -> bool {
+        true
+    }
+    fn on_classic_follower_append(&self, _: &Partition, _: u64) {}
+    fn on_wal_progress_reported(&self, _: Duration) {}
+}
+
 pub struct ReplicaManager {
     node_id: BrokerId,
     logs: LogManager,

@@ -341,7 +341,7 @@ fn read_one(
     // behind the WAL path; then it gets its data here, classically.
     if let Some(id) = replica.filter(|_| req.max_bytes == 0) {
         if !broker
-            .remote_wal
+            .replication
             .on_replica_report(partition, id, req.fetch_offset)
         {
             read.data = data;

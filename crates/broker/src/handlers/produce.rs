@@ -245,7 +245,7 @@ pub fn append(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Ap
                                 let leader_epoch = partition.leader_epoch();
                                 partition
                                     .append_then(&records, |p, info| {
-                                        broker.remote_wal.on_leader_append(p, info)
+                                        broker.replication.on_leader_append(p, info)
                                     })
                                     .map(|info| (info, leader_epoch))
                             })

@@ -343,35 +343,6 @@ impl RemoteWal {
         ));
     }
 
-    /// Leader: `info` was just appended to `p`; offers the batches, as stored, to the uploader.
-    /// Never blocks on the store. Called with the partition's append order kept.
-    pub fn on_leader_append(&self, p: &Partition, info: &AppendInfo) {
-        if info.duplicate || !self.is_enabled(p.topic_id) {
-            return;
-        }
-        let Some(uploader) = &self.uploader else {
-            return;
-        };
-        let now = self.clock.now_ms();
-        self.leader_lock()
-            .on_append(&p.tp, info.last_offset + 1, now);
-        {
-            let mut pending = self.uncommitted.lock().unwrap_or_else(|p| p.into_inner());
-            let q = pending.entry(p.tp.clone()).or_default();
-            if q.len() >= MAX_UNCOMMITTED {
-                q.pop_front();
-            }
-            q.push_back((Instant::now(), info.last_offset + 1));
-        }
-        let Some(append) = leader::stored_append(p, info) else {
-            return;
-        };
-        let outcome = uploader.append(append);
-        if let AppendOutcome::Dropped { .. } = outcome {
-            self.take_fallbacks();
-        }
-    }
-
     /// The `commit` stage: appends of `p` the high watermark has passed now.
     fn observe_commits(&self, p: &Partition) {
         let hw = p.high_watermark();
@@ -406,44 +377,6 @@ impl RemoteWal {
             tracing::debug!(partition = %f.tp, from = f.from_offset, end = f.end_offset, reason = ?f.reason, "remote WAL range left for the classic fetch");
             self.shared.metrics.fallback_ranges.inc();
             l.on_fallback(f);
-        }
-    }
-
-    /// Leader: a follower's WAL-mode report (a replica fetch asking for no data) for `p` at
-    /// `fetch_offset`. Returns whether to answer it with data (the classic fetch) because it
-    /// is behind or inside a range the WAL path dropped.
-    pub fn on_replica_report(&self, p: &Partition, replica: BrokerId, fetch_offset: i64) -> bool {
-        if !self.is_enabled(p.topic_id) {
-            return true;
-        }
-        let now = self.clock.now_ms();
-        let leo = p.log.log_end_offset();
-        let reason = self
-            .leader_lock()
-            .on_report(&p.tp, replica, fetch_offset, leo, now);
-        self.observe_commits(p);
-        if let Some(reason) = reason {
-            tracing::debug!(partition = %p.tp, replica, fetch_offset, leader_log_end = leo, reason = reason.as_str(),
-                "remote WAL: report answered by the classic fetch");
-            self.shared
-                .metrics
-                .reports_served_classic
-                .get_or_create(&metrics::ReasonLabels {
-                    reason: reason.as_str().to_string(),
-                })
-                .inc();
-        }
-        reason.is_some()
-    }
-
-    /// Follower: counts bytes the classic fetch appended to a remote-WAL partition.
-    pub fn on_classic_follower_append(&self, p: &Partition, bytes: u64) {
-        if self.is_enabled(p.topic_id) {
-            self.shared.metrics.follower_bytes("classic", bytes);
-            // Back to the WAL path as soon as the classic range is done.
-            if !p.wal_mode() {
-                self.follower.tick_one(p, self.clock.now_ms());
-            }
         }
     }
 
@@ -542,5 +475,78 @@ async fn housekeeping(wal: Arc<RemoteWal>) {
                 .metrics
                 .update_cost(&wal.shared.config.cost, totals, now);
         }
+    }
+}
+
+impl crate::replica_manager::ReplicationObserver for RemoteWal {
+    /// Leader: `info` was just appended to `p`; offers the batches, as stored, to the uploader.
+    /// Never blocks on the store. Called with the partition's append order kept.
+    fn on_leader_append(&self, p: &Partition, info: &AppendInfo) {
+        if info.duplicate || !self.is_enabled(p.topic_id) {
+            return;
+        }
+        let Some(uploader) = &self.uploader else {
+            return;
+        };
+        let now = self.clock.now_ms();
+        self.leader_lock()
+            .on_append(&p.tp, info.last_offset + 1, now);
+        {
+            let mut pending = self.uncommitted.lock().unwrap_or_else(|p| p.into_inner());
+            let q = pending.entry(p.tp.clone()).or_default();
+            if q.len() >= MAX_UNCOMMITTED {
+                q.pop_front();
+            }
+            q.push_back((Instant::now(), info.last_offset + 1));
+        }
+        let Some(append) = leader::stored_append(p, info) else {
+            return;
+        };
+        let outcome = uploader.append(append);
+        if let AppendOutcome::Dropped { .. } = outcome {
+            self.take_fallbacks();
+        }
+    }
+
+    /// Leader: a follower's WAL-mode report (a replica fetch asking for no data) for `p` at
+    /// `fetch_offset`. Returns whether to answer it with data (the classic fetch) because it
+    /// is behind or inside a range the WAL path dropped.
+    fn on_replica_report(&self, p: &Partition, replica: BrokerId, fetch_offset: i64) -> bool {
+        if !self.is_enabled(p.topic_id) {
+            return true;
+        }
+        let now = self.clock.now_ms();
+        let leo = p.log.log_end_offset();
+        let reason = self
+            .leader_lock()
+            .on_report(&p.tp, replica, fetch_offset, leo, now);
+        self.observe_commits(p);
+        if let Some(reason) = reason {
+            tracing::debug!(partition = %p.tp, replica, fetch_offset, leader_log_end = leo, reason = reason.as_str(),
+                "remote WAL: report answered by the classic fetch");
+            self.shared
+                .metrics
+                .reports_served_classic
+                .get_or_create(&metrics::ReasonLabels {
+                    reason: reason.as_str().to_string(),
+                })
+                .inc();
+        }
+        reason.is_some()
+    }
+
+    /// Follower: counts bytes the classic fetch appended to a remote-WAL partition.
+    fn on_classic_follower_append(&self, p: &Partition, bytes: u64) {
+        if self.is_enabled(p.topic_id) {
+            self.shared.metrics.follower_bytes("classic", bytes);
+            // Back to the WAL path as soon as the classic range is done.
+            if !p.wal_mode() {
+                self.follower.tick_one(p, self.clock.now_ms());
+            }
+        }
+    }
+
+    fn on_wal_progress_reported(&self, elapsed: Duration) {
+        self.shared.metrics.stages.observe(Stage::Report, elapsed);
     }
 }

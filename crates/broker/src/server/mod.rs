@@ -21,7 +21,7 @@ use crate::config::BrokerConfig;
 use crate::fetch_session::FetchSessionCache;
 use crate::metadata::{MetadataOptions, MetadataStore};
 use crate::metrics::{self, Metrics, TrafficKind};
-use crate::replica_fetcher::ClassicFetcher;
+use crate::replica_fetcher::{ClassicFetcher, FetcherContext, FetcherSettings};
 use crate::replica_manager::{IsrChange, IsrOutcome, ReplicaManager};
 
 /// A running broker.
@@ -122,9 +122,20 @@ impl Server {
         );
         let (isr_tx, isr_rx) = tokio::sync::mpsc::unbounded_channel();
         let peers = crate::inter_broker::PeerClient::new(metadata.clone(), metrics.clone());
+        let fetcher = ClassicFetcher::new(FetcherContext {
+            node_id: config.node_id(),
+            peers: peers.clone(),
+            settings: FetcherSettings {
+                wait_max_ms: config.replica_fetch_wait_max_ms(),
+                partition_max_bytes: config.replica_fetch_max_bytes(),
+                max_bytes: config.fetch_max_bytes(),
+            },
+            observer: remote_wal.clone(),
+        });
         let broker = Arc::new(Broker {
-            fetcher: Box::new(ClassicFetcher::default()),
+            fetcher: Box::new(fetcher),
             peers,
+            replication: remote_wal.clone(),
             remote_wal: remote_wal.clone(),
             isr_changes: isr_tx,
             groups,
