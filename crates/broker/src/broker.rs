@@ -24,7 +24,7 @@ pub struct Broker {
     pub node_id: i32,
     pub clock: SharedClock,
     pub metadata: Arc<MetadataStore>,
-    pub replicas: ReplicaManager,
+    pub replicas: Arc<ReplicaManager>,
     pub fetch_sessions: FetchSessionCache,
     pub metrics: Arc<Metrics>,
     /// Connections to the other brokers (replication, WAL metadata).
@@ -206,12 +206,7 @@ impl Broker {
 
     /// The leader of a partition by the image, with its epoch: (-1, -1) if unknown.
     pub fn leader_of(&self, topic: &str, partition: i32) -> (i32, i32) {
-        let image = self.metadata.image();
-        image
-            .topic(topic)
-            .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?))
-            .map(|p| (p.leader, p.leader_epoch))
-            .unwrap_or((-1, -1))
+        self.metadata.leader_of(topic, partition)
     }
 
     /// Follows a new metadata image: partitions, roles, deleted topics, fetchers.

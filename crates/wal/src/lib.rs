@@ -14,6 +14,10 @@
 //! - [`stages`]: the latency histogram of each stage of a byte's trip.
 //! - [`follower`]: the follower side's pure decisions: which metadata to fetch, how to coalesce
 //!   ranged GETs, and how to verify downloaded slices.
+//! - [`leader_tracker`]: the leader side's pure decision of when a follower's report is answered
+//!   by the classic fetch (a dropped range, a failed or stuck path, a follower far behind).
+//! - [`mode_tracker`]: the follower side's pure choice between the WAL path and the classic
+//!   fetch, per partition.
 //!
 //! What always holds across the crate: a metadata record is published only after its object's
 //! PUT succeeded; per partition, records are published in increasing offset order; a follower
@@ -31,8 +35,10 @@ pub mod fetcher;
 pub mod follower;
 pub mod format;
 pub mod gc;
+pub mod leader_tracker;
 pub mod lifecycle;
 pub mod metadata;
+pub mod mode_tracker;
 mod sequencer;
 pub mod stages;
 pub mod uploader;

@@ -243,6 +243,16 @@ impl MetadataStore {
         self.quorum.image()
     }
 
+    /// The leader and leader epoch of a partition in the current image (-1, -1 when unknown).
+    pub fn leader_of(&self, topic: &str, partition: i32) -> (i32, i32) {
+        let image = self.image();
+        image
+            .topic(topic)
+            .and_then(|t| t.partitions.get(usize::try_from(partition).ok()?))
+            .map(|p| (p.leader, p.leader_epoch))
+            .unwrap_or((-1, -1))
+    }
+
     fn propose(&self, record: MetadataRecord) -> Result<Applied, MetadataError> {
         Ok(self.quorum.propose(record)?.applied)
     }

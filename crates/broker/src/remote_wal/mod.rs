@@ -47,6 +47,7 @@ use ferry_log::AppendInfo;
 use ferry_objstore::Op;
 use ferry_wal::fetcher::{FetcherConfig, WalFetcher};
 use ferry_wal::gc::{GcConfig, WalGc};
+use ferry_wal::leader_tracker::LeaderTracker;
 use ferry_wal::stages::Stage;
 use ferry_wal::uploader::{AppendOutcome, BatcherConfig, Uploader, UploaderConfig};
 use prometheus_client::registry::Registry;
@@ -59,7 +60,6 @@ use crate::config::BrokerConfig;
 use crate::replica_manager::{Partition, Role};
 use config::RemoteWalConfig;
 use follower::{FollowerModes, ReplicaSink};
-use leader::LeaderTracker;
 use metrics::{RemoteWalMetrics, Totals};
 use publisher::MetadataProducer;
 use store::Stores;
@@ -411,7 +411,15 @@ impl RemoteWal {
                 )
                 .await;
         });
-        tasks.spawn(reader::run(self.clone(), Arc::downgrade(broker)));
+        let handles = reader::ReaderHandles {
+            node_id: broker.node_id,
+            rack: broker.config.rack().unwrap_or_default(),
+            wait_max_ms: broker.config.replica_fetch_wait_max_ms(),
+            metadata: broker.metadata.clone(),
+            peers: broker.peers.clone(),
+            replicas: Arc::downgrade(&broker.replicas),
+        };
+        tasks.spawn(reader::run(self.clone(), handles));
         if let Some(gc) = self.gc.clone() {
             tasks.spawn(gc::run(gc, self.shared.clone(), self.clock.clone()));
         }

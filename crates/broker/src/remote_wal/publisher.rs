@@ -45,6 +45,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use ferry_cluster::BrokerId;
 use ferry_wal::gc::{TombstonePublisher, WalGc};
+use ferry_wal::leader_tracker::LeaderTracker;
 use ferry_wal::metadata::{WalMetadataKey, WalMetadataRecord, WalSliceMetadata, METADATA_TOPIC};
 use ferry_wal::uploader::MetadataPublisher;
 use ferry_wal::WalError;
@@ -55,7 +56,6 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 use uuid::Uuid;
 
-use super::leader::LeaderTracker;
 use super::Shared;
 use crate::broker::Broker;
 use crate::inter_broker::Connection;

@@ -27,11 +27,28 @@ use ferry_wal::metadata::{WalMetadataRecord, METADATA_TOPIC};
 use futures::future::select_all;
 use tokio::task::JoinHandle;
 
+use ferry_cluster::BrokerId;
+
 use super::{remote_reader, RemoteWal};
-use crate::broker::Broker;
-use crate::replica_manager::Partition;
+use crate::inter_broker::PeerClient;
+use crate::metadata::MetadataStore;
+use crate::replica_manager::{Partition, ReplicaManager};
 
 const MAX_READ: usize = 1 << 20;
+
+/// What the metadata reader needs of the broker: the image, the local replicas (held weakly:
+/// the readers end with the broker), the peers to fetch from, and its settings.
+#[derive(Clone)]
+pub struct ReaderHandles {
+    pub node_id: BrokerId,
+    /// `broker.rack`, sent with network fetches (KIP-392); empty when unset.
+    pub rack: String,
+    /// `replica.fetch.wait.max.ms`, the long-poll of network fetches.
+    pub wait_max_ms: i32,
+    pub metadata: Arc<MetadataStore>,
+    pub peers: PeerClient,
+    pub replicas: Weak<ReplicaManager>,
+}
 /// How often the routing is looked at again without a wake-up (image changes come unannounced).
 const TICK: Duration = Duration::from_millis(200);
 
@@ -155,7 +172,7 @@ impl RemoteTasks {
         &mut self,
         remote: &[i32],
         wal: &Arc<RemoteWal>,
-        broker: &Weak<Broker>,
+        handles: &ReaderHandles,
         progress: &Arc<Mutex<Progress>>,
     ) {
         self.0.retain(|p, task| {
@@ -170,7 +187,7 @@ impl RemoteTasks {
                 tokio::spawn(remote_reader::run(
                     *p,
                     wal.clone(),
-                    broker.clone(),
+                    handles.clone(),
                     progress.clone(),
                 ))
             });
@@ -187,13 +204,15 @@ impl Drop for RemoteTasks {
 }
 
 /// Runs until the task is dropped.
-pub async fn run(wal: Arc<RemoteWal>, broker: Weak<Broker>) {
+pub async fn run(wal: Arc<RemoteWal>, handles: ReaderHandles) {
     let progress = Arc::new(Mutex::new(Progress::default()));
     let mut tasks = RemoteTasks::default();
     let mut caught_up = false;
     loop {
-        let Some(b) = broker.upgrade() else { return };
-        let image = b.metadata.image();
+        let Some(replicas) = handles.replicas.upgrade() else {
+            return;
+        };
+        let image = handles.metadata.image();
         let count = image
             .topic(METADATA_TOPIC)
             .map(|t| i32::try_from(t.partitions.len()).unwrap_or(i32::MAX))
@@ -203,8 +222,8 @@ pub async fn run(wal: Arc<RemoteWal>, broker: Weak<Broker>) {
             let replica = image
                 .topic(METADATA_TOPIC)
                 .and_then(|t| t.partitions.get(usize::try_from(p).ok()?))
-                .is_some_and(|s| s.replicas.contains(&b.node_id));
-            match b.replicas.partition_of(METADATA_TOPIC, p) {
+                .is_some_and(|s| s.replicas.contains(&handles.node_id));
+            match replicas.partition_of(METADATA_TOPIC, p) {
                 Some(part) => {
                     let end = part.log.log_end_offset();
                     open.insert(p, part);
@@ -215,8 +234,8 @@ pub async fn run(wal: Arc<RemoteWal>, broker: Weak<Broker>) {
             }
         });
         drop(image);
-        drop(b);
-        tasks.sync(&route.remote, &wal, &broker, &progress);
+        drop(replicas);
+        tasks.sync(&route.remote, &wal, &handles, &progress);
         let local: Vec<(i32, Arc<Partition>)> = route
             .local
             .iter()

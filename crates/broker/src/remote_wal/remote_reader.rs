@@ -13,7 +13,7 @@
 //! [`RETRY_BACKOFF`]; OFFSET_OUT_OF_RANGE from the leader restarts the read at the leader's log
 //! start.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -26,9 +26,8 @@ use kafka_protocol::messages::{BrokerId as WireBrokerId, FetchRequest, TopicName
 use kafka_protocol::protocol::StrBytes;
 use tokio::time::Instant;
 
-use super::reader::{lock, Progress};
+use super::reader::{lock, Progress, ReaderHandles};
 use super::RemoteWal;
-use crate::broker::Broker;
 use crate::inter_broker::Connection;
 use crate::metrics::{inter_broker_client_id, TrafficKind, PURPOSE_WAL_METADATA_READER};
 
@@ -69,18 +68,20 @@ enum Next {
 pub async fn run(
     partition: i32,
     wal: Arc<RemoteWal>,
-    broker: Weak<Broker>,
+    handles: ReaderHandles,
     progress: Arc<Mutex<Progress>>,
 ) {
     let mut conn: Option<Connection> = None;
     let mut preferred: Option<Preferred> = None;
     let mut leader_only_until: Option<Instant> = None;
     loop {
-        let Some(b) = broker.upgrade() else { return };
+        if handles.replicas.strong_count() == 0 {
+            return; // the broker is gone
+        }
         let Some(from) = lock(&progress).remote_offset(partition) else {
             return;
         };
-        let (leader, leader_epoch) = b.leader_of(METADATA_TOPIC, partition);
+        let (leader, leader_epoch) = handles.metadata.leader_of(METADATA_TOPIC, partition);
         preferred = preferred.filter(|p| {
             p.leader == leader
                 && p.leader_epoch == leader_epoch
@@ -88,13 +89,12 @@ pub async fn run(
         });
         let target = preferred.map_or(leader, |p| p.replica);
         if target < 0 {
-            drop(b);
             tokio::time::sleep(RETRY_BACKOFF).await;
             continue;
         }
         if conn.as_ref().map(Connection::peer) != Some(target) {
             conn = None;
-            match b
+            match handles
                 .peers
                 .connect(target, TrafficKind::WalMetadataReader)
                 .await
@@ -103,20 +103,18 @@ pub async fn run(
                 Err(e) => {
                     tracing::debug!(partition, broker = target, error = %e, "metadata reader cannot connect");
                     fail_over(&mut preferred, &mut leader_only_until);
-                    drop(b);
                     tokio::time::sleep(RETRY_BACKOFF).await;
                     continue;
                 }
             }
         }
-        let wait_ms = b.config.replica_fetch_wait_max_ms().max(0);
+        let wait_ms = handles.wait_max_ms.max(0);
         let rack = match leader_only_until {
             Some(t) if Instant::now() < t => String::new(),
-            _ => b.config.rack().unwrap_or_default(),
+            _ => handles.rack.clone(),
         };
         let request = request(partition, from, wait_ms, rack);
-        let client_id = inter_broker_client_id(b.node_id, PURPOSE_WAL_METADATA_READER);
-        drop(b);
+        let client_id = inter_broker_client_id(handles.node_id, PURPOSE_WAL_METADATA_READER);
         let Some(c) = conn.as_mut() else { continue };
         let wait = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)) + REQUEST_TIMEOUT;
         let data = match tokio::time::timeout(wait, c.fetch(&request, &client_id)).await {

@@ -52,7 +52,7 @@ impl Server {
             .context("log.dirs is empty and metadata.log.dir is not set")?;
         let logs = LogManager::open(dirs.clone(), clock.clone()).context("opening log dirs")?;
         let on_disk = logs.partitions_on_disk();
-        let replicas = ReplicaManager::new(logs, config.node_id());
+        let replicas = Arc::new(ReplicaManager::new(logs, config.node_id()));
 
         let listen = config.listener()?;
         let listener = TcpListener::bind(listen)
