@@ -35,10 +35,6 @@ pub struct Broker {
     pub offsets_store: Arc<LogOffsetsStore>,
     /// Serializes the creation and loading of `__consumer_offsets`.
     pub group_init: std::sync::Mutex<()>,
-    /// Serializes opening a created topic's logs with applying an image: an image read before
-    /// the topic's creation committed, applied after its logs were opened, deleted them as a
-    /// deleted topic's (a produce to the new topic then timed out).
-    pub image_apply: std::sync::Mutex<()>,
     /// How followed partitions get their bytes from their leaders.
     pub fetcher: Box<dyn ReplicaFetcher>,
     /// The remote WAL (KIP-1176): uploader, WAL fetcher, metadata publisher and GC.
@@ -173,7 +169,7 @@ impl Broker {
     /// Opens the logs of the partitions of a known topic that this broker hosts, as leader or
     /// follower by the image.
     pub fn open_topic(&self, meta: &TopicMeta) -> Result<(), TopicError> {
-        let _applying = self.image_apply.lock().unwrap_or_else(|p| p.into_inner());
+        let _applying = self.replicas.image_apply_guard();
         let image = self.metadata.image();
         let Some(topic) = image.topic(&meta.name) else {
             return Err(TopicError::new(
@@ -214,7 +210,7 @@ impl Broker {
         // A topic created since `image` was taken already has logs (CreateTopics opens them):
         // an older image would delete them as gone, so follow the newest image, read under the
         // same lock `open_topic` holds.
-        let applying = self.image_apply.lock().unwrap_or_else(|p| p.into_inner());
+        let applying = self.replicas.image_apply_guard();
         let latest = self.metadata.image();
         let image = if latest.applied_index > image.applied_index {
             &*latest
@@ -230,7 +226,7 @@ impl Broker {
             self.fetch_sessions.forget_topic(topic);
             tracing::info!(topic = %topic, "deleted the local replicas of a deleted topic");
         }
-        self.remote_wal.on_image(self, image);
+        self.remote_wal.on_image(image);
         // Every change of a leader's ISR or replica set arrives through the image.
         self.metrics
             .under_replicated_partitions

@@ -916,6 +916,8 @@ pub struct ReplicaManager {
     node_id: BrokerId,
     logs: LogManager,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    /// See [`ReplicaManager::image_apply_guard`].
+    image_apply: Mutex<()>,
 }
 
 /// What [`ReplicaManager::apply_image`] changed.
@@ -933,7 +935,16 @@ impl ReplicaManager {
             node_id,
             logs,
             partitions: RwLock::new(HashMap::new()),
+            image_apply: Mutex::new(()),
         }
+    }
+
+    /// Held while a metadata image is applied to the replicas and while a just-created topic's
+    /// logs are opened: an image read before the topic's creation committed, applied after its
+    /// logs were opened, would delete them as a deleted topic's (a produce to the new topic then
+    /// timed out). So both read the newest image under this guard.
+    pub fn image_apply_guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.image_apply.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub fn node_id(&self) -> BrokerId {

@@ -12,7 +12,7 @@
 //! ISR that stalls is caught by the leader, which then answers its reports with data; see
 //! `ferry_wal::leader_tracker`.)
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -47,8 +47,7 @@ impl ReplicaSink {
         let s = shared.clone();
         let resolve: PartitionResolver = Arc::new(move |topic_id, partition| {
             let name = s.topic_name(topic_id)?;
-            let broker = s.broker.get().and_then(Weak::upgrade)?;
-            broker.replicas.partition_of(&name, partition)
+            s.host.as_ref()?.replicas()?.partition_of(&name, partition)
         });
         Self { shared, resolve }
     }
@@ -273,7 +272,7 @@ mod tests {
         let shared = Arc::new(Shared {
             config: RemoteWalConfig::from_broker(&BrokerConfig::default()).unwrap(),
             metrics: RemoteWalMetrics::new(),
-            broker: std::sync::OnceLock::new(),
+            host: None,
             topics: std::sync::RwLock::new(HashMap::new()),
         });
         let f = follower.clone();

@@ -8,7 +8,7 @@
 //! would stay forever, since each broker collects only its own.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ferry_cluster::{BrokerId, Image};
@@ -78,15 +78,15 @@ pub struct LeaderProgress {
 impl ReplicaProgressSource for LeaderProgress {
     fn progress(&self, wp: &WalPartition) -> Option<PartitionProgress> {
         let name = self.shared.topic_name(wp.topic_id)?;
-        let broker = self.shared.broker.get().and_then(Weak::upgrade)?;
-        let p = broker.replicas.partition_of(&name, wp.partition)?;
+        let host = self.shared.host.as_ref()?;
+        let p = host.replicas()?.partition_of(&name, wp.partition)?;
         if p.topic_id != wp.topic_id {
             return None;
         }
         if !p.is_leader() {
             return Some(PartitionProgress {
                 replicas: vec![ReplicaProgress {
-                    broker_id: broker.node_id,
+                    broker_id: host.node_id,
                     log_end_offset: p.high_watermark(),
                     in_sync: true,
                 }],
@@ -107,11 +107,11 @@ impl ReplicaProgressSource for LeaderProgress {
 
     fn local_retention_ms(&self, wp: &WalPartition) -> Option<i64> {
         let name = self.shared.topic_name(wp.topic_id)?;
-        let broker = self.shared.broker.get().and_then(Weak::upgrade)?;
-        let image = broker.metadata.image();
+        let host = self.shared.host.as_ref()?;
+        let image = host.metadata.image();
         let topic = image.topic(&name)?;
         let value = |key: &str| {
-            crate::topic_config::effective(&broker.config, &topic.configs, key)
+            crate::topic_config::effective(&host.config, &topic.configs, key)
                 .and_then(|(v, _, _)| v.trim().parse::<i64>().ok())
         };
         // KIP-405: -2 means "as long as retention.ms".
@@ -122,13 +122,13 @@ impl ReplicaProgressSource for LeaderProgress {
     }
 
     fn gone_uploaders(&self) -> BTreeSet<i32> {
-        let Some(broker) = self.shared.broker.get().and_then(Weak::upgrade) else {
+        let Some(host) = self.shared.host.as_ref() else {
             return BTreeSet::new();
         };
         let c = &self.shared.config;
         let mut absent = self.absent_since.lock().unwrap_or_else(|p| p.into_inner());
         let gone = gone_uploaders(
-            &broker.metadata.image(),
+            &host.metadata.image(),
             c.node_id,
             &c.rack,
             &mut absent,

@@ -27,8 +27,10 @@
 pub mod config;
 pub mod follower;
 pub mod gc;
+pub mod host;
 pub mod leader;
 pub mod metrics;
+pub mod progress;
 pub mod publisher;
 pub mod reader;
 pub mod remote_reader;
@@ -38,9 +40,10 @@ pub mod store;
 pub(crate) mod test_support;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use bytes::Bytes;
 use ferry_cluster::{BrokerId, Image};
 use ferry_common::SharedClock;
 use ferry_log::AppendInfo;
@@ -48,6 +51,7 @@ use ferry_objstore::Op;
 use ferry_wal::fetcher::{FetcherConfig, WalFetcher};
 use ferry_wal::gc::{GcConfig, WalGc};
 use ferry_wal::leader_tracker::LeaderTracker;
+use ferry_wal::metadata::WalMetadataRecord;
 use ferry_wal::stages::Stage;
 use ferry_wal::uploader::{AppendOutcome, BatcherConfig, Uploader, UploaderConfig};
 use prometheus_client::registry::Registry;
@@ -55,7 +59,6 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::broker::Broker;
 use crate::config::BrokerConfig;
 use crate::replica_manager::{Partition, Role};
 use config::RemoteWalConfig;
@@ -69,7 +72,8 @@ use store::Stores;
 pub struct Shared {
     pub config: RemoteWalConfig,
     pub metrics: RemoteWalMetrics,
-    broker: OnceLock<Weak<Broker>>,
+    /// The broker's handles (`None` in tests that run the WAL without a broker).
+    host: Option<host::WalHost>,
     /// Topics with `remote.wal.enable=true`, by id.
     topics: RwLock<HashMap<Uuid, String>>,
 }
@@ -107,25 +111,19 @@ pub struct RemoteWal {
 const MAX_UNCOMMITTED: usize = 4_096;
 
 impl RemoteWal {
-    /// Reads the `remote.wal.*` keys and opens the buckets (no network request).
-    pub async fn open(config: &BrokerConfig, clock: SharedClock) -> anyhow::Result<Self> {
-        let config = RemoteWalConfig::from_broker(config)?;
-        let metrics = RemoteWalMetrics::new();
-        let stores = Stores::open(&config, &metrics.objstore).await?;
-        Ok(Self::with_stores(config, stores, metrics, clock))
-    }
-
+    /// The WAL over opened buckets (`Stores::open`), in the broker `host` describes.
     pub fn with_stores(
         config: RemoteWalConfig,
         stores: Stores,
         metrics: RemoteWalMetrics,
         clock: SharedClock,
+        host: Option<host::WalHost>,
     ) -> Self {
         let fallback_ms = config.fallback_ms;
         let shared = Arc::new(Shared {
             config,
             metrics,
-            broker: OnceLock::new(),
+            host,
             topics: RwLock::new(HashMap::new()),
         });
         let c = &shared.config;
@@ -213,13 +211,8 @@ impl RemoteWal {
         self.shared.metrics.register(registry);
     }
 
-    /// Links the glue to its broker (once, right after the broker is built).
-    pub fn attach(&self, broker: &Arc<Broker>) {
-        let _ = self.shared.broker.set(Arc::downgrade(broker));
-    }
-
-    fn broker(&self) -> Option<Arc<Broker>> {
-        self.shared.broker.get().and_then(Weak::upgrade)
+    fn host(&self) -> Option<&host::WalHost> {
+        self.shared.host.as_ref()
     }
 
     pub fn is_enabled(&self, topic_id: Uuid) -> bool {
@@ -232,12 +225,16 @@ impl RemoteWal {
 
     /// Follows a new metadata image: which topics use the WAL, which partitions this broker
     /// follows on it (their wal-mode flags).
-    pub fn on_image(&self, broker: &Broker, image: &Image) {
+    pub fn on_image(&self, image: &Image) {
+        let Some(host) = self.host() else { return };
+        let Some(replicas) = host.replicas() else {
+            return;
+        };
         let enabled: HashMap<Uuid, String> = image
             .topics
             .values()
             .filter(|t| {
-                crate::topic_config::effective(&broker.config, &t.configs, "remote.wal.enable")
+                crate::topic_config::effective(&host.config, &t.configs, "remote.wal.enable")
                     .is_some_and(|(v, _, _)| v == "true")
             })
             .map(|t| (t.id, t.name.clone()))
@@ -261,14 +258,14 @@ impl RemoteWal {
         }
         let mut followed = Vec::new();
         let mut led = std::collections::HashSet::new();
-        for p in broker.replicas.all() {
+        for p in replicas.all() {
             let wal = self.is_enabled(p.topic_id);
             match p.role() {
                 Role::Follower { leader } if wal && leader >= 0 => followed.push(p),
                 Role::Leader if wal => {
                     led.insert(p.tp.clone());
                     p.set_wal_mode(false);
-                    self.maybe_republish(broker, image, &p);
+                    self.maybe_republish(&host.config, image, &p);
                 }
                 _ => p.set_wal_mode(false),
             }
@@ -287,7 +284,7 @@ impl RemoteWal {
 
     /// Leader of `p` at an epoch not seen before: starts handing the uploader the recent local
     /// log up to the epoch's start, stamped with the new epoch (see `republish.rs`).
-    fn maybe_republish(&self, broker: &Broker, image: &Image, p: &Arc<Partition>) {
+    fn maybe_republish(&self, config: &BrokerConfig, image: &Image, p: &Arc<Partition>) {
         let Some(uploader) = &self.uploader else {
             return;
         };
@@ -309,7 +306,7 @@ impl RemoteWal {
             return;
         };
         let number = |key: &str| {
-            crate::topic_config::effective(&broker.config, &topic.configs, key)
+            crate::topic_config::effective(config, &topic.configs, key)
                 .and_then(|(v, _, _)| v.trim().parse::<i64>().ok())
         };
         // `optimized` leaves out what a long-term tier holds; ferry has none yet, so both
@@ -387,7 +384,7 @@ impl RemoteWal {
     }
 
     /// Starts the uploader, fetcher, metadata reader, GC and housekeeping tasks.
-    pub fn spawn(self: &Arc<Self>, broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
+    pub fn spawn(self: &Arc<Self>, tasks: &mut JoinSet<()>) {
         if let Some(u) = self.uploader.clone() {
             tasks.spawn(async move { u.run(std::future::pending()).await });
         }
@@ -396,10 +393,10 @@ impl RemoteWal {
             let fetcher = wal.fetcher.clone();
             let on_report = |report: ferry_wal::fetcher::FetchReport| {
                 wal.shared.metrics.on_fetch_report(&report);
-                let broker = wal.broker();
+                let replicas = wal.host().and_then(host::WalHost::replicas);
                 let switched = wal.follower.on_report(&report, |topic_id, partition| {
                     let name = wal.shared.topic_name(topic_id)?;
-                    broker.as_ref()?.replicas.partition_of(&name, partition)
+                    replicas.as_ref()?.partition_of(&name, partition)
                 });
                 wal.shared.metrics.classic_switches.inc_by(switched);
             };
@@ -411,15 +408,9 @@ impl RemoteWal {
                 )
                 .await;
         });
-        let handles = reader::ReaderHandles {
-            node_id: broker.node_id,
-            rack: broker.config.rack().unwrap_or_default(),
-            wait_max_ms: broker.config.replica_fetch_wait_max_ms(),
-            metadata: broker.metadata.clone(),
-            peers: broker.peers.clone(),
-            replicas: Arc::downgrade(&broker.replicas),
-        };
-        tasks.spawn(reader::run(self.clone(), handles));
+        if let Some(host) = self.host() {
+            tasks.spawn(reader::run(self.clone(), host.clone()));
+        }
         if let Some(gc) = self.gc.clone() {
             tasks.spawn(gc::run(gc, self.shared.clone(), self.clock.clone()));
         }
@@ -427,7 +418,7 @@ impl RemoteWal {
     }
 
     /// The counters behind the cost estimate.
-    fn totals(&self, broker: &Broker) -> Totals {
+    fn totals(&self, host: &host::WalHost) -> Totals {
         let m = &self.shared.metrics.objstore;
         let mut t = Totals::default();
         for bucket in self.stores.buckets() {
@@ -440,7 +431,7 @@ impl RemoteWal {
             t.bytes_up += m.bytes(Op::PutIfAbsent, &bucket, "upload");
             t.bytes_down += m.bytes(Op::GetRange, &bucket, "download");
         }
-        t.cross_az_bytes = broker.metrics.cross_rack_bytes(&self.shared.config.rack);
+        t.cross_az_bytes = host.metrics.cross_rack_bytes(&self.shared.config.rack);
         t
     }
 }
@@ -459,10 +450,12 @@ async fn housekeeping(wal: Arc<RemoteWal>) {
             let held = i64::try_from(u.buffered_bytes()).unwrap_or(i64::MAX);
             wal.shared.metrics.uploader_buffered_bytes.set(held);
         }
-        let Some(broker) = wal.broker() else { return };
+        let Some(host) = wal.host() else { return };
+        let Some(replicas) = host.replicas() else {
+            return;
+        };
         let now = wal.clock.now_ms();
-        let followed: Vec<Arc<Partition>> = broker
-            .replicas
+        let followed: Vec<Arc<Partition>> = replicas
             .all()
             .into_iter()
             .filter(|p| wal.is_enabled(p.topic_id) && !p.is_leader())
@@ -471,18 +464,44 @@ async fn housekeeping(wal: Arc<RemoteWal>) {
         wal.shared.metrics.classic_switches.inc_by(switched);
         if n.is_multiple_of(10) {
             let mut l = wal.leader_lock();
-            for p in broker.replicas.all() {
+            for p in replicas.all() {
                 if p.is_leader() && wal.is_enabled(p.topic_id) {
                     let min = p.replica_progress().iter().map(|r| r.1).min().unwrap_or(0);
                     l.prune(&p.tp, min);
                 }
             }
             drop(l);
-            let totals = wal.totals(&broker);
+            let totals = wal.totals(host);
             wal.shared
                 .metrics
                 .update_cost(&wal.shared.config.cost, totals, now);
         }
+    }
+}
+
+/// Decodes whole batches; returns the records at or after `from` as (key, value) and the next
+/// offset to read.
+pub fn decode(records: Bytes, from: i64) -> (Vec<crate::keyed_records::KeyValue>, i64) {
+    crate::keyed_records::decode(records, from).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "undecodable remote WAL metadata batch skipped");
+        (Vec::new(), from)
+    })
+}
+
+impl RemoteWal {
+    /// Feeds a read of the metadata topic to the fetcher and the GC; returns the next offset.
+    pub(super) fn feed(&self, records: Bytes, from: i64) -> i64 {
+        let (recs, next) = decode(records, from);
+        self.fetcher
+            .on_raw_metadata(recs.iter().map(|(k, v)| (k.as_ref(), v.as_deref())));
+        if let Some(gc) = &self.gc {
+            for (k, v) in &recs {
+                if let Ok(e) = WalMetadataRecord::decode(k, v.as_deref()) {
+                    gc.on_metadata(&e);
+                }
+            }
+        }
+        next
     }
 }
 

@@ -37,7 +37,7 @@
 //! one that a failover then truncates only sends them to the classic fetch for its range.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -56,8 +56,8 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 use uuid::Uuid;
 
+use super::host::WalHost;
 use super::Shared;
-use crate::broker::Broker;
 use crate::inter_broker::Connection;
 use crate::metrics::{inter_broker_client_id, TrafficKind};
 use crate::replica_manager::{CommitStatus, Partition};
@@ -132,40 +132,39 @@ impl MetadataProducer {
         let _ = self.gc.set(gc);
     }
 
-    fn broker(&self) -> anyhow::Result<Arc<Broker>> {
+    fn host(&self) -> anyhow::Result<&WalHost> {
         self.shared
-            .broker
-            .get()
-            .and_then(Weak::upgrade)
-            .context("broker is shutting down")
+            .host
+            .as_ref()
+            .context("no broker to publish through")
     }
 
     /// Creates the metadata topic if needed (logged, not returned: the first publish retries).
     pub async fn ensure_topic_now(&self) {
-        let Ok(broker) = self.broker() else { return };
-        if let Err(e) = self.ensure_topic(&broker).await {
+        let Ok(host) = self.host() else { return };
+        if let Err(e) = self.ensure_topic(host).await {
             tracing::debug!(error = %e, "cannot create the remote WAL metadata topic yet");
         }
     }
 
     /// Creates the metadata topic if it does not exist yet.
-    async fn ensure_topic(&self, broker: &Arc<Broker>) -> anyhow::Result<()> {
-        if broker.metadata.topic(METADATA_TOPIC).is_some() {
+    async fn ensure_topic(&self, host: &WalHost) -> anyhow::Result<()> {
+        if host.metadata.topic(METADATA_TOPIC).is_some() {
             return Ok(());
         }
         let _one = self.create.lock().await;
-        if broker.metadata.topic(METADATA_TOPIC).is_some() {
+        if host.metadata.topic(METADATA_TOPIC).is_some() {
             return Ok(());
         }
-        let b = broker.clone();
+        let h = host.clone();
         let partitions = self.shared.config.metadata_partitions;
         let created = tokio::task::spawn_blocking(move || {
-            let configs = metadata_topic_configs(&b.config);
-            let rf = b.live_broker_count().clamp(1, 3) as i16;
-            b.metadata
+            let configs = metadata_topic_configs(&h.config);
+            let rf = h.live_broker_count().clamp(1, 3) as i16;
+            h.metadata
                 .create_topic(METADATA_TOPIC, partitions, rf, configs)
                 .map(|meta| {
-                    let _ = b.open_topic(&meta);
+                    let _ = h.open_topic(&meta.name);
                 })
         })
         .await
@@ -176,7 +175,7 @@ impl MetadataProducer {
                 Ok(())
             }
             // Another broker won the race.
-            Err(_) if broker.metadata.topic(METADATA_TOPIC).is_some() => Ok(()),
+            Err(_) if host.metadata.topic(METADATA_TOPIC).is_some() => Ok(()),
             Err(e) => Err(anyhow::anyhow!("creating {METADATA_TOPIC}: {e}")),
         }
     }
@@ -190,9 +189,10 @@ impl MetadataProducer {
         if records.is_empty() {
             return Ok(());
         }
-        let broker = self.broker()?;
-        self.ensure_topic(&broker).await?;
-        let n = broker
+        let host = self.host()?;
+        self.ensure_topic(host).await?;
+        let replicas = host.replicas().context("broker is shutting down")?;
+        let n = host
             .metadata
             .topic(METADATA_TOPIC)
             .map(|t| t.partitions)
@@ -204,7 +204,7 @@ impl MetadataProducer {
                 .or_default()
                 .push(r);
         }
-        let now = broker.clock.now_ms();
+        let now = host.clock.now_ms();
         let deadline = tokio::time::Instant::now() + PUBLISH_TIMEOUT;
         let mut remote: BTreeMap<BrokerId, Vec<(i32, Bytes)>> = BTreeMap::new();
         let mut local = Vec::new();
@@ -214,10 +214,10 @@ impl MetadataProducer {
                 .metrics
                 .metadata_bytes_produced
                 .inc_by(batch.len() as u64);
-            match broker.replicas.partition_of(METADATA_TOPIC, p) {
+            match replicas.partition_of(METADATA_TOPIC, p) {
                 Some(part) if part.is_leader() => {
                     let committed = if self.shared.config.metadata_acks_all {
-                        let min_isr = min_insync_replicas(&broker);
+                        let min_isr = min_insync_replicas(host);
                         append_committed(part, batch, min_isr, deadline).left_future()
                     } else {
                         let appended = part.append(&batch).map(|_| ()).map_err(Into::into);
@@ -230,7 +230,7 @@ impl MetadataProducer {
                     });
                 }
                 _ => {
-                    let (leader, _) = broker.leader_of(METADATA_TOPIC, p);
+                    let (leader, _) = host.metadata.leader_of(METADATA_TOPIC, p);
                     if leader < 0 {
                         anyhow::bail!("{METADATA_TOPIC}-{p} has no leader");
                     }
@@ -241,7 +241,7 @@ impl MetadataProducer {
         // Local waits and remote produces all run at once; each is bounded by the deadline.
         let remote = remote
             .into_iter()
-            .map(|(leader, batches)| self.produce_remote(&broker, leader, batches));
+            .map(|(leader, batches)| self.produce_remote(host, leader, batches));
         let (local, remote) = futures::join!(
             futures::future::join_all(local),
             futures::future::join_all(remote)
@@ -251,7 +251,7 @@ impl MetadataProducer {
 
     async fn produce_remote(
         &self,
-        broker: &Broker,
+        host: &WalHost,
         leader: BrokerId,
         batches: Vec<(i32, Bytes)>,
     ) -> anyhow::Result<()> {
@@ -265,17 +265,12 @@ impl MetadataProducer {
             .clone();
         let mut conn = slot.lock().await;
         if conn.is_none() {
-            *conn = Some(
-                broker
-                    .peers
-                    .connect(leader, TrafficKind::WalMetadata)
-                    .await?,
-            );
+            *conn = Some(host.peers.connect(leader, TrafficKind::WalMetadata).await?);
         }
         let Some(c) = conn.as_mut() else {
             anyhow::bail!("no connection to broker {leader}");
         };
-        let client_id = inter_broker_client_id(broker.node_id, CLIENT_PURPOSE);
+        let client_id = inter_broker_client_id(host.node_id, CLIENT_PURPOSE);
         let result = tokio::time::timeout(REQUEST_TIMEOUT, c.produce(&request, &client_id)).await;
         let response = match result {
             Ok(Ok(r)) => r,
@@ -346,12 +341,12 @@ fn produce_request(batches: Vec<(i32, Bytes)>, acks_all: bool) -> ProduceRequest
 }
 
 /// The metadata topic's `min.insync.replicas` (the broker default unless overridden).
-fn min_insync_replicas(broker: &Broker) -> usize {
-    let image = broker.metadata.image();
+fn min_insync_replicas(host: &WalHost) -> usize {
+    let image = host.metadata.image();
     image
         .topic(METADATA_TOPIC)
         .and_then(|t| {
-            crate::topic_config::effective(&broker.config, &t.configs, "min.insync.replicas")
+            crate::topic_config::effective(&host.config, &t.configs, "min.insync.replicas")
         })
         .and_then(|(v, _, _)| v.trim().parse::<usize>().ok())
         .unwrap_or(1)

@@ -26,7 +26,8 @@ use kafka_protocol::messages::{BrokerId as WireBrokerId, FetchRequest, TopicName
 use kafka_protocol::protocol::StrBytes;
 use tokio::time::Instant;
 
-use super::reader::{lock, Progress, ReaderHandles};
+use super::host::WalHost;
+use super::progress::{lock, Progress};
 use super::RemoteWal;
 use crate::inter_broker::Connection;
 use crate::metrics::{inter_broker_client_id, TrafficKind, PURPOSE_WAL_METADATA_READER};
@@ -68,7 +69,7 @@ enum Next {
 pub async fn run(
     partition: i32,
     wal: Arc<RemoteWal>,
-    handles: ReaderHandles,
+    handles: WalHost,
     progress: Arc<Mutex<Progress>>,
 ) {
     let mut conn: Option<Connection> = None;
@@ -108,10 +109,10 @@ pub async fn run(
                 }
             }
         }
-        let wait_ms = handles.wait_max_ms.max(0);
+        let wait_ms = handles.config.replica_fetch_wait_max_ms().max(0);
         let rack = match leader_only_until {
             Some(t) if Instant::now() < t => String::new(),
-            _ => handles.rack.clone(),
+            _ => handles.config.rack().unwrap_or_default(),
         };
         let request = request(partition, from, wait_ms, rack);
         let client_id = inter_broker_client_id(handles.node_id, PURPOSE_WAL_METADATA_READER);
@@ -266,7 +267,7 @@ fn whole_batches(records: &[u8]) -> (usize, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remote_wal::reader::LocalReplica;
+    use crate::remote_wal::progress::LocalReplica;
 
     fn batch(base: i64, last_delta: i32, len: usize) -> Vec<u8> {
         let mut b = vec![0u8; 12 + len];

@@ -109,7 +109,7 @@ pub fn shared() -> Arc<Shared> {
     Arc::new(Shared {
         config: RemoteWalConfig::from_broker(&BrokerConfig::default()).unwrap(),
         metrics: RemoteWalMetrics::new(),
-        broker: std::sync::OnceLock::new(),
+        host: None,
         topics: std::sync::RwLock::new(HashMap::new()),
     })
 }

@@ -66,12 +66,15 @@ impl Server {
         if host.is_empty() || host == "0.0.0.0" {
             host = local_addr.ip().to_string();
         }
-        let remote_wal = Arc::new(
-            crate::remote_wal::RemoteWal::open(&config, clock.clone())
-                .await
-                .context("setting up the remote WAL (remote.wal.*)")?,
-        );
-        let metrics = Arc::new(Metrics::with_extra(|r| remote_wal.register_metrics(r)));
+        // The remote WAL's keys and buckets are checked before the controller starts; the WAL
+        // itself is built once the handles it uses exist (crate::remote_wal::host).
+        let wal_config = crate::remote_wal::config::RemoteWalConfig::from_broker(&config)
+            .context("setting up the remote WAL (remote.wal.*)")?;
+        let wal_metrics = crate::remote_wal::metrics::RemoteWalMetrics::new();
+        let wal_stores = crate::remote_wal::store::Stores::open(&wal_config, &wal_metrics.objstore)
+            .await
+            .context("setting up the remote WAL (remote.wal.*)")?;
+        let metrics = Arc::new(Metrics::with_extra(|r| wal_metrics.register(r)));
         let controller_metrics = metrics.clone();
         let traffic = ferry_cluster::TrafficObserver::new(move |peer, t| {
             let peer = peer.and_then(|p| i32::try_from(p).ok());
@@ -122,6 +125,21 @@ impl Server {
         );
         let (isr_tx, isr_rx) = tokio::sync::mpsc::unbounded_channel();
         let peers = crate::inter_broker::PeerClient::new(metadata.clone(), metrics.clone());
+        let remote_wal = Arc::new(crate::remote_wal::RemoteWal::with_stores(
+            wal_config,
+            wal_stores,
+            wal_metrics,
+            clock.clone(),
+            Some(crate::remote_wal::host::WalHost {
+                node_id: config.node_id(),
+                config: Arc::new(config.clone()),
+                clock: clock.clone(),
+                metadata: metadata.clone(),
+                replicas: Arc::downgrade(&replicas),
+                peers: peers.clone(),
+                metrics: metrics.clone(),
+            }),
+        ));
         let fetcher = ClassicFetcher::new(FetcherContext {
             node_id: config.node_id(),
             peers: peers.clone(),
@@ -141,7 +159,6 @@ impl Server {
             groups,
             offsets_store,
             group_init: std::sync::Mutex::new(()),
-            image_apply: std::sync::Mutex::new(()),
             node_id: config.node_id(),
             config,
             clock,
@@ -154,7 +171,6 @@ impl Server {
         broker
             .metrics
             .set_peer_racks(crate::broker::peer_racks(&broker.metadata.image()));
-        remote_wal.attach(&broker);
         for topic in broker.metadata.topics() {
             if let Err(e) = broker.open_topic(&topic) {
                 // One damaged partition must not keep the others offline.
@@ -203,7 +219,7 @@ impl Server {
         background.spawn(maintenance(broker.clone()));
         background.spawn(group_timers(broker.clone()));
         background.spawn(follow_image(broker.clone()));
-        broker.remote_wal.clone().spawn(&broker, &mut background);
+        broker.remote_wal.clone().spawn(&mut background);
         background.spawn(isr_shrink(broker.clone()));
         crate::liveness::spawn(&broker, &mut background);
         background.spawn(checkpoint_high_watermarks(broker.clone()));
