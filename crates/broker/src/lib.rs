@@ -9,6 +9,7 @@
 
 pub mod broker;
 pub mod config;
+pub mod config_reference;
 pub mod errors;
 pub mod fetch_session;
 pub mod follower_session;

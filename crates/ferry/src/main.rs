@@ -91,7 +91,7 @@ fn main() -> ExitCode {
             cost_report(&metrics, window_secs, &prices)
         }
         Command::ConfigReference => {
-            print!("{}", ferry_broker::config::reference_markdown());
+            print!("{}", ferry_broker::config_reference::reference_markdown());
             ExitCode::SUCCESS
         }
     }
