@@ -18,6 +18,7 @@
 //!   by the classic fetch (a dropped range, a failed or stuck path, a follower far behind).
 //! - [`mode_tracker`]: the follower side's pure choice between the WAL path and the classic
 //!   fetch, per partition.
+//! - [`republish`]: the range a new leader republishes into its own rack's bucket.
 //!
 //! What always holds across the crate: a metadata record is published only after its object's
 //! PUT succeeded; per partition, records are published in increasing offset order; a follower
@@ -39,6 +40,7 @@ pub mod leader_tracker;
 pub mod lifecycle;
 pub mod metadata;
 pub mod mode_tracker;
+pub mod republish;
 mod sequencer;
 pub mod stages;
 pub mod uploader;

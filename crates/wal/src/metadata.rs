@@ -300,6 +300,16 @@ pub fn decode_value(buf: &[u8]) -> Result<WalSliceMetadata> {
     Ok(meta)
 }
 
+/// The metadata-topic partition of a data partition: all its records land in one partition, so
+/// their order is kept (RFC 0002, "Ordering").
+pub fn metadata_partition(topic_id: Uuid, partition: i32, partitions: i32) -> i32 {
+    let mut key = [0u8; 20];
+    key[..16].copy_from_slice(topic_id.as_bytes());
+    key[16..].copy_from_slice(&partition.to_be_bytes());
+    let n = u32::try_from(partitions.max(1)).unwrap_or(1);
+    i32::try_from(crc32c::crc32c(&key) % n).unwrap_or(0)
+}
+
 #[cfg(test)]
 #[path = "metadata_test.rs"]
 mod tests;

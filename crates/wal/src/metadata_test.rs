@@ -210,3 +210,20 @@ fn measured_size_of_one_record() {
     assert_eq!(value_len, 124);
     assert_eq!(on_log, 160);
 }
+
+#[test]
+fn one_data_partition_always_maps_to_one_metadata_partition() {
+    let t = Uuid::from_u128(0x1234_5678_9abc_def0_1234_5678_9abc_def0);
+    let p = metadata_partition(t, 3, 16);
+    assert!((0..16).contains(&p));
+    // Stable (records of a partition keep their order) and independent of the offset.
+    for _ in 0..3 {
+        assert_eq!(metadata_partition(t, 3, 16), p);
+    }
+    // Spreads partitions of one topic over the metadata partitions.
+    let used: std::collections::BTreeSet<i32> =
+        (0..64).map(|i| metadata_partition(t, i, 16)).collect();
+    assert!(used.len() >= 8, "{used:?}");
+    assert_eq!(metadata_partition(t, 3, 1), 0);
+    assert_eq!(metadata_partition(t, 3, 0), 0);
+}

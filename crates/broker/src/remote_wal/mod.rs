@@ -313,11 +313,11 @@ impl RemoteWal {
         // strategies republish the same range.
         let (config::Republish::Comprehensive | config::Republish::Optimized) =
             self.shared.config.failover_republish;
-        let local = republish::effective_local_retention(
+        let local = ferry_wal::republish::effective_local_retention(
             number("local.retention.ms").unwrap_or(-2),
             number("retention.ms").unwrap_or(-1),
         );
-        let Some((from, to)) = republish::republish_range(
+        let Some((from, to)) = ferry_wal::republish::republish_range(
             &p.log.segment_largest_timestamps(),
             p.log.log_start_offset(),
             epoch_start,

@@ -54,7 +54,6 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
-use uuid::Uuid;
 
 use super::host::WalHost;
 use super::Shared;
@@ -71,16 +70,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(7);
 /// The purpose in the publisher's inter-broker client id; the receiving broker counts these
 /// requests as `kind="wal_metadata"` traffic.
 pub const CLIENT_PURPOSE: &str = crate::metrics::PURPOSE_WAL_METADATA;
-
-/// The metadata-topic partition of a data partition: all its records land in one partition, so
-/// their order is kept (RFC 0002, "Ordering").
-pub fn metadata_partition(topic_id: Uuid, partition: i32, partitions: i32) -> i32 {
-    let mut key = [0u8; 20];
-    key[..16].copy_from_slice(topic_id.as_bytes());
-    key[16..].copy_from_slice(&partition.to_be_bytes());
-    let n = u32::try_from(partitions.max(1)).unwrap_or(1);
-    i32::try_from(crc32c::crc32c(&key) % n).unwrap_or(0)
-}
 
 /// Encodes records as one v2 batch (offsets relative; the leader assigns them).
 pub fn encode_batch(records: &[WalMetadataRecord], now_ms: i64) -> anyhow::Result<Bytes> {
@@ -200,7 +189,11 @@ impl MetadataProducer {
         let mut by_partition: BTreeMap<i32, Vec<WalMetadataRecord>> = BTreeMap::new();
         for (k, r) in records {
             by_partition
-                .entry(metadata_partition(k.topic_id, k.partition, n))
+                .entry(ferry_wal::metadata::metadata_partition(
+                    k.topic_id,
+                    k.partition,
+                    n,
+                ))
                 .or_default()
                 .push(r);
         }
@@ -443,23 +436,7 @@ impl TombstonePublisher for MetadataProducer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn one_data_partition_always_maps_to_one_metadata_partition() {
-        let t = Uuid::from_u128(0x1234_5678_9abc_def0_1234_5678_9abc_def0);
-        let p = metadata_partition(t, 3, 16);
-        assert!((0..16).contains(&p));
-        // Stable (records of a partition keep their order) and independent of the offset.
-        for _ in 0..3 {
-            assert_eq!(metadata_partition(t, 3, 16), p);
-        }
-        // Spreads partitions of one topic over the metadata partitions.
-        let used: std::collections::BTreeSet<i32> =
-            (0..64).map(|i| metadata_partition(t, i, 16)).collect();
-        assert!(used.len() >= 8, "{used:?}");
-        assert_eq!(metadata_partition(t, 3, 1), 0);
-        assert_eq!(metadata_partition(t, 3, 0), 0);
-    }
+    use uuid::Uuid;
 
     /// `remote.wal.metadata.acks = all` holds also when the metadata partition is led
     /// elsewhere.

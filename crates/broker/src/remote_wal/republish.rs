@@ -9,6 +9,7 @@
 //! -1: the whole log), bounded below by the log start offset, up to the offset where the new
 //! epoch began. Everything from there on is appended at the new epoch and uploaded as usual.
 //! `optimized` would leave out what a long-term tier holds; ferry has none, so it is the same.
+//! The range is `ferry_wal::republish::republish_range`; this module is the task that reads it.
 //!
 //! The log is read in chunks of at most `remote.wal.upload.max.bytes`, and a chunk is handed
 //! over only while the uploader holds less than half of `remote.wal.buffer.max.bytes`, so
@@ -23,62 +24,12 @@ use ferry_wal::uploader::{AppendOutcome, Uploader, WalAppend};
 use super::Shared;
 use crate::replica_manager::Partition;
 
-/// The effective `local.retention.ms` in ms, from the topic's `local.retention.ms` and
-/// `retention.ms` (`None`: keep forever). As in Kafka, -2 means `retention.ms`, and local
-/// retention never exceeds `retention.ms`.
-pub fn effective_local_retention(local_ms: i64, retention_ms: i64) -> Option<i64> {
-    let retention = (retention_ms >= 0).then_some(retention_ms);
-    let local = match local_ms {
-        -2 => retention,
-        ms if ms >= 0 => Some(ms),
-        _ => None,
-    };
-    match (local, retention) {
-        (Some(l), Some(r)) => Some(l.min(r)),
-        (l, r) => l.or(r),
-    }
-}
-
-/// The range `[from, to)` a new leader republishes: from the first segment (`segments`: base
-/// offset and largest timestamp, oldest first) whose newest record is within `local_retention_ms`
-/// of `now_ms`, never below the log start offset, up to `epoch_start` (where the new epoch's own
-/// appends begin). `None` when there is nothing to republish.
-pub fn republish_range(
-    segments: &[(i64, i64)],
-    log_start: i64,
-    epoch_start: i64,
-    now_ms: i64,
-    local_retention_ms: Option<i64>,
-) -> Option<(i64, i64)> {
-    let from = match local_retention_ms {
-        None => log_start,
-        Some(ms) => segments
-            .iter()
-            .find(|(_, largest)| now_ms.saturating_sub(*largest) <= ms)
-            .map_or(epoch_start, |(base, _)| *base),
-    }
-    .max(log_start);
-    (from < epoch_start).then_some((from, epoch_start))
-}
-
-/// The whole v2 batches at the start of `records`: (first base offset, last offset, bytes).
+/// The whole batches at the start of `records`: (first base offset, last offset, bytes).
 fn whole_batches(records: &[u8]) -> Option<(i64, i64, usize)> {
-    let mut pos = 0usize;
-    let mut first = None;
-    let mut last = -1;
-    while let Some(header) = records.get(pos..pos + 27) {
-        let base = i64::from_be_bytes(header[0..8].try_into().ok()?);
-        let len = usize::try_from(i32::from_be_bytes(header[8..12].try_into().ok()?)).ok()?;
-        let delta = i32::from_be_bytes(header[23..27].try_into().ok()?);
-        let next = pos.checked_add(12)?.checked_add(len)?;
-        if next > records.len() {
-            break;
-        }
-        first.get_or_insert(base);
-        last = base + i64::from(delta);
-        pos = next;
-    }
-    first.map(|f| (f, last, pos))
+    let mut spans = ferry_log::batch::whole_batches(records);
+    let first = spans.next()?;
+    let last = spans.last().unwrap_or_else(|| first.clone());
+    Some((first.base_offset, last.last_offset, last.bytes.end))
 }
 
 /// Hands `[from, to)` of `p`'s log to the uploader at leader epoch `epoch`; stops early when
@@ -147,50 +98,6 @@ mod tests {
     use super::*;
     use ferry_log::LogConfig;
 
-    #[test]
-    fn local_retention_follows_kafka_defaults() {
-        // -2: retention.ms.
-        assert_eq!(effective_local_retention(-2, 7_000), Some(7_000));
-        assert_eq!(effective_local_retention(-2, -1), None);
-        // Never beyond retention.ms.
-        assert_eq!(effective_local_retention(10_000, 7_000), Some(7_000));
-        assert_eq!(effective_local_retention(1_000, 7_000), Some(1_000));
-        assert_eq!(effective_local_retention(1_000, -1), Some(1_000));
-        // -1: forever, unless retention.ms is shorter.
-        assert_eq!(effective_local_retention(-1, -1), None);
-        assert_eq!(effective_local_retention(-1, 7_000), Some(7_000));
-    }
-
-    #[test]
-    fn republish_starts_at_the_first_segment_within_local_retention() {
-        // Segments at 0, 100, 200 (active) whose newest records are at 1s, 5s and 9s.
-        let segs = [(0, 1_000), (100, 5_000), (200, 9_000)];
-        // At 10s with 6s local retention: segment 0 expired, 100 not.
-        assert_eq!(
-            republish_range(&segs, 0, 250, 10_000, Some(6_000)),
-            Some((100, 250))
-        );
-        // The boundary itself is kept (retention deletes only what is strictly older).
-        assert_eq!(
-            republish_range(&segs, 0, 250, 11_000, Some(6_000)),
-            Some((100, 250))
-        );
-        // Forever: from the log start, also when it lies inside the first segment.
-        assert_eq!(
-            republish_range(&segs, 42, 250, 10_000, None),
-            Some((42, 250))
-        );
-        // Never below the log start offset.
-        assert_eq!(
-            republish_range(&segs, 150, 250, 10_000, Some(6_000)),
-            Some((150, 250))
-        );
-        // Everything expired, or nothing before the new epoch: nothing to republish.
-        assert_eq!(republish_range(&segs, 0, 250, 100_000, Some(1)), None);
-        assert_eq!(republish_range(&segs, 0, 0, 10_000, None), None);
-        assert_eq!(republish_range(&segs, 250, 250, 10_000, None), None);
-    }
-
     /// The failover end to end without a network: leader 1 (epoch 3) uploads to bucket `az1`;
     /// follower 3 has downloaded only part of it when broker 1 and `az1` fail together. Broker 2
     /// (which had everything) becomes leader at epoch 4 and republishes into `az2`. Follower 3
@@ -237,7 +144,7 @@ mod tests {
             .unwrap();
         let (epoch, epoch_start) = p2.leader_epoch_start().unwrap();
         assert_eq!((epoch, epoch_start), (4, end));
-        let (from, to) = republish_range(
+        let (from, to) = ferry_wal::republish::republish_range(
             &p2.log.segment_largest_timestamps(),
             p2.log.log_start_offset(),
             epoch_start,

@@ -1,0 +1,91 @@
+//! What a new leader of a remote-WAL partition republishes into its own rack's bucket
+//! (KIP-1176 "Leader Failover and Recovery in an AZ Outage"), as pure functions: the effective
+//! local retention of a topic, and the offset range it keeps. The broker's task that reads the
+//! log and hands it to the uploader is `crates/broker/src/remote_wal/republish.rs`.
+
+/// The effective `local.retention.ms` in ms, from the topic's `local.retention.ms` and
+/// `retention.ms` (`None`: keep forever). As in Kafka, -2 means `retention.ms`, and local
+/// retention never exceeds `retention.ms`.
+pub fn effective_local_retention(local_ms: i64, retention_ms: i64) -> Option<i64> {
+    let retention = (retention_ms >= 0).then_some(retention_ms);
+    let local = match local_ms {
+        -2 => retention,
+        ms if ms >= 0 => Some(ms),
+        _ => None,
+    };
+    match (local, retention) {
+        (Some(l), Some(r)) => Some(l.min(r)),
+        (l, r) => l.or(r),
+    }
+}
+
+/// The range `[from, to)` a new leader republishes: from the first segment (`segments`: base
+/// offset and largest timestamp, oldest first) whose newest record is within `local_retention_ms`
+/// of `now_ms`, never below the log start offset, up to `epoch_start` (where the new epoch's own
+/// appends begin). `None` when there is nothing to republish.
+pub fn republish_range(
+    segments: &[(i64, i64)],
+    log_start: i64,
+    epoch_start: i64,
+    now_ms: i64,
+    local_retention_ms: Option<i64>,
+) -> Option<(i64, i64)> {
+    let from = match local_retention_ms {
+        None => log_start,
+        Some(ms) => segments
+            .iter()
+            .find(|(_, largest)| now_ms.saturating_sub(*largest) <= ms)
+            .map_or(epoch_start, |(base, _)| *base),
+    }
+    .max(log_start);
+    (from < epoch_start).then_some((from, epoch_start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_retention_follows_kafka_defaults() {
+        // -2: retention.ms.
+        assert_eq!(effective_local_retention(-2, 7_000), Some(7_000));
+        assert_eq!(effective_local_retention(-2, -1), None);
+        // Never beyond retention.ms.
+        assert_eq!(effective_local_retention(10_000, 7_000), Some(7_000));
+        assert_eq!(effective_local_retention(1_000, 7_000), Some(1_000));
+        assert_eq!(effective_local_retention(1_000, -1), Some(1_000));
+        // -1: forever, unless retention.ms is shorter.
+        assert_eq!(effective_local_retention(-1, -1), None);
+        assert_eq!(effective_local_retention(-1, 7_000), Some(7_000));
+    }
+
+    #[test]
+    fn republish_starts_at_the_first_segment_within_local_retention() {
+        // Segments at 0, 100, 200 (active) whose newest records are at 1s, 5s and 9s.
+        let segs = [(0, 1_000), (100, 5_000), (200, 9_000)];
+        // At 10s with 6s local retention: segment 0 expired, 100 not.
+        assert_eq!(
+            republish_range(&segs, 0, 250, 10_000, Some(6_000)),
+            Some((100, 250))
+        );
+        // The boundary itself is kept (retention deletes only what is strictly older).
+        assert_eq!(
+            republish_range(&segs, 0, 250, 11_000, Some(6_000)),
+            Some((100, 250))
+        );
+        // Forever: from the log start, also when it lies inside the first segment.
+        assert_eq!(
+            republish_range(&segs, 42, 250, 10_000, None),
+            Some((42, 250))
+        );
+        // Never below the log start offset.
+        assert_eq!(
+            republish_range(&segs, 150, 250, 10_000, Some(6_000)),
+            Some((150, 250))
+        );
+        // Everything expired, or nothing before the new epoch: nothing to republish.
+        assert_eq!(republish_range(&segs, 0, 250, 100_000, Some(1)), None);
+        assert_eq!(republish_range(&segs, 0, 0, 10_000, None), None);
+        assert_eq!(republish_range(&segs, 250, 250, 10_000, None), None);
+    }
+}
