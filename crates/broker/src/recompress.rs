@@ -21,17 +21,13 @@ pub fn target_codec(value: &str) -> Option<Compression> {
     }
 }
 
-/// Codec bits of every v2 batch in `records` (attributes at byte 21..23, low 3 bits).
+/// Codec bits of every whole v2 batch in `records` (the low bits of the attributes).
 fn codecs(records: &[u8]) -> impl Iterator<Item = u8> + '_ {
-    let mut pos = 0usize;
-    std::iter::from_fn(move || {
-        if records.len() < pos + 23 {
-            return None;
-        }
-        let len = i32::from_be_bytes(records[pos + 8..pos + 12].try_into().ok()?);
-        let codec = records[pos + 22] & 0x07;
-        pos = pos.checked_add(12 + usize::try_from(len).ok()?)?;
-        Some(codec)
+    use ferry_log::batch::{whole_batches, ATTRIBUTES_OFFSET, COMPRESSION_MASK};
+    whole_batches(records).filter_map(move |span| {
+        let at = span.bytes.start + ATTRIBUTES_OFFSET;
+        let attributes = i16::from_be_bytes([*records.get(at)?, *records.get(at + 1)?]);
+        u8::try_from(attributes & COMPRESSION_MASK).ok()
     })
 }
 
