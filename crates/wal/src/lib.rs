@@ -12,6 +12,7 @@
 //! - [`gc`]: deletes objects every in-sync replica holds (or older than `local.retention.ms`),
 //!   tombstones their metadata, and sweeps orphans.
 //! - [`stages`]: the latency histogram of each stage of a byte's trip.
+//! - [`cost`]: the estimated cost per hour of the WAL path from its counters.
 //! - [`follower`]: the follower side's pure decisions: which metadata to fetch, how to coalesce
 //!   ranged GETs, and how to verify downloaded slices.
 //! - [`leader_tracker`]: the leader side's pure decision of when a follower's report is answered
@@ -31,6 +32,7 @@
 // Tests may read the real clock (clippy.toml's clock seam binds the code under test).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
+pub mod cost;
 pub mod error;
 pub mod fetcher;
 pub mod follower;

@@ -3,6 +3,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use ferry_wal::cost::CostTable;
+
 use crate::config::BrokerConfig;
 
 /// Which backend holds the buckets.
@@ -21,16 +23,6 @@ pub enum StoreKind {
         access_key: Option<String>,
         secret_key: Option<String>,
     },
-}
-
-/// Prices for the estimated cost gauge (USD).
-#[derive(Debug, Clone, PartialEq)]
-pub struct CostTable {
-    pub put_per_1000: f64,
-    pub get_per_1000: f64,
-    pub upload_per_gb: f64,
-    pub retrieval_per_gb: f64,
-    pub cross_az_per_gb: f64,
 }
 
 /// `remote.wal.failover.republish`: what a new leader re-uploads to its own bucket.

@@ -62,8 +62,9 @@ use uuid::Uuid;
 use crate::config::BrokerConfig;
 use crate::replica_manager::{Partition, Role};
 use config::RemoteWalConfig;
+use ferry_wal::cost::Totals;
 use follower::{FollowerModes, ReplicaSink};
-use metrics::{RemoteWalMetrics, Totals};
+use metrics::RemoteWalMetrics;
 use publisher::MetadataProducer;
 use store::Stores;
 
