@@ -12,7 +12,9 @@ message with the offset the broker gave it. `check_cluster` then proves, on a he
 
 from __future__ import annotations
 
+import os
 import re
+import struct
 import threading
 import time
 from collections import Counter, defaultdict
@@ -40,6 +42,9 @@ class ProducerThread:
             "message.timeout.ms": 120000,
             "queue.buffering.max.messages": 20000,
         }
+        if os.environ.get("FERRY_RDKAFKA_DEBUG"):
+            # e.g. "eos,msg": librdkafka's own account of retries and epoch bumps, on stderr.
+            conf["debug"] = os.environ["FERRY_RDKAFKA_DEBUG"]
         if acks == "all":
             conf["enable.idempotence"] = True
         else:
@@ -89,6 +94,9 @@ class Workload:
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float = 150.0):
         self.topic, self.partitions = topic, partitions
+        # Duplicates the client made by resending after a producer epoch bump (see
+        # check_messages), filled by the check.
+        self.resent_after_epoch_bump: list[str] = []
         self.producers = [
             ProducerThread(bootstrap, topic, partitions, "1", "a1", rate),
             ProducerThread(bootstrap, topic, partitions, "all", "aall", rate),
@@ -148,10 +156,37 @@ def read_topic(bootstrap: str, topic: str, partitions: int, timeout: float = 90)
         c.close()
 
 
-def check_messages(bootstrap: str, workload: Workload, strict_acks=("1", "all")) -> dict:
+def producer_epochs(log_dir: Path, topic: str, partition: int) -> dict[int, int]:
+    """offset -> producer epoch of every record in one replica's log of `topic`-`partition`
+    (uncompressed v2 batches, as the workload writes them), read from its segment files."""
+    data = b"".join(p.read_bytes() for p in sorted((log_dir / f"{topic}-{partition}").glob("*.log")))
+    out: dict[int, int] = {}
+    pos = 0
+    while pos + 61 <= len(data):
+        base, length = struct.unpack(">qi", data[pos:pos + 12])
+        if length < 49 or pos + 12 + length > len(data):
+            break
+        last_delta = struct.unpack(">i", data[pos + 23:pos + 27])[0]
+        epoch = struct.unpack(">h", data[pos + 51:pos + 53])[0]
+        for o in range(base, base + last_delta + 1):
+            out[o] = epoch
+        pos += 12 + length
+    return out
+
+
+def check_messages(bootstrap: str, workload: Workload, strict_acks=("1", "all"),
+                   log_dir: Path | None = None) -> dict:
     """Rule 1. Producers in `strict_acks` must have lost and duplicated nothing; the others
     (acks=1 across a leader kill -9 may lose what only the dead leader held, as in Kafka) are
-    counted. Returns the figures {acks: (acknowledged, lost, duplicated, misplaced)}."""
+    counted. Returns the figures {acks: (acknowledged, lost, duplicated, misplaced)}.
+
+    With `log_dir` (one replica's data directory), a duplicate whose later copy carries a
+    higher producer epoch than the first is reported but allowed: librdkafka bumps the epoch
+    of an idempotent producer (KIP-360) when a request is refused for a sequence gap, and then
+    resends, under the new epoch, messages whose earlier send may have been written (for
+    example NOT_ENOUGH_REPLICAS_AFTER_APPEND). No broker can recognise those, Kafka included
+    (librdkafka's INTRODUCTION.md, "Idempotent Producer"). A duplicate within one epoch is a
+    failure of the broker's idempotence and still fails the check."""
     read = retrying(read_topic, bootstrap, workload.topic, workload.partitions)
     figures = {}
     problems = []
@@ -161,30 +196,47 @@ def check_messages(bootstrap: str, workload: Workload, strict_acks=("1", "all"))
         for p in range(workload.partitions):
             mine = [(o, h) for o, h in read[p] if h.startswith(prod.tag.encode() + b":")]
             counts = Counter(h for _o, h in mine)
-            dup += sum(n - 1 for n in counts.values() if n > 1)
-            at = {h: o for o, h in mine}
-            # Send order: sequence numbers increase with offsets.
-            seqs = [int(h.rsplit(b":", 1)[1]) for _o, h in mine]
+            epochs = (producer_epochs(log_dir, workload.topic, p)
+                      if log_dir is not None and any(n > 1 for n in counts.values()) else {})
+            first_at: dict[bytes, int] = {}
+            for o, h in mine:
+                if h not in first_at:
+                    first_at[h] = o
+                elif epochs and epochs.get(o, -1) > epochs.get(first_at[h], -1):
+                    bumped = f"{prod.tag}[{p}]: {h.decode()} at {first_at[h]} and again at {o}"
+                    workload.resent_after_epoch_bump.append(bumped)
+                else:
+                    dup += 1
+            offsets_of: dict[bytes, set[int]] = defaultdict(set)
+            for o, h in mine:
+                offsets_of[h].add(o)
+            # Send order: sequence numbers increase with offsets (first copies).
+            firsts = sorted((o, h) for h, o in first_at.items())
+            seqs = [int(h.rsplit(b":", 1)[1]) for _o, h in firsts]
             if seqs != sorted(seqs) and prod.acks in strict_acks:
                 problems.append(f"{prod.tag}[{p}] out of order")
             for head, off in prod.acked[p].items():
                 acked_total += 1
-                if head not in at:
+                if head not in offsets_of:
                     lost += 1
                     if prod.acks in strict_acks and len(examples) < 10:
                         now = next((h for o, h in read[p] if o == off), None)
                         examples.append(f"{head.decode()} acked at {p}@{off}, now {now!r}")
-                elif off is not None and off >= 0 and at[head] != off:
+                elif off is not None and off >= 0 and off not in offsets_of[head]:
                     # (-1 or None: the client did not learn the offset, e.g. a retry the broker
                     # recognised as a duplicate; existence and uniqueness still count.)
                     misplaced += 1
                     if prod.acks in strict_acks and len(examples) < 10:
-                        examples.append(f"{head.decode()} acked at {p}@{off}, read at {at[head]}")
+                        examples.append(f"{head.decode()} acked at {p}@{off}, "
+                                        f"read at {sorted(offsets_of[head])}")
         figures[prod.acks] = (acked_total, lost, dup, misplaced)
         if prod.acks in strict_acks and (lost or dup or misplaced):
             problems.append(f"acks={prod.acks}: {acked_total} acknowledged, {lost} lost, "
                             f"{dup} duplicated, {misplaced} at another offset")
     print(f"messages per acks (acknowledged, lost, duplicated, misplaced): {figures}")
+    if workload.resent_after_epoch_bump:
+        print(f"{len(workload.resent_after_epoch_bump)} messages resent by the client after a "
+              f"producer epoch bump, e.g. {workload.resent_after_epoch_bump[:3]}")
     assert not problems, (problems, examples)
     return figures
 
@@ -298,7 +350,8 @@ def check_cluster(cluster, workload: Workload, buckets: dict[str, Path],
                   strict_acks=("1", "all")) -> dict:
     """The three rules on a healed cluster (producers stopped). Returns the message figures."""
     wait_identical(cluster, workload.topic, workload.partitions)
-    figures = check_messages(cluster.bootstrap, workload, strict_acks)
+    figures = check_messages(cluster.bootstrap, workload, strict_acks,
+                             log_dir=cluster.brokers[0].data_dir)
     swept_in = wait_no_orphans(cluster, buckets)
     print(f"no unreferenced objects after {swept_in:.1f}s; "
           f"{len(bucket_objects(buckets))} objects with metadata remain")
