@@ -47,3 +47,16 @@ pub use metered::{MeteredStore, ObjStoreMetrics};
 pub use retrying::{RetryConfig, RetryingStore};
 pub use s3::{is_directory_bucket_name, S3Config, S3Store};
 pub use store::{ObjectMeta, ObjectStore, Op, PutOutcome};
+
+/// The production stack over a backend: retries over metering, so that every attempt is
+/// counted as the request the store bills.
+pub fn metered_and_retried<S: ObjectStore + 'static>(
+    backend: S,
+    metrics: &ObjStoreMetrics,
+    retry: RetryConfig,
+) -> std::sync::Arc<dyn ObjectStore> {
+    std::sync::Arc::new(RetryingStore::new(
+        MeteredStore::new(backend, metrics.clone()),
+        retry,
+    ))
+}

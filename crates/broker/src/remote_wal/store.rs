@@ -1,5 +1,5 @@
 //! Builds the broker's object stores: one per bucket of `remote.wal.buckets` (each
-//! `RetryingStore<MeteredStore<backend>>`, reached through its rack's endpoint of
+//! `ferry_objstore::metered_and_retried` over its backend, reached through its rack's endpoint of
 //! `remote.wal.s3.endpoints` or the shared `remote.wal.s3.endpoint`), the one this broker uploads
 //! to (its rack's), and the resolver the follower uses to read any bucket named in metadata.
 //! Config checks guarantee that a bucket name leads to one endpoint, so resolving by name is
@@ -9,10 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use anyhow::Context;
-use ferry_objstore::{
-    LocalDirStore, MeteredStore, ObjStoreMetrics, ObjectStore, RetryConfig, RetryingStore,
-    S3Config, S3Store,
-};
+use ferry_objstore::{LocalDirStore, ObjStoreMetrics, ObjectStore, RetryConfig, S3Config, S3Store};
 use ferry_wal::fetcher::StoreResolver;
 
 use super::config::{RemoteWalConfig, StoreKind};
@@ -99,16 +96,12 @@ impl Stores {
 }
 
 fn wrap<S: ObjectStore + 'static>(backend: S, metrics: &ObjStoreMetrics) -> Arc<dyn ObjectStore> {
-    // Metering below the retrier: every attempt is a billed request.
     let retry = RetryConfig {
         max_attempts: 3,
         operation_timeout: std::time::Duration::from_secs(10),
         ..RetryConfig::default()
     };
-    Arc::new(RetryingStore::new(
-        MeteredStore::new(backend, metrics.clone()),
-        retry,
-    ))
+    ferry_objstore::metered_and_retried(backend, metrics, retry)
 }
 
 #[cfg(test)]
