@@ -70,44 +70,19 @@ pub fn recompress(records: &Bytes, target: Compression) -> Result<Option<Bytes>,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kafka_protocol::records::{Record, TimestampType};
+    use ferry_test_support::{Batches, Keys};
 
+    /// Five keyed records with a header, in one batch.
     fn batch(compression: Compression, producer: Option<(i64, i16, i32)>) -> Bytes {
-        let records: Vec<Record> = (0..5)
-            .map(|i| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: 0,
-                producer_id: producer.map(|p| p.0).unwrap_or(-1),
-                producer_epoch: producer.map(|p| p.1).unwrap_or(-1),
-                timestamp_type: TimestampType::Creation,
-                offset: i,
-                // Without a producer the base sequence is -1; the encoder keeps records in one
-                // batch while offset - sequence is constant.
-                sequence: producer.map(|p| p.2 + i as i32).unwrap_or(i as i32 - 1),
-                timestamp: 1000 + i,
-                key: Some(Bytes::from(format!("k{i}"))),
-                value: Some(Bytes::from(format!("value {i} ").repeat(20))),
-                headers: [(
-                    kafka_protocol::protocol::StrBytes::from_static_str("h"),
-                    Some(Bytes::from_static(b"v")),
-                )]
-                .into_iter()
-                .collect(),
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression,
-            },
-        )
-        .unwrap();
-        buf.freeze()
+        let records = Batches::of(5, |i| format!("value {i} ").repeat(20))
+            .keys(Keys::Indexed)
+            .header("h", "v")
+            .compression(compression);
+        match producer {
+            Some((id, epoch, sequence)) => records.producer(id, epoch, sequence),
+            None => records,
+        }
+        .encode()
     }
 
     #[test]

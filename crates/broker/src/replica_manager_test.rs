@@ -1,48 +1,18 @@
 use super::*;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use ferry_test_support::Batches;
 
+/// `n` records, one batch each.
 fn batch(n: usize) -> Bytes {
-    batch_with(n, |_| -1)
+    Batches::of(n, |i| format!("v{i}"))
+        .batch_per_record()
+        .encode()
 }
 
-/// `n` records in one batch (the encoder starts a new batch wherever offset - sequence changes).
+/// `n` records in one batch.
 fn one_batch(n: usize) -> Bytes {
-    batch_with(n, |i| i as i32 - 1)
-}
-
-fn batch_with(n: usize, sequence: impl Fn(usize) -> i32) -> Bytes {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: sequence(i),
-            timestamp: 1_000 + i as i64,
-            key: None,
-            value: Some(Bytes::from(format!("v{i}"))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    Batches::of(n, |i| format!("v{i}")).encode()
 }
 
 fn topic(leader: BrokerId, isr: Vec<BrokerId>, partition_epoch: i32) -> TopicImage {

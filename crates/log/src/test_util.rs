@@ -3,11 +3,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use bytes::{Bytes, BytesMut};
 use ferry_common::{ManualClock, SharedClock, TopicPartition};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use ferry_test_support::{Batches, Keys};
+use kafka_protocol::records::Compression;
 
 use crate::{LogConfig, PartitionLog};
 
@@ -37,41 +35,16 @@ impl Default for B {
     }
 }
 
-/// Record `i` has timestamp `ts + i`.
+/// Record `i` has timestamp `ts + i`, key `k{i}` and `value_len` bytes of value; one batch.
 pub fn batch(o: B) -> Vec<u8> {
-    let records: Vec<Record> = (0..o.records)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: o.producer_id,
-            producer_epoch: o.epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // The encoder groups records whose `offset - sequence` agree; -1 + i keeps the base
-            // sequence at -1 (no sequence) for non-idempotent batches.
-            sequence: if o.seq < 0 {
-                i as i32 - 1
-            } else {
-                o.seq + i as i32
-            },
-            timestamp: o.ts + i as i64,
-            key: Some(Bytes::from(format!("k{i}"))),
-            value: Some(Bytes::from(vec![b'v'; o.value_len])),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: o.compression,
-        },
-    )
-    .unwrap();
+    let mut records = Batches::of(o.records, |_| vec![b'v'; o.value_len])
+        .keys(Keys::Indexed)
+        .timestamp(o.ts)
+        .compression(o.compression);
+    if o.producer_id >= 0 {
+        records = records.producer(o.producer_id, o.epoch, o.seq);
+    }
+    let buf = records.encode();
     assert_eq!(batch_ranges(&buf).len(), 1, "encoder split the batch");
     buf.to_vec()
 }

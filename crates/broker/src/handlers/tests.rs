@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use ferry_protocol::DecodedRequest;
+use ferry_test_support::{Batches, Keys};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -11,9 +12,7 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::RecordBatchDecoder;
 
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
@@ -45,37 +44,14 @@ fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
+/// One record per value, keyed `k{i}`; without a producer, one batch per record.
 fn batch(values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
-    let records: Vec<Record> = values
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: producer.map(|p| p.0).unwrap_or(-1),
-            producer_epoch: producer.map(|p| p.1).unwrap_or(-1),
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: producer.map(|p| p.2 + i as i32).unwrap_or(-1),
-            timestamp: 1_000 + i as i64,
-            key: Some(Bytes::from(format!("k{i}"))),
-            value: Some(Bytes::from(v.to_string())),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    let records = Batches::values(values.iter().map(|v| v.to_string())).keys(Keys::Indexed);
+    match producer {
+        Some((id, epoch, sequence)) => records.producer(id, epoch, sequence),
+        None => records.batch_per_record(),
+    }
+    .encode()
 }
 
 async fn create(

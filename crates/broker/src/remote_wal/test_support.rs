@@ -4,15 +4,12 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use ferry_cluster::image::{PartitionState, TopicImage};
 use ferry_log::{LogConfig, LogManager};
 use ferry_objstore::{MemoryStore, ObjectStore};
 use ferry_wal::metadata::WalSliceMetadata;
 use ferry_wal::uploader::{MetadataPublisher, Uploader, UploaderConfig};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 use uuid::Uuid;
 
 use super::config::RemoteWalConfig;
@@ -44,36 +41,13 @@ pub fn batch(n: usize) -> Bytes {
     batch_at(0, n)
 }
 
-/// A v2 batch of `n` small records from offset `base` (what a follower appends at its log end).
+/// A v2 batch of `n` small records from offset `base` (what a follower appends at its log end),
+/// one batch per record.
 pub fn batch_at(base: i64, n: usize) -> Bytes {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: base + i as i64,
-            sequence: -1,
-            timestamp: 1_000 + i as i64,
-            key: None,
-            value: Some(Bytes::from(format!("value-{i}"))),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    ferry_test_support::Batches::of(n, |i| format!("value-{i}"))
+        .at(base)
+        .batch_per_record()
+        .encode()
 }
 
 /// Topic `t` (one partition, replicas 1..=3) led by `leader` at `leader_epoch`.

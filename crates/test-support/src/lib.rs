@@ -1,0 +1,146 @@
+//! Test fixtures shared by ferry's crates, as a dev-dependency only.
+//!
+//! [`Batches`] builds Kafka v2 record batches with kafka-protocol's encoder, so that every test
+//! describes the records it needs (how many, which values, which producer) instead of carrying
+//! its own copy of the encoder call.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+/// What record `i` is keyed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    None,
+    /// `k{i}`.
+    Indexed,
+}
+
+/// The records of one or more v2 batches. Record `i` has offset `base_offset + i` (the offset
+/// in the log only once a leader assigns it) and timestamp `timestamp + i`.
+#[derive(Debug, Clone)]
+pub struct Batches {
+    base_offset: i64,
+    values: Vec<Option<Bytes>>,
+    keys: Keys,
+    timestamp: i64,
+    producer: Option<(i64, i16, i32)>,
+    one_batch: bool,
+    compression: Compression,
+    headers: Vec<(&'static str, Bytes)>,
+}
+
+impl Batches {
+    /// Records with these values (no key, timestamps from 1,000, no producer, uncompressed).
+    pub fn values<V: Into<Bytes>>(values: impl IntoIterator<Item = V>) -> Self {
+        Self {
+            base_offset: 0,
+            values: values.into_iter().map(|v| Some(v.into())).collect(),
+            keys: Keys::None,
+            timestamp: 1_000,
+            producer: None,
+            one_batch: true,
+            compression: Compression::None,
+            headers: Vec::new(),
+        }
+    }
+
+    /// `n` records whose values `value(i)` gives.
+    pub fn of<V: Into<Bytes>>(n: usize, value: impl Fn(usize) -> V) -> Self {
+        Self::values((0..n).map(value))
+    }
+
+    /// Offsets from `base` (what a follower appends at its log end).
+    pub fn at(mut self, base: i64) -> Self {
+        self.base_offset = base;
+        self
+    }
+
+    pub fn keys(mut self, keys: Keys) -> Self {
+        self.keys = keys;
+        self
+    }
+
+    pub fn timestamp(mut self, first: i64) -> Self {
+        self.timestamp = first;
+        self
+    }
+
+    /// An idempotent producer's records: producer id, epoch and the first record's sequence.
+    pub fn producer(mut self, id: i64, epoch: i16, base_sequence: i32) -> Self {
+        self.producer = Some((id, epoch, base_sequence));
+        self
+    }
+
+    /// Without a producer, one batch per record instead of one batch for all (kafka-protocol's
+    /// encoder starts a batch wherever `offset - sequence` changes; every sequence is then -1).
+    pub fn batch_per_record(mut self) -> Self {
+        self.one_batch = false;
+        self
+    }
+
+    pub fn compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// A header on every record.
+    pub fn header(mut self, key: &'static str, value: impl Into<Bytes>) -> Self {
+        self.headers.push((key, value.into()));
+        self
+    }
+
+    /// The encoded batches.
+    pub fn encode(&self) -> Bytes {
+        let records: Vec<Record> = self
+            .values
+            .iter()
+            .enumerate()
+            .map(|(i, value)| {
+                let i32i = i32::try_from(i).expect("record index fits an i32");
+                let sequence = match self.producer {
+                    Some((_, _, base)) => base + i32i,
+                    // The encoder keeps records in one batch while offset - sequence is
+                    // constant; -1 + i keeps the batch's base sequence at -1 (none).
+                    None if self.one_batch => i32i - 1,
+                    None => -1,
+                };
+                Record {
+                    transactional: false,
+                    control: false,
+                    delete_horizon: false,
+                    partition_leader_epoch: 0,
+                    producer_id: self.producer.map_or(-1, |p| p.0),
+                    producer_epoch: self.producer.map_or(-1, |p| p.1),
+                    timestamp_type: TimestampType::Creation,
+                    offset: self.base_offset + i as i64,
+                    sequence,
+                    timestamp: self.timestamp + i as i64,
+                    key: match self.keys {
+                        Keys::None => None,
+                        Keys::Indexed => Some(Bytes::from(format!("k{i}"))),
+                    },
+                    value: value.clone(),
+                    headers: self
+                        .headers
+                        .iter()
+                        .map(|(k, v)| (StrBytes::from_static_str(k), Some(v.clone())))
+                        .collect(),
+                }
+            })
+            .collect();
+        let mut buf = BytesMut::new();
+        RecordBatchEncoder::encode(
+            &mut buf,
+            &records,
+            &RecordEncodeOptions {
+                version: 2,
+                compression: self.compression,
+            },
+        )
+        .expect("kafka-protocol encodes test records");
+        buf.freeze()
+    }
+}
