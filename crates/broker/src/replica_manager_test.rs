@@ -16,18 +16,11 @@ fn one_batch(n: usize) -> Bytes {
 }
 
 fn topic(leader: BrokerId, isr: Vec<BrokerId>, partition_epoch: i32) -> TopicImage {
-    TopicImage {
-        name: "t".into(),
-        id: Uuid::from_u128(7),
-        configs: BTreeMap::new(),
-        partitions: vec![PartitionState {
-            replicas: vec![1, 2, 3],
-            isr,
-            leader,
-            leader_epoch: 0,
-            partition_epoch,
-        }],
-    }
+    ferry_test_support::Topic::default()
+        .leader(leader, 0)
+        .isr(&isr)
+        .partition_epoch(partition_epoch)
+        .image()
 }
 
 fn manager(dir: &std::path::Path, node: BrokerId) -> ReplicaManager {

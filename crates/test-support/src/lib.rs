@@ -2,7 +2,8 @@
 //!
 //! [`Batches`] builds Kafka v2 record batches with kafka-protocol's encoder, so that every test
 //! describes the records it needs (how many, which values, which producer) instead of carrying
-//! its own copy of the encoder call.
+//! its own copy of the encoder call. [`Topic`] builds the metadata image of a one-partition
+//! topic as the replica manager receives it.
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::protocol::StrBytes;
@@ -142,5 +143,69 @@ impl Batches {
         )
         .expect("kafka-protocol encodes test records");
         buf.freeze()
+    }
+}
+
+/// A one-partition topic's image: topic `t`, replicas 1, 2 and 3 all in sync, led by broker 1
+/// at leader epoch 0, partition epoch 0, unless changed.
+#[derive(Debug, Clone)]
+pub struct Topic {
+    image: ferry_cluster::image::TopicImage,
+}
+
+impl Default for Topic {
+    fn default() -> Self {
+        Self {
+            image: ferry_cluster::image::TopicImage {
+                name: "t".into(),
+                id: uuid::Uuid::from_u128(7),
+                configs: std::collections::BTreeMap::new(),
+                partitions: vec![ferry_cluster::image::PartitionState {
+                    replicas: vec![1, 2, 3],
+                    isr: vec![1, 2, 3],
+                    leader: 1,
+                    leader_epoch: 0,
+                    partition_epoch: 0,
+                }],
+            },
+        }
+    }
+}
+
+impl Topic {
+    fn partition(&mut self) -> &mut ferry_cluster::image::PartitionState {
+        &mut self.image.partitions[0]
+    }
+
+    pub fn id(mut self, id: u128) -> Self {
+        self.image.id = uuid::Uuid::from_u128(id);
+        self
+    }
+
+    /// The replica set, all of it in sync.
+    pub fn replicas(mut self, replicas: &[i32]) -> Self {
+        self.partition().replicas = replicas.to_vec();
+        self.partition().isr = replicas.to_vec();
+        self
+    }
+
+    pub fn isr(mut self, isr: &[i32]) -> Self {
+        self.partition().isr = isr.to_vec();
+        self
+    }
+
+    pub fn leader(mut self, leader: i32, leader_epoch: i32) -> Self {
+        self.partition().leader = leader;
+        self.partition().leader_epoch = leader_epoch;
+        self
+    }
+
+    pub fn partition_epoch(mut self, epoch: i32) -> Self {
+        self.partition().partition_epoch = epoch;
+        self
+    }
+
+    pub fn image(self) -> ferry_cluster::image::TopicImage {
+        self.image
     }
 }

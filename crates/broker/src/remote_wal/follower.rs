@@ -195,10 +195,9 @@ mod tests {
     /// published slices through [`ReplicaSink`]: the two logs end up byte for byte equal.
     #[tokio::test]
     async fn slices_a_leader_uploaded_are_appended_by_a_follower_byte_for_byte() {
-        use std::collections::{BTreeMap, HashMap};
+        use std::collections::HashMap;
 
         use async_trait::async_trait;
-        use ferry_cluster::image::{PartitionState, TopicImage};
         use ferry_log::{LogConfig, LogManager};
         use ferry_objstore::{MemoryStore, ObjectStore};
         use ferry_wal::fetcher::WalFetcher;
@@ -223,18 +222,11 @@ mod tests {
         }
 
         let dir = tempfile::tempdir().unwrap();
-        let topic = TopicImage {
-            name: "t".into(),
-            id: Uuid::from_u128(42),
-            configs: BTreeMap::new(),
-            partitions: vec![PartitionState {
-                replicas: vec![1, 2],
-                isr: vec![1, 2],
-                leader: 1,
-                leader_epoch: 3,
-                partition_epoch: 0,
-            }],
-        };
+        let topic = ferry_test_support::Topic::default()
+            .id(42)
+            .replicas(&[1, 2])
+            .leader(1, 3)
+            .image();
         let rm = |node: i32| {
             let logs = LogManager::open(
                 vec![dir.path().join(node.to_string())],

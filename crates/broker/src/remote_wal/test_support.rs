@@ -1,16 +1,15 @@
 //! Shared pieces of the remote-WAL glue tests: leaders, followers and buckets in one process.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use ferry_cluster::image::{PartitionState, TopicImage};
+use ferry_cluster::image::TopicImage;
 use ferry_log::{LogConfig, LogManager};
 use ferry_objstore::{MemoryStore, ObjectStore};
 use ferry_wal::metadata::WalSliceMetadata;
 use ferry_wal::uploader::{MetadataPublisher, Uploader, UploaderConfig};
-use uuid::Uuid;
 
 use super::config::RemoteWalConfig;
 use super::metrics::RemoteWalMetrics;
@@ -52,18 +51,9 @@ pub fn batch_at(base: i64, n: usize) -> Bytes {
 
 /// Topic `t` (one partition, replicas 1..=3) led by `leader` at `leader_epoch`.
 pub fn topic(leader: i32, leader_epoch: i32) -> TopicImage {
-    TopicImage {
-        name: "t".into(),
-        id: Uuid::from_u128(7),
-        configs: BTreeMap::new(),
-        partitions: vec![PartitionState {
-            replicas: vec![1, 2, 3],
-            isr: vec![1, 2, 3],
-            leader,
-            leader_epoch,
-            partition_epoch: 0,
-        }],
-    }
+    ferry_test_support::Topic::default()
+        .leader(leader, leader_epoch)
+        .image()
 }
 
 /// Broker `node`'s replica manager under `dir`, following `image`.
