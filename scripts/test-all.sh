@@ -10,7 +10,7 @@
 # Environment:
 #   FERRY_BIN          broker binary for the e2e suites (default: target/debug/ferry, built here)
 #   FERRY_SKIP_SETUP=1 skip the install steps (for quick reruns on a prepared machine)
-#   FERRY_SKIP_CARGO=1 skip cargo fmt / clippy / test / build (e2e only, with an existing binary)
+#   FERRY_SKIP_CARGO=1 skip cargo fmt / clippy / test / build / bench --no-run (e2e only)
 #   PYTEST_ARGS        extra arguments for pytest (e.g. "-k admin -x")
 #   FERRY_SKIP_CLUSTER_E2E=1 skip the second e2e pass against three-broker clusters
 set -euo pipefail
@@ -100,6 +100,10 @@ if [ "${FERRY_SKIP_CARGO:-0}" != 1 ]; then
     fi
     log "cargo build --bin ferry"
     cargo build --bin ferry
+    # The micro-benchmarks are not run here (timings on a shared machine are no test), only
+    # built, so that they keep compiling.
+    log "cargo bench -p ferry-benches --no-run"
+    cargo bench -p ferry-benches --no-run
 fi
 
 export FERRY_BIN="${FERRY_BIN:-$ROOT/target/debug/ferry}"
