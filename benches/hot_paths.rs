@@ -50,16 +50,19 @@ fn log_paths(c: &mut Criterion) {
     let log = open_log(dir.path());
     let plain = Batches::of(20, |_| vec![b'x'; 1600]).encode();
     g.measurement_time(Duration::from_secs(3)).sample_size(20);
-    g.bench_function("leader append of a 32 KB batch (offsets, epoch, index)", |b| {
-        b.iter_custom(|iters| {
-            log.truncate_fully_and_start_at(0).expect("empty the log");
-            let start = Instant::now();
-            for _ in 0..iters {
-                log.append_as_leader(&plain, 0).expect("append");
-            }
-            start.elapsed()
-        })
-    });
+    g.bench_function(
+        "leader append of a 32 KB batch (offsets, epoch, index)",
+        |b| {
+            b.iter_custom(|iters| {
+                log.truncate_fully_and_start_at(0).expect("empty the log");
+                let start = Instant::now();
+                for _ in 0..iters {
+                    log.append_as_leader(&plain, 0).expect("append");
+                }
+                start.elapsed()
+            })
+        },
+    );
 
     // The read path of a fetch: 1 MB from a log of 64 MB, at spread offsets.
     let read_dir = tempfile::tempdir().expect("temporary directory");

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::replica_selector::ReplicaSelector;
+use ferry_replication::replica_selector::ReplicaSelector;
 
 /// The type of a config value, as Kafka's `ConfigDef.Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

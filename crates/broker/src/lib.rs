@@ -11,8 +11,6 @@ pub mod broker;
 pub mod config;
 pub mod config_reference;
 pub mod errors;
-pub mod fetch_session;
-pub mod follower_session;
 pub mod group_store;
 pub mod handlers;
 pub mod inter_broker;
@@ -24,7 +22,6 @@ pub mod recompress;
 pub mod remote_wal;
 pub mod replica_fetcher;
 pub mod replica_manager;
-pub mod replica_selector;
 pub mod server;
 pub mod topic_config;
 

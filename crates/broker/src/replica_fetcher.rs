@@ -5,7 +5,7 @@
 //! manager's [`ReplicationObserver`], so this module names neither the broker nor the WAL.
 //!
 //! [`ClassicFetcher`] runs one task per leader broker. Each round sends one Fetch (v12, topic
-//! names, in an incremental fetch session: [`crate::follower_session`]) with `replica_id` = this
+//! names, in an incremental fetch session: [`ferry_replication::follower_session`]) with `replica_id` = this
 //! broker for every partition this broker follows on that leader, from its log end offset and with the epoch of its last batch; the leader answers
 //! with records (appended as they are, [`Partition::append_as_follower`]), its high watermark
 //! (the follower's becomes min(leader HW, own LEO)), its log start offset (the follower's moves
@@ -42,10 +42,10 @@ use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::{BrokerId as WireBrokerId, FetchRequest, FetchResponse};
 use tokio::task::JoinHandle;
 
-use crate::follower_session::{FollowerSession, SessionRequest, Wanted};
 use crate::inter_broker::{Connection, PeerClient};
 use crate::metrics::{inter_broker_client_id, TrafficKind, PURPOSE_REPLICA_FETCHER};
 use crate::replica_manager::{Partition, ReplicationObserver, Role};
+use ferry_replication::follower_session::{FollowerSession, SessionRequest, Wanted};
 
 /// Back-off after a failed round (connection error, leader not ready).
 const RETRY_BACKOFF: Duration = Duration::from_millis(200);

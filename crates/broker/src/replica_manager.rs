@@ -8,180 +8,34 @@
 //! offset over the in-sync replicas and never decreases. As follower its high watermark is the
 //! leader's, bounded by its own log end offset ([`Partition::update_follower_high_watermark`]).
 //!
+//! The rules (role changes, ISR proposals, the high watermark over the ISR, the commit rule) are
+//! `ferry_replication`'s [`ReplicaState`], pure functions of (state, event, now); a
+//! [`Partition`] holds one under its state lock next to the log, feeds it the log end offset
+//! and the time, and publishes what changed.
+//!
 //! On a single node every partition is led here and the in-sync replica set is this broker alone,
 //! so the high watermark is the log end offset. Every change of the log end offset or the high
 //! watermark is published on the partition's watch channel; long-polling fetches and acks=all
 //! produce requests wait on it.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use ferry_cluster::image::{PartitionState, TopicImage, NO_LEADER};
+use ferry_cluster::image::{PartitionState, TopicImage};
 use ferry_cluster::{BrokerId, Image};
 use ferry_common::TopicPartition;
 use ferry_log::batch::whole_batches;
 use ferry_log::{AppendInfo, FetchData, LogConfig, LogError, LogManager, PartitionLog};
+use ferry_replication::divergence;
+use ferry_replication::ReplicaState;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-/// What this broker is for one partition, as the image last said.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    Leader,
-    Follower { leader: BrokerId },
-}
-
-/// Most (time, leader log end) marks kept per follower. They are kept about 1/32 of the span
-/// apart (past this bound every second one is dropped), so they cover any lag at a resolution of
-/// a few percent of it.
-const CAUGHT_UP_MARKS: usize = 64;
-/// How long an ISR change in flight (or refused) holds back the next one when the image does not
-/// show a new state of the partition: a lost answer must not freeze the ISR.
-const ISR_CHANGE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a change the controller could not take, or refused at the current partition epoch
-/// (a replica not yet eligible: fenced), waits before it is proposed again.
-const ISR_RETRY_BACKOFF: Duration = Duration::from_secs(1);
-
-/// What the leader knows of one follower.
-#[derive(Debug, Clone)]
-struct FollowerState {
-    /// The offset of its last Fetch, i.e. its log end offset; -1 before its first fetch.
-    log_end_offset: i64,
-    /// The last time it was caught up: the latest time at which the leader's log ended at or
-    /// below the follower's log end offset now (see [`FollowerState::on_fetch`]).
-    last_caught_up: Instant,
-    /// (time of a fetch, the leader's log end offset then), oldest first, thinned to at most
-    /// [`CAUGHT_UP_MARKS`]; only marks the follower has not yet reached are kept.
-    marks: VecDeque<(Instant, i64)>,
-    /// The high watermark last sent to it; a fetch does not wait while this is behind, so the
-    /// follower (which may serve consumers, KIP-392) learns a new high watermark promptly.
-    last_sent_high_watermark: i64,
-}
-
-impl FollowerState {
-    fn ms_since_caught_up(&self, now: Instant) -> i64 {
-        i64::try_from(now.duration_since(self.last_caught_up).as_millis()).unwrap_or(i64::MAX)
-    }
-
-    fn new(now: Instant) -> Self {
-        Self {
-            log_end_offset: -1,
-            last_caught_up: now,
-            marks: VecDeque::new(),
-            last_sent_high_watermark: -1,
-        }
-    }
-
-    /// A fetch from `fetch_offset` at `now`, while the leader's log ends at `leader_leo`.
-    ///
-    /// Kafka's rule, "caught up as of a fetch": a follower whose fetch offset reaches the
-    /// leader's log end offset as of an earlier fetch was caught up at that earlier fetch's
-    /// time. Kafka only looks at the previous fetch; this looks at every earlier one still
-    /// marked, because a remote-WAL follower reports far more often than its data takes to
-    /// arrive (it always trails the previous report's log end by one WAL latency, yet holds
-    /// what the leader had that latency ago). A follower is then out of sync only when it has
-    /// not reached the leader's log end as of any time within `replica.lag.time.max.ms`.
-    fn on_fetch(&mut self, fetch_offset: i64, leader_leo: i64, now: Instant) {
-        self.log_end_offset = fetch_offset;
-        if fetch_offset >= leader_leo {
-            self.last_caught_up = now;
-            self.marks.clear();
-            return;
-        }
-        // The newest mark the follower reached; older ones can never give a later time.
-        if let Some(i) = self.marks.iter().rposition(|(_, leo)| *leo <= fetch_offset) {
-            let (at, _) = self.marks[i];
-            self.last_caught_up = self.last_caught_up.max(at);
-            self.marks.drain(..=i);
-        }
-        // Marks spread evenly over the span the follower trails by: one closer than 1/32 of it
-        // to the last is not kept (the older one stands, which errs towards an earlier time).
-        let min_gap = self.marks.front().map_or(Duration::ZERO, |(first, _)| {
-            now.saturating_duration_since(*first) / (CAUGHT_UP_MARKS as u32 / 2)
-        });
-        match self.marks.back_mut() {
-            // The leader's log still ended there: reaching it means caught up as of now.
-            Some(last) if last.1 == leader_leo => last.0 = now,
-            Some(last) if now.saturating_duration_since(last.0) < min_gap => {}
-            _ => self.marks.push_back((now, leader_leo)),
-        }
-        if self.marks.len() > CAUGHT_UP_MARKS {
-            // Thin out, keeping the newest: the resolution halves, the span stays.
-            let keep_parity = (self.marks.len() - 1) % 2;
-            let mut i = 0;
-            self.marks.retain(|_| {
-                let keep = i % 2 == keep_parity;
-                i += 1;
-                keep
-            });
-        }
-    }
-}
-
-#[derive(Debug)]
-struct ReplicaState {
-    role: Role,
-    replicas: Vec<BrokerId>,
-    isr: Vec<BrokerId>,
-    partition_epoch: i32,
-    /// The log end offset when this broker became leader of the current epoch.
-    epoch_start_offset: i64,
-    followers: BTreeMap<BrokerId, FollowerState>,
-    /// Set while an ISR change is proposed, or was refused, and the image shows no new state of
-    /// the partition yet: no other change is proposed before that image, or this deadline
-    /// (at most one in flight per partition; a refused one is not re-proposed on every fetch).
-    isr_change_blocked_until: Option<Instant>,
-    /// Followers a pending expansion adds. Until the image shows a new partition state, the high
-    /// watermark counts them too (Kafka's "maximal ISR"): else records acknowledged meanwhile
-    /// with the old ISR could be missing on a member of the new one, which may be elected next.
-    pending_additions: Vec<BrokerId>,
-}
-
-/// Where records appended as leader stand (the delayed-produce purgatory's question).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CommitStatus {
-    /// Still leader at the epoch of the append; the high watermark has not reached them yet.
-    Pending,
-    /// The high watermark reached them while this broker led at the epoch of the append.
-    Committed,
-    /// This broker no longer leads at that epoch. Whatever the high watermark says now is about
-    /// another leader's log, which may have truncated the records away: never an acknowledgement.
-    LeadershipLost,
-}
-
-/// An ISR change this partition's leader wants the controller to make.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IsrChange {
-    pub topic_id: Uuid,
-    pub partition: i32,
-    pub leader: BrokerId,
-    pub leader_epoch: i32,
-    pub partition_epoch: i32,
-    /// The ISR at `partition_epoch`, which the change starts from.
-    pub current_isr: Vec<BrokerId>,
-    pub new_isr: Vec<BrokerId>,
-    /// Whether the ISR grows (a follower caught up) rather than shrinks.
-    pub expands: bool,
-}
-
-/// How a proposed ISR change ended (Kafka's AlterPartition outcomes, as the leader acts on them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IsrOutcome {
-    /// Committed: the image will show it.
-    Committed,
-    /// The controller's partition state moved on (a newer partition or leader epoch, the change
-    /// already made, the topic gone): the next image decides; nothing is re-proposed before it.
-    AwaitImage,
-    /// Refused at the current partition epoch (a replica not eligible, an invalid ISR): not
-    /// applied; its followers stop counting for the high watermark, and it may be proposed again
-    /// after a back-off.
-    Refused,
-    /// The controller could not be reached: proposed again after a back-off.
-    Unavailable,
-}
+// The replication rules' vocabulary is part of `Partition`'s API.
+pub use ferry_replication::{CommitStatus, IsrChange, IsrOutcome, Role};
 
 /// One partition hosted by this broker.
 pub struct Partition {
@@ -224,6 +78,7 @@ impl Partition {
             .unwrap_or(0)
             .clamp(log.log_start_offset(), leo);
         let (end_offset, _) = watch::channel(leo);
+        let state = ReplicaState::new(topic_id, tp.partition, node_id, leo);
         Self {
             tp,
             topic_id,
@@ -231,16 +86,7 @@ impl Partition {
             // Neither leader nor follower until the image says (the first apply is a change).
             leader_epoch: AtomicI32::new(-1),
             high_watermark: AtomicI64::new(high_watermark),
-            state: Mutex::new(ReplicaState {
-                role: Role::Follower { leader: NO_LEADER },
-                replicas: vec![node_id],
-                isr: vec![node_id],
-                partition_epoch: 0,
-                epoch_start_offset: leo,
-                followers: BTreeMap::new(),
-                isr_change_blocked_until: None,
-                pending_additions: Vec::new(),
-            }),
+            state: Mutex::new(state),
             log,
             end_offset,
             wal_mode: AtomicBool::new(false),
@@ -314,12 +160,11 @@ impl Partition {
 
     /// Leader: (leader epoch, log end offset when this epoch began); `None` unless leader.
     pub fn leader_epoch_start(&self) -> Option<(i32, i64)> {
-        let st = self.state();
-        (st.role == Role::Leader).then(|| (self.leader_epoch(), st.epoch_start_offset))
+        self.state().leader_epoch_start()
     }
 
     pub fn role(&self) -> Role {
-        self.state().role
+        self.state().role()
     }
 
     pub fn is_leader(&self) -> bool {
@@ -328,29 +173,25 @@ impl Partition {
 
     /// The leader as this broker knows it (-1: none).
     pub fn leader(&self) -> BrokerId {
-        match self.role() {
-            Role::Leader => self.node_id,
-            Role::Follower { leader } => leader,
-        }
+        self.state().leader()
     }
 
     pub fn isr(&self) -> Vec<BrokerId> {
-        self.state().isr.clone()
+        self.state().isr().to_vec()
     }
 
     pub fn replicas(&self) -> Vec<BrokerId> {
-        self.state().replicas.clone()
+        self.state().replicas().to_vec()
     }
 
     /// Whether the image lists this broker in the partition's ISR.
     pub fn is_in_sync(&self) -> bool {
-        self.state().isr.contains(&self.node_id)
+        self.state().isr().contains(&self.node_id)
     }
 
     /// Led here with an ISR smaller than the replica set.
     pub fn is_under_replicated(&self) -> bool {
-        let st = self.state();
-        st.role == Role::Leader && st.isr.len() < st.replicas.len()
+        self.state().is_under_replicated()
     }
 
     /// Offsets below this are committed and visible to consumers.
@@ -374,63 +215,23 @@ impl Partition {
 
     /// Takes the partition's state from the image. Returns true if this broker became a
     /// follower of a new leader or epoch (its fetcher must (re)start from a truncation check).
-    fn apply(&self, state: &PartitionState) -> bool {
+    fn apply(&self, image: &PartitionState) -> bool {
         let mut st = self.state();
-        let old_epoch = self.leader_epoch();
-        let old_role = st.role;
-        // A pending expansion's followers count until the image shows a new partition state
-        // (ours committed, or another change won); a refused proposal clears them too.
-        // The change in flight, if any, is decided too; an image that shows no new state of
-        // this partition (another partition changed) decides nothing about it.
-        if state.partition_epoch != st.partition_epoch || state.leader_epoch != old_epoch {
-            st.pending_additions.clear();
-            st.isr_change_blocked_until = None;
-        }
-        st.replicas = state.replicas.clone();
-        st.isr = state.isr.clone();
-        st.partition_epoch = state.partition_epoch;
-        let new_role = if state.leader == self.node_id {
-            Role::Leader
-        } else {
-            Role::Follower {
-                leader: state.leader,
-            }
-        };
-        let changed = new_role != old_role || state.leader_epoch != old_epoch;
+        let new_follower = st.apply(image, self.log.log_end_offset(), Instant::now());
         self.leader_epoch
-            .store(state.leader_epoch, Ordering::Release);
-        st.role = new_role;
-        if changed && new_role == Role::Leader {
-            st.epoch_start_offset = self.log.log_end_offset();
-            let now = Instant::now();
-            st.followers = state
-                .replicas
-                .iter()
-                .filter(|r| **r != self.node_id)
-                .map(|r| (*r, FollowerState::new(now)))
-                .collect();
-        }
-        if new_role == Role::Leader {
+            .store(st.leader_epoch(), Ordering::Release);
+        if st.role() == Role::Leader {
             self.advance_high_watermark(&st);
         }
         drop(st);
         self.notify();
-        changed && matches!(new_role, Role::Follower { leader } if leader != NO_LEADER)
+        new_follower
     }
 
     /// Leader: HW = least log end offset over the ISR, never decreasing.
     fn advance_high_watermark(&self, st: &ReplicaState) {
-        let leo = self.log.log_end_offset();
-        let mut min = leo;
-        for r in st.isr.iter().chain(&st.pending_additions) {
-            if *r == self.node_id {
-                continue;
-            }
-            let f = st.followers.get(r).map(|f| f.log_end_offset).unwrap_or(-1);
-            min = min.min(f);
-        }
-        if min >= 0 {
-            self.high_watermark.fetch_max(min, Ordering::AcqRel);
+        if let Some(hw) = st.isr_high_watermark(self.log.log_end_offset()) {
+            self.high_watermark.fetch_max(hw, Ordering::AcqRel);
         }
     }
 
@@ -521,12 +322,7 @@ impl Partition {
 
     /// Leader: every replica's (id, log end offset, in the ISR), this broker included.
     pub fn replica_progress(&self) -> Vec<(BrokerId, i64, bool)> {
-        let st = self.state();
-        let mut out = vec![(self.node_id, self.log.log_end_offset(), true)];
-        for (id, f) in &st.followers {
-            out.push((*id, f.log_end_offset, st.isr.contains(id)));
-        }
-        out
+        self.state().replica_progress(self.log.log_end_offset())
     }
 
     /// Records appended as leader at `leader_epoch`, ending before `end_offset`: are they
@@ -535,21 +331,14 @@ impl Partition {
     /// never read as this leader's.
     pub fn commit_status(&self, leader_epoch: i32, end_offset: i64) -> CommitStatus {
         let st = self.state();
-        if st.role != Role::Leader || self.leader_epoch() != leader_epoch {
-            return CommitStatus::LeadershipLost;
-        }
-        if self.high_watermark() >= end_offset {
-            CommitStatus::Committed
-        } else {
-            CommitStatus::Pending
-        }
+        st.commit_status(leader_epoch, end_offset, self.high_watermark())
     }
 
     /// Follower: HW = min(leader's HW, own log end offset). Ignored once this broker leads (a
     /// fetch response that arrives after the role changed).
     pub fn update_follower_high_watermark(&self, leader_high_watermark: i64) {
         let st = self.state();
-        if st.role == Role::Leader {
+        if st.role() == Role::Leader {
             return;
         }
         self.leader_high_watermark
@@ -621,32 +410,12 @@ impl Partition {
         now: Instant,
     ) -> Option<IsrChange> {
         let mut st = self.state();
-        if st.role != Role::Leader {
+        if !st.on_follower_fetch(replica, fetch_offset, self.log.log_end_offset(), now) {
             return None;
         }
-        let leo = self.log.log_end_offset();
-        if fetch_offset > leo {
-            // Past this leader's log (Kafka answers OFFSET_OUT_OF_RANGE): not a position on it.
-            return None;
-        }
-        st.followers
-            .entry(replica)
-            .or_insert_with(|| FollowerState::new(now))
-            .on_fetch(fetch_offset, leo, now);
         let before = self.high_watermark();
         self.advance_high_watermark(&st);
-        let change = if isr_change_blocked(&st, now) || !st.replicas.contains(&replica) {
-            None
-        } else {
-            ferry_cluster::election::expand_isr(
-                &st.isr,
-                replica,
-                fetch_offset,
-                self.high_watermark(),
-                st.epoch_start_offset,
-            )
-            .map(|new_isr| self.isr_change(&mut st, new_isr, now))
-        };
+        let change = st.propose_expansion(replica, fetch_offset, self.high_watermark(), now);
         drop(st);
         if self.high_watermark() != before {
             self.notify();
@@ -657,32 +426,20 @@ impl Partition {
     /// Leader: the followers a consumer at `fetch_offset` may be sent to (KIP-392): in the ISR
     /// and holding the offset, as (id, log end offset, ms since it last caught up).
     pub fn read_replica_candidates(&self, fetch_offset: i64) -> Vec<(BrokerId, i64, i64)> {
-        let st = self.state();
-        if st.role != Role::Leader {
-            return Vec::new();
-        }
-        let now = Instant::now();
-        st.followers
-            .iter()
-            .filter(|(id, f)| st.isr.contains(id) && f.log_end_offset >= fetch_offset)
-            .map(|(id, f)| (*id, f.log_end_offset, f.ms_since_caught_up(now)))
-            .collect()
+        self.state()
+            .read_replica_candidates(fetch_offset, Instant::now())
     }
 
     /// Leader: whether `replica` has not yet been sent the current high watermark.
     pub fn high_watermark_unsent(&self, replica: BrokerId) -> bool {
         let hw = self.high_watermark();
-        self.state()
-            .followers
-            .get(&replica)
-            .is_some_and(|f| f.last_sent_high_watermark < hw)
+        self.state().high_watermark_unsent(replica, hw)
     }
 
     /// Leader: a fetch response to `replica` carries `high_watermark`.
     pub fn record_high_watermark_sent(&self, replica: BrokerId, high_watermark: i64) {
-        if let Some(f) = self.state().followers.get_mut(&replica) {
-            f.last_sent_high_watermark = f.last_sent_high_watermark.max(high_watermark);
-        }
+        self.state()
+            .record_high_watermark_sent(replica, high_watermark);
     }
 
     /// Leader: followers of the ISR that have not caught up within `lag_max_ms` leave it.
@@ -692,62 +449,8 @@ impl Partition {
 
     /// [`Partition::isr_shrink`] at `now`.
     pub(crate) fn isr_shrink_at(&self, lag_max_ms: i64, now: Instant) -> Option<IsrChange> {
-        let mut st = self.state();
-        if st.role != Role::Leader {
-            return None;
-        }
-        let leo = self.log.log_end_offset();
-        // A follower of a refused expansion that then stopped must not hold the high
-        // watermark forever: it stops counting once it lags like an ISR member would leave.
-        let lagging: Vec<BrokerId> = st
-            .pending_additions
-            .iter()
-            .copied()
-            .filter(|r| {
-                st.followers.get(r).is_none_or(|f| {
-                    f.log_end_offset < leo && f.ms_since_caught_up(now) > lag_max_ms
-                })
-            })
-            .collect();
-        st.pending_additions.retain(|r| !lagging.contains(r));
-        if isr_change_blocked(&st, now) {
-            return None;
-        }
-        // A follower at the log end is caught up now.
-        let caught_up: BTreeMap<BrokerId, i64> = st
-            .followers
-            .iter()
-            .map(|(id, f)| {
-                let age = if f.log_end_offset >= leo {
-                    0
-                } else {
-                    f.ms_since_caught_up(now)
-                };
-                (*id, -age)
-            })
-            .collect();
-        let new_isr =
-            ferry_cluster::election::shrink_isr(&st.isr, self.node_id, &caught_up, 0, lag_max_ms)?;
-        Some(self.isr_change(&mut st, new_isr, now))
-    }
-
-    fn isr_change(&self, st: &mut ReplicaState, new_isr: Vec<BrokerId>, now: Instant) -> IsrChange {
-        st.isr_change_blocked_until = Some(now + ISR_CHANGE_TIMEOUT);
-        for r in &new_isr {
-            if !st.isr.contains(r) && !st.pending_additions.contains(r) {
-                st.pending_additions.push(*r);
-            }
-        }
-        IsrChange {
-            expands: new_isr.len() > st.isr.len(),
-            topic_id: self.topic_id,
-            partition: self.tp.partition,
-            leader: self.node_id,
-            leader_epoch: self.leader_epoch(),
-            partition_epoch: st.partition_epoch,
-            current_isr: st.isr.clone(),
-            new_isr,
-        }
+        let log_end = self.log.log_end_offset();
+        self.state().propose_shrink(log_end, lag_max_ms, now)
     }
 
     /// How the proposal of `change` ended. Nothing happens if the image already showed a new
@@ -769,23 +472,7 @@ impl Partition {
         outcome: IsrOutcome,
         now: Instant,
     ) {
-        let mut st = self.state();
-        if st.role != Role::Leader
-            || st.partition_epoch != change.partition_epoch
-            || self.leader_epoch() != change.leader_epoch
-        {
-            return;
-        }
-        let wait = match outcome {
-            IsrOutcome::Committed | IsrOutcome::AwaitImage => ISR_CHANGE_TIMEOUT,
-            IsrOutcome::Refused => {
-                st.pending_additions
-                    .retain(|r| !change.new_isr.contains(r) || change.current_isr.contains(r));
-                ISR_RETRY_BACKOFF
-            }
-            IsrOutcome::Unavailable => ISR_RETRY_BACKOFF,
-        };
-        st.isr_change_blocked_until = Some(now + wait);
+        self.state().isr_change_finished(change, outcome, now);
     }
 
     /// Committed data only (up to the high watermark), up to `max_bytes` of whole batches.
@@ -849,11 +536,6 @@ impl Partition {
             ..first
         })
     }
-}
-
-/// Whether an ISR change in flight or just refused holds back the next one.
-fn isr_change_blocked(st: &ReplicaState, now: Instant) -> bool {
-    st.isr_change_blocked_until.is_some_and(|until| now < until)
 }
 
 /// The byte range `[start, end)` of `records` made of whole batches, from the first whose last
@@ -1101,21 +783,6 @@ impl ReplicaManager {
         }
         self.logs.shutdown()
     }
-}
-
-/// [`Partition::diverging_epoch`] over a leader's epoch history `end_for_epoch` (epoch → the
-/// largest epoch not above it and where it ends): where a follower whose last batch has epoch
-/// `last_fetched_epoch` and whose log ends at `fetch_offset` stops matching.
-pub fn divergence(
-    end_for_epoch: impl Fn(i32) -> Option<(i32, i64)>,
-    fetch_offset: i64,
-    last_fetched_epoch: i32,
-) -> Option<(i32, i64)> {
-    if last_fetched_epoch < 0 {
-        return None;
-    }
-    let (epoch, end_offset) = end_for_epoch(last_fetched_epoch)?;
-    (epoch != last_fetched_epoch || end_offset < fetch_offset).then_some((epoch, end_offset))
 }
 
 #[cfg(test)]

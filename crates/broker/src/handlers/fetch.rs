@@ -25,9 +25,9 @@ use tokio::sync::watch;
 use super::str_bytes;
 use crate::broker::Broker;
 use crate::errors;
-use crate::fetch_session::{FetchPartition, PartKey, PartitionOutcome, SessionMode};
 use crate::replica_manager::Partition;
-use crate::replica_selector::{ReplicaSelector, ReplicaView};
+use ferry_replication::fetch_session::{FetchPartition, PartKey, PartitionOutcome, SessionMode};
+use ferry_replication::replica_selector::{ReplicaSelector, ReplicaView};
 
 const READ_COMMITTED: i8 = 1;
 /// The first Fetch version with `rack_id` and `preferred_read_replica` (KIP-392).
@@ -441,7 +441,7 @@ fn follower_position_is_valid(partition: &Partition, req: &FetchPartition, versi
 mod tests {
     #[test]
     fn a_follower_past_its_epochs_end_on_the_leader_diverges() {
-        use crate::replica_manager::divergence;
+        use ferry_replication::divergence;
 
         // The leader's history: epoch 3 ends at offset 100, epoch 5 is current (from 100).
         // (Kafka's answer for an epoch it never had: the largest epoch below it, and where the

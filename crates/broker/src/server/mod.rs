@@ -18,11 +18,11 @@ use tokio::task::JoinSet;
 
 use crate::broker::Broker;
 use crate::config::BrokerConfig;
-use crate::fetch_session::FetchSessionCache;
 use crate::metadata::{MetadataOptions, MetadataStore};
 use crate::metrics::{self, Metrics, TrafficKind};
 use crate::replica_fetcher::{ClassicFetcher, FetcherContext, FetcherSettings};
 use crate::replica_manager::{IsrChange, IsrOutcome, ReplicaManager};
+use ferry_replication::fetch_session::FetchSessionCache;
 
 /// A running broker.
 pub struct Server {
