@@ -8,14 +8,14 @@ use ferry_cluster::BrokerId;
 use ferry_common::SharedClock;
 use kafka_protocol::error::ResponseError;
 
-use crate::config::BrokerConfig;
 use crate::errors;
 use crate::group_store::{LogOffsetsStore, OFFSETS_TOPIC};
 use crate::metadata::{self, MetadataError, MetadataStore, TopicMeta};
 use crate::metrics::Metrics;
 use crate::replica_fetcher::ReplicaFetcher;
 use crate::replica_manager::{IsrChange, IsrOutcome, ReplicaManager};
-use crate::topic_config;
+use ferry_config::broker_config::BrokerConfig;
+use ferry_config::topic_config;
 use ferry_replication::fetch_session::FetchSessionCache;
 
 /// Everything a request handler may touch.

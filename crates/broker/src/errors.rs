@@ -5,7 +5,7 @@ use ferry_log::LogError;
 use kafka_protocol::error::ResponseError;
 
 use crate::metadata::MetadataError;
-use crate::topic_config::TopicConfigError;
+use ferry_config::topic_config::TopicConfigError;
 
 /// The Kafka error for a log-layer failure.
 pub fn log_error(e: &LogError) -> ResponseError {

@@ -1,4 +1,5 @@
-//! The ferry broker: configuration, request handlers, replica manager and server.
+//! The ferry broker: request handlers, replica manager and server (its configuration is
+//! `ferry_config`, its replication rules `ferry_replication`).
 //!
 //! Data path: `server::connection` reads a frame → `ferry_protocol` decodes it →
 //! `handlers` act on the `broker::Broker` state → `replica_manager` appends to or reads from
@@ -8,8 +9,6 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod broker;
-pub mod config;
-pub mod config_reference;
 pub mod errors;
 pub mod group_store;
 pub mod handlers;
@@ -23,7 +22,5 @@ pub mod remote_wal;
 pub mod replica_fetcher;
 pub mod replica_manager;
 pub mod server;
-pub mod topic_config;
 
-pub use config::BrokerConfig;
 pub use server::Server;

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use ferry_broker::{BrokerConfig, Server};
+use ferry_broker::Server;
+use ferry_config::BrokerConfig;
 use tokio::sync::watch;
 
 /// Huge allocations are reserved lazily so that a hostile element count cannot abort the
@@ -91,7 +92,7 @@ fn main() -> ExitCode {
             cost_report(&metrics, window_secs, &prices)
         }
         Command::ConfigReference => {
-            print!("{}", ferry_broker::config_reference::reference_markdown());
+            print!("{}", ferry_config::reference::reference_markdown());
             ExitCode::SUCCESS
         }
     }

@@ -18,8 +18,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{message, str_bytes};
 use crate::broker::{Broker, TopicError};
-use crate::config::{ConfigType, BROKER_CONFIGS};
-use crate::topic_config::{self, ConfigSource, TOPIC_CONFIGS};
+use ferry_config::broker_config::{ConfigType, BROKER_CONFIGS};
+use ferry_config::topic_config::{self, ConfigSource, TOPIC_CONFIGS};
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
@@ -84,7 +84,9 @@ pub fn describe_configs(
                                             ConfigSource::StaticBroker,
                                         ));
                                     }
-                                    if let Some(def) = crate::config::lookup_def(broker_key) {
+                                    if let Some(def) =
+                                        ferry_config::broker_config::lookup_def(broker_key)
+                                    {
                                         synonyms.push(synonym(
                                             broker_key,
                                             def.default,

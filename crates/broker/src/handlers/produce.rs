@@ -26,7 +26,7 @@ use super::{message, str_bytes};
 use crate::broker::Broker;
 use crate::errors;
 use crate::replica_manager::{CommitStatus, Partition};
-use crate::topic_config;
+use ferry_config::topic_config;
 
 /// A partition whose response waits for the high watermark.
 #[derive(Clone)]

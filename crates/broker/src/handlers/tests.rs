@@ -15,8 +15,8 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 
 use crate::broker::Broker;
-use crate::config::BrokerConfig;
 use crate::server::Server;
+use ferry_config::broker_config::BrokerConfig;
 
 async fn broker(dir: &std::path::Path, extra: &str) -> Arc<Broker> {
     let text = format!(

@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use super::{message, str_bytes};
 use crate::broker::{Broker, TopicError};
-use crate::topic_config::{self, TOPIC_CONFIGS};
+use ferry_config::topic_config::{self, TOPIC_CONFIGS};
 
 pub fn create_topics(
     broker: &Arc<Broker>,

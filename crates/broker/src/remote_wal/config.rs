@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use ferry_wal::cost::CostTable;
 
-use crate::config::BrokerConfig;
+use ferry_config::broker_config::BrokerConfig;
 
 /// Which backend holds the buckets.
 #[derive(Debug, Clone, PartialEq, Eq)]

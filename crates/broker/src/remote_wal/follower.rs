@@ -204,12 +204,12 @@ mod tests {
         use ferry_wal::metadata::{WalMetadataEvent, WalSliceMetadata};
         use ferry_wal::uploader::{MetadataPublisher, Uploader, UploaderConfig};
 
-        use crate::config::BrokerConfig;
         use crate::remote_wal::config::RemoteWalConfig;
         use crate::remote_wal::leader::stored_append;
         use crate::remote_wal::metrics::RemoteWalMetrics;
         use crate::remote_wal::test_support::batch;
         use crate::replica_manager::ReplicaManager;
+        use ferry_config::broker_config::BrokerConfig;
 
         #[derive(Debug, Default)]
         struct Capture(Mutex<Vec<WalSliceMetadata>>);

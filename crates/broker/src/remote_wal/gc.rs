@@ -111,7 +111,7 @@ impl ReplicaProgressSource for LeaderProgress {
         let image = host.metadata.image();
         let topic = image.topic(&name)?;
         let value = |key: &str| {
-            crate::topic_config::effective(&host.config, &topic.configs, key)
+            ferry_config::topic_config::effective(&host.config, &topic.configs, key)
                 .and_then(|(v, _, _)| v.trim().parse::<i64>().ok())
         };
         // KIP-405: -2 means "as long as retention.ms".

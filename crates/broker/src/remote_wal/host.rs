@@ -6,12 +6,12 @@ use std::sync::{Arc, Weak};
 use ferry_cluster::BrokerId;
 use ferry_common::SharedClock;
 
-use crate::config::BrokerConfig;
 use crate::inter_broker::PeerClient;
 use crate::metadata::MetadataStore;
 use crate::metrics::Metrics;
 use crate::replica_manager::ReplicaManager;
-use crate::topic_config;
+use ferry_config::broker_config::BrokerConfig;
+use ferry_config::topic_config;
 
 #[derive(Clone)]
 pub struct WalHost {

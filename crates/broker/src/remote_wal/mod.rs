@@ -59,9 +59,9 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::config::BrokerConfig;
 use crate::replica_manager::{Partition, Role};
 use config::RemoteWalConfig;
+use ferry_config::broker_config::BrokerConfig;
 use ferry_wal::cost::Totals;
 use follower::{FollowerModes, ReplicaSink};
 use metrics::RemoteWalMetrics;
@@ -235,7 +235,7 @@ impl RemoteWal {
             .topics
             .values()
             .filter(|t| {
-                crate::topic_config::effective(&host.config, &t.configs, "remote.wal.enable")
+                ferry_config::topic_config::effective(&host.config, &t.configs, "remote.wal.enable")
                     .is_some_and(|(v, _, _)| v == "true")
             })
             .map(|t| (t.id, t.name.clone()))
@@ -307,7 +307,7 @@ impl RemoteWal {
             return;
         };
         let number = |key: &str| {
-            crate::topic_config::effective(config, &topic.configs, key)
+            ferry_config::topic_config::effective(config, &topic.configs, key)
                 .and_then(|(v, _, _)| v.trim().parse::<i64>().ok())
         };
         // `optimized` leaves out what a long-term tier holds; ferry has none yet, so both

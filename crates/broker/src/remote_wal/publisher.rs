@@ -292,7 +292,9 @@ impl MetadataProducer {
 }
 
 /// The configs `__remote_wal_log_metadata` is created with.
-fn metadata_topic_configs(config: &crate::config::BrokerConfig) -> BTreeMap<String, String> {
+fn metadata_topic_configs(
+    config: &ferry_config::broker_config::BrokerConfig,
+) -> BTreeMap<String, String> {
     let mut configs = BTreeMap::new();
     // Compaction drops what the GC tombstoned; time-based retention is the backstop for records
     // whose objects nobody collected (RFC 0002, "Bounding the topic's size").
@@ -339,7 +341,7 @@ fn min_insync_replicas(host: &WalHost) -> usize {
     image
         .topic(METADATA_TOPIC)
         .and_then(|t| {
-            crate::topic_config::effective(&host.config, &t.configs, "min.insync.replicas")
+            ferry_config::topic_config::effective(&host.config, &t.configs, "min.insync.replicas")
         })
         .and_then(|(v, _, _)| v.trim().parse::<usize>().ok())
         .unwrap_or(1)
@@ -512,12 +514,12 @@ mod tests {
     /// objects nobody collected still leave the topic.
     #[test]
     fn the_metadata_topic_is_compacted_and_time_bounded() {
-        let c = crate::config::BrokerConfig::default();
+        let c = ferry_config::broker_config::BrokerConfig::default();
         let configs = metadata_topic_configs(&c);
         let get = |k: &str| configs.get(k).map(String::as_str);
         assert_eq!(get("cleanup.policy"), Some("compact,delete"));
         assert_eq!(get("retention.ms"), Some("7200000"));
-        let log = crate::topic_config::log_config(&c, &configs);
+        let log = ferry_config::topic_config::log_config(&c, &configs);
         assert_eq!(log.retention_ms, 7_200_000, "the log deletes by time too");
         assert!(log.compact);
     }

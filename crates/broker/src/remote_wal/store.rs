@@ -111,7 +111,7 @@ mod s3_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::BrokerConfig;
+    use ferry_config::broker_config::BrokerConfig;
 
     #[tokio::test]
     async fn local_buckets_resolve_by_the_name_metadata_carries() {

@@ -14,8 +14,8 @@ use ferry_wal::uploader::{MetadataPublisher, Uploader, UploaderConfig};
 use super::config::RemoteWalConfig;
 use super::metrics::RemoteWalMetrics;
 use super::Shared;
-use crate::config::BrokerConfig;
 use crate::replica_manager::ReplicaManager;
+use ferry_config::broker_config::BrokerConfig;
 
 /// A metadata publisher that keeps what it was given.
 #[derive(Debug, Default)]

@@ -1,5 +1,5 @@
 use super::*;
-use crate::config_reference::reference_markdown;
+use crate::reference::reference_markdown;
 
 #[test]
 fn defaults_need_no_file() {

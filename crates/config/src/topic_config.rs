@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use ferry_log::{LogConfig, TimestampType};
 
-use crate::config::{BrokerConfig, ConfigType};
+use crate::broker_config::{BrokerConfig, ConfigType};
 
 /// One topic config key.
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 //! ([`BROKER_CONFIGS`]) and topic key ([`TOPIC_CONFIGS`]): `ferry config-reference` prints it and
 //! `docs/configuration.md` holds it (a test keeps the two equal).
 
-use crate::config::{BrokerConfig, BROKER_CONFIGS};
+use crate::broker_config::{BrokerConfig, BROKER_CONFIGS};
 use crate::topic_config::TOPIC_CONFIGS;
 
 /// The configuration reference as Markdown tables (what `docs/configuration.md` holds;

@@ -696,5 +696,5 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
 }
 
 #[cfg(test)]
-#[path = "config_test.rs"]
+#[path = "broker_config_test.rs"]
 mod tests;

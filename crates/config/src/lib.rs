@@ -1,0 +1,17 @@
+//! ferry's configuration, with the names Kafka operators know.
+//!
+//! - [`broker_config`]: the broker's one TOML file ([`BrokerConfig`]); every key declared once in
+//!   [`broker_config::BROKER_CONFIGS`] with its type, default and documentation.
+//! - [`topic_config`]: topic-level keys, how a topic's effective value is resolved (override,
+//!   else the broker default) and turned into the log's `LogConfig`.
+//! - [`reference`]: the configuration reference generated from both declarations, which
+//!   `ferry config-reference` prints and `docs/configuration.md` holds.
+//!
+//! No I/O beyond reading the config file, no networking: the broker and the tools read configs
+//! through this crate.
+
+pub mod broker_config;
+pub mod reference;
+pub mod topic_config;
+
+pub use broker_config::{BrokerConfig, ConfigType};
