@@ -10,10 +10,10 @@ use kafka_protocol::error::ResponseError;
 
 use crate::errors;
 use crate::group_store::{LogOffsetsStore, OFFSETS_TOPIC};
-use crate::metadata::{self, MetadataError, MetadataStore, TopicMeta};
 use crate::metrics::Metrics;
 use crate::replica_fetcher::ReplicaFetcher;
 use crate::replica_manager::{IsrChange, IsrOutcome, ReplicaManager};
+use ferry_cluster::metadata_store::{self as metadata, MetadataError, MetadataStore, TopicMeta};
 use ferry_config::broker_config::BrokerConfig;
 use ferry_config::topic_config;
 use ferry_replication::fetch_session::FetchSessionCache;
@@ -243,7 +243,7 @@ impl Broker {
     /// state and proposed again, or dropped when that state already has it or the leadership
     /// moved. Returns how it ended and the ISR proposed last.
     pub fn propose_isr_change(&self, change: &IsrChange) -> (IsrOutcome, Vec<BrokerId>) {
-        let first = self.metadata.alter_isr(change);
+        let first = self.metadata.alter_isr(&change.request());
         if !matches!(&first, Err(e) if is_stale_partition_epoch(e)) {
             return (self.isr_outcome(change, first), change.new_isr.clone());
         }
@@ -270,7 +270,7 @@ impl Broker {
             new_isr,
             ..change.clone()
         };
-        let second = self.metadata.alter_isr(&retry);
+        let second = self.metadata.alter_isr(&retry.request());
         (self.isr_outcome(&retry, second), retry.new_isr)
     }
 

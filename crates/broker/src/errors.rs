@@ -4,7 +4,7 @@ use ferry_cluster::election::AlterIsrError;
 use ferry_log::LogError;
 use kafka_protocol::error::ResponseError;
 
-use crate::metadata::MetadataError;
+use ferry_cluster::metadata_store::MetadataError;
 use ferry_config::topic_config::TopicConfigError;
 
 /// The Kafka error for a log-layer failure.

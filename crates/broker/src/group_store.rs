@@ -7,14 +7,28 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use ferry_cluster::metadata_store::MetadataStore;
 use ferry_common::SharedClock;
-use ferry_group::{Appended, OffsetsStore, StoreError, StoredRecord};
+use ferry_group::{Appended, OffsetsStore, StoreError, StoredRecord, TopicCatalog};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::records::Compression;
+use uuid::Uuid;
 
 use crate::replica_manager::{CommitStatus, Partition};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// The cluster's topics as the group coordinator looks them up (KIP-848 assignments).
+pub struct MetadataCatalog(pub Arc<MetadataStore>);
+
+impl TopicCatalog for MetadataCatalog {
+    fn topic(&self, name: &str) -> Option<(Uuid, i32)> {
+        self.0.topic(name).map(|t| (t.id, t.partitions))
+    }
+    fn topic_name(&self, id: Uuid) -> Option<String> {
+        self.0.topic_by_id(id).map(|t| t.name)
+    }
+}
 
 /// The partitions of `__consumer_offsets` hosted here, known once the topic exists.
 pub struct LogOffsetsStore {

@@ -15,7 +15,6 @@ pub mod handlers;
 pub mod inter_broker;
 pub mod keyed_records;
 pub mod liveness;
-pub mod metadata;
 pub mod metrics;
 pub mod recompress;
 pub mod remote_wal;

@@ -8,11 +8,15 @@
 //! - [`election`]: leader election, preferred-leader restoration and ISR rules, as functions
 //!   of (image, event) returning records;
 //! - [`raft`]: durable log and snapshot storage, the TCP transport, and [`Controller`], the API
-//!   brokers use to propose records and follow the image.
+//!   brokers use to propose records and follow the image;
+//! - [`metadata_store`]: the cluster metadata as a broker uses it ([`metadata_store::MetadataStore`]:
+//!   topics, the cluster id, producer-id blocks, registration and fencing at start-up), on a
+//!   running quorum.
 
 pub mod election;
 pub mod error;
 pub mod image;
+pub mod metadata_store;
 pub mod placement;
 pub mod raft;
 

@@ -57,6 +57,20 @@ pub struct IsrChange {
     pub expands: bool,
 }
 
+impl IsrChange {
+    /// The AlterPartition request that proposes this change to the controller.
+    pub fn request(&self) -> ferry_cluster::election::AlterIsrRequest {
+        ferry_cluster::election::AlterIsrRequest {
+            topic_id: self.topic_id,
+            partition: self.partition,
+            leader: self.leader,
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+            new_isr: self.new_isr.clone(),
+        }
+    }
+}
+
 /// How a proposed ISR change ended (Kafka's AlterPartition outcomes, as the leader acts on them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IsrOutcome {

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::str_bytes;
 use crate::broker::Broker;
-use crate::metadata::TopicMeta;
+use ferry_cluster::metadata_store::TopicMeta;
 
 /// Sentinel for "authorized operations not requested".
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;

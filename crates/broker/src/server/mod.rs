@@ -17,10 +17,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
-use crate::metadata::{MetadataOptions, MetadataStore};
 use crate::metrics::{self, Metrics, TrafficKind};
 use crate::replica_fetcher::{ClassicFetcher, FetcherContext, FetcherSettings};
 use crate::replica_manager::{IsrChange, IsrOutcome, ReplicaManager};
+use ferry_cluster::metadata_store::{MetadataOptions, MetadataStore};
 use ferry_config::broker_config::BrokerConfig;
 use ferry_replication::fetch_session::FetchSessionCache;
 
@@ -121,7 +121,7 @@ impl Server {
             config.group_config(),
             clock.clone(),
             offsets_store.clone(),
-            metadata.clone(),
+            Arc::new(crate::group_store::MetadataCatalog(metadata.clone())),
         );
         let (isr_tx, isr_rx) = tokio::sync::mpsc::unbounded_channel();
         let peers = crate::inter_broker::PeerClient::new(metadata.clone(), metrics.clone());

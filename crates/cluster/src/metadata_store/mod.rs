@@ -1,6 +1,6 @@
 //! The cluster metadata as the broker uses it: topics (name, id, partition count, config
 //! overrides), the cluster id, producer ids and the live brokers, backed by the controller
-//! quorum ([`ferry_cluster::Controller`]). With the default config the node is its own quorum.
+//! quorum ([`crate::Controller`]). With the default config the node is its own quorum.
 //!
 //! Writes are [`MetadataRecord`]s proposed to the controller; each call returns once the record
 //! is committed (durable in the Raft log) and applied to this node's image, so a topic a client
@@ -26,11 +26,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use ferry_cluster::image::TopicImage;
-use ferry_cluster::placement::{self, PlacementBroker, PlacementError};
-use ferry_cluster::{
-    Applied, BrokerId, ClusterError, ControllerConfig, Image, ImageError, MetadataRecord,
-};
+use crate::image::TopicImage;
+use crate::placement::{self, PlacementBroker, PlacementError};
+use crate::{Applied, BrokerId, ClusterError, ControllerConfig, Image, ImageError, MetadataRecord};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -86,7 +84,7 @@ pub enum MetadataError {
     Controller(#[from] ClusterError),
     /// A partition leader's ISR change, refused by the check against the current image.
     #[error("AlterPartition refused: {0}")]
-    AlterPartitionRefused(ferry_cluster::election::AlterIsrError),
+    AlterPartitionRefused(crate::election::AlterIsrError),
     #[error("invalid node.id {0}: a controller id must not be negative")]
     InvalidNodeId(i32),
 }
@@ -94,7 +92,7 @@ pub enum MetadataError {
 impl MetadataError {
     /// Whether the controller could not be reached right now (no leader, leader moved).
     pub fn is_retriable(&self) -> bool {
-        matches!(self, MetadataError::Controller(e) if e.kind() == ferry_cluster::ErrorKind::Retriable)
+        matches!(self, MetadataError::Controller(e) if e.kind() == crate::ErrorKind::Retriable)
     }
 }
 
@@ -113,7 +111,7 @@ pub struct MetadataOptions {
     pub host: String,
     pub port: u16,
     /// Told the bytes of the controller's traffic with each peer.
-    pub traffic: Option<ferry_cluster::TrafficObserver>,
+    pub traffic: Option<crate::TrafficObserver>,
     /// `unclean.leader.election.enable`, the default for topics that do not set it.
     pub unclean_leader_election: bool,
 }
@@ -179,7 +177,7 @@ impl MetadataStore {
         if store.clustered && store.image().is_live(node_id) {
             // The previous incarnation crashed before its session expired; what it led must
             // move to replicas that are in sync now (this one restarts as a follower).
-            let records = ferry_cluster::election::fence_broker(&store.image(), node_id, unclean);
+            let records = crate::election::fence_broker(&store.image(), node_id, unclean);
             store.propose_all(records)?;
         }
         // Every start is a new incarnation with a new broker epoch.
@@ -194,7 +192,7 @@ impl MetadataStore {
                 .broker_epoch
                 .store(epoch, std::sync::atomic::Ordering::Relaxed);
         }
-        let records = ferry_cluster::election::unfence_broker(&store.image(), node_id, unclean);
+        let records = crate::election::unfence_broker(&store.image(), node_id, unclean);
         store.propose_all(records)?;
         if let Some((path, state)) = legacy {
             store.import(&state)?;
@@ -310,14 +308,14 @@ impl MetadataStore {
     /// Sends a heartbeat of this broker to the active controller.
     pub async fn heartbeat(
         &self,
-        request: ferry_cluster::BrokerHeartbeat,
+        request: crate::BrokerHeartbeat,
         ttl: std::time::Duration,
-    ) -> Result<ferry_cluster::HeartbeatReply, ferry_cluster::HeartbeatError> {
+    ) -> Result<crate::HeartbeatReply, crate::HeartbeatError> {
         self.quorum.heartbeat(request, ttl).await
     }
 
     /// The heartbeats other brokers send to this voter (once; the liveness task takes them).
-    pub fn take_heartbeats(&self) -> Option<ferry_cluster::HeartbeatInbox> {
+    pub fn take_heartbeats(&self) -> Option<crate::HeartbeatInbox> {
         self.quorum.take_heartbeats()
     }
 
@@ -347,17 +345,9 @@ impl MetadataStore {
     /// current image first.
     pub fn alter_isr(
         &self,
-        change: &crate::replica_manager::IsrChange,
+        request: &crate::election::AlterIsrRequest,
     ) -> Result<(), MetadataError> {
-        let request = ferry_cluster::election::AlterIsrRequest {
-            topic_id: change.topic_id,
-            partition: change.partition,
-            leader: change.leader,
-            leader_epoch: change.leader_epoch,
-            partition_epoch: change.partition_epoch,
-            new_isr: change.new_isr.clone(),
-        };
-        let record = ferry_cluster::election::alter_isr(&self.image(), &request)
+        let record = crate::election::alter_isr(&self.image(), request)
             .map_err(MetadataError::AlterPartitionRefused)?;
         self.propose(record)?;
         Ok(())
@@ -546,15 +536,6 @@ fn unknown_topic(e: MetadataError, name: &str) -> MetadataError {
             MetadataError::UnknownTopic(name.to_string())
         }
         other => other,
-    }
-}
-
-impl ferry_group::TopicCatalog for MetadataStore {
-    fn topic(&self, name: &str) -> Option<(Uuid, i32)> {
-        MetadataStore::topic(self, name).map(|t| (t.id, t.partitions))
-    }
-    fn topic_name(&self, id: Uuid) -> Option<String> {
-        self.topic_by_id(id).map(|t| t.name)
     }
 }
 

@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferry_cluster::{
+use crate::{
     BrokerHeartbeat, ClusterError, Committed, Controller, ControllerConfig, HeartbeatError,
     HeartbeatInbox, HeartbeatReply, Image, MetadataRecord,
 };
