@@ -4,6 +4,7 @@
 //!   [`broker_config::BROKER_CONFIGS`] with its type, default and documentation.
 //! - [`topic_config`]: topic-level keys, how a topic's effective value is resolved (override,
 //!   else the broker default) and turned into the log's `LogConfig`.
+//! - [`remote_wal_config`]: the `remote.wal.*` keys as one typed struct, checked at start-up.
 //! - [`reference`]: the configuration reference generated from both declarations, which
 //!   `ferry config-reference` prints and `docs/configuration.md` holds.
 //!
@@ -12,6 +13,7 @@
 
 pub mod broker_config;
 pub mod reference;
+pub mod remote_wal_config;
 pub mod topic_config;
 
 pub use broker_config::{BrokerConfig, ConfigType};

@@ -13,6 +13,8 @@
 //!   tombstones their metadata, and sweeps orphans.
 //! - [`stages`]: the latency histogram of each stage of a byte's trip.
 //! - [`cost`]: the estimated cost per hour of the WAL path from its counters.
+//! - [`metrics`]: the WAL path's Prometheus metrics (requests, bytes, objects, follower paths,
+//!   stage latencies, the estimated cost).
 //! - [`follower`]: the follower side's pure decisions: which metadata to fetch, how to coalesce
 //!   ranged GETs, and how to verify downloaded slices.
 //! - [`leader_tracker`]: the leader side's pure decision of when a follower's report is answered
@@ -41,6 +43,7 @@ pub mod gc;
 pub mod leader_tracker;
 pub mod lifecycle;
 pub mod metadata;
+pub mod metrics;
 pub mod mode_tracker;
 pub mod republish;
 mod sequencer;

@@ -204,12 +204,12 @@ mod tests {
         use ferry_wal::metadata::{WalMetadataEvent, WalSliceMetadata};
         use ferry_wal::uploader::{MetadataPublisher, Uploader, UploaderConfig};
 
-        use crate::remote_wal::config::RemoteWalConfig;
         use crate::remote_wal::leader::stored_append;
-        use crate::remote_wal::metrics::RemoteWalMetrics;
         use crate::remote_wal::test_support::batch;
         use crate::replica_manager::ReplicaManager;
         use ferry_config::broker_config::BrokerConfig;
+        use ferry_config::remote_wal_config::RemoteWalConfig;
+        use ferry_wal::metrics::RemoteWalMetrics;
 
         #[derive(Debug, Default)]
         struct Capture(Mutex<Vec<WalSliceMetadata>>);
@@ -299,7 +299,7 @@ mod tests {
             shared
                 .metrics
                 .follower_bytes
-                .get_or_create(&super::super::metrics::PathLabels { path: "wal" })
+                .get_or_create(&ferry_wal::metrics::PathLabels { path: "wal" })
                 .get()
                 > 0
         );

@@ -18,7 +18,7 @@ use ferry_wal::uploader::WalPartition;
 
 use super::Shared;
 
-/// The rack name a bucket is chosen by (`remote_wal::config`: no rack is `default`).
+/// The rack name a bucket is chosen by (`ferry_config::remote_wal_config`: no rack is `default`).
 fn rack_key(rack: Option<&str>) -> &str {
     match rack {
         Some(r) if !r.is_empty() => r,

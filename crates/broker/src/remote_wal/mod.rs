@@ -19,17 +19,16 @@
 //!    itself.
 //! 4. **Lifecycle** (`gc.rs`): objects every in-sync replica holds are deleted and their
 //!    metadata tombstoned; orphans are swept.
-//! 5. **Metrics** (`metrics.rs`), including an estimated cost per hour.
+//! 5. **Metrics** (`ferry_wal::metrics`), including an estimated cost per hour; the `remote.wal.*`
+//!    keys are `ferry_config::remote_wal_config`.
 //! 6. **Failover** (`republish.rs`): a broker that becomes leader at a new epoch re-uploads its
 //!    recent local log to its own rack's bucket (`remote.wal.failover.republish`); followers skip
 //!    the former leader's metadata (older epoch, unreadable object) and use these records.
 
-pub mod config;
 pub mod follower;
 pub mod gc;
 pub mod host;
 pub mod leader;
-pub mod metrics;
 pub mod progress;
 pub mod publisher;
 pub mod reader;
@@ -60,11 +59,11 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::replica_manager::{Partition, Role};
-use config::RemoteWalConfig;
 use ferry_config::broker_config::BrokerConfig;
+use ferry_config::remote_wal_config::{self as config, RemoteWalConfig};
 use ferry_wal::cost::Totals;
+use ferry_wal::metrics::{self, RemoteWalMetrics};
 use follower::{FollowerModes, ReplicaSink};
-use metrics::RemoteWalMetrics;
 use publisher::MetadataProducer;
 use store::Stores;
 

@@ -12,7 +12,7 @@ use anyhow::Context;
 use ferry_objstore::{LocalDirStore, ObjStoreMetrics, ObjectStore, RetryConfig, S3Config, S3Store};
 use ferry_wal::fetcher::StoreResolver;
 
-use super::config::{RemoteWalConfig, StoreKind};
+use ferry_config::remote_wal_config::{RemoteWalConfig, StoreKind};
 
 /// Every bucket this broker can reach, by the name metadata records carry.
 #[derive(Debug, Clone)]

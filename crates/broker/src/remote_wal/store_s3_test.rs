@@ -11,8 +11,8 @@ use ferry_objstore::testing::S3sFs;
 use ferry_objstore::ObjStoreMetrics;
 
 use super::Stores;
-use crate::remote_wal::config::RemoteWalConfig;
 use ferry_config::broker_config::BrokerConfig;
+use ferry_config::remote_wal_config::RemoteWalConfig;
 
 const ACCESS_KEY: &str = "ferry-test-access";
 const SECRET_KEY: &str = "ferry-test-secret-key";

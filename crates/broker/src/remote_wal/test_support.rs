@@ -11,11 +11,11 @@ use ferry_objstore::{MemoryStore, ObjectStore};
 use ferry_wal::metadata::WalSliceMetadata;
 use ferry_wal::uploader::{MetadataPublisher, Uploader, UploaderConfig};
 
-use super::config::RemoteWalConfig;
-use super::metrics::RemoteWalMetrics;
 use super::Shared;
 use crate::replica_manager::ReplicaManager;
 use ferry_config::broker_config::BrokerConfig;
+use ferry_config::remote_wal_config::RemoteWalConfig;
+use ferry_wal::metrics::RemoteWalMetrics;
 
 /// A metadata publisher that keeps what it was given.
 #[derive(Debug, Default)]

@@ -68,9 +68,9 @@ impl Server {
         }
         // The remote WAL's keys and buckets are checked before the controller starts; the WAL
         // itself is built once the handles it uses exist (crate::remote_wal::host).
-        let wal_config = crate::remote_wal::config::RemoteWalConfig::from_broker(&config)
+        let wal_config = ferry_config::remote_wal_config::RemoteWalConfig::from_broker(&config)
             .context("setting up the remote WAL (remote.wal.*)")?;
-        let wal_metrics = crate::remote_wal::metrics::RemoteWalMetrics::new();
+        let wal_metrics = ferry_wal::metrics::RemoteWalMetrics::new();
         let wal_stores = crate::remote_wal::store::Stores::open(&wal_config, &wal_metrics.objstore)
             .await
             .context("setting up the remote WAL (remote.wal.*)")?;

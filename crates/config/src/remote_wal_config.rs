@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use ferry_wal::cost::CostTable;
 
-use ferry_config::broker_config::BrokerConfig;
+use crate::broker_config::BrokerConfig;
 
 /// Which backend holds the buckets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -426,9 +426,9 @@ mod tests {
     #[test]
     fn the_three_az_examples_give_each_rack_its_own_server() {
         let examples = [
-            include_str!("../../../../config/cluster-az1.toml"),
-            include_str!("../../../../config/cluster-az2.toml"),
-            include_str!("../../../../config/cluster-az3.toml"),
+            include_str!("../../../config/cluster-az1.toml"),
+            include_str!("../../../config/cluster-az2.toml"),
+            include_str!("../../../config/cluster-az3.toml"),
         ];
         for (i, text) in examples.into_iter().enumerate() {
             let c = BrokerConfig::parse(text).unwrap();

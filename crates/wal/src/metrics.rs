@@ -5,10 +5,10 @@ use std::collections::BTreeSet;
 
 use std::sync::Mutex;
 
+use crate::fetcher::FetchReport;
+use crate::metadata::WalSliceMetadata;
+use crate::stages::StageMetrics;
 use ferry_objstore::ObjStoreMetrics;
-use ferry_wal::fetcher::FetchReport;
-use ferry_wal::metadata::WalSliceMetadata;
-use ferry_wal::stages::StageMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -16,7 +16,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use ferry_wal::cost::{cost_per_hour, CostTable, Totals};
+use crate::cost::{cost_per_hour, CostTable, Totals};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PathLabels {
