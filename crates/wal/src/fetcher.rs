@@ -40,25 +40,30 @@
 //! - A restart loses nothing: a new fetcher plans from the sink's log end offset, so replayed
 //!   records below it are skipped as already covered (no gap, no duplicate).
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use ferry_common::SharedClock;
 use ferry_objstore::ObjectStore;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::error::{ErrorKind, Result};
 use crate::follower::{
-    coalesce, plan_partition, verify_slice, ClassicFetch, FollowerPartition, RangedGet, SkipReason,
+    coalesce, plan_partition, verify_slice, ClassicFetch, FollowerPartition, SkipReason,
 };
 use crate::metadata::{WalMetadataEvent, WalMetadataRecord, WalSliceMetadata};
 use crate::stages::{Stage, StageMetrics};
 use crate::uploader::WalPartition;
+
+mod download;
+mod state;
+use download::download;
+use state::{lock, partition_of, Queued, Shared, Slot, State, Unreadable};
 
 /// The follower's local log and metadata image, as the fetcher needs them.
 #[async_trait]
@@ -162,150 +167,6 @@ impl FetchReport {
     }
 }
 
-/// What made a record unusable.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Unreadable {
-    Object {
-        bucket: String,
-        key: String,
-    },
-    Slice {
-        bucket: String,
-        key: String,
-        position: u64,
-    },
-}
-
-impl Unreadable {
-    fn object(m: &WalSliceMetadata) -> Self {
-        Self::Object {
-            bucket: m.bucket.clone(),
-            key: m.object_key.clone(),
-        }
-    }
-    fn slice(m: &WalSliceMetadata) -> Self {
-        Self::Slice {
-            bucket: m.bucket.clone(),
-            key: m.object_key.clone(),
-            position: m.byte_position,
-        }
-    }
-}
-
-#[derive(Debug, Default)]
-struct UnreadableSet {
-    set: HashSet<Unreadable>,
-    order: VecDeque<Unreadable>,
-}
-
-impl UnreadableSet {
-    fn insert(&mut self, u: Unreadable, cap: usize) -> bool {
-        if !self.set.insert(u.clone()) {
-            return false;
-        }
-        self.order.push_back(u);
-        while self.order.len() > cap.max(1) {
-            if let Some(old) = self.order.pop_front() {
-                self.set.remove(&old);
-            }
-        }
-        true
-    }
-
-    fn contains(&self, m: &WalSliceMetadata) -> bool {
-        self.set.contains(&Unreadable::object(m)) || self.set.contains(&Unreadable::slice(m))
-    }
-}
-
-/// A queued record and when it reached this fetcher (the `get_queue` stage starts there).
-#[derive(Debug, Clone)]
-struct Queued {
-    meta: WalSliceMetadata,
-    arrived: Instant,
-}
-
-/// Where the bytes of one planned slice are.
-#[derive(Debug)]
-enum Slot {
-    /// Its GET runs.
-    InFlight,
-    /// Downloaded at `at`, waiting for its turn to be appended.
-    Data { bytes: Bytes, at: Instant },
-    /// Its object cannot be read (marked unreadable); classic fetch instead.
-    Unreadable,
-    /// The GET failed transiently: classic fetch meanwhile, retried on the next retry tick.
-    Transient,
-}
-
-impl Slot {
-    /// Bytes it holds against `max_download_bytes`.
-    fn held(&self, m: &WalSliceMetadata) -> u64 {
-        match self {
-            Slot::InFlight | Slot::Data { .. } => u64::from(m.byte_length),
-            Slot::Unreadable | Slot::Transient => 0,
-        }
-    }
-}
-
-/// Counters of download tasks, drained into the next step's report.
-#[derive(Debug, Default)]
-struct DownloadCounters {
-    bytes_downloaded: u64,
-    unreadable_objects: usize,
-    transient_errors: usize,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    /// Per partition: base offset (the compaction key within a partition) → latest record.
-    records: HashMap<WalPartition, BTreeMap<i64, Queued>>,
-    /// Records of partitions this broker does not follow (yet), since when: a new topic's
-    /// first metadata can arrive before this broker applied the image that makes it a
-    /// follower. Moved to `records` once it follows; forgotten after [`PARK_FOR`] (it leads
-    /// the partition, or does not host it).
-    parked: HashMap<WalPartition, (Instant, BTreeMap<i64, Queued>)>,
-    unreadable: UnreadableSet,
-    dropped: u64,
-    /// The bytes of planned slices, by record.
-    slots: HashMap<WalSliceMetadata, Slot>,
-    /// GET tasks running.
-    gets_in_flight: usize,
-    counters: DownloadCounters,
-}
-
-impl State {
-    fn remove_if_same(&mut self, m: &WalSliceMetadata) {
-        let wp = partition_of(m);
-        if let Some(map) = self.records.get_mut(&wp) {
-            if map.get(&m.base_offset).is_some_and(|q| q.meta == *m) {
-                map.remove(&m.base_offset);
-            }
-            if map.is_empty() {
-                self.records.remove(&wp);
-            }
-        }
-        if !matches!(self.slots.get(m), Some(Slot::InFlight)) {
-            self.slots.remove(m);
-        }
-    }
-
-    /// Bytes downloading or downloaded and not appended yet.
-    fn held_bytes(&self) -> u64 {
-        self.slots.iter().map(|(m, s)| s.held(m)).sum()
-    }
-
-    /// Whether a usable queued record of `wp` covers `offset`.
-    fn covers(&self, wp: &WalPartition, offset: i64) -> bool {
-        self.records.get(wp).is_some_and(|map| {
-            map.values().any(|q| {
-                q.meta.base_offset <= offset
-                    && offset <= q.meta.last_offset
-                    && !self.unreadable.contains(&q.meta)
-            })
-        })
-    }
-}
-
 /// What [`WalFetcher::on_metadata`] does with an upsert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Keep {
@@ -322,28 +183,6 @@ const PARK_FOR: Duration = Duration::from_secs(10);
 
 /// Plans per step when objects turn out unreadable (each skips the objects found so).
 const UNREADABLE_REPLANS: usize = 3;
-
-fn partition_of(m: &WalSliceMetadata) -> WalPartition {
-    WalPartition {
-        topic_id: m.topic_id,
-        partition: m.partition,
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Every critical section leaves the state consistent, so a poisoned lock is still usable.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// What the fetcher and its GET tasks share.
-#[derive(Debug, Default)]
-struct Shared {
-    state: Mutex<State>,
-    /// Wakes the run loop: new metadata, or a GET finished.
-    wake: Notify,
-    /// Wakes [`WalFetcher::run_once`] waiting for its GETs.
-    get_done: Notify,
-}
 
 /// One partition's planned slices, as a step applies them.
 struct Planned {
@@ -970,90 +809,6 @@ impl WalFetcher {
             ));
         }
     }
-}
-
-/// One ranged GET: stores each slice's bytes (or its failure) and wakes the fetcher.
-async fn download(
-    shared: Arc<Shared>,
-    permits: Arc<Semaphore>,
-    store: Option<Arc<dyn ObjectStore>>,
-    g: RangedGet,
-    arrived: Instant,
-    stages: StageMetrics,
-    max_unreadable: usize,
-) {
-    let result = {
-        let _permit = permits.acquire_owned().await;
-        let start = Instant::now();
-        stages.observe(Stage::GetQueue, start.duration_since(arrived));
-        let r = match &store {
-            None => None,
-            Some(s) => Some(s.get_range(&g.object_key, g.range.clone()).await),
-        };
-        stages.observe(Stage::Get, start.elapsed());
-        r
-    };
-    let at = Instant::now();
-    let mut st = lock(&shared.state);
-    let outcome = match result {
-        Some(Ok(data)) => {
-            st.counters.bytes_downloaded += data.len() as u64;
-            match g.split(&data) {
-                Ok(parts) => {
-                    for (m, bytes) in parts {
-                        // A slot pruned meanwhile (record covered or gone) stays gone.
-                        if let Some(slot) = st.slots.get_mut(&m) {
-                            *slot = Slot::Data { bytes, at };
-                        }
-                    }
-                    None
-                }
-                Err(e) => {
-                    tracing::warn!(key = %g.object_key, error = %e, "remote WAL GET returned the wrong length");
-                    Some(Slot::Unreadable)
-                }
-            }
-        }
-        Some(Err(e)) if e.is_retriable() => {
-            tracing::debug!(key = %g.object_key, error = %e, "remote WAL GET failed; classic fetch meanwhile");
-            st.counters.transient_errors += 1;
-            Some(Slot::Transient)
-        }
-        Some(Err(e)) => {
-            tracing::info!(key = %g.object_key, error = %e, "remote WAL object unreadable; skipping it");
-            Some(Slot::Unreadable)
-        }
-        None => {
-            tracing::warn!(bucket = %g.bucket, "no store for remote WAL bucket; skipping its objects");
-            Some(Slot::Unreadable)
-        }
-    };
-    if let Some(failed) = outcome {
-        let unreadable = matches!(failed, Slot::Unreadable);
-        if unreadable {
-            if let Some(first) = g.slices.first() {
-                if st
-                    .unreadable
-                    .insert(Unreadable::object(first), max_unreadable)
-                {
-                    st.counters.unreadable_objects += 1;
-                }
-            }
-        }
-        for m in &g.slices {
-            if let Some(slot) = st.slots.get_mut(m) {
-                *slot = if unreadable {
-                    Slot::Unreadable
-                } else {
-                    Slot::Transient
-                };
-            }
-        }
-    }
-    st.gets_in_flight = st.gets_in_flight.saturating_sub(1);
-    drop(st);
-    shared.wake.notify_one();
-    shared.get_done.notify_waiters();
 }
 
 #[cfg(test)]

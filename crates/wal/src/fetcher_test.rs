@@ -8,8 +8,10 @@ use bytes::{BufMut, BytesMut};
 use ferry_objstore::{FaultKind, FaultyStore, MemoryStore, ObjectMeta, Op, PutOutcome};
 
 use super::*;
+
 use crate::error::WalError;
 use crate::format::{ObjectBuilder, SliceInfo};
+use std::sync::Mutex;
 
 fn tid() -> Uuid {
     Uuid::from_bytes([7; 16])

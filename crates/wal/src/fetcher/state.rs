@@ -1,0 +1,178 @@
+//! What the fetcher holds between steps: the queued metadata records per partition, where the
+//! bytes of each planned slice are ([`Slot`]), and the records found unusable.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::metadata::WalSliceMetadata;
+use crate::uploader::WalPartition;
+
+/// What made a record unusable.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) enum Unreadable {
+    Object {
+        bucket: String,
+        key: String,
+    },
+    Slice {
+        bucket: String,
+        key: String,
+        position: u64,
+    },
+}
+
+impl Unreadable {
+    pub(super) fn object(m: &WalSliceMetadata) -> Self {
+        Self::Object {
+            bucket: m.bucket.clone(),
+            key: m.object_key.clone(),
+        }
+    }
+    pub(super) fn slice(m: &WalSliceMetadata) -> Self {
+        Self::Slice {
+            bucket: m.bucket.clone(),
+            key: m.object_key.clone(),
+            position: m.byte_position,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct UnreadableSet {
+    pub(super) set: HashSet<Unreadable>,
+    pub(super) order: VecDeque<Unreadable>,
+}
+
+impl UnreadableSet {
+    pub(super) fn insert(&mut self, u: Unreadable, cap: usize) -> bool {
+        if !self.set.insert(u.clone()) {
+            return false;
+        }
+        self.order.push_back(u);
+        while self.order.len() > cap.max(1) {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+        true
+    }
+
+    pub(super) fn contains(&self, m: &WalSliceMetadata) -> bool {
+        self.set.contains(&Unreadable::object(m)) || self.set.contains(&Unreadable::slice(m))
+    }
+}
+
+/// A queued record and when it reached this fetcher (the `get_queue` stage starts there).
+#[derive(Debug, Clone)]
+pub(super) struct Queued {
+    pub(super) meta: WalSliceMetadata,
+    pub(super) arrived: Instant,
+}
+
+/// Where the bytes of one planned slice are.
+#[derive(Debug)]
+pub(super) enum Slot {
+    /// Its GET runs.
+    InFlight,
+    /// Downloaded at `at`, waiting for its turn to be appended.
+    Data { bytes: Bytes, at: Instant },
+    /// Its object cannot be read (marked unreadable); classic fetch instead.
+    Unreadable,
+    /// The GET failed transiently: classic fetch meanwhile, retried on the next retry tick.
+    Transient,
+}
+
+impl Slot {
+    /// Bytes it holds against `max_download_bytes`.
+    pub(super) fn held(&self, m: &WalSliceMetadata) -> u64 {
+        match self {
+            Slot::InFlight | Slot::Data { .. } => u64::from(m.byte_length),
+            Slot::Unreadable | Slot::Transient => 0,
+        }
+    }
+}
+
+/// Counters of download tasks, drained into the next step's report.
+#[derive(Debug, Default)]
+pub(super) struct DownloadCounters {
+    pub(super) bytes_downloaded: u64,
+    pub(super) unreadable_objects: usize,
+    pub(super) transient_errors: usize,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct State {
+    /// Per partition: base offset (the compaction key within a partition) → latest record.
+    pub(super) records: HashMap<WalPartition, BTreeMap<i64, Queued>>,
+    /// Records of partitions this broker does not follow (yet), since when: a new topic's
+    /// first metadata can arrive before this broker applied the image that makes it a
+    /// follower. Moved to `records` once it follows; forgotten after [`super::PARK_FOR`] (it leads
+    /// the partition, or does not host it).
+    pub(super) parked: HashMap<WalPartition, (Instant, BTreeMap<i64, Queued>)>,
+    pub(super) unreadable: UnreadableSet,
+    pub(super) dropped: u64,
+    /// The bytes of planned slices, by record.
+    pub(super) slots: HashMap<WalSliceMetadata, Slot>,
+    /// GET tasks running.
+    pub(super) gets_in_flight: usize,
+    pub(super) counters: DownloadCounters,
+}
+
+impl State {
+    pub(super) fn remove_if_same(&mut self, m: &WalSliceMetadata) {
+        let wp = partition_of(m);
+        if let Some(map) = self.records.get_mut(&wp) {
+            if map.get(&m.base_offset).is_some_and(|q| q.meta == *m) {
+                map.remove(&m.base_offset);
+            }
+            if map.is_empty() {
+                self.records.remove(&wp);
+            }
+        }
+        if !matches!(self.slots.get(m), Some(Slot::InFlight)) {
+            self.slots.remove(m);
+        }
+    }
+
+    /// Bytes downloading or downloaded and not appended yet.
+    pub(super) fn held_bytes(&self) -> u64 {
+        self.slots.iter().map(|(m, s)| s.held(m)).sum()
+    }
+
+    /// Whether a usable queued record of `wp` covers `offset`.
+    pub(super) fn covers(&self, wp: &WalPartition, offset: i64) -> bool {
+        self.records.get(wp).is_some_and(|map| {
+            map.values().any(|q| {
+                q.meta.base_offset <= offset
+                    && offset <= q.meta.last_offset
+                    && !self.unreadable.contains(&q.meta)
+            })
+        })
+    }
+}
+
+pub(super) fn partition_of(m: &WalSliceMetadata) -> WalPartition {
+    WalPartition {
+        topic_id: m.topic_id,
+        partition: m.partition,
+    }
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section leaves the state consistent, so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the fetcher and its GET tasks share.
+#[derive(Debug, Default)]
+pub(super) struct Shared {
+    pub(super) state: Mutex<State>,
+    /// Wakes the run loop: new metadata, or a GET finished.
+    pub(super) wake: Notify,
+    /// Wakes [`WalFetcher::run_once`] waiting for its GETs.
+    pub(super) get_done: Notify,
+}
