@@ -16,6 +16,7 @@
 pub mod election;
 pub mod error;
 pub mod image;
+pub mod liveness;
 pub mod metadata_store;
 pub mod placement;
 pub mod raft;

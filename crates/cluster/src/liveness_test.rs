@@ -1,7 +1,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use ferry_cluster::{BrokerHeartbeat, HeartbeatError, Image, MetadataRecord};
+use crate::{BrokerHeartbeat, HeartbeatError, Image, MetadataRecord};
 use tokio::time::Instant;
 use uuid::Uuid;
 
