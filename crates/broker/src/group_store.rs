@@ -109,7 +109,7 @@ impl OffsetsStore for LogOffsetsStore {
             )));
         }
         let now = self.clock.now_ms();
-        let buf = crate::keyed_records::encode(records.iter().cloned(), now, Compression::None)
+        let buf = ferry_log::keyed_records::encode(records.iter().cloned(), now, Compression::None)
             .map_err(StoreError::unavailable)?;
         let epoch = p.leader_epoch();
         let info = p.append(&buf).map_err(|e| {
@@ -144,7 +144,7 @@ impl OffsetsStore for LogOffsetsStore {
             if data.records.is_empty() {
                 break;
             }
-            let (records, next) = crate::keyed_records::decode(data.records, offset)
+            let (records, next) = ferry_log::keyed_records::decode(data.records, offset)
                 .map_err(StoreError::unavailable)?;
             out.extend(records);
             if next <= offset {

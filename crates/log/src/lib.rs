@@ -18,6 +18,10 @@
 //! completely written batch below the first torn or corrupt byte is recovered. See [`log`] for
 //! the locking rules and [`loader`] for recovery.
 //!
+//! Record-level helpers the broker applies before an append: [`recompress`] (broker-side
+//! `compression.type`, as Kafka's log validator recompresses) and [`keyed_records`] (the (key,
+//! value) batches of the broker's internal topics).
+//!
 //! Compacted topics (`LogConfig::compact`) refuse records without a key and are cleaned by
 //! [`cleaner`] (Kafka's log cleaner): closed segments are rewritten keeping the latest record per
 //! key, so offsets may have gaps there; reads still return whole batches, from the first batch
@@ -32,11 +36,13 @@ mod config;
 mod epoch_cache;
 mod error;
 mod index;
+pub mod keyed_records;
 pub mod loader;
 pub mod log;
 mod manager;
 mod offset_checkpoint;
 mod producer_state;
+pub mod recompress;
 mod records;
 mod retention;
 mod segment;

@@ -158,7 +158,7 @@ pub fn append(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Ap
         // Broker-side compression: None keeps the producer's codec.
         let codec = meta.as_ref().and_then(|m| {
             topic_config::effective(&broker.config, &m.configs, "compression.type")
-                .and_then(|(v, _, _)| crate::recompress::target_codec(&v))
+                .and_then(|(v, _, _)| ferry_log::recompress::target_codec(&v))
         });
         let unknown_topic_error = if version >= 13 {
             ResponseError::UnknownTopicId
@@ -231,7 +231,7 @@ pub fn append(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Ap
                             "produce request without records".into(),
                         ),
                         Some(records) => match codec
-                            .map(|c| crate::recompress::recompress(&records, c))
+                            .map(|c| ferry_log::recompress::recompress(&records, c))
                             .transpose()
                             .map(|r| r.flatten().unwrap_or(records))
                             .map_err(|e| {

@@ -481,8 +481,8 @@ async fn housekeeping(wal: Arc<RemoteWal>) {
 
 /// Decodes whole batches; returns the records at or after `from` as (key, value) and the next
 /// offset to read.
-pub fn decode(records: Bytes, from: i64) -> (Vec<crate::keyed_records::KeyValue>, i64) {
-    crate::keyed_records::decode(records, from).unwrap_or_else(|e| {
+pub fn decode(records: Bytes, from: i64) -> (Vec<ferry_log::keyed_records::KeyValue>, i64) {
+    ferry_log::keyed_records::decode(records, from).unwrap_or_else(|e| {
         tracing::warn!(error = %e, "undecodable remote WAL metadata batch skipped");
         (Vec::new(), from)
     })

@@ -75,7 +75,7 @@ pub const CLIENT_PURPOSE: &str = crate::metrics::PURPOSE_WAL_METADATA;
 pub fn encode_batch(records: &[WalMetadataRecord], now_ms: i64) -> anyhow::Result<Bytes> {
     // Keys and values repeat bucket, object key and topic id: metadata replicates across
     // racks, so it is worth compressing.
-    crate::keyed_records::encode(
+    ferry_log::keyed_records::encode(
         records.iter().map(|r| (r.key.clone(), r.value.clone())),
         now_ms,
         Compression::Lz4,

@@ -23,7 +23,7 @@ pub fn target_codec(value: &str) -> Option<Compression> {
 
 /// Codec bits of every whole v2 batch in `records` (the low bits of the attributes).
 fn codecs(records: &[u8]) -> impl Iterator<Item = u8> + '_ {
-    use ferry_log::batch::{whole_batches, ATTRIBUTES_OFFSET, COMPRESSION_MASK};
+    use crate::batch::{whole_batches, ATTRIBUTES_OFFSET, COMPRESSION_MASK};
     whole_batches(records).filter_map(move |span| {
         let at = span.bytes.start + ATTRIBUTES_OFFSET;
         let attributes = i16::from_be_bytes([*records.get(at)?, *records.get(at + 1)?]);
