@@ -15,16 +15,36 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 
 use crate::broker::Broker;
-use crate::server::Server;
+use crate::server::{open_broker, MetadataQuorum, Server};
 use ferry_config::broker_config::BrokerConfig;
 
-async fn broker(dir: &std::path::Path, extra: &str) -> Arc<Broker> {
+fn config(dir: &std::path::Path, extra: &str) -> BrokerConfig {
     let text = format!(
         "listeners = \"PLAINTEXT://127.0.0.1:0\"\n\"metrics.address\" = \"\"\n\"log.dirs\" = \"{}\"\n{extra}",
         dir.display()
     );
-    let config = BrokerConfig::parse(&text).unwrap();
-    Server::start(config, ferry_common::system_clock())
+    BrokerConfig::parse(&text).unwrap()
+}
+
+/// The handlers' context without a listener or a controller: the metadata is a local quorum
+/// (kept in memory), and no background task runs.
+async fn broker(dir: &std::path::Path, extra: &str) -> Arc<Broker> {
+    let advertised = ("127.0.0.1".to_string(), 9092);
+    open_broker(
+        config(dir, extra),
+        ferry_common::system_clock(),
+        advertised,
+        MetadataQuorum::Local,
+    )
+    .await
+    .unwrap()
+    .0
+}
+
+/// A broker as `ferry serve` starts it (a bound listener, the controller quorum on disk), for
+/// what must survive a restart.
+async fn broker_with_controller(dir: &std::path::Path) -> Arc<Broker> {
+    Server::start(config(dir, ""), ferry_common::system_clock())
         .await
         .unwrap()
         .broker
@@ -380,7 +400,7 @@ async fn create_topic_errors_carry_kafka_codes() {
 async fn topics_and_data_survive_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let id = {
-        let b = broker(dir.path(), "").await;
+        let b = broker_with_controller(dir.path()).await;
         let id = create(&b, "keep", 1, &[("retention.ms", "123456")])
             .await
             .topics[0]
@@ -389,7 +409,7 @@ async fn topics_and_data_survive_a_restart() {
         b.replicas.shutdown().unwrap();
         id
     };
-    let b = broker(dir.path(), "").await;
+    let b = broker_with_controller(dir.path()).await;
     let meta = b.metadata.topic("keep").unwrap();
     assert_eq!(meta.id, id);
     assert_eq!(

@@ -34,11 +34,163 @@ pub struct Server {
     isr_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<IsrChange>>>,
 }
 
+/// Where a broker keeps the cluster metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetadataQuorum {
+    /// The controller quorum (`controller.quorum.voters`; alone by default), durable in
+    /// `metadata.log.dir`: what `ferry serve` runs.
+    Controller,
+    /// A local quorum of one without Raft, kept in memory (`MetadataStore::local`): for tests
+    /// that build a broker without a controller.
+    Local,
+}
+
+/// Opens the logs, the remote WAL's stores and the metadata, and wires the broker's state
+/// together (the handles, the WAL, the replica fetcher and the `Broker`, in that order). Binds
+/// nothing and starts no task: [`Server::start`] adds the listeners, [`Server::run`] the tasks,
+/// and a handler test can use the `Broker` as it is. `advertised` is this broker's endpoint as
+/// registered in the metadata. Returns the broker and the receiving end of its ISR changes.
+pub async fn open_broker(
+    config: BrokerConfig,
+    clock: SharedClock,
+    advertised: (String, u16),
+    quorum: MetadataQuorum,
+) -> anyhow::Result<(Arc<Broker>, tokio::sync::mpsc::UnboundedReceiver<IsrChange>)> {
+    let dirs = config.log_dirs();
+    let first = dirs.first().context("log.dirs is empty")?.clone();
+    let voters = config.controller_quorum_voters()?;
+    let metadata_dir = config
+        .metadata_log_dir()
+        .context("log.dirs is empty and metadata.log.dir is not set")?;
+    let logs = LogManager::open(dirs.clone(), clock.clone()).context("opening log dirs")?;
+    let on_disk = logs.partitions_on_disk();
+    let replicas = Arc::new(ReplicaManager::new(logs, config.node_id()));
+
+    // The remote WAL's keys and buckets are checked before the controller starts; the WAL
+    // itself is built once the handles it uses exist (crate::remote_wal::host).
+    let wal_config = ferry_config::remote_wal_config::RemoteWalConfig::from_broker(&config)
+        .context("setting up the remote WAL (remote.wal.*)")?;
+    let wal_metrics = ferry_wal::metrics::RemoteWalMetrics::new();
+    let wal_stores = crate::remote_wal::store::Stores::open(&wal_config, &wal_metrics.objstore)
+        .await
+        .context("setting up the remote WAL (remote.wal.*)")?;
+    let metrics = Arc::new(Metrics::with_extra(|r| wal_metrics.register(r)));
+    let controller_metrics = metrics.clone();
+    let traffic = ferry_cluster::TrafficObserver::new(move |peer, t| {
+        let peer = peer.and_then(|p| i32::try_from(p).ok());
+        controller_metrics.inter_broker(TrafficKind::Controller, peer, t.sent, t.received);
+    });
+    let (host, port) = advertised;
+    let options = MetadataOptions {
+        traffic: Some(traffic),
+        node_id: config.node_id(),
+        dir: metadata_dir.clone(),
+        legacy_dir: first.clone(),
+        voters,
+        rack: config.rack(),
+        host: host.clone(),
+        port,
+        unclean_leader_election: config.unclean_leader_election(),
+    };
+    let metadata = Arc::new(match quorum {
+        // Start-up blocks on the controller (election, registration, a one-time import).
+        MetadataQuorum::Controller => {
+            tokio::task::spawn_blocking(move || MetadataStore::open(options))
+                .await
+                .context("metadata start-up task")?
+                .with_context(|| format!("starting the controller in {}", metadata_dir.display()))?
+        }
+        MetadataQuorum::Local => {
+            MetadataStore::local(&options).context("starting a local metadata quorum")?
+        }
+    });
+
+    let offsets_store = Arc::new(crate::group_store::LogOffsetsStore::new(
+        clock.clone(),
+        Duration::from_millis(config.offsets_commit_timeout_ms()),
+    ));
+    let groups = ferry_group::GroupCoordinator::new(
+        config.group_config(),
+        clock.clone(),
+        offsets_store.clone(),
+        Arc::new(crate::group_store::MetadataCatalog(metadata.clone())),
+    );
+    let (isr_tx, isr_rx) = tokio::sync::mpsc::unbounded_channel();
+    let peers = crate::inter_broker::PeerClient::new(metadata.clone(), metrics.clone());
+    let remote_wal = Arc::new(crate::remote_wal::RemoteWal::with_stores(
+        wal_config,
+        wal_stores,
+        wal_metrics,
+        clock.clone(),
+        Some(crate::remote_wal::host::WalHost {
+            node_id: config.node_id(),
+            config: Arc::new(config.clone()),
+            clock: clock.clone(),
+            metadata: metadata.clone(),
+            replicas: Arc::downgrade(&replicas),
+            peers: peers.clone(),
+            metrics: metrics.clone(),
+        }),
+    ));
+    let fetcher = ClassicFetcher::new(FetcherContext {
+        node_id: config.node_id(),
+        peers: peers.clone(),
+        settings: FetcherSettings {
+            wait_max_ms: config.replica_fetch_wait_max_ms(),
+            partition_max_bytes: config.replica_fetch_max_bytes(),
+            max_bytes: config.fetch_max_bytes(),
+        },
+        observer: remote_wal.clone(),
+    });
+    let broker = Arc::new(Broker {
+        fetcher: Box::new(fetcher),
+        peers,
+        replication: remote_wal.clone(),
+        remote_wal: remote_wal.clone(),
+        isr_changes: isr_tx,
+        groups,
+        offsets_store,
+        group_init: std::sync::Mutex::new(()),
+        node_id: config.node_id(),
+        config,
+        clock,
+        metadata,
+        replicas,
+        fetch_sessions: FetchSessionCache::default(),
+        metrics,
+        advertised: (host, port),
+    });
+    broker
+        .metrics
+        .set_peer_racks(crate::broker::peer_racks(&broker.metadata.image()));
+    for topic in broker.metadata.topics() {
+        if let Err(e) = broker.open_topic(&topic) {
+            // One damaged partition must not keep the others offline.
+            tracing::error!(topic = %topic.name, error = %e.message, "cannot open topic logs");
+        }
+    }
+    if broker
+        .metadata
+        .topic(crate::group_store::OFFSETS_TOPIC)
+        .is_some()
+    {
+        if let Err(e) = broker.ensure_group_coordinator() {
+            tracing::error!(error = %e.message, "cannot load consumer groups");
+        }
+    }
+    for tp in on_disk {
+        if broker.metadata.topic(&tp.topic).is_none() {
+            tracing::warn!(partition = %tp, "log directory of an unknown topic left untouched");
+        }
+    }
+    Ok((broker, isr_rx))
+}
+
 impl Server {
-    /// Opens state and binds listeners; no connection is accepted until [`Server::run`].
+    /// Binds the listener, opens the broker's state on the controller quorum
+    /// ([`open_broker`]), then binds the metrics listener; no connection is accepted until
+    /// [`Server::run`].
     pub async fn start(config: BrokerConfig, clock: SharedClock) -> anyhow::Result<Self> {
-        let dirs = config.log_dirs();
-        let first = dirs.first().context("log.dirs is empty")?.clone();
         let roles = config.process_roles();
         if !roles.iter().any(|r| r == "broker") || !roles.iter().any(|r| r == "controller") {
             anyhow::bail!(
@@ -46,14 +198,6 @@ impl Server {
                 roles.join(",")
             );
         }
-        let voters = config.controller_quorum_voters()?;
-        let metadata_dir = config
-            .metadata_log_dir()
-            .context("log.dirs is empty and metadata.log.dir is not set")?;
-        let logs = LogManager::open(dirs.clone(), clock.clone()).context("opening log dirs")?;
-        let on_disk = logs.partitions_on_disk();
-        let replicas = Arc::new(ReplicaManager::new(logs, config.node_id()));
-
         let listen = config.listener()?;
         let listener = TcpListener::bind(listen)
             .await
@@ -66,41 +210,10 @@ impl Server {
         if host.is_empty() || host == "0.0.0.0" {
             host = local_addr.ip().to_string();
         }
-        // The remote WAL's keys and buckets are checked before the controller starts; the WAL
-        // itself is built once the handles it uses exist (crate::remote_wal::host).
-        let wal_config = ferry_config::remote_wal_config::RemoteWalConfig::from_broker(&config)
-            .context("setting up the remote WAL (remote.wal.*)")?;
-        let wal_metrics = ferry_wal::metrics::RemoteWalMetrics::new();
-        let wal_stores = crate::remote_wal::store::Stores::open(&wal_config, &wal_metrics.objstore)
-            .await
-            .context("setting up the remote WAL (remote.wal.*)")?;
-        let metrics = Arc::new(Metrics::with_extra(|r| wal_metrics.register(r)));
-        let controller_metrics = metrics.clone();
-        let traffic = ferry_cluster::TrafficObserver::new(move |peer, t| {
-            let peer = peer.and_then(|p| i32::try_from(p).ok());
-            controller_metrics.inter_broker(TrafficKind::Controller, peer, t.sent, t.received);
-        });
-        let options = MetadataOptions {
-            traffic: Some(traffic),
-            node_id: config.node_id(),
-            dir: metadata_dir.clone(),
-            legacy_dir: first.clone(),
-            voters,
-            rack: config.rack(),
-            host: host.clone(),
-            port,
-            unclean_leader_election: config.unclean_leader_election(),
-        };
-        // Start-up blocks on the controller (election, registration, a one-time import).
-        let metadata = Arc::new(
-            tokio::task::spawn_blocking(move || MetadataStore::open(options))
-                .await
-                .context("metadata start-up task")?
-                .with_context(|| {
-                    format!("starting the controller in {}", metadata_dir.display())
-                })?,
-        );
-        let metrics_listener = match config.metrics_address()? {
+        let metrics_address = config.metrics_address()?;
+        let (broker, isr_rx) =
+            open_broker(config, clock, (host, port), MetadataQuorum::Controller).await?;
+        let metrics_listener = match metrics_address {
             Some(addr) => Some(
                 metrics::bind(addr)
                     .await
@@ -112,85 +225,6 @@ impl Server {
             Some(l) => Some(l.local_addr()?),
             None => None,
         };
-
-        let offsets_store = Arc::new(crate::group_store::LogOffsetsStore::new(
-            clock.clone(),
-            Duration::from_millis(config.offsets_commit_timeout_ms()),
-        ));
-        let groups = ferry_group::GroupCoordinator::new(
-            config.group_config(),
-            clock.clone(),
-            offsets_store.clone(),
-            Arc::new(crate::group_store::MetadataCatalog(metadata.clone())),
-        );
-        let (isr_tx, isr_rx) = tokio::sync::mpsc::unbounded_channel();
-        let peers = crate::inter_broker::PeerClient::new(metadata.clone(), metrics.clone());
-        let remote_wal = Arc::new(crate::remote_wal::RemoteWal::with_stores(
-            wal_config,
-            wal_stores,
-            wal_metrics,
-            clock.clone(),
-            Some(crate::remote_wal::host::WalHost {
-                node_id: config.node_id(),
-                config: Arc::new(config.clone()),
-                clock: clock.clone(),
-                metadata: metadata.clone(),
-                replicas: Arc::downgrade(&replicas),
-                peers: peers.clone(),
-                metrics: metrics.clone(),
-            }),
-        ));
-        let fetcher = ClassicFetcher::new(FetcherContext {
-            node_id: config.node_id(),
-            peers: peers.clone(),
-            settings: FetcherSettings {
-                wait_max_ms: config.replica_fetch_wait_max_ms(),
-                partition_max_bytes: config.replica_fetch_max_bytes(),
-                max_bytes: config.fetch_max_bytes(),
-            },
-            observer: remote_wal.clone(),
-        });
-        let broker = Arc::new(Broker {
-            fetcher: Box::new(fetcher),
-            peers,
-            replication: remote_wal.clone(),
-            remote_wal: remote_wal.clone(),
-            isr_changes: isr_tx,
-            groups,
-            offsets_store,
-            group_init: std::sync::Mutex::new(()),
-            node_id: config.node_id(),
-            config,
-            clock,
-            metadata,
-            replicas,
-            fetch_sessions: FetchSessionCache::default(),
-            metrics,
-            advertised: (host, port),
-        });
-        broker
-            .metrics
-            .set_peer_racks(crate::broker::peer_racks(&broker.metadata.image()));
-        for topic in broker.metadata.topics() {
-            if let Err(e) = broker.open_topic(&topic) {
-                // One damaged partition must not keep the others offline.
-                tracing::error!(topic = %topic.name, error = %e.message, "cannot open topic logs");
-            }
-        }
-        if broker
-            .metadata
-            .topic(crate::group_store::OFFSETS_TOPIC)
-            .is_some()
-        {
-            if let Err(e) = broker.ensure_group_coordinator() {
-                tracing::error!(error = %e.message, "cannot load consumer groups");
-            }
-        }
-        for tp in on_disk {
-            if broker.metadata.topic(&tp.topic).is_none() {
-                tracing::warn!(partition = %tp, "log directory of an unknown topic left untouched");
-            }
-        }
         Ok(Self {
             isr_rx: std::sync::Mutex::new(Some(isr_rx)),
             broker,

@@ -151,11 +151,34 @@ impl MetadataStore {
             config.election_timeout_min = std::time::Duration::from_millis(150);
             config.election_timeout_max = std::time::Duration::from_millis(300);
         }
+        let quorum = quorum::Quorum::Raft(quorum::RaftQuorum::start(config)?);
+        Self::start(&options, quorum, legacy)
+    }
+
+    /// A store on a local quorum: no Raft, no controller, nothing kept across restarts (see
+    /// [`quorum::Quorum::Local`]); start-up is the same (cluster id, registration, unfencing).
+    /// For tests that build a broker without a controller.
+    pub fn local(options: &MetadataOptions) -> Result<Self, MetadataError> {
+        Self::start(
+            options,
+            quorum::Quorum::Local(quorum::LocalQuorum::new()),
+            None,
+        )
+    }
+
+    /// Start-up on a running quorum: the cluster id, this incarnation's registration and
+    /// unfencing, then the one-time import of `legacy`.
+    fn start(
+        options: &MetadataOptions,
+        quorum: quorum::Quorum,
+        legacy: Option<(PathBuf, legacy::LegacyState)>,
+    ) -> Result<Self, MetadataError> {
+        let node_id = options.node_id;
         let store = Self {
             node_id,
             broker_epoch: std::sync::atomic::AtomicI64::new(-1),
             clustered: options.voters.len() > 1,
-            quorum: quorum::Quorum::start(config)?,
+            quorum,
             producer_ids: Mutex::new(ProducerIds::default()),
         };
         if store.image().cluster_id.is_none() {

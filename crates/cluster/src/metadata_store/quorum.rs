@@ -8,6 +8,10 @@
 //! Reads are a `watch` borrow of the applied image and never block. Async callers (the
 //! liveness tasks) use the `*_async` forms, which run on the controller runtime too and only
 //! await a channel on the caller's.
+//!
+//! A [`Quorum::Local`] is a quorum of one without Raft, a log or a runtime: it applies each
+//! record to its image at once. It keeps nothing across restarts, answers no heartbeats, and
+//! exists so that tests can build a broker without a controller.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -25,14 +29,124 @@ const LEADER_WAIT: Duration = Duration::from_secs(30);
 /// How long a caller waits for a proposal to be applied locally after it committed.
 const APPLY_WAIT: Duration = Duration::from_secs(30);
 
-pub struct Quorum {
+/// The metadata quorum a broker writes through: the Raft controller, or a local image.
+pub enum Quorum {
+    Raft(RaftQuorum),
+    Local(LocalQuorum),
+}
+
+impl Quorum {
+    /// The image as applied on this node.
+    pub fn image(&self) -> Arc<Image> {
+        match self {
+            Quorum::Raft(q) => q.image(),
+            Quorum::Local(q) => q.publish.borrow().clone(),
+        }
+    }
+
+    /// A receiver that sees every newly applied image.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Image>> {
+        match self {
+            Quorum::Raft(q) => q.subscribe(),
+            Quorum::Local(q) => q.publish.subscribe(),
+        }
+    }
+
+    /// Commits `record` and returns once this node's image includes it.
+    pub fn propose(&self, record: MetadataRecord) -> Result<Committed, ClusterError> {
+        match self {
+            Quorum::Raft(q) => q.propose(record),
+            Quorum::Local(q) => q.apply(record),
+        }
+    }
+
+    /// [`Quorum::propose`] for async callers.
+    pub async fn propose_async(&self, record: MetadataRecord) -> Result<Committed, ClusterError> {
+        match self {
+            Quorum::Raft(q) => q.propose_async(record).await,
+            Quorum::Local(q) => q.apply(record),
+        }
+    }
+
+    /// Sends a broker heartbeat to the active controller.
+    pub async fn heartbeat(
+        &self,
+        request: BrokerHeartbeat,
+        ttl: Duration,
+    ) -> Result<HeartbeatReply, HeartbeatError> {
+        match self {
+            Quorum::Raft(q) => q.heartbeat(request, ttl).await,
+            Quorum::Local(_) => Err(HeartbeatError::Unavailable(
+                "a local metadata quorum has no controller to heartbeat to".into(),
+            )),
+        }
+    }
+
+    /// The heartbeats sent to this voter (once).
+    pub fn take_heartbeats(&self) -> Option<HeartbeatInbox> {
+        match self {
+            Quorum::Raft(q) => q.take_heartbeats(),
+            Quorum::Local(_) => None,
+        }
+    }
+
+    /// Whether this node is the active controller (a local quorum is its own).
+    pub fn is_leader(&self) -> bool {
+        match self {
+            Quorum::Raft(q) => q.is_leader(),
+            Quorum::Local(_) => true,
+        }
+    }
+
+    /// Stops the controller cleanly (idempotent).
+    pub fn shutdown(&self) {
+        if let Quorum::Raft(q) = self {
+            q.shutdown();
+        }
+    }
+}
+
+/// A quorum of one without Raft: records are applied to the image as they are proposed.
+pub struct LocalQuorum {
+    publish: watch::Sender<Arc<Image>>,
+    /// Serialises proposals, as the Raft log orders them.
+    apply: Mutex<()>,
+}
+
+impl LocalQuorum {
+    pub fn new() -> Self {
+        Self {
+            publish: watch::Sender::new(Arc::new(Image::default())),
+            apply: Mutex::new(()),
+        }
+    }
+
+    fn apply(&self, record: MetadataRecord) -> Result<Committed, ClusterError> {
+        let _order = self.apply.lock().unwrap_or_else(|p| p.into_inner());
+        let mut image = Image::clone(&self.publish.borrow());
+        image.applied_index += 1;
+        let index = image.applied_index;
+        let applied = image.apply(&record)?;
+        self.publish.send_replace(Arc::new(image));
+        Ok(Committed { index, applied })
+    }
+}
+
+impl Default for LocalQuorum {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The Raft controller on a runtime of its own.
+pub struct RaftQuorum {
     handle: Handle,
     runtime: Mutex<Option<Runtime>>,
     controller: Mutex<Option<Arc<Controller>>>,
     image: watch::Receiver<Arc<Image>>,
 }
 
-impl Quorum {
+impl RaftQuorum {
     /// Starts the controller from `config` and waits until the quorum has a leader.
     pub fn start(config: ControllerConfig) -> Result<Self, ClusterError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -84,7 +198,7 @@ impl Quorum {
             .ok_or_else(stopped)
     }
 
-    /// [`Quorum::propose`] for async callers.
+    /// [`RaftQuorum::propose`] for async callers.
     pub async fn propose_async(&self, record: MetadataRecord) -> Result<Committed, ClusterError> {
         let controller = self.controller()?;
         run_on(&self.handle, async move {
@@ -162,7 +276,7 @@ impl Quorum {
     }
 }
 
-impl Drop for Quorum {
+impl Drop for RaftQuorum {
     fn drop(&mut self) {
         self.shutdown();
     }

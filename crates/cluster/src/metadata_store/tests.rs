@@ -186,3 +186,37 @@ fn topic_names_follow_kafka_rules() {
     assert!(collides("a.b", "a_b"));
     assert!(!collides("a.b", "a.b"));
 }
+
+/// The local quorum runs the same start-up and the same checks as the controller, without Raft
+/// and without writing anything (what handler tests build a broker on).
+#[test]
+fn a_local_quorum_applies_records_at_once_and_refuses_what_the_image_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MetadataStore::local(&options(dir.path(), 1)).unwrap();
+    assert_eq!(store.cluster_id().len(), 22);
+    assert!(store.image().is_live(1), "registered and unfenced at start");
+    assert!(store.is_active_controller());
+    let t = store.create_topic("orders", 3, 1, BTreeMap::new()).unwrap();
+    assert_eq!(store.topic("orders").unwrap().id, t.id);
+    let index = store.image().applied_index;
+    assert!(matches!(
+        store.create_topic("orders", 1, 1, BTreeMap::new()),
+        Err(MetadataError::TopicExists(_))
+    ));
+    // Refused by the image itself (no such topic): an error, and no new image.
+    assert!(matches!(
+        store.propose(MetadataRecord::DeleteTopic {
+            name: "missing".into()
+        }),
+        Err(MetadataError::Controller(ClusterError::Rejected(
+            ImageError::UnknownTopic(_)
+        )))
+    ));
+    assert_eq!(store.image().applied_index, index);
+    let p1 = store.allocate_producer_id().unwrap();
+    assert!(store.allocate_producer_id().unwrap() > p1);
+    assert!(
+        !dir.path().join("__cluster_metadata").exists(),
+        "a local quorum writes nothing"
+    );
+}
