@@ -20,6 +20,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use crate::assignor::{self, Assignment, MemberSpec};
+use crate::offsets_topic::ConsumerGroupValue;
 
 /// Where the coordinator learns topic ids and partition counts.
 pub trait TopicCatalog: Send + Sync {
@@ -469,4 +470,38 @@ pub fn expire(group: &mut ConsumerGroup, now: i64, cfg: &ConsumerProtocolConfig)
         group.group_epoch += 1;
     }
     !dead.is_empty()
+}
+
+/// Rebuilds a consumer group from its record; members get a fresh session.
+pub(crate) fn restore(v: ConsumerGroupValue, now: i64) -> ConsumerGroup {
+    let mut g = ConsumerGroup {
+        group_epoch: v.group_epoch,
+        assignment_epoch: v.assignment_epoch,
+        assignor: v.assignor,
+        ..ConsumerGroup::default()
+    };
+    for m in v.members {
+        g.target.insert(m.member_id.clone(), m.target);
+        g.members.insert(
+            m.member_id.clone(),
+            ConsumerMember {
+                id: m.member_id,
+                instance_id: m.instance_id,
+                rack: m.rack,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                subscribed: m.subscribed,
+                server_assignor: m.server_assignor,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                epoch: m.epoch,
+                previous_epoch: m.previous_epoch,
+                assigned: m.assigned,
+                revoking: Assignment::new(),
+                revoke_deadline_ms: 0,
+                last_heartbeat_ms: now,
+                last_sent: None,
+            },
+        );
+    }
+    g
 }

@@ -760,7 +760,7 @@ fn apply_record(group: &mut Group, key: RecordKey, value: Option<RecordValue>, n
             group.transition(state, now);
         }
         (RecordKey::ConsumerGroup { .. }, Some(RecordValue::ConsumerGroup(v))) => {
-            group.consumer = Some(crate::consumer_api::restore(v, now));
+            group.consumer = Some(consumer::restore(v, now));
         }
         (RecordKey::ConsumerGroup { .. }, None) => {
             group.consumer = None;

@@ -4,8 +4,8 @@
 //! - [`format`]: the WAL object layout (RFC 0001): many partitions' slices in one object,
 //!   versioned and checksummed.
 //! - [`metadata`]: the `__remote_wal_log_metadata` records (RFC 0002).
-//! - [`uploader`]: the leader side, batching appends of many partitions into objects and
-//!   publishing their metadata in offset order per partition.
+//! - [`uploader`]: the leader side, batching appends of many partitions into objects
+//!   ([`batcher`]) and publishing their metadata in offset order per partition.
 //! - [`fetcher`]: the follower's async WAL fetcher around [`follower`]: ranged GETs, verify,
 //!   append, classic fallback.
 //! - [`lifecycle`]: the object lifecycle (RFC 0003) and its valid transitions.
@@ -34,6 +34,7 @@
 // Tests may read the real clock (clippy.toml's clock seam binds the code under test).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
+pub mod batcher;
 pub mod cost;
 pub mod error;
 pub mod fetcher;

@@ -7,10 +7,10 @@ use std::collections::{HashMap, VecDeque};
 
 use ferry_common::TopicPartition;
 
-use crate::metadata::WalSliceMetadata;
-use crate::uploader::{
+use crate::batcher::{
     push_fallback, ClassicFallback, FallbackReason, PendingObject, PendingSlice, WalPartition,
 };
+use crate::metadata::WalSliceMetadata;
 
 /// How one object's upload ended, as the sequencer needs it.
 #[derive(Debug, Clone)]

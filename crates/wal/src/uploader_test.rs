@@ -9,7 +9,13 @@ use ferry_objstore::{FaultKind, FaultyStore, MemoryStore, ObjectMeta, Op};
 use tokio::sync::oneshot;
 
 use super::*;
+
+use ferry_common::TopicPartition;
+use ferry_objstore::keys::WalObjectKey;
+use uuid::Uuid;
+
 use crate::format::ObjectReader;
+use crate::format::{ObjectBuilder, SliceInfo};
 use crate::sequencer::Released;
 
 fn tid(n: u8) -> Uuid {
