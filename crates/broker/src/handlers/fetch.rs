@@ -9,6 +9,7 @@
 //! to the leader, and a response to a follower does not long-poll while the follower has not been
 //! told the current high watermark, so followers serving consumers stay current.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -68,30 +69,9 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
     let read_committed = request.isolation_level == READ_COMMITTED;
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let deadline = tokio::time::Instant::now() + max_wait;
-    // A follower's fetch (v15+ carries the id in ReplicaState): its fetch offsets are its log
-    // end offsets, and it reads up to the leader's log end offset.
-    let replica = if version >= 15 {
-        request.replica_state.replica_id.0
-    } else {
-        request.replica_id.0
-    };
-    let replica = (replica >= 0).then_some(replica);
+    let replica = fetching_replica(&request, version);
     if let Some(replica) = replica {
-        for p in &partitions {
-            if let Some(partition) = resolve(broker, &p.key, version) {
-                // A fetch that will be answered with an epoch error or a diverging epoch says
-                // nothing about the follower's log: its fetch offset may point past data this
-                // leader does not have (a log from an older leader), and counting it would let
-                // the high watermark, and acks=all, pass records the follower lacks.
-                if !follower_position_is_valid(&partition, p, version) {
-                    continue;
-                }
-                if let Some(change) = partition.record_follower_fetch(replica, p.fetch_offset) {
-                    tracing::info!(partition = %partition.tp, isr = ?change.new_isr, "expanding the ISR");
-                    let _ = broker.isr_changes.send(change);
-                }
-            }
-        }
+        record_follower_positions(broker, replica, &partitions, version);
     }
 
     let client_rack = if version >= FOLLOWER_READ_VERSION {
@@ -105,16 +85,90 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
         client_rack,
         read_committed,
     };
+    let wanted = Wanted {
+        response_max,
+        min_bytes,
+        deadline,
+    };
+    let reads = read_until_ready(broker, &partitions, &fetcher, &wanted).await;
 
-    let reads = loop {
+    let include = broker
+        .fetch_sessions
+        .finish(mode, &session_outcomes(&reads));
+    let topics = topic_responses(broker, reads, include, &fetcher);
+    let session_id = match mode {
+        SessionMode::Sessionless => 0,
+        SessionMode::Full { session_id } | SessionMode::Incremental { session_id } => session_id,
+    };
+    FetchResponse::default()
+        .with_session_id(session_id)
+        .with_responses(topics)
+}
+
+/// A follower's broker id if the fetch is a follower's (v15+ carries the id in ReplicaState):
+/// its fetch offsets are its log end offsets, and it reads up to the leader's log end offset.
+fn fetching_replica(request: &FetchRequest, version: i16) -> Option<i32> {
+    let replica = if version >= 15 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    };
+    (replica >= 0).then_some(replica)
+}
+
+/// Records the follower `replica`'s fetch offsets as its log end offsets, expanding the ISR
+/// when it caught up.
+fn record_follower_positions(
+    broker: &Broker,
+    replica: i32,
+    partitions: &[FetchPartition],
+    version: i16,
+) {
+    for p in partitions {
+        if let Some(partition) = resolve(broker, &p.key, version) {
+            // A fetch that will be answered with an epoch error or a diverging epoch says
+            // nothing about the follower's log: its fetch offset may point past data this
+            // leader does not have (a log from an older leader), and counting it would let
+            // the high watermark, and acks=all, pass records the follower lacks.
+            if !follower_position_is_valid(&partition, p, version) {
+                continue;
+            }
+            if let Some(change) = partition.record_follower_fetch(replica, p.fetch_offset) {
+                tracing::info!(partition = %partition.tp, isr = ?change.new_isr, "expanding the ISR");
+                let _ = broker.isr_changes.send(change);
+            }
+        }
+    }
+}
+
+/// How much a fetch wants, and until when it waits for it.
+struct Wanted {
+    /// Most bytes of records in the response.
+    response_max: usize,
+    /// Bytes of records that answer the fetch before its deadline.
+    min_bytes: usize,
+    deadline: tokio::time::Instant,
+}
+
+/// Reads every partition, long-polling until the reads have `min_bytes`, something else
+/// answers the fetch at once (an error, a redirect, news of the high watermark for a
+/// follower), or the deadline passes.
+async fn read_until_ready(
+    broker: &Broker,
+    partitions: &[FetchPartition],
+    fetcher: &Fetcher<'_>,
+    wanted: &Wanted,
+) -> Vec<PartitionRead> {
+    let replica = fetcher.replica;
+    loop {
         let resolved: Vec<Option<Arc<Partition>>> = partitions
             .iter()
-            .map(|p| resolve(broker, &p.key, version))
+            .map(|p| resolve(broker, &p.key, fetcher.version))
             .collect();
         // Subscribe before reading so that an append between the read and the wait is seen.
         let mut watchers: Vec<watch::Receiver<i64>> =
             resolved.iter().flatten().map(|p| p.subscribe()).collect();
-        let reads = read_all(broker, &partitions, &resolved, &fetcher, response_max);
+        let reads = read_all(broker, partitions, &resolved, fetcher, wanted.response_max);
         let total: usize = reads.iter().map(|r| r.bytes).sum();
         let any_error = reads.iter().any(|r| r.data.error_code != 0);
         let redirect = reads.iter().any(|r| r.data.preferred_read_replica.0 >= 0);
@@ -125,11 +179,11 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
                 .any(|p| p.high_watermark_unsent(id))
         });
         let now = tokio::time::Instant::now();
-        if total >= min_bytes
+        if total >= wanted.min_bytes
             || any_error
             || redirect
             || hw_news
-            || now >= deadline
+            || now >= wanted.deadline
             || watchers.is_empty()
         {
             if let Some(id) = replica {
@@ -139,13 +193,16 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
                     }
                 }
             }
-            break reads;
+            return reads;
         }
         let changed = select_all(watchers.iter_mut().map(|w| Box::pin(w.changed())));
-        let _ = tokio::time::timeout_at(deadline, changed).await;
-    };
+        let _ = tokio::time::timeout_at(wanted.deadline, changed).await;
+    }
+}
 
-    let outcomes: Vec<(PartKey, PartitionOutcome)> = reads
+/// What the fetch session needs of each read to decide which partitions the response includes.
+fn session_outcomes(reads: &[PartitionRead]) -> Vec<(PartKey, PartitionOutcome)> {
+    reads
         .iter()
         .map(|r| {
             (
@@ -160,9 +217,16 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
                 },
             )
         })
-        .collect();
-    let include = broker.fetch_sessions.finish(mode, &outcomes);
+        .collect()
+}
 
+/// The reads the session includes, grouped by topic in request order, counted in the metrics.
+fn topic_responses(
+    broker: &Broker,
+    reads: Vec<PartitionRead>,
+    include: Vec<bool>,
+    fetcher: &Fetcher<'_>,
+) -> Vec<FetchableTopicResponse> {
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
     for (read, include) in reads.into_iter().zip(include) {
         if !include {
@@ -175,14 +239,14 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
                 &read.topic_name,
                 read.bytes as u64,
             );
-            if replica.is_none() {
+            if fetcher.replica.is_none() {
                 broker
                     .metrics
                     .consumer_fetch(&read.topic_name, read.by_leader, read.bytes as u64);
             }
         }
         let same_topic = topics.last().is_some_and(|t: &FetchableTopicResponse| {
-            if version >= 13 {
+            if fetcher.version >= 13 {
                 t.topic_id == read.key.topic_id
             } else {
                 *t.topic == *read.key.topic
@@ -199,13 +263,7 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
             t.partitions.push(read.data);
         }
     }
-    let session_id = match mode {
-        SessionMode::Sessionless => 0,
-        SessionMode::Full { session_id } | SessionMode::Incremental { session_id } => session_id,
-    };
-    FetchResponse::default()
-        .with_session_id(session_id)
-        .with_responses(topics)
+    topics
 }
 
 fn resolve(broker: &Broker, key: &PartKey, version: i16) -> Option<Arc<Partition>> {
@@ -252,10 +310,7 @@ fn read_one(
     remaining: usize,
     first: bool,
 ) -> PartitionRead {
-    let version = fetcher.version;
-    let replica = fetcher.replica;
-    let from_replica = replica.is_some();
-    let mut data = PartitionData::default()
+    let data = PartitionData::default()
         .with_partition_index(req.key.partition)
         .with_high_watermark(-1)
         .with_last_stable_offset(-1)
@@ -270,72 +325,127 @@ fn read_one(
         bytes: 0,
         by_leader: true,
     };
-    let not_leader = |data: PartitionData, name: &str| {
-        let (leader, epoch) = broker.leader_of(name, req.key.partition);
-        data.with_error_code(ResponseError::NotLeaderOrFollower.code())
-            .with_current_leader(
-                LeaderIdAndEpoch::default()
-                    .with_leader_id(BrokerId(leader))
-                    .with_leader_epoch(epoch),
-            )
-    };
     let Some(partition) = partition else {
-        let known = if version >= 13 {
-            broker
-                .metadata
-                .topic_by_id(req.key.topic_id)
-                .map(|t| t.name)
-        } else {
-            Some(req.key.topic.to_string())
-        };
-        let e = match known {
-            Some(name)
-                if broker.missing_partition_error(&name, req.key.partition)
-                    == ResponseError::NotLeaderOrFollower =>
-            {
-                read.data = not_leader(data, &name);
-                return read;
-            }
-            _ if version >= 13 => ResponseError::UnknownTopicId,
-            _ => ResponseError::UnknownTopicOrPartition,
-        };
-        read.data = data.with_error_code(e.code());
+        read.data = not_hosted(broker, req, fetcher.version, data);
         return read;
     };
     read.topic_name = partition.tp.topic.clone();
     read.by_leader = partition.is_leader();
+    read.data = match offsets_or_answer(broker, partition, req, fetcher, read.by_leader, data) {
+        ControlFlow::Break(answer) => answer,
+        ControlFlow::Continue(data) => {
+            let (data, bytes) =
+                read_records(broker, partition, req, fetcher, data, remaining, first);
+            read.bytes = bytes;
+            data
+        }
+    };
+    read
+}
+
+/// The answer for a partition this broker has no replica of: NOT_LEADER_OR_FOLLOWER (with
+/// the current leader) when another broker hosts it, else an unknown topic or partition.
+fn not_hosted(
+    broker: &Broker,
+    req: &FetchPartition,
+    version: i16,
+    data: PartitionData,
+) -> PartitionData {
+    let known = if version >= 13 {
+        broker
+            .metadata
+            .topic_by_id(req.key.topic_id)
+            .map(|t| t.name)
+    } else {
+        Some(req.key.topic.to_string())
+    };
+    let e = match known {
+        Some(name)
+            if broker.missing_partition_error(&name, req.key.partition)
+                == ResponseError::NotLeaderOrFollower =>
+        {
+            return not_leader(broker, data, &name, req.key.partition);
+        }
+        _ if version >= 13 => ResponseError::UnknownTopicId,
+        _ => ResponseError::UnknownTopicOrPartition,
+    };
+    data.with_error_code(e.code())
+}
+
+/// NOT_LEADER_OR_FOLLOWER, with the partition's current leader and epoch.
+fn not_leader(broker: &Broker, data: PartitionData, name: &str, partition: i32) -> PartitionData {
+    let (leader, epoch) = broker.leader_of(name, partition);
+    data.with_error_code(ResponseError::NotLeaderOrFollower.code())
+        .with_current_leader(
+            LeaderIdAndEpoch::default()
+                .with_leader_id(BrokerId(leader))
+                .with_leader_epoch(epoch),
+        )
+}
+
+/// `data` with the partition's offsets to read records into (`Continue`), or the answer
+/// when no records are read (`Break`): a follower that may not serve the fetch, a leader
+/// epoch error, a diverging epoch, or a redirect to the preferred read replica.
+fn offsets_or_answer(
+    broker: &Broker,
+    partition: &Partition,
+    req: &FetchPartition,
+    fetcher: &Fetcher<'_>,
+    by_leader: bool,
+    data: PartitionData,
+) -> ControlFlow<PartitionData, PartitionData> {
+    let version = fetcher.version;
+    let from_replica = fetcher.replica.is_some();
     // A follower serves consumers that know of follower reads, and only while in sync: an
     // out-of-sync follower sends the client back to the leader.
-    if !read.by_leader && !follower_may_serve(from_replica, version, partition.is_in_sync()) {
-        read.data = not_leader(data, &partition.tp.topic);
-        return read;
+    if !by_leader && !follower_may_serve(from_replica, version, partition.is_in_sync()) {
+        return ControlFlow::Break(not_leader(
+            broker,
+            data,
+            &partition.tp.topic,
+            req.key.partition,
+        ));
     }
     let high_watermark = partition.high_watermark();
-    data = data
+    let data = data
         .with_high_watermark(high_watermark)
         .with_last_stable_offset(partition.last_stable_offset())
         .with_log_start_offset(partition.log.log_start_offset());
     if let Some(e) = errors::leader_epoch_error(req.current_leader_epoch, partition.leader_epoch())
     {
-        read.data = data.with_error_code(e.code());
-        return read;
+        return ControlFlow::Break(data.with_error_code(e.code()));
     }
     if let Some((epoch, end_offset)) = diverging_epoch(partition, req, version) {
-        read.data = data.with_diverging_epoch(
-            EpochEndOffset::default()
-                .with_epoch(epoch)
-                .with_end_offset(end_offset),
+        return ControlFlow::Break(
+            data.with_diverging_epoch(
+                EpochEndOffset::default()
+                    .with_epoch(epoch)
+                    .with_end_offset(end_offset),
+            ),
         );
-        return read;
     }
-    if read.by_leader && !from_replica && version >= FOLLOWER_READ_VERSION {
+    if by_leader && !from_replica && version >= FOLLOWER_READ_VERSION {
         let preferred = preferred_read_replica(broker, partition, req.fetch_offset, fetcher);
         if preferred != broker.node_id {
             // Kafka's rule: no records when redirecting, the client refetches there.
-            read.data = data.with_preferred_read_replica(BrokerId(preferred));
-            return read;
+            return ControlFlow::Break(data.with_preferred_read_replica(BrokerId(preferred)));
         }
     }
+    ControlFlow::Continue(data)
+}
+
+/// Reads the partition's records for `req` within `remaining` bytes of the response into
+/// `data`; returns it with the bytes read.
+fn read_records(
+    broker: &Broker,
+    partition: &Partition,
+    req: &FetchPartition,
+    fetcher: &Fetcher<'_>,
+    data: PartitionData,
+    remaining: usize,
+    first: bool,
+) -> (PartitionData, usize) {
+    let replica = fetcher.replica;
     let mut max = (req.max_bytes.max(0) as usize).min(remaining);
     // A remote-WAL follower's report (no data asked): offsets only, unless the leader finds it
     // behind the WAL path; then it gets its data here, classically.
@@ -344,14 +454,12 @@ fn read_one(
             .replication
             .on_replica_report(partition, id, req.fetch_offset)
         {
-            read.data = data;
-            return read;
+            return (data, 0);
         }
         max = (broker.config.replica_fetch_max_bytes().max(0) as usize).min(remaining);
     }
     if max == 0 && !first {
-        read.data = data;
-        return read;
+        return (data, 0);
     }
     let fetched = if replica.is_some() {
         partition.read_for_replica(req.fetch_offset, max, first)
@@ -360,20 +468,20 @@ fn read_one(
     };
     match fetched {
         Ok(fetched) => {
-            read.bytes = fetched.records.len();
-            read.data = data
+            let bytes = fetched.records.len();
+            let data = data
                 .with_log_start_offset(fetched.log_start_offset)
                 .with_records(Some(fetched.records));
+            (data, bytes)
         }
         Err(e @ LogError::OffsetOutOfRange { .. }) => {
-            read.data = data.with_error_code(errors::log_error(&e).code());
+            (data.with_error_code(errors::log_error(&e).code()), 0)
         }
         Err(e) => {
             tracing::error!(partition = %partition.tp, error = %e, "fetch read failed");
-            read.data = data.with_error_code(errors::log_error(&e).code());
+            (data.with_error_code(errors::log_error(&e).code()), 0)
         }
     }
-    read
 }
 
 /// Whether a follower serves a fetch (KIP-392): only a consumer's (replicas fetch from the

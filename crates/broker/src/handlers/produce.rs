@@ -13,13 +13,17 @@
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{
     LeaderIdAndEpoch, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::records::Compression;
 
 use std::time::Duration;
 
+use bytes::Bytes;
+use ferry_log::{AppendInfo, LogError};
 use futures::future::select_all;
 
 use super::{message, str_bytes};
@@ -138,10 +142,57 @@ pub async fn handle(
 pub fn append(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> AppendedProduce {
     let acks = request.acks;
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
+    let transactional = request.transactional_id.is_some();
     let mut waits: Vec<Wait> = Vec::new();
     let mut responses = Vec::with_capacity(request.topic_data.len());
     for topic in request.topic_data {
-        // v13+ names topics by id.
+        let target = TopicTarget::resolve(broker, &topic, version);
+        let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
+        for data in topic.partition_data {
+            let append = PartitionAppend {
+                broker,
+                topic: &target,
+                acks,
+                transactional,
+                at: (responses.len(), partition_responses.len()),
+            };
+            let (response, wait) = append.answer(data);
+            waits.extend(wait);
+            partition_responses.push(response);
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(TopicName(str_bytes(&target.name)))
+                .with_topic_id(topic.topic_id)
+                .with_partition_responses(partition_responses),
+        );
+    }
+    AppendedProduce {
+        broker: broker.clone(),
+        acks,
+        timeout,
+        waits,
+        responses,
+    }
+}
+
+/// What a produce needs to know of one topic, resolved once for all its partitions.
+struct TopicTarget {
+    /// Empty when a v13+ request names an unknown topic id.
+    name: String,
+    /// The topic is in the metadata.
+    known: bool,
+    /// The topic's `min.insync.replicas` (1 for an unknown topic).
+    min_isr: i32,
+    /// Broker-side compression: `None` keeps the producer's codec.
+    codec: Option<Compression>,
+    /// What a partition of an unknown topic answers: v13+ names topics by id.
+    unknown_topic_error: ResponseError,
+}
+
+impl TopicTarget {
+    /// Looks `topic` up in the metadata: by id from v13, else by name.
+    fn resolve(broker: &Broker, topic: &TopicProduceData, version: i16) -> Self {
         let (name, meta) = if version >= 13 {
             match broker.metadata.topic_by_id(topic.topic_id) {
                 Some(m) => (m.name.clone(), Some(m)),
@@ -155,7 +206,6 @@ pub fn append(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Ap
                 .and_then(|(v, _, _)| v.parse::<i32>().ok())
                 .unwrap_or(1)
         });
-        // Broker-side compression: None keeps the producer's codec.
         let codec = meta.as_ref().and_then(|m| {
             topic_config::effective(&broker.config, &m.configs, "compression.type")
                 .and_then(|(v, _, _)| ferry_log::recompress::target_codec(&v))
@@ -165,160 +215,205 @@ pub fn append(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Ap
         } else {
             ResponseError::UnknownTopicOrPartition
         };
-        let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
-        for data in topic.partition_data {
-            let base = PartitionProduceResponse::default()
-                .with_index(data.index)
-                .with_base_offset(-1)
-                .with_log_append_time_ms(-1)
-                .with_log_start_offset(-1);
-            let fail = |e: ResponseError, msg: String| {
-                base.clone()
-                    .with_error_code(e.code())
-                    .with_error_message(message(msg))
-            };
-            let response = if !matches!(acks, -1..=1) {
-                fail(
-                    ResponseError::InvalidRequiredAcks,
-                    format!("acks must be -1, 0 or 1, got {acks}"),
-                )
-            } else if request.transactional_id.is_some() {
-                fail(
-                    ResponseError::TransactionalIdAuthorizationFailed,
-                    "transactions are not served by this broker yet".into(),
-                )
-            } else {
-                match broker.replicas.partition_of(&name, data.index) {
-                    None if meta.is_some()
-                        && broker.missing_partition_error(&name, data.index)
-                            == ResponseError::NotLeaderOrFollower =>
-                    {
-                        fail(
-                            ResponseError::NotLeaderOrFollower,
-                            format!("this broker is not the leader of {name}-{}", data.index),
-                        )
-                    }
-                    None => fail(
-                        unknown_topic_error,
-                        format!("{name}-{} is not hosted here", data.index),
-                    ),
-                    Some(p) if !p.is_leader() => fail(
-                        ResponseError::NotLeaderOrFollower,
-                        format!("this broker is not the leader of {}", p.tp),
-                    ),
-                    // Internal topics are written only by their coordinators, as in Kafka.
-                    Some(_) if name == crate::group_store::OFFSETS_TOPIC => fail(
-                        ResponseError::InvalidTopicException,
-                        format!("Cannot append to internal topic {name}"),
-                    ),
-                    Some(p)
-                        if acks == -1
-                            && i32::try_from(p.isr().len()).unwrap_or(i32::MAX)
-                                < min_isr.unwrap_or(1) =>
-                    {
-                        fail(
-                            ResponseError::NotEnoughReplicas,
-                            format!(
-                                "min.insync.replicas is {} but the in-sync replica set has {} member(s)",
-                                min_isr.unwrap_or(1),
-                                p.isr().len()
-                            ),
-                        )
-                    }
-                    Some(partition) => match data.records {
-                        None => fail(
-                            ResponseError::CorruptMessage,
-                            "produce request without records".into(),
-                        ),
-                        Some(records) => match codec
-                            .map(|c| ferry_log::recompress::recompress(&records, c))
-                            .transpose()
-                            .map(|r| r.flatten().unwrap_or(records))
-                            .map_err(|e| {
-                                ferry_log::LogError::CorruptMessage(format!(
-                                    "cannot recompress for compression.type: {e}"
-                                ))
-                            })
-                            .and_then(|records| {
-                                // Read before the append: if the epoch moves on in between,
-                                // the wait reports lost leadership (a retry), never a false ack.
-                                let leader_epoch = partition.leader_epoch();
-                                partition
-                                    .append_then(&records, |p, info| {
-                                        broker.replication.on_leader_append(p, info)
-                                    })
-                                    .map(|info| (info, leader_epoch))
-                            })
-                        {
-                            Ok((info, leader_epoch)) => {
-                                if !info.duplicate {
-                                    broker.metrics.topic(
-                                        &broker.metrics.messages_in,
-                                        &name,
-                                        info.record_count,
-                                    );
-                                    broker.metrics.topic(
-                                        &broker.metrics.bytes_in,
-                                        &name,
-                                        info.bytes as u64,
-                                    );
-                                }
-                                let wait = Wait {
-                                    topic: responses.len(),
-                                    index: partition_responses.len(),
-                                    partition: partition.clone(),
-                                    leader_epoch,
-                                    end_offset: info.last_offset + 1,
-                                    min_isr: min_isr.unwrap_or(1),
-                                };
-                                if acks == -1 && wait.status() != CommitStatus::Committed {
-                                    waits.push(wait);
-                                }
-                                base.clone()
-                                    .with_base_offset(info.first_offset)
-                                    .with_log_append_time_ms(info.log_append_time)
-                                    .with_log_start_offset(info.log_start_offset)
-                            }
-                            Err(e) => {
-                                let code = errors::log_error(&e);
-                                if code == ResponseError::KafkaStorageError {
-                                    tracing::error!(partition = %partition.tp, error = %e, "append failed");
-                                } else {
-                                    tracing::debug!(partition = %partition.tp, error = %e, "append refused");
-                                }
-                                fail(code, e.to_string())
-                            }
-                        },
-                    },
-                }
-            };
-            broker.metrics.error("Produce", response.error_code);
-            if response.error_code == ResponseError::NotLeaderOrFollower.code() {
-                let (leader, epoch) = broker.leader_of(&name, data.index);
-                partition_responses.push(
-                    response.with_current_leader(
-                        LeaderIdAndEpoch::default()
-                            .with_leader_id(BrokerId(leader))
-                            .with_leader_epoch(epoch),
-                    ),
-                );
-            } else {
-                partition_responses.push(response);
-            }
+        TopicTarget {
+            name,
+            known: meta.is_some(),
+            min_isr: min_isr.unwrap_or(1),
+            codec,
+            unknown_topic_error,
         }
-        responses.push(
-            TopicProduceResponse::default()
-                .with_name(TopicName(str_bytes(&name)))
-                .with_topic_id(topic.topic_id)
-                .with_partition_responses(partition_responses),
-        );
     }
-    AppendedProduce {
-        broker: broker.clone(),
-        acks,
-        timeout,
-        waits,
-        responses,
+}
+
+/// One partition's part of a produce request.
+struct PartitionAppend<'a> {
+    broker: &'a Arc<Broker>,
+    topic: &'a TopicTarget,
+    acks: i16,
+    /// The request has a `transactional_id`.
+    transactional: bool,
+    /// Where its response is: topic index, partition index.
+    at: (usize, usize),
+}
+
+impl PartitionAppend<'_> {
+    /// Appends `data`'s records if the partition takes them, and answers: the partition's
+    /// response, and the acks=all wait it needs, if any.
+    fn answer(&self, data: PartitionProduceData) -> (PartitionProduceResponse, Option<Wait>) {
+        let broker = self.broker;
+        let base = PartitionProduceResponse::default()
+            .with_index(data.index)
+            .with_base_offset(-1)
+            .with_log_append_time_ms(-1)
+            .with_log_start_offset(-1);
+        let fail = |e: ResponseError, msg: String| {
+            base.clone()
+                .with_error_code(e.code())
+                .with_error_message(message(msg))
+        };
+        let (response, wait) = match self.writable_partition(data.index) {
+            Err((e, msg)) => (fail(e, msg), None),
+            Ok(partition) => match data.records {
+                None => (
+                    fail(
+                        ResponseError::CorruptMessage,
+                        "produce request without records".into(),
+                    ),
+                    None,
+                ),
+                Some(records) => match self.append_records(&partition, records) {
+                    Ok((info, leader_epoch)) => {
+                        let wait = self.appended(&partition, &info, leader_epoch);
+                        let response = base
+                            .clone()
+                            .with_base_offset(info.first_offset)
+                            .with_log_append_time_ms(info.log_append_time)
+                            .with_log_start_offset(info.log_start_offset);
+                        (response, wait)
+                    }
+                    Err(e) => {
+                        let code = errors::log_error(&e);
+                        if code == ResponseError::KafkaStorageError {
+                            tracing::error!(partition = %partition.tp, error = %e, "append failed");
+                        } else {
+                            tracing::debug!(partition = %partition.tp, error = %e, "append refused");
+                        }
+                        (fail(code, e.to_string()), None)
+                    }
+                },
+            },
+        };
+        broker.metrics.error("Produce", response.error_code);
+        if response.error_code != ResponseError::NotLeaderOrFollower.code() {
+            return (response, wait);
+        }
+        let (leader, epoch) = broker.leader_of(&self.topic.name, data.index);
+        let response = response.with_current_leader(
+            LeaderIdAndEpoch::default()
+                .with_leader_id(BrokerId(leader))
+                .with_leader_epoch(epoch),
+        );
+        (response, wait)
+    }
+
+    /// The partition `index` whose leader takes this request's records, or why it is refused
+    /// (error and message), checked in this order.
+    fn writable_partition(&self, index: i32) -> Result<Arc<Partition>, (ResponseError, String)> {
+        let broker = self.broker;
+        let acks = self.acks;
+        let TopicTarget {
+            name,
+            known,
+            min_isr,
+            unknown_topic_error,
+            ..
+        } = self.topic;
+        if !matches!(acks, -1..=1) {
+            return Err((
+                ResponseError::InvalidRequiredAcks,
+                format!("acks must be -1, 0 or 1, got {acks}"),
+            ));
+        }
+        if self.transactional {
+            return Err((
+                ResponseError::TransactionalIdAuthorizationFailed,
+                "transactions are not served by this broker yet".into(),
+            ));
+        }
+        match broker.replicas.partition_of(name, index) {
+            None if *known
+                && broker.missing_partition_error(name, index)
+                    == ResponseError::NotLeaderOrFollower =>
+            {
+                Err((
+                    ResponseError::NotLeaderOrFollower,
+                    format!("this broker is not the leader of {name}-{index}"),
+                ))
+            }
+            None => Err((
+                *unknown_topic_error,
+                format!("{name}-{index} is not hosted here"),
+            )),
+            Some(p) if !p.is_leader() => Err((
+                ResponseError::NotLeaderOrFollower,
+                format!("this broker is not the leader of {}", p.tp),
+            )),
+            // Internal topics are written only by their coordinators, as in Kafka.
+            Some(_) if name == crate::group_store::OFFSETS_TOPIC => Err((
+                ResponseError::InvalidTopicException,
+                format!("Cannot append to internal topic {name}"),
+            )),
+            Some(p)
+                if acks == -1 && i32::try_from(p.isr().len()).unwrap_or(i32::MAX) < *min_isr =>
+            {
+                Err((
+                    ResponseError::NotEnoughReplicas,
+                    format!(
+                        "min.insync.replicas is {} but the in-sync replica set has {} member(s)",
+                        min_isr,
+                        p.isr().len()
+                    ),
+                ))
+            }
+            Some(partition) => Ok(partition),
+        }
+    }
+
+    /// Recompresses `records` for the topic's `compression.type`, if it asks for a codec, and
+    /// appends them: the append and the leader epoch it was made at.
+    fn append_records(
+        &self,
+        partition: &Partition,
+        records: Bytes,
+    ) -> Result<(AppendInfo, i32), LogError> {
+        self.topic
+            .codec
+            .map(|c| ferry_log::recompress::recompress(&records, c))
+            .transpose()
+            .map(|r| r.flatten().unwrap_or(records))
+            .map_err(|e| {
+                LogError::CorruptMessage(format!("cannot recompress for compression.type: {e}"))
+            })
+            .and_then(|records| {
+                // Read before the append: if the epoch moves on in between, the wait reports
+                // lost leadership (a retry), never a false ack.
+                let leader_epoch = partition.leader_epoch();
+                partition
+                    .append_then(&records, |p, info| {
+                        self.broker.replication.on_leader_append(p, info)
+                    })
+                    .map(|info| (info, leader_epoch))
+            })
+    }
+
+    /// Counts the appended records, and returns the wait for the in-sync replicas an acks=all
+    /// answer needs while they are not committed.
+    fn appended(
+        &self,
+        partition: &Arc<Partition>,
+        info: &AppendInfo,
+        leader_epoch: i32,
+    ) -> Option<Wait> {
+        let broker = self.broker;
+        if !info.duplicate {
+            let name = &self.topic.name;
+            broker
+                .metrics
+                .topic(&broker.metrics.messages_in, name, info.record_count);
+            broker
+                .metrics
+                .topic(&broker.metrics.bytes_in, name, info.bytes as u64);
+        }
+        let (topic, index) = self.at;
+        let wait = Wait {
+            topic,
+            index,
+            partition: partition.clone(),
+            leader_epoch,
+            end_offset: info.last_offset + 1,
+            min_isr: self.topic.min_isr,
+        };
+        (self.acks == -1 && wait.status() != CommitStatus::Committed).then_some(wait)
     }
 }
 

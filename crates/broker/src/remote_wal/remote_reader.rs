@@ -93,21 +93,10 @@ pub async fn run(
             tokio::time::sleep(RETRY_BACKOFF).await;
             continue;
         }
-        if conn.as_ref().map(Connection::peer) != Some(target) {
-            conn = None;
-            match handles
-                .peers
-                .connect(target, TrafficKind::WalMetadataReader)
-                .await
-            {
-                Ok(c) => conn = Some(c),
-                Err(e) => {
-                    tracing::debug!(partition, broker = target, error = %e, "metadata reader cannot connect");
-                    fail_over(&mut preferred, &mut leader_only_until);
-                    tokio::time::sleep(RETRY_BACKOFF).await;
-                    continue;
-                }
-            }
+        if !connect(&mut conn, &handles, target, partition).await {
+            fail_over(&mut preferred, &mut leader_only_until);
+            tokio::time::sleep(RETRY_BACKOFF).await;
+            continue;
         }
         let wait_ms = handles.config.replica_fetch_wait_max_ms().max(0);
         let rack = match leader_only_until {
@@ -118,32 +107,9 @@ pub async fn run(
         let client_id = inter_broker_client_id(handles.node_id, PURPOSE_WAL_METADATA_READER);
         let Some(c) = conn.as_mut() else { continue };
         let wait = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)) + REQUEST_TIMEOUT;
-        let data = match tokio::time::timeout(wait, c.fetch(&request, &client_id)).await {
-            Ok(Ok(response)) if response.error_code == 0 => response
-                .responses
-                .into_iter()
-                .filter(|t| t.topic.as_str() == METADATA_TOPIC)
-                .flat_map(|t| t.partitions)
-                .find(|d| d.partition_index == partition),
-            Ok(Ok(response)) => {
-                tracing::debug!(
-                    partition,
-                    code = response.error_code,
-                    "metadata fetch refused"
-                );
-                None
-            }
-            Ok(Err(e)) => {
-                tracing::debug!(partition, broker = target, error = %e, "metadata fetch failed; reconnecting");
-                conn = None;
-                None
-            }
-            Err(_) => {
-                tracing::debug!(
-                    partition,
-                    broker = target,
-                    "metadata fetch timed out; reconnecting"
-                );
+        let data = match fetch_partition(c, &request, &client_id, wait, partition, target).await {
+            Ok(data) => data,
+            Err(Reconnect) => {
                 conn = None;
                 None
             }
@@ -173,6 +139,77 @@ pub async fn run(
                 fail_over(&mut preferred, &mut leader_only_until);
                 tokio::time::sleep(RETRY_BACKOFF).await;
             }
+        }
+    }
+}
+
+/// Makes `conn` a connection to `target`, keeping it if it is one already; false when
+/// connecting failed (logged), leaving no connection.
+async fn connect(
+    conn: &mut Option<Connection>,
+    handles: &WalHost,
+    target: BrokerId,
+    partition: i32,
+) -> bool {
+    if conn.as_ref().map(Connection::peer) == Some(target) {
+        return true;
+    }
+    *conn = None;
+    match handles
+        .peers
+        .connect(target, TrafficKind::WalMetadataReader)
+        .await
+    {
+        Ok(c) => {
+            *conn = Some(c);
+            true
+        }
+        Err(e) => {
+            tracing::debug!(partition, broker = target, error = %e, "metadata reader cannot connect");
+            false
+        }
+    }
+}
+
+/// The connection to a fetch's target failed or timed out: it is dropped, and made again.
+struct Reconnect;
+
+/// Sends `request` to `target` over `c`, waiting at most `wait`: the metadata partition's
+/// answer, or `None` when the response is an error or lacks the partition (logged).
+async fn fetch_partition(
+    c: &mut Connection,
+    request: &FetchRequest,
+    client_id: &str,
+    wait: Duration,
+    partition: i32,
+    target: BrokerId,
+) -> Result<Option<PartitionData>, Reconnect> {
+    match tokio::time::timeout(wait, c.fetch(request, client_id)).await {
+        Ok(Ok(response)) if response.error_code == 0 => Ok(response
+            .responses
+            .into_iter()
+            .filter(|t| t.topic.as_str() == METADATA_TOPIC)
+            .flat_map(|t| t.partitions)
+            .find(|d| d.partition_index == partition)),
+        Ok(Ok(response)) => {
+            tracing::debug!(
+                partition,
+                code = response.error_code,
+                "metadata fetch refused"
+            );
+            Ok(None)
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(partition, broker = target, error = %e, "metadata fetch failed; reconnecting");
+            Err(Reconnect)
+        }
+        Err(_) => {
+            tracing::debug!(
+                partition,
+                broker = target,
+                "metadata fetch timed out; reconnecting"
+            );
+            Err(Reconnect)
         }
     }
 }

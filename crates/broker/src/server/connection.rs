@@ -18,16 +18,17 @@ use tokio::time::Instant;
 
 use bytes::Bytes;
 use ferry_protocol::frame::{read_frame, FrameError};
-use ferry_protocol::{decode_request, encode_response, DecodeError};
+use ferry_protocol::{decode_request, encode_response, DecodeError, DecodedRequest};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
 use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use crate::broker::Broker;
 use crate::handlers::{self, Handled};
-use crate::metrics::{self, ApiLabels};
+use crate::metrics::{self, ApiLabels, Metrics};
 
 /// Responses queued for the writer, at most this many: it bounds the produce requests of one
 /// connection whose records are appended but whose acks=all answer is still pending (each holds
@@ -94,42 +95,14 @@ pub async fn serve(
     mut stop: watch::Receiver<bool>,
 ) {
     broker.metrics.connections.inc();
-    let (read_half, mut write_half) = stream.into_split();
+    let (read_half, write_half) = stream.into_split();
     let mut reader = BufReader::with_capacity(256 * 1024, read_half);
-    let (tx, mut rx) = mpsc::channel::<Outgoing>(MAX_QUEUED_RESPONSES);
-    let metrics = broker.metrics.clone();
-    let writer = tokio::spawn(async move {
-        while let Some(next) = rx.recv().await {
-            let frame = match next.await {
-                Ok(Some(f)) => f,
-                Ok(None) => continue,
-                Err(()) => break,
-            };
-            if write_half.write_all(&frame).await.is_err() {
-                break;
-            }
-            metrics.network_bytes_out.inc_by(frame.len() as u64);
-        }
-        let _ = write_half.shutdown().await;
-    });
+    let (tx, rx) = mpsc::channel::<Outgoing>(MAX_QUEUED_RESPONSES);
+    let writer = tokio::spawn(write_responses(write_half, rx, broker.metrics.clone()));
     let max = broker.config.socket_request_max_bytes();
     loop {
-        let frame = tokio::select! {
-            f = read_frame(&mut reader, max) => f,
-            _ = stop.changed() => break,
-        };
-        let frame = match frame {
-            Ok(Some(f)) => f,
-            Ok(None) => break,
-            Err(FrameError::Io(e)) => {
-                tracing::debug!(%peer, error = %e, "connection error");
-                break;
-            }
-            Err(e) => {
-                broker.metrics.malformed_requests.inc();
-                tracing::warn!(%peer, error = %e, "closing connection: bad frame");
-                break;
-            }
+        let Some(frame) = next_frame(&broker, &mut reader, max, &mut stop, peer).await else {
+            break;
         };
         let request_bytes = frame.len() as u64 + 4;
         broker.metrics.network_bytes_in.inc_by(request_bytes);
@@ -140,20 +113,13 @@ pub async fn serve(
                 correlation_id,
                 version,
             }) => {
-                // KIP-511: answer in v0 so the client can pick a version we serve.
-                tracing::debug!(%peer, version, "ApiVersions at an unsupported version: v0 fallback");
-                let body = ResponseKind::ApiVersions(ferry_protocol::api_versions_response(
-                    ResponseError::UnsupportedVersion.code(),
-                ));
-                match encode_response(ApiKey::ApiVersions, 0, correlation_id, &body) {
-                    Ok(f) => {
-                        if tx.send(Box::pin(async move { Ok(Some(f)) })).await.is_err() {
-                            break;
-                        }
-                        continue;
-                    }
-                    Err(_) => break,
+                let Some(outgoing) = api_versions_fallback(peer, correlation_id, version) else {
+                    break;
+                };
+                if tx.send(outgoing).await.is_err() {
+                    break;
                 }
+                continue;
             }
             Err(e) => {
                 broker.metrics.malformed_requests.inc();
@@ -161,43 +127,7 @@ pub async fn serve(
                 break;
             }
         };
-        let api_key = request.api_key;
-        let version = request.header.request_api_version;
-        let correlation_id = request.header.correlation_id;
-        let api = format!("{api_key:?}");
-        let labels = ApiLabels { api };
-        broker.metrics.requests.get_or_create(&labels).inc();
-        let ctx = handlers::RequestContext {
-            client_id: request
-                .header
-                .client_id
-                .as_ref()
-                .map(|c| c.to_string())
-                .unwrap_or_default(),
-            client_host: format!("/{}", peer.ip()),
-        };
-        // Requests from other brokers are counted by the sender's rack (cross-AZ traffic).
-        let from_broker =
-            metrics::inter_broker_peer(&ctx.client_id).filter(|id| *id != broker.node_id);
-        let answer = Answer {
-            broker: broker.clone(),
-            peer,
-            api_key,
-            version,
-            correlation_id,
-            labels,
-            started,
-            client_id: ctx.client_id.clone(),
-            from_broker,
-            request_bytes,
-        };
-        let outgoing: Outgoing = match handlers::handle_pipelined(&broker, request, &ctx).await {
-            Handled::Now(body) => {
-                let framed = answer.frame(body);
-                Box::pin(async move { framed })
-            }
-            Handled::Later(body) => Box::pin(async move { answer.frame(body.await) }),
-        };
+        let outgoing = handle_request(&broker, request, peer, started, request_bytes).await;
         if tx.send(outgoing).await.is_err() {
             break;
         }
@@ -205,4 +135,111 @@ pub async fn serve(
     drop(tx);
     let _ = writer.await;
     broker.metrics.connections.dec();
+}
+
+/// The writer task: sends each queued response when it is ready, in queue order, until the
+/// queue closes, a response cannot be framed, or the client stops reading.
+async fn write_responses(
+    mut write_half: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Outgoing>,
+    metrics: Arc<Metrics>,
+) {
+    while let Some(next) = rx.recv().await {
+        let frame = match next.await {
+            Ok(Some(f)) => f,
+            Ok(None) => continue,
+            Err(()) => break,
+        };
+        if write_half.write_all(&frame).await.is_err() {
+            break;
+        }
+        metrics.network_bytes_out.inc_by(frame.len() as u64);
+    }
+    let _ = write_half.shutdown().await;
+}
+
+/// The next request frame; `None` when the connection is to close: the client closed it, the
+/// broker stops, or the frame is bad or cannot be read (logged).
+async fn next_frame(
+    broker: &Broker,
+    reader: &mut BufReader<OwnedReadHalf>,
+    max: usize,
+    stop: &mut watch::Receiver<bool>,
+    peer: SocketAddr,
+) -> Option<Bytes> {
+    let frame = tokio::select! {
+        f = read_frame(reader, max) => f,
+        _ = stop.changed() => return None,
+    };
+    match frame {
+        Ok(f) => f,
+        Err(FrameError::Io(e)) => {
+            tracing::debug!(%peer, error = %e, "connection error");
+            None
+        }
+        Err(e) => {
+            broker.metrics.malformed_requests.inc();
+            tracing::warn!(%peer, error = %e, "closing connection: bad frame");
+            None
+        }
+    }
+}
+
+/// The answer to an ApiVersions request at a version this broker does not serve; `None` when
+/// it cannot be encoded (the connection closes).
+fn api_versions_fallback(peer: SocketAddr, correlation_id: i32, version: i16) -> Option<Outgoing> {
+    // KIP-511: answer in v0 so the client can pick a version we serve.
+    tracing::debug!(%peer, version, "ApiVersions at an unsupported version: v0 fallback");
+    let body = ResponseKind::ApiVersions(ferry_protocol::api_versions_response(
+        ResponseError::UnsupportedVersion.code(),
+    ));
+    let f = encode_response(ApiKey::ApiVersions, 0, correlation_id, &body).ok()?;
+    Some(Box::pin(async move { Ok(Some(f)) }))
+}
+
+/// Handles one request and returns its response for the writer: framed already, or a future
+/// that frames it when a produce's acks=all answer is known.
+async fn handle_request(
+    broker: &Arc<Broker>,
+    request: DecodedRequest,
+    peer: SocketAddr,
+    started: Instant,
+    request_bytes: u64,
+) -> Outgoing {
+    let api_key = request.api_key;
+    let version = request.header.request_api_version;
+    let correlation_id = request.header.correlation_id;
+    let api = format!("{api_key:?}");
+    let labels = ApiLabels { api };
+    broker.metrics.requests.get_or_create(&labels).inc();
+    let ctx = handlers::RequestContext {
+        client_id: request
+            .header
+            .client_id
+            .as_ref()
+            .map(|c| c.to_string())
+            .unwrap_or_default(),
+        client_host: format!("/{}", peer.ip()),
+    };
+    // Requests from other brokers are counted by the sender's rack (cross-AZ traffic).
+    let from_broker = metrics::inter_broker_peer(&ctx.client_id).filter(|id| *id != broker.node_id);
+    let answer = Answer {
+        broker: broker.clone(),
+        peer,
+        api_key,
+        version,
+        correlation_id,
+        labels,
+        started,
+        client_id: ctx.client_id.clone(),
+        from_broker,
+        request_bytes,
+    };
+    match handlers::handle_pipelined(broker, request, &ctx).await {
+        Handled::Now(body) => {
+            let framed = answer.frame(body);
+            Box::pin(async move { framed })
+        }
+        Handled::Later(body) => Box::pin(async move { answer.frame(body.await) }),
+    }
 }
