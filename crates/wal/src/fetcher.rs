@@ -648,19 +648,9 @@ impl WalFetcher {
             fetch,
             ..
         } = p;
-        // The log may have moved (classic fetch, truncation) since it was planned.
-        let Some(now) = self.sink.partition_state(wp.topic_id, wp.partition) else {
+        let Some(mut leo) = self.log_end_if_still_planned(wp, &planned) else {
             return Applied::Stopped;
         };
-        if now.leader_epoch != planned.leader_epoch
-            || now.log_end_offset != planned.log_end_offset
-            || !now.log_validated
-        {
-            // Planned again on the next step; a GET already running keeps its bytes.
-            self.shared.wake.notify_one();
-            return Applied::Stopped;
-        }
-        let mut leo = now.log_end_offset;
         // Appending continues while each next slice's bytes are there.
         let mut appending = true;
         let mut first_missing = true;
@@ -715,44 +705,94 @@ impl WalFetcher {
             if !appending {
                 continue;
             }
-            match verify_slice(&m, &data, leo) {
-                Ok(None) => self.state().remove_if_same(&m),
-                Ok(Some(v)) => {
-                    match self
-                        .sink
-                        .append_as_follower(wp.topic_id, wp.partition, v.records)
-                        .await
-                    {
-                        Ok(()) => {
-                            self.config
-                                .stages
-                                .observe(Stage::AppendWait, downloaded_at.elapsed());
-                            leo = v.last_offset + 1;
-                            report.slices_appended += 1;
-                            self.state().remove_if_same(&m);
-                        }
-                        Err(e) => {
-                            tracing::warn!(?wp, error = %e, "follower refused a remote WAL slice; replanning next step");
-                            classic(report, leo);
-                            return Applied::Stopped;
-                        }
-                    }
-                }
-                Err(e) => {
-                    debug_assert_eq!(e.kind(), ErrorKind::Corrupt);
-                    tracing::warn!(?wp, key = %m.object_key, error = %e, "remote WAL slice failed verification; classic fetch instead");
-                    report.corrupt_slices += 1;
-                    let mut st = self.state();
-                    st.unreadable
-                        .insert(Unreadable::slice(&m), self.config.max_unreadable);
-                    st.remove_if_same(&m);
-                    drop(st);
-                    classic(report, leo);
-                    return Applied::Stopped;
-                }
+            match self
+                .append_slice(wp, &m, data, downloaded_at, leo, report)
+                .await
+            {
+                Some(next) => leo = next,
+                None => return Applied::Stopped,
             }
         }
         Applied::Waiting
+    }
+
+    /// The log end offset of `wp` if its log is still as planned: the same leader epoch and
+    /// log end, confirmed by the leader. Otherwise (a classic fetch or a truncation moved it)
+    /// `None`, and the fetcher is woken to plan again; a GET already running keeps its bytes.
+    fn log_end_if_still_planned(
+        &self,
+        wp: WalPartition,
+        planned: &FollowerPartition,
+    ) -> Option<i64> {
+        let now = self.sink.partition_state(wp.topic_id, wp.partition)?;
+        if now.leader_epoch != planned.leader_epoch
+            || now.log_end_offset != planned.log_end_offset
+            || !now.log_validated
+        {
+            self.shared.wake.notify_one();
+            return None;
+        }
+        Some(now.log_end_offset)
+    }
+
+    /// Verifies one downloaded slice of `wp` against the log end `leo` and appends it.
+    /// Returns the new log end, or `None` when the partition stops here: the append was
+    /// refused or the slice failed verification, and its range went to the classic fetch.
+    async fn append_slice(
+        &self,
+        wp: WalPartition,
+        m: &WalSliceMetadata,
+        data: Bytes,
+        downloaded_at: Instant,
+        leo: i64,
+        report: &mut FetchReport,
+    ) -> Option<i64> {
+        let classic = |report: &mut FetchReport| {
+            report.classic.push(PartitionClassicFetch {
+                partition: wp,
+                fetch: ClassicFetch {
+                    from: leo,
+                    until: m.last_offset + 1,
+                },
+            })
+        };
+        match verify_slice(m, &data, leo) {
+            Ok(None) => {
+                self.state().remove_if_same(m);
+                Some(leo)
+            }
+            Ok(Some(v)) => match self
+                .sink
+                .append_as_follower(wp.topic_id, wp.partition, v.records)
+                .await
+            {
+                Ok(()) => {
+                    self.config
+                        .stages
+                        .observe(Stage::AppendWait, downloaded_at.elapsed());
+                    report.slices_appended += 1;
+                    self.state().remove_if_same(m);
+                    Some(v.last_offset + 1)
+                }
+                Err(e) => {
+                    tracing::warn!(?wp, error = %e, "follower refused a remote WAL slice; replanning next step");
+                    classic(report);
+                    None
+                }
+            },
+            Err(e) => {
+                debug_assert_eq!(e.kind(), ErrorKind::Corrupt);
+                tracing::warn!(?wp, key = %m.object_key, error = %e, "remote WAL slice failed verification; classic fetch instead");
+                report.corrupt_slices += 1;
+                let mut st = self.state();
+                st.unreadable
+                    .insert(Unreadable::slice(m), self.config.max_unreadable);
+                st.remove_if_same(m);
+                drop(st);
+                classic(report);
+                None
+            }
+        }
     }
 
     /// Starts coalesced ranged GETs for `slices` (in priority order) within the byte budget.
