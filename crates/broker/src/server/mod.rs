@@ -57,12 +57,10 @@ pub async fn open_broker(
     quorum: MetadataQuorum,
 ) -> anyhow::Result<(Arc<Broker>, tokio::sync::mpsc::UnboundedReceiver<IsrChange>)> {
     let dirs = config.log_dirs();
-    let first = dirs.first().context("log.dirs is empty")?.clone();
-    let voters = config.controller_quorum_voters()?;
-    let metadata_dir = config
-        .metadata_log_dir()
-        .context("log.dirs is empty and metadata.log.dir is not set")?;
-    let logs = LogManager::open(dirs.clone(), clock.clone()).context("opening log dirs")?;
+    if dirs.is_empty() {
+        anyhow::bail!("log.dirs is empty");
+    }
+    let logs = LogManager::open(dirs, clock.clone()).context("opening log dirs")?;
     let on_disk = logs.partitions_on_disk();
     let replicas = Arc::new(ReplicaManager::new(logs, config.node_id()));
 
@@ -75,35 +73,7 @@ pub async fn open_broker(
         .await
         .context("setting up the remote WAL (remote.wal.*)")?;
     let metrics = Arc::new(Metrics::with_extra(|r| wal_metrics.register(r)));
-    let controller_metrics = metrics.clone();
-    let traffic = ferry_cluster::TrafficObserver::new(move |peer, t| {
-        let peer = peer.and_then(|p| i32::try_from(p).ok());
-        controller_metrics.inter_broker(TrafficKind::Controller, peer, t.sent, t.received);
-    });
-    let (host, port) = advertised;
-    let options = MetadataOptions {
-        traffic: Some(traffic),
-        node_id: config.node_id(),
-        dir: metadata_dir.clone(),
-        legacy_dir: first.clone(),
-        voters,
-        rack: config.rack(),
-        host: host.clone(),
-        port,
-        unclean_leader_election: config.unclean_leader_election(),
-    };
-    let metadata = Arc::new(match quorum {
-        // Start-up blocks on the controller (election, registration, a one-time import).
-        MetadataQuorum::Controller => {
-            tokio::task::spawn_blocking(move || MetadataStore::open(options))
-                .await
-                .context("metadata start-up task")?
-                .with_context(|| format!("starting the controller in {}", metadata_dir.display()))?
-        }
-        MetadataQuorum::Local => {
-            MetadataStore::local(&options).context("starting a local metadata quorum")?
-        }
-    });
+    let metadata = Arc::new(open_metadata(&config, &metrics, advertised.clone(), quorum).await?);
 
     let offsets_store = Arc::new(crate::group_store::LogOffsetsStore::new(
         clock.clone(),
@@ -158,8 +128,63 @@ pub async fn open_broker(
         replicas,
         fetch_sessions: FetchSessionCache::default(),
         metrics,
-        advertised: (host, port),
+        advertised,
     });
+    open_known_topics(&broker, on_disk);
+    Ok((broker, isr_rx))
+}
+
+/// Opens the cluster metadata on `quorum`, registering this broker at `advertised`; the
+/// controller's traffic is counted in `metrics`.
+async fn open_metadata(
+    config: &BrokerConfig,
+    metrics: &Arc<Metrics>,
+    advertised: (String, u16),
+    quorum: MetadataQuorum,
+) -> anyhow::Result<MetadataStore> {
+    let first = config
+        .log_dirs()
+        .first()
+        .context("log.dirs is empty")?
+        .clone();
+    let voters = config.controller_quorum_voters()?;
+    let metadata_dir = config
+        .metadata_log_dir()
+        .context("log.dirs is empty and metadata.log.dir is not set")?;
+    let controller_metrics = metrics.clone();
+    let traffic = ferry_cluster::TrafficObserver::new(move |peer, t| {
+        let peer = peer.and_then(|p| i32::try_from(p).ok());
+        controller_metrics.inter_broker(TrafficKind::Controller, peer, t.sent, t.received);
+    });
+    let (host, port) = advertised;
+    let options = MetadataOptions {
+        traffic: Some(traffic),
+        node_id: config.node_id(),
+        dir: metadata_dir.clone(),
+        legacy_dir: first,
+        voters,
+        rack: config.rack(),
+        host,
+        port,
+        unclean_leader_election: config.unclean_leader_election(),
+    };
+    Ok(match quorum {
+        // Start-up blocks on the controller (election, registration, a one-time import).
+        MetadataQuorum::Controller => {
+            tokio::task::spawn_blocking(move || MetadataStore::open(options))
+                .await
+                .context("metadata start-up task")?
+                .with_context(|| format!("starting the controller in {}", metadata_dir.display()))?
+        }
+        MetadataQuorum::Local => {
+            MetadataStore::local(&options).context("starting a local metadata quorum")?
+        }
+    })
+}
+
+/// Opens the logs of the topics the metadata knows and the consumer groups, and names the
+/// log directories of topics it does not know (left untouched).
+fn open_known_topics(broker: &Arc<Broker>, on_disk: Vec<ferry_common::TopicPartition>) {
     broker
         .metrics
         .set_peer_racks(crate::broker::peer_racks(&broker.metadata.image()));
@@ -183,7 +208,6 @@ pub async fn open_broker(
             tracing::warn!(partition = %tp, "log directory of an unknown topic left untouched");
         }
     }
-    Ok((broker, isr_rx))
 }
 
 impl Server {
