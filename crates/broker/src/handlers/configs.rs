@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
@@ -18,8 +19,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::{message, str_bytes};
 use crate::broker::{Broker, TopicError};
-use ferry_config::broker_config::{ConfigType, BROKER_CONFIGS};
-use ferry_config::topic_config::{self, ConfigSource, TOPIC_CONFIGS};
+use ferry_config::broker_config::{ConfigDef, ConfigType, BROKER_CONFIGS};
+use ferry_config::topic_config::{self, ConfigSource, TopicConfigDef, TOPIC_CONFIGS};
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
@@ -45,125 +46,184 @@ pub fn describe_configs(
     request: DescribeConfigsRequest,
     version: i16,
 ) -> DescribeConfigsResponse {
+    let asked = Describing {
+        version,
+        include_synonyms: request.include_synonyms,
+        include_documentation: request.include_documentation,
+    };
     let results = request
         .resources
         .into_iter()
         .map(|r| {
-            let keys: Option<Vec<String>> = r
-                .configuration_keys
-                .as_ref()
-                .map(|ks| ks.iter().map(|k| k.to_string()).collect());
-            let wanted = |name: &str| keys.as_ref().is_none_or(|ks| ks.iter().any(|k| k == name));
-            let base = DescribeConfigsResult::default()
-                .with_resource_type(r.resource_type)
-                .with_resource_name(r.resource_name.clone());
-            let result = match r.resource_type {
-                TOPIC => match broker.metadata.topic(&r.resource_name) {
-                    None => base
-                        .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                        .with_error_message(message(format!(
-                            "Topic '{}' does not exist",
-                            r.resource_name.as_str()
-                        ))),
-                    Some(meta) => base.with_configs(
-                        TOPIC_CONFIGS
-                            .iter()
-                            .filter(|d| wanted(d.name))
-                            .filter_map(|d| {
-                                let (value, source, broker_key) =
-                                    topic_config::effective(&broker.config, &meta.configs, d.name)?;
-                                let mut synonyms = Vec::new();
-                                if request.include_synonyms {
-                                    if let Some(v) = meta.configs.get(d.name) {
-                                        synonyms.push(synonym(d.name, v, ConfigSource::Topic));
-                                    }
-                                    if broker.config.is_set(broker_key) {
-                                        synonyms.push(synonym(
-                                            broker_key,
-                                            broker.config.raw(broker_key),
-                                            ConfigSource::StaticBroker,
-                                        ));
-                                    }
-                                    if let Some(def) =
-                                        ferry_config::broker_config::lookup_def(broker_key)
-                                    {
-                                        synonyms.push(synonym(
-                                            broker_key,
-                                            def.default,
-                                            ConfigSource::Default,
-                                        ));
-                                    }
-                                }
-                                Some(entry(
-                                    d.name,
-                                    &value,
-                                    source,
-                                    false,
-                                    d.ty,
-                                    d.doc,
-                                    version,
-                                    request.include_documentation,
-                                    synonyms,
-                                ))
-                            })
-                            .collect(),
-                    ),
-                },
-                BROKER => {
-                    let name = r.resource_name.as_str();
-                    if name.is_empty() {
-                        // Cluster-wide dynamic defaults: ferry has none.
-                        base
-                    } else if name != broker.node_id.to_string() {
-                        base.with_error_code(ResponseError::InvalidRequest.code())
-                            .with_error_message(message(format!(
-                                "Unexpected broker id, expected {} but received {name}",
-                                broker.node_id
-                            )))
-                    } else {
-                        base.with_configs(
-                            BROKER_CONFIGS
-                                .iter()
-                                .filter(|d| wanted(d.name))
-                                .map(|d| {
-                                    let source = if broker.config.is_set(d.name) {
-                                        ConfigSource::StaticBroker
-                                    } else {
-                                        ConfigSource::Default
-                                    };
-                                    let value = broker.config.raw(d.name);
-                                    let synonyms = if request.include_synonyms {
-                                        vec![synonym(d.name, value, source)]
-                                    } else {
-                                        Vec::new()
-                                    };
-                                    entry(
-                                        d.name,
-                                        value,
-                                        source,
-                                        true,
-                                        d.ty,
-                                        d.doc,
-                                        version,
-                                        request.include_documentation,
-                                        synonyms,
-                                    )
-                                })
-                                .collect(),
-                        )
-                    }
-                }
-                other => base
-                    .with_error_code(ResponseError::InvalidRequest.code())
-                    .with_error_message(message(format!(
-                        "Config resource type {other} is not served"
-                    ))),
-            };
+            let result = describe_resource(broker, &asked, r);
             broker.metrics.error("DescribeConfigs", result.error_code);
             result
         })
         .collect();
     DescribeConfigsResponse::default().with_results(results)
+}
+
+/// What a DescribeConfigs request asks to see of every config it describes.
+struct Describing {
+    version: i16,
+    include_synonyms: bool,
+    include_documentation: bool,
+}
+
+/// The config names a resource asks for: all of them when it lists none.
+struct WantedKeys(Option<Vec<String>>);
+
+impl WantedKeys {
+    fn contains(&self, name: &str) -> bool {
+        self.0
+            .as_ref()
+            .is_none_or(|ks| ks.iter().any(|k| k == name))
+    }
+}
+
+/// Describes one resource: a topic, this broker, or an error for any other.
+fn describe_resource(
+    broker: &Broker,
+    asked: &Describing,
+    r: DescribeConfigsResource,
+) -> DescribeConfigsResult {
+    let wanted = WantedKeys(
+        r.configuration_keys
+            .as_ref()
+            .map(|ks| ks.iter().map(|k| k.to_string()).collect()),
+    );
+    let base = DescribeConfigsResult::default()
+        .with_resource_type(r.resource_type)
+        .with_resource_name(r.resource_name.clone());
+    match r.resource_type {
+        TOPIC => describe_topic(broker, asked, &wanted, base, &r.resource_name),
+        BROKER => describe_broker(broker, asked, &wanted, base, r.resource_name.as_str()),
+        other => base
+            .with_error_code(ResponseError::InvalidRequest.code())
+            .with_error_message(message(format!(
+                "Config resource type {other} is not served"
+            ))),
+    }
+}
+
+/// A topic's effective configs, or UNKNOWN_TOPIC_OR_PARTITION.
+fn describe_topic(
+    broker: &Broker,
+    asked: &Describing,
+    wanted: &WantedKeys,
+    base: DescribeConfigsResult,
+    name: &StrBytes,
+) -> DescribeConfigsResult {
+    let Some(meta) = broker.metadata.topic(name) else {
+        return base
+            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+            .with_error_message(message(format!("Topic '{}' does not exist", name.as_str())));
+    };
+    base.with_configs(
+        TOPIC_CONFIGS
+            .iter()
+            .filter(|d| wanted.contains(d.name))
+            .filter_map(|d| topic_entry(broker, asked, &meta.configs, d))
+            .collect(),
+    )
+}
+
+/// One topic config's effective value, with its synonyms (the topic override, the broker's
+/// setting and the broker default behind it) when asked; `None` for a key without one.
+fn topic_entry(
+    broker: &Broker,
+    asked: &Describing,
+    overrides: &BTreeMap<String, String>,
+    d: &TopicConfigDef,
+) -> Option<DescribeConfigsResourceResult> {
+    let (value, source, broker_key) = topic_config::effective(&broker.config, overrides, d.name)?;
+    let mut synonyms = Vec::new();
+    if asked.include_synonyms {
+        if let Some(v) = overrides.get(d.name) {
+            synonyms.push(synonym(d.name, v, ConfigSource::Topic));
+        }
+        if broker.config.is_set(broker_key) {
+            synonyms.push(synonym(
+                broker_key,
+                broker.config.raw(broker_key),
+                ConfigSource::StaticBroker,
+            ));
+        }
+        if let Some(def) = ferry_config::broker_config::lookup_def(broker_key) {
+            synonyms.push(synonym(broker_key, def.default, ConfigSource::Default));
+        }
+    }
+    Some(entry(
+        d.name,
+        &value,
+        source,
+        false,
+        d.ty,
+        d.doc,
+        asked.version,
+        asked.include_documentation,
+        synonyms,
+    ))
+}
+
+/// This broker's static configs (read-only: ferry has no dynamic broker configs). The empty
+/// name asks for the cluster-wide dynamic defaults, of which ferry has none; another broker's
+/// id is an error.
+fn describe_broker(
+    broker: &Broker,
+    asked: &Describing,
+    wanted: &WantedKeys,
+    base: DescribeConfigsResult,
+    name: &str,
+) -> DescribeConfigsResult {
+    if name.is_empty() {
+        return base;
+    }
+    if name != broker.node_id.to_string() {
+        return base
+            .with_error_code(ResponseError::InvalidRequest.code())
+            .with_error_message(message(format!(
+                "Unexpected broker id, expected {} but received {name}",
+                broker.node_id
+            )));
+    }
+    base.with_configs(
+        BROKER_CONFIGS
+            .iter()
+            .filter(|d| wanted.contains(d.name))
+            .map(|d| broker_entry(broker, asked, d))
+            .collect(),
+    )
+}
+
+/// One broker config's value: from the config file if set there, else its default.
+fn broker_entry(
+    broker: &Broker,
+    asked: &Describing,
+    d: &ConfigDef,
+) -> DescribeConfigsResourceResult {
+    let source = if broker.config.is_set(d.name) {
+        ConfigSource::StaticBroker
+    } else {
+        ConfigSource::Default
+    };
+    let value = broker.config.raw(d.name);
+    let synonyms = if asked.include_synonyms {
+        vec![synonym(d.name, value, source)]
+    } else {
+        Vec::new()
+    };
+    entry(
+        d.name,
+        value,
+        source,
+        true,
+        d.ty,
+        d.doc,
+        asked.version,
+        asked.include_documentation,
+        synonyms,
+    )
 }
 
 fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSynonym {

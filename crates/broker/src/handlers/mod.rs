@@ -89,21 +89,73 @@ pub async fn handle_pipelined(
 }
 
 /// Handles one request. `None` means no response is sent (Produce with acks=0).
+///
+/// Routes by API family; each family's function answers the APIs listed for it here.
 pub async fn handle(
     broker: &Arc<Broker>,
     request: DecodedRequest,
     ctx: &RequestContext,
 ) -> Option<ResponseKind> {
     let v = request.header.request_api_version;
-    let client = ferry_group::ClientInfo {
-        client_id: &ctx.client_id,
-        client_host: &ctx.client_host,
-    };
-    let response = match request.body {
+    match request.body {
+        body @ (RequestKind::ApiVersions(_)
+        | RequestKind::Metadata(_)
+        | RequestKind::DescribeCluster(_)
+        | RequestKind::DescribeLogDirs(_)
+        | RequestKind::FindCoordinator(_)) => cluster_request(broker, body, v),
+        body @ (RequestKind::Produce(_)
+        | RequestKind::Fetch(_)
+        | RequestKind::ListOffsets(_)
+        | RequestKind::DeleteRecords(_)
+        | RequestKind::OffsetForLeaderEpoch(_)
+        | RequestKind::InitProducerId(_)) => records_request(broker, body, v).await,
+        body @ (RequestKind::CreateTopics(_)
+        | RequestKind::DeleteTopics(_)
+        | RequestKind::CreatePartitions(_)
+        | RequestKind::DescribeConfigs(_)
+        | RequestKind::AlterConfigs(_)
+        | RequestKind::IncrementalAlterConfigs(_)) => admin_request(broker, body, v),
+        body @ (RequestKind::JoinGroup(_)
+        | RequestKind::SyncGroup(_)
+        | RequestKind::Heartbeat(_)
+        | RequestKind::LeaveGroup(_)
+        | RequestKind::OffsetCommit(_)
+        | RequestKind::OffsetFetch(_)
+        | RequestKind::ListGroups(_)
+        | RequestKind::DescribeGroups(_)
+        | RequestKind::DeleteGroups(_)
+        | RequestKind::ConsumerGroupHeartbeat(_)
+        | RequestKind::ConsumerGroupDescribe(_)
+        | RequestKind::OffsetDelete(_)) => group_request(broker, body, v, ctx).await,
+        other => unserved(other),
+    }
+}
+
+/// What the cluster is and where to send requests: API versions, metadata, the cluster and
+/// its log dirs, and the coordinator of a group.
+fn cluster_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Option<ResponseKind> {
+    let response = match body {
         RequestKind::ApiVersions(_) => {
             ResponseKind::ApiVersions(ferry_protocol::api_versions_response(0))
         }
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v)),
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(cluster::describe_cluster(broker, r, v))
+        }
+        RequestKind::DescribeLogDirs(r) => {
+            ResponseKind::DescribeLogDirs(cluster::describe_log_dirs(broker, r))
+        }
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, v))
+        }
+        other => return unserved(other),
+    };
+    Some(response)
+}
+
+/// Reading and writing a partition's records, and what producers and followers ask about them.
+async fn records_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Option<ResponseKind> {
+    let response = match body {
         RequestKind::Produce(r) => {
             return produce::handle(broker, r, v)
                 .await
@@ -113,6 +165,23 @@ pub async fn handle(
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(broker, r, v))
         }
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(records::delete_records(broker, r))
+        }
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(records::offset_for_leader_epoch(broker, r))
+        }
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(records::init_producer_id(broker, r))
+        }
+        other => return unserved(other),
+    };
+    Some(response)
+}
+
+/// Topic and config administration.
+fn admin_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Option<ResponseKind> {
+    let response = match body {
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(topics::create_topics(broker, r, v))
         }
@@ -131,96 +200,106 @@ pub async fn handle(
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(configs::incremental_alter_configs(broker, r))
         }
-        RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(cluster::describe_cluster(broker, r, v))
-        }
-        RequestKind::DescribeLogDirs(r) => {
-            ResponseKind::DescribeLogDirs(cluster::describe_log_dirs(broker, r))
-        }
-        RequestKind::DeleteRecords(r) => {
-            ResponseKind::DeleteRecords(records::delete_records(broker, r))
-        }
-        RequestKind::OffsetForLeaderEpoch(r) => {
-            ResponseKind::OffsetForLeaderEpoch(records::offset_for_leader_epoch(broker, r))
-        }
-        RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(records::init_producer_id(broker, r))
-        }
-        RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, v))
-        }
-        RequestKind::JoinGroup(r) => match broker.group_coordinator() {
-            Ok(g) => ResponseKind::JoinGroup(g.join_group(r, v, client).await),
-            Err(e) => ResponseKind::JoinGroup(
-                kafka_protocol::messages::JoinGroupResponse::default().with_error_code(e.code()),
-            ),
-        },
-        RequestKind::SyncGroup(r) => match broker.group_coordinator() {
-            Ok(g) => ResponseKind::SyncGroup(g.sync_group(r, v).await),
-            Err(e) => ResponseKind::SyncGroup(
-                kafka_protocol::messages::SyncGroupResponse::default().with_error_code(e.code()),
-            ),
-        },
-        RequestKind::Heartbeat(r) => match broker.group_coordinator() {
-            Ok(g) => ResponseKind::Heartbeat(g.heartbeat(r)),
-            Err(e) => ResponseKind::Heartbeat(
-                kafka_protocol::messages::HeartbeatResponse::default().with_error_code(e.code()),
-            ),
-        },
-        RequestKind::LeaveGroup(r) => match broker.group_coordinator() {
-            Ok(g) => ResponseKind::LeaveGroup(g.leave_group(r, v)),
-            Err(e) => ResponseKind::LeaveGroup(
-                kafka_protocol::messages::LeaveGroupResponse::default().with_error_code(e.code()),
-            ),
-        },
-        RequestKind::OffsetCommit(r) => match broker.group_coordinator() {
-            Ok(g) => ResponseKind::OffsetCommit(g.offset_commit(r, v).await),
-            Err(_) => ResponseKind::OffsetCommit(Default::default()),
-        },
-        RequestKind::OffsetFetch(r) => match broker.group_coordinator() {
-            Ok(g) => ResponseKind::OffsetFetch(g.offset_fetch(r, v)),
-            Err(e) => ResponseKind::OffsetFetch(
-                kafka_protocol::messages::OffsetFetchResponse::default().with_error_code(e.code()),
-            ),
-        },
-        RequestKind::ListGroups(r) => match broker.group_coordinator() {
-            Ok(g) => ResponseKind::ListGroups(g.list_groups(r)),
-            Err(e) => ResponseKind::ListGroups(
-                kafka_protocol::messages::ListGroupsResponse::default().with_error_code(e.code()),
-            ),
-        },
-        RequestKind::DescribeGroups(r) => match broker.group_coordinator() {
-            Ok(g) => ResponseKind::DescribeGroups(g.describe_groups(r, v)),
-            Err(_) => ResponseKind::DescribeGroups(Default::default()),
-        },
-        RequestKind::DeleteGroups(r) => match broker.group_coordinator() {
-            Ok(g) => ResponseKind::DeleteGroups(g.delete_groups(r)),
-            Err(_) => ResponseKind::DeleteGroups(Default::default()),
-        },
-        RequestKind::ConsumerGroupHeartbeat(r) => match broker.group_coordinator() {
-            Ok(g) => ResponseKind::ConsumerGroupHeartbeat(g.consumer_group_heartbeat(r, client)),
-            Err(e) => ResponseKind::ConsumerGroupHeartbeat(
-                kafka_protocol::messages::ConsumerGroupHeartbeatResponse::default()
-                    .with_error_code(e.code()),
-            ),
-        },
-        RequestKind::ConsumerGroupDescribe(r) => match broker.group_coordinator() {
-            Ok(g) => ResponseKind::ConsumerGroupDescribe(g.consumer_group_describe(r)),
-            Err(_) => ResponseKind::ConsumerGroupDescribe(Default::default()),
-        },
-        RequestKind::OffsetDelete(r) => match broker.group_coordinator() {
-            Ok(g) => ResponseKind::OffsetDelete(g.offset_delete(r)),
-            Err(e) => ResponseKind::OffsetDelete(
-                kafka_protocol::messages::OffsetDeleteResponse::default().with_error_code(e.code()),
-            ),
-        },
-        other => {
-            // decode_request only lets through APIs in the served table, all matched above.
-            tracing::warn!(request = ?std::mem::discriminant(&other), "no handler for a served API");
-            return None;
-        }
+        other => return unserved(other),
     };
     Some(response)
+}
+
+/// The consumer group APIs, which the group coordinator answers once `__consumer_offsets`
+/// exists.
+async fn group_request(
+    broker: &Arc<Broker>,
+    body: RequestKind,
+    v: i16,
+    ctx: &RequestContext,
+) -> Option<ResponseKind> {
+    let client = ferry_group::ClientInfo {
+        client_id: &ctx.client_id,
+        client_host: &ctx.client_host,
+    };
+    match broker.group_coordinator() {
+        Ok(g) => group_response(g, body, v, client).await,
+        Err(e) => group_unavailable(body, e.code()),
+    }
+}
+
+/// A group API's answer from the coordinator.
+async fn group_response(
+    g: &ferry_group::GroupCoordinator,
+    body: RequestKind,
+    v: i16,
+    client: ferry_group::ClientInfo<'_>,
+) -> Option<ResponseKind> {
+    let response = match body {
+        RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(g.join_group(r, v, client).await),
+        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(g.sync_group(r, v).await),
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(g.heartbeat(r)),
+        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(g.leave_group(r, v)),
+        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(g.offset_commit(r, v).await),
+        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(g.offset_fetch(r, v)),
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(g.list_groups(r)),
+        RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(g.describe_groups(r, v)),
+        RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(g.delete_groups(r)),
+        RequestKind::ConsumerGroupHeartbeat(r) => {
+            ResponseKind::ConsumerGroupHeartbeat(g.consumer_group_heartbeat(r, client))
+        }
+        RequestKind::ConsumerGroupDescribe(r) => {
+            ResponseKind::ConsumerGroupDescribe(g.consumer_group_describe(r))
+        }
+        RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(g.offset_delete(r)),
+        other => return unserved(other),
+    };
+    Some(response)
+}
+
+/// A group API's answer without a coordinator: the error code, where the response has a
+/// top-level one, else an empty response.
+fn group_unavailable(body: RequestKind, code: i16) -> Option<ResponseKind> {
+    use kafka_protocol::messages::{
+        ConsumerGroupHeartbeatResponse, HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse,
+        ListGroupsResponse, OffsetDeleteResponse, OffsetFetchResponse, SyncGroupResponse,
+    };
+    let response = match body {
+        RequestKind::JoinGroup(_) => {
+            ResponseKind::JoinGroup(JoinGroupResponse::default().with_error_code(code))
+        }
+        RequestKind::SyncGroup(_) => {
+            ResponseKind::SyncGroup(SyncGroupResponse::default().with_error_code(code))
+        }
+        RequestKind::Heartbeat(_) => {
+            ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(code))
+        }
+        RequestKind::LeaveGroup(_) => {
+            ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(code))
+        }
+        RequestKind::OffsetCommit(_) => ResponseKind::OffsetCommit(Default::default()),
+        RequestKind::OffsetFetch(_) => {
+            ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_error_code(code))
+        }
+        RequestKind::ListGroups(_) => {
+            ResponseKind::ListGroups(ListGroupsResponse::default().with_error_code(code))
+        }
+        RequestKind::DescribeGroups(_) => ResponseKind::DescribeGroups(Default::default()),
+        RequestKind::DeleteGroups(_) => ResponseKind::DeleteGroups(Default::default()),
+        RequestKind::ConsumerGroupHeartbeat(_) => ResponseKind::ConsumerGroupHeartbeat(
+            ConsumerGroupHeartbeatResponse::default().with_error_code(code),
+        ),
+        RequestKind::ConsumerGroupDescribe(_) => {
+            ResponseKind::ConsumerGroupDescribe(Default::default())
+        }
+        RequestKind::OffsetDelete(_) => {
+            ResponseKind::OffsetDelete(OffsetDeleteResponse::default().with_error_code(code))
+        }
+        other => return unserved(other),
+    };
+    Some(response)
+}
+
+/// A request no handler answers: nothing is sent back.
+fn unserved(other: RequestKind) -> Option<ResponseKind> {
+    // decode_request only lets through APIs in the served table, all routed in `handle`.
+    tracing::warn!(request = ?std::mem::discriminant(&other), "no handler for a served API");
+    None
 }
 
 pub(crate) fn str_bytes(s: &str) -> StrBytes {

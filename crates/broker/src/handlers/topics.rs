@@ -1,10 +1,13 @@
 //! CreateTopics, DeleteTopics and CreatePartitions.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
@@ -24,104 +27,17 @@ pub fn create_topics(
     request: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
-    let mut seen = std::collections::HashSet::new();
+    let mut seen = HashSet::new();
     let topics = request
         .topics
         .into_iter()
         .map(|t| {
-            let name = t.name.to_string();
             let result = CreatableTopicResult::default()
                 .with_name(t.name.clone())
                 .with_num_partitions(-1)
                 .with_replication_factor(-1);
-            let outcome: Result<_, TopicError> = (|| {
-                if !seen.insert(name.clone()) {
-                    return Err(TopicError::new(
-                        ResponseError::InvalidRequest,
-                        format!("Topic '{name}' appears more than once in the request"),
-                    ));
-                }
-                let mut configs = BTreeMap::new();
-                for c in &t.configs {
-                    match &c.value {
-                        Some(v) => {
-                            configs.insert(c.name.to_string(), v.to_string());
-                        }
-                        None => {
-                            return Err(TopicError::new(
-                                ResponseError::InvalidConfig,
-                                format!(
-                                    "Null value not supported for topic config '{}'",
-                                    c.name.as_str()
-                                ),
-                            ))
-                        }
-                    }
-                }
-                let (partitions, rf, manual) = if t.assignments.is_empty() {
-                    (t.num_partitions, t.replication_factor, None)
-                } else {
-                    if t.num_partitions != -1 || t.replication_factor != -1 {
-                        return Err(TopicError::new(
-                            ResponseError::InvalidRequest,
-                            "Both replica assignments and numPartitions/replicationFactor were set",
-                        ));
-                    }
-                    // Partition ids must be 0..n, each once (Kafka's rule).
-                    let mut lists = vec![None; t.assignments.len()];
-                    for a in &t.assignments {
-                        let slot = usize::try_from(a.partition_index)
-                            .ok()
-                            .and_then(|i| lists.get_mut(i))
-                            .filter(|slot| slot.is_none())
-                            .ok_or_else(|| {
-                                TopicError::new(
-                                    ResponseError::InvalidReplicaAssignment,
-                                    format!(
-                                        "Partitions must be numbered 0 to {} in the manual partition assignment, each once; got {}.",
-                                        t.assignments.len() - 1,
-                                        a.partition_index
-                                    ),
-                                )
-                            })?;
-                        *slot = Some(a.broker_ids.iter().map(|b| b.0).collect::<Vec<_>>());
-                    }
-                    let lists: Vec<Vec<i32>> = lists.into_iter().flatten().collect();
-                    validate_assignments(broker, lists.iter().cloned(), None)?;
-                    let rf = i16::try_from(lists[0].len()).unwrap_or(i16::MAX);
-                    (lists.len() as i32, rf, Some(lists))
-                };
-                let mut new = broker.validate_new_topic(&name, partitions, rf, configs)?;
-                new.assignments = manual;
-                if request.validate_only {
-                    Ok((
-                        Uuid::nil(),
-                        new.partitions,
-                        new.replication_factor,
-                        new.configs,
-                    ))
-                } else {
-                    let meta = broker.create_topic(new)?;
-                    Ok((
-                        meta.id,
-                        meta.partitions,
-                        meta.replication_factor,
-                        meta.configs,
-                    ))
-                }
-            })();
-            let result = match outcome {
-                Ok((id, partitions, rf, overrides)) => {
-                    let result = result
-                        .with_topic_id(id)
-                        .with_num_partitions(partitions)
-                        .with_replication_factor(rf);
-                    if version >= 5 {
-                        result.with_configs(Some(effective_configs(broker, &overrides)))
-                    } else {
-                        result
-                    }
-                }
+            let result = match create_one(broker, &mut seen, t, request.validate_only) {
+                Ok(created) => created_result(broker, result, created, version),
                 Err(e) => result
                     .with_error_code(e.error.code())
                     .with_error_message(message(e.message)),
@@ -131,6 +47,134 @@ pub fn create_topics(
         })
         .collect();
     CreateTopicsResponse::default().with_topics(topics)
+}
+
+/// A topic as created (or as it would be, for validate_only, with a nil id).
+struct Created {
+    id: Uuid,
+    partitions: i32,
+    replication_factor: i16,
+    /// The topic's config overrides.
+    configs: BTreeMap<String, String>,
+}
+
+/// Creates one topic of the request, or checks that it could be created (validate_only).
+/// `seen` holds the names earlier in the request: a name given twice is refused.
+fn create_one(
+    broker: &Broker,
+    seen: &mut HashSet<String>,
+    t: CreatableTopic,
+    validate_only: bool,
+) -> Result<Created, TopicError> {
+    let name = t.name.to_string();
+    if !seen.insert(name.clone()) {
+        return Err(TopicError::new(
+            ResponseError::InvalidRequest,
+            format!("Topic '{name}' appears more than once in the request"),
+        ));
+    }
+    let configs = requested_configs(&t.configs)?;
+    let (partitions, rf, manual) = if t.assignments.is_empty() {
+        (t.num_partitions, t.replication_factor, None)
+    } else {
+        if t.num_partitions != -1 || t.replication_factor != -1 {
+            return Err(TopicError::new(
+                ResponseError::InvalidRequest,
+                "Both replica assignments and numPartitions/replicationFactor were set",
+            ));
+        }
+        let lists = manual_assignment(broker, &t.assignments)?;
+        let rf = i16::try_from(lists[0].len()).unwrap_or(i16::MAX);
+        (lists.len() as i32, rf, Some(lists))
+    };
+    let mut new = broker.validate_new_topic(&name, partitions, rf, configs)?;
+    new.assignments = manual;
+    if validate_only {
+        return Ok(Created {
+            id: Uuid::nil(),
+            partitions: new.partitions,
+            replication_factor: new.replication_factor,
+            configs: new.configs,
+        });
+    }
+    let meta = broker.create_topic(new)?;
+    Ok(Created {
+        id: meta.id,
+        partitions: meta.partitions,
+        replication_factor: meta.replication_factor,
+        configs: meta.configs,
+    })
+}
+
+/// The config overrides a CreateTopics request gives a topic; a null value is refused.
+fn requested_configs(
+    configs: &[CreatableTopicConfig],
+) -> Result<BTreeMap<String, String>, TopicError> {
+    let mut overrides = BTreeMap::new();
+    for c in configs {
+        match &c.value {
+            Some(v) => {
+                overrides.insert(c.name.to_string(), v.to_string());
+            }
+            None => {
+                return Err(TopicError::new(
+                    ResponseError::InvalidConfig,
+                    format!(
+                        "Null value not supported for topic config '{}'",
+                        c.name.as_str()
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(overrides)
+}
+
+/// A non-empty manual assignment's replica lists in partition order, checked.
+fn manual_assignment(
+    broker: &Broker,
+    assignments: &[CreatableReplicaAssignment],
+) -> Result<Vec<Vec<i32>>, TopicError> {
+    // Partition ids must be 0..n, each once (Kafka's rule).
+    let mut lists = vec![None; assignments.len()];
+    for a in assignments {
+        let slot = usize::try_from(a.partition_index)
+            .ok()
+            .and_then(|i| lists.get_mut(i))
+            .filter(|slot| slot.is_none())
+            .ok_or_else(|| {
+                TopicError::new(
+                    ResponseError::InvalidReplicaAssignment,
+                    format!(
+                        "Partitions must be numbered 0 to {} in the manual partition assignment, each once; got {}.",
+                        assignments.len() - 1,
+                        a.partition_index
+                    ),
+                )
+            })?;
+        *slot = Some(a.broker_ids.iter().map(|b| b.0).collect::<Vec<_>>());
+    }
+    let lists: Vec<Vec<i32>> = lists.into_iter().flatten().collect();
+    validate_assignments(broker, lists.iter().cloned(), None)?;
+    Ok(lists)
+}
+
+/// A created topic's answer; v5+ also carries its effective configs.
+fn created_result(
+    broker: &Broker,
+    result: CreatableTopicResult,
+    created: Created,
+    version: i16,
+) -> CreatableTopicResult {
+    let result = result
+        .with_topic_id(created.id)
+        .with_num_partitions(created.partitions)
+        .with_replication_factor(created.replication_factor);
+    if version >= 5 {
+        result.with_configs(Some(effective_configs(broker, &created.configs)))
+    } else {
+        result
+    }
 }
 
 /// Checks a manual assignment as Kafka's controller does: non-empty replica lists of one length
