@@ -279,6 +279,20 @@ impl<S: ObjectStore> ObjectStore for MeteredStore<S> {
         Ok(data)
     }
 
+    async fn get_range_pieces(&self, key: &str, range: Range<u64>) -> Result<Vec<Bytes>> {
+        let pieces = self
+            .meter(
+                Op::GetRange,
+                self.inner.get_range_pieces(key, range),
+                Self::ok,
+            )
+            .await?;
+        let len: usize = pieces.iter().map(Bytes::len).sum();
+        self.metrics
+            .add_bytes(Op::GetRange, self.bucket(), "download", len as u64);
+        Ok(pieces)
+    }
+
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
         self.meter(Op::Head, self.inner.head(key), Self::ok).await
     }

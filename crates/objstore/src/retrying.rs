@@ -254,6 +254,13 @@ impl<S: ObjectStore> ObjectStore for RetryingStore<S> {
         .await
     }
 
+    async fn get_range_pieces(&self, key: &str, range: Range<u64>) -> Result<Vec<Bytes>> {
+        self.simple(Op::GetRange, key, || {
+            self.inner.get_range_pieces(key, range.clone())
+        })
+        .await
+    }
+
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
         self.simple(Op::Head, key, || self.inner.head(key)).await
     }

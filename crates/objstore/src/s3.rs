@@ -368,6 +368,11 @@ impl ObjectStore for S3Store {
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes> {
+        let pieces = self.get_range_pieces(key, range).await?;
+        Ok(join(pieces))
+    }
+
+    async fn get_range_pieces(&self, key: &str, range: Range<u64>) -> Result<Vec<Bytes>> {
         validate_key(key)?;
         if range.start > range.end {
             return Err(ObjStoreError::invalid_range(key, &range, None));
@@ -379,7 +384,7 @@ impl ObjectStore for S3Store {
                 .await?
                 .ok_or_else(|| ObjStoreError::not_found(key))?;
             check_range(key, &range, meta.size)?;
-            return Ok(Bytes::new());
+            return Ok(Vec::new());
         }
         let resp = self
             .client
@@ -399,12 +404,13 @@ impl ObjectStore for S3Store {
             .content_range()
             .and_then(|cr| cr.rsplit_once('/'))
             .and_then(|(_, total)| total.parse::<u64>().ok());
-        let data = read_body("get_range", key, resp.body).await?;
+        let pieces = read_body_pieces("get_range", key, resp.body).await?;
         // S3 answers a range that runs past the end with the bytes that exist; we do not.
-        if data.len() as u64 != range.end - range.start {
+        let len: usize = pieces.iter().map(Bytes::len).sum();
+        if len as u64 != range.end - range.start {
             return Err(ObjStoreError::invalid_range(key, &range, size));
         }
-        Ok(data)
+        Ok(pieces)
     }
 
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
@@ -490,6 +496,34 @@ impl ObjectStore for S3Store {
 
     fn bucket(&self) -> &str {
         &self.bucket
+    }
+}
+
+/// A body in the pieces it arrived in (no copy).
+async fn read_body_pieces(op: &'static str, key: &str, body: ByteStream) -> Result<Vec<Bytes>> {
+    body.collect()
+        .await
+        .map(|agg| agg.into_segments().collect())
+        .map_err(|e| ObjStoreError::Unavailable {
+            op,
+            message: format!("{key}: response body interrupted: {e}"),
+            source: Some(Box::new(e)),
+        })
+}
+
+/// Pieces as one buffer: free for one piece, a copy for more.
+fn join(mut pieces: Vec<Bytes>) -> Bytes {
+    match pieces.len() {
+        0 => Bytes::new(),
+        1 => pieces.swap_remove(0),
+        _ => {
+            let len = pieces.iter().map(Bytes::len).sum();
+            let mut out = bytes::BytesMut::with_capacity(len);
+            for p in &pieces {
+                out.extend_from_slice(p);
+            }
+            out.freeze()
+        }
     }
 }
 

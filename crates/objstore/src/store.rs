@@ -110,6 +110,14 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// Reads bytes `range.start..range.end` of an object.
     async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes>;
 
+    /// [`ObjectStore::get_range`] in the pieces the transport delivered, in order, for a
+    /// caller that cuts the bytes up again anyway: joining a multi-megabyte body into one
+    /// buffer costs a copy of every byte and the page faults of a fresh buffer. Stores that
+    /// hold the bytes in one piece return one.
+    async fn get_range_pieces(&self, key: &str, range: Range<u64>) -> Result<Vec<Bytes>> {
+        Ok(vec![self.get_range(key, range).await?])
+    }
+
     /// Size and modification time of an object, `None` when it does not exist.
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>>;
 
@@ -138,6 +146,9 @@ macro_rules! forward_object_store {
             }
             async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes> {
                 (**self).get_range(key, range).await
+            }
+            async fn get_range_pieces(&self, key: &str, range: Range<u64>) -> Result<Vec<Bytes>> {
+                (**self).get_range_pieces(key, range).await
             }
             async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
                 (**self).head(key).await

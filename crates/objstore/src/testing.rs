@@ -180,6 +180,12 @@ async fn ranges(store: &dyn ObjectStore) {
             data.slice(range.start as usize..range.end as usize),
             "{range:?}"
         );
+        // The same bytes in the pieces the transport delivered, in order.
+        let pieces = store
+            .get_range_pieces(&key, range.clone())
+            .await
+            .expect("get_range_pieces");
+        assert_eq!(pieces.concat(), got, "pieces of {range:?}");
     }
     for empty in [0..0, 17..17, len..len] {
         let got = store
@@ -197,6 +203,14 @@ async fn ranges(store: &dyn ObjectStore) {
         assert!(
             matches!(err, ObjStoreError::InvalidRange { .. }),
             "{bad:?} gave {err:?}"
+        );
+        let err = store
+            .get_range_pieces(&key, bad.clone())
+            .await
+            .expect_err("pieces of a range outside the object must fail");
+        assert!(
+            matches!(err, ObjStoreError::InvalidRange { .. }),
+            "pieces of {bad:?} gave {err:?}"
         );
     }
 }

@@ -158,13 +158,27 @@ pub struct RangedGet {
 impl RangedGet {
     /// Cuts the downloaded bytes into the slices' bytes (zero-copy).
     pub fn split(&self, data: &Bytes) -> Result<Vec<(WalSliceMetadata, Bytes)>> {
+        self.split_pieces(std::slice::from_ref(data))
+    }
+
+    /// [`RangedGet::split`] over the body in the pieces it arrived in: a slice inside one
+    /// piece is a view of it; only a slice that spans pieces is copied together.
+    pub fn split_pieces(&self, pieces: &[Bytes]) -> Result<Vec<(WalSliceMetadata, Bytes)>> {
         let want = self.range.end - self.range.start;
-        if data.len() as u64 != want {
+        let got: u64 = pieces.iter().map(|p| p.len() as u64).sum();
+        if got != want {
             return Err(WalError::Truncated {
                 what: "ranged GET",
                 needed: want,
-                available: data.len() as u64,
+                available: got,
             });
+        }
+        // Where each piece starts within the GET range.
+        let mut starts = Vec::with_capacity(pieces.len());
+        let mut at = 0usize;
+        for p in pieces {
+            starts.push(at);
+            at += p.len();
         }
         self.slices
             .iter()
@@ -178,10 +192,39 @@ impl RangedGet {
                 }
                 let start = (r.start - self.range.start) as usize;
                 let end = (r.end - self.range.start) as usize;
-                Ok((s.clone(), data.slice(start..end)))
+                Ok((s.clone(), cut(pieces, &starts, start..end)))
             })
             .collect()
     }
+}
+
+/// Bytes `range` of the concatenation of `pieces` (piece `i` starting at `starts[i]`).
+fn cut(pieces: &[Bytes], starts: &[usize], range: std::ops::Range<usize>) -> Bytes {
+    // The last piece starting at or before the range.
+    let first = starts
+        .partition_point(|s| *s <= range.start)
+        .saturating_sub(1);
+    let Some(piece) = pieces.get(first) else {
+        return Bytes::new();
+    };
+    let offset = range.start - starts[first];
+    if offset + range.len() <= piece.len() {
+        return piece.slice(offset..offset + range.len());
+    }
+    let mut out = bytes::BytesMut::with_capacity(range.len());
+    let mut at = range.start;
+    for (p, s) in pieces[first..].iter().zip(&starts[first..]) {
+        if at >= range.end {
+            break;
+        }
+        let from = at - s;
+        let to = (range.end - s).min(p.len());
+        if from < to {
+            out.extend_from_slice(&p[from..to]);
+            at = s + to;
+        }
+    }
+    out.freeze()
 }
 
 /// Groups slices (of any partitions) by object and merges ranges that touch or lie within

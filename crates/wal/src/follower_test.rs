@@ -223,6 +223,36 @@ fn coalesce_table_rule_7() {
     assert!(gets[0].split(&data.slice(..149)).is_err());
 }
 
+/// The body of a GET in the pieces it arrived in gives the same slices as the joined body,
+/// wherever the pieces end: inside a slice, on a slice boundary, or in empty pieces.
+#[test]
+fn split_over_pieces_equals_split_of_the_joined_body() {
+    let a = rec(0, 9, 1, "wal/1/x", 8, 100);
+    let b = rec(0, 9, 1, "wal/1/x", 108, 50);
+    let c = rec(0, 9, 1, "wal/1/x", 170, 30);
+    let get = &coalesce(&[a, b, c], 16)[0];
+    let data = Bytes::from((0..192u8).collect::<Vec<_>>());
+    let whole = get.split(&data).unwrap();
+    let cuts: &[&[usize]] = &[
+        &[],               // one piece
+        &[50],             // inside the first slice
+        &[100, 150],       // on a boundary, then inside the second
+        &[1, 2, 3, 191],   // many small pieces
+        &[0, 0, 100, 100], // empty pieces
+    ];
+    for &cut in cuts {
+        let mut pieces = Vec::new();
+        let mut from = 0;
+        for &to in cut.iter().chain(std::iter::once(&192)) {
+            pieces.push(data.slice(from..to));
+            from = to;
+        }
+        assert_eq!(get.split_pieces(&pieces).unwrap(), whole, "cut at {cut:?}");
+    }
+    let short = [data.slice(..100), data.slice(100..191)];
+    assert!(get.split_pieces(&short).is_err(), "a short body");
+}
+
 /// A v2 batch header (no records needed for these checks) for offsets `base..=last`.
 fn batch(base: i64, last: i64, epoch: i32) -> Vec<u8> {
     let mut b = BytesMut::new();

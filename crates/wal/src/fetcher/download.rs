@@ -27,7 +27,7 @@ pub(super) async fn download(
         stages.observe(Stage::GetQueue, start.duration_since(arrived));
         let r = match &store {
             None => None,
-            Some(s) => Some(s.get_range(&g.object_key, g.range.clone()).await),
+            Some(s) => Some(s.get_range_pieces(&g.object_key, g.range.clone()).await),
         };
         stages.observe(Stage::Get, start.elapsed());
         r
@@ -35,9 +35,9 @@ pub(super) async fn download(
     let at = Instant::now();
     let mut st = lock(&shared.state);
     let outcome = match result {
-        Some(Ok(data)) => {
-            st.counters.bytes_downloaded += data.len() as u64;
-            match g.split(&data) {
+        Some(Ok(pieces)) => {
+            st.counters.bytes_downloaded += pieces.iter().map(|p| p.len() as u64).sum::<u64>();
+            match g.split_pieces(&pieces) {
                 Ok(parts) => {
                     for (m, bytes) in parts {
                         // A slot pruned meanwhile (record covered or gone) stays gone.
