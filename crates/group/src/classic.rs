@@ -80,6 +80,9 @@ pub struct JoinClient<'a> {
     pub new_member_id: String,
 }
 
+/// Handles one JoinGroup. The steps: the request is checked against the group, then a member
+/// without an id joins as a new (or returning static) member, a member with an id handed out
+/// by MEMBER_ID_REQUIRED is added, and a known member rejoins.
 pub fn join(
     group: &mut Group,
     req: &JoinGroupRequest,
@@ -89,101 +92,170 @@ pub fn join(
     cfg: &GroupConfig,
 ) -> (Answer<JoinGroupResponse>, Effects) {
     let member_id = req.member_id.as_str();
-    let fail = |e: ResponseError| (Answer::Now(join_error(e, member_id)), Effects::default());
-    if req.session_timeout_ms < cfg.min_session_timeout_ms
-        || req.session_timeout_ms > cfg.max_session_timeout_ms
-    {
-        return fail(ResponseError::InvalidSessionTimeout);
-    }
-    let names: Vec<String> = req.protocols.iter().map(|p| p.name.to_string()).collect();
-    if !group.supports_protocols(&req.protocol_type, &names) {
-        return fail(ResponseError::InconsistentGroupProtocol);
-    }
-    if group.is(GroupState::Dead) {
-        return fail(ResponseError::CoordinatorNotAvailable);
-    }
-    if group.has_consumer_members() {
-        return fail(ResponseError::InconsistentGroupProtocol);
+    if let Err(e) = check_join(group, req, cfg) {
+        return refuse(e, member_id);
     }
     // An empty consumer-protocol group becomes a classic one again.
     group.consumer = None;
-    let instance = req.group_instance_id.as_ref().map(|i| i.to_string());
-    let protocols: Vec<(String, Bytes)> = req
-        .protocols
-        .iter()
-        .map(|p| (p.name.to_string(), p.metadata.clone()))
-        .collect();
-    let rebalance_timeout_ms = if version >= 1 {
-        req.rebalance_timeout_ms
-    } else {
-        req.session_timeout_ms
-    };
-
+    let joining = Joining::of(req, version);
     if member_id.is_empty() {
-        let new_id = client.new_member_id.clone();
-        if let Some(inst) = &instance {
-            if let Some(old_id) = group.static_members.get(inst).cloned() {
-                return rejoin_static(group, &old_id, &new_id, protocols, req, version, now, cfg);
-            }
-        } else if version >= 4 {
-            // KIP-394: hand out an id; the member joins again with it.
-            if group.members.len() + group.pending.len() >= cfg.max_group_size {
-                return fail(ResponseError::GroupMaxSizeReached);
-            }
-            group
-                .pending
-                .insert(new_id.clone(), now + i64::from(req.session_timeout_ms));
-            return (
-                Answer::Now(join_error(ResponseError::MemberIdRequired, &new_id)),
-                Effects::default(),
-            );
-        }
-        if group.members.len() >= cfg.max_group_size {
-            return fail(ResponseError::GroupMaxSizeReached);
-        }
-        let member = new_member(
-            &new_id,
-            instance.clone(),
-            &client,
-            rebalance_timeout_ms,
-            req,
-            protocols,
-            now,
-        );
-        return add_and_park(group, member, &req.protocol_type, version, now, cfg);
+        return join_without_id(group, joining, &client, now, cfg);
     }
-
     if group.pending.remove(member_id).is_some() {
-        if group.members.len() >= cfg.max_group_size {
-            return fail(ResponseError::GroupMaxSizeReached);
-        }
-        let member = new_member(
-            member_id,
-            instance.clone(),
-            &client,
-            rebalance_timeout_ms,
-            req,
-            protocols,
-            now,
-        );
-        return add_and_park(group, member, &req.protocol_type, version, now, cfg);
+        return admit(group, member_id, joining, &client, now, cfg);
     }
-    if let Some(inst) = &instance {
+    if let Some(inst) = &joining.instance {
         if group
             .static_members
             .get(inst)
             .is_some_and(|id| id != member_id)
         {
-            return fail(ResponseError::FencedInstanceId);
+            return refuse(ResponseError::FencedInstanceId, member_id);
         }
     }
+    rejoin(group, member_id, joining, now, cfg)
+}
+
+/// A JoinGroup request with what every way of joining reads of it resolved once.
+struct Joining<'r> {
+    req: &'r JoinGroupRequest,
+    version: i16,
+    instance: Option<String>,
+    protocols: Vec<(String, Bytes)>,
+    rebalance_timeout_ms: i32,
+}
+
+impl<'r> Joining<'r> {
+    fn of(req: &'r JoinGroupRequest, version: i16) -> Self {
+        Self {
+            req,
+            version,
+            instance: req.group_instance_id.as_ref().map(|i| i.to_string()),
+            protocols: req
+                .protocols
+                .iter()
+                .map(|p| (p.name.to_string(), p.metadata.clone()))
+                .collect(),
+            // v0 has no rebalance timeout: the session timeout stands in for it.
+            rebalance_timeout_ms: if version >= 1 {
+                req.rebalance_timeout_ms
+            } else {
+                req.session_timeout_ms
+            },
+        }
+    }
+}
+
+/// The join answered at once with an error, changing nothing.
+fn refuse(e: ResponseError, member_id: &str) -> (Answer<JoinGroupResponse>, Effects) {
+    (Answer::Now(join_error(e, member_id)), Effects::default())
+}
+
+/// A join the group cannot take whoever sends it: a session timeout out of bounds, protocols
+/// the group does not share, a dead group, or one with consumer-protocol members.
+fn check_join(
+    group: &Group,
+    req: &JoinGroupRequest,
+    cfg: &GroupConfig,
+) -> Result<(), ResponseError> {
+    if req.session_timeout_ms < cfg.min_session_timeout_ms
+        || req.session_timeout_ms > cfg.max_session_timeout_ms
+    {
+        return Err(ResponseError::InvalidSessionTimeout);
+    }
+    let names: Vec<String> = req.protocols.iter().map(|p| p.name.to_string()).collect();
+    if !group.supports_protocols(&req.protocol_type, &names) {
+        return Err(ResponseError::InconsistentGroupProtocol);
+    }
+    if group.is(GroupState::Dead) {
+        return Err(ResponseError::CoordinatorNotAvailable);
+    }
+    if group.has_consumer_members() {
+        return Err(ResponseError::InconsistentGroupProtocol);
+    }
+    Ok(())
+}
+
+/// A member without an id: a static member takes its previous incarnation's place; any other
+/// is handed an id to join again with from v4 on (KIP-394), and before v4 joins at once.
+fn join_without_id(
+    group: &mut Group,
+    joining: Joining<'_>,
+    client: &JoinClient<'_>,
+    now: i64,
+    cfg: &GroupConfig,
+) -> (Answer<JoinGroupResponse>, Effects) {
+    let new_id = client.new_member_id.clone();
+    if let Some(inst) = &joining.instance {
+        if let Some(old_id) = group.static_members.get(inst).cloned() {
+            let Joining {
+                req,
+                version,
+                protocols,
+                ..
+            } = joining;
+            return rejoin_static(group, &old_id, &new_id, protocols, req, version, now, cfg);
+        }
+    } else if joining.version >= 4 {
+        // KIP-394: hand out an id; the member joins again with it.
+        if group.members.len() + group.pending.len() >= cfg.max_group_size {
+            return refuse(ResponseError::GroupMaxSizeReached, "");
+        }
+        group.pending.insert(
+            new_id.clone(),
+            now + i64::from(joining.req.session_timeout_ms),
+        );
+        return (
+            Answer::Now(join_error(ResponseError::MemberIdRequired, &new_id)),
+            Effects::default(),
+        );
+    }
+    admit(group, &new_id, joining, client, now, cfg)
+}
+
+/// Adds a new member, if the group has room, and parks its join until the rebalance completes.
+fn admit(
+    group: &mut Group,
+    id: &str,
+    joining: Joining<'_>,
+    client: &JoinClient<'_>,
+    now: i64,
+    cfg: &GroupConfig,
+) -> (Answer<JoinGroupResponse>, Effects) {
+    let req = joining.req;
+    if group.members.len() >= cfg.max_group_size {
+        // Answered with the id the request came with (none for a member that had none).
+        return refuse(ResponseError::GroupMaxSizeReached, req.member_id.as_str());
+    }
+    let member = new_member(
+        id,
+        joining.instance,
+        client,
+        joining.rebalance_timeout_ms,
+        req,
+        joining.protocols,
+        now,
+    );
+    add_and_park(group, member, &req.protocol_type, joining.version, now, cfg)
+}
+
+/// A known member joins again: with the same protocols in a settled generation it gets the
+/// current answer at once (the leader the member list, while the group waits for its
+/// assignment); otherwise its join is parked and a rebalance starts, or goes on.
+fn rejoin(
+    group: &mut Group,
+    member_id: &str,
+    joining: Joining<'_>,
+    now: i64,
+    cfg: &GroupConfig,
+) -> (Answer<JoinGroupResponse>, Effects) {
     let Some(member) = group.members.get_mut(member_id) else {
-        return fail(ResponseError::UnknownMemberId);
+        return refuse(ResponseError::UnknownMemberId, member_id);
     };
-    let unchanged = member.protocols == protocols;
-    member.protocols = protocols;
-    member.rebalance_timeout_ms = rebalance_timeout_ms;
-    member.session_timeout_ms = req.session_timeout_ms;
+    let unchanged = member.protocols == joining.protocols;
+    member.protocols = joining.protocols;
+    member.rebalance_timeout_ms = joining.rebalance_timeout_ms;
+    member.session_timeout_ms = joining.req.session_timeout_ms;
     member.last_heartbeat_ms = now;
     let is_leader = group.leader.as_deref() == Some(member_id);
     match group.state {
@@ -195,27 +267,35 @@ pub fn join(
             let response = current_join_response(group, member_id, true);
             (Answer::Now(response), Effects::default())
         }
-        GroupState::Empty | GroupState::Dead => fail(ResponseError::UnknownMemberId),
-        _ => {
-            let (tx, rx) = oneshot::channel();
-            if let Some(m) = group.members.get_mut(member_id) {
-                if let Some((old, v)) = m.join_waiter.replace((tx, version)) {
-                    // A second JoinGroup from the same member supersedes the first.
-                    let _ = old.send(
-                        join_error(ResponseError::UnknownMemberId, member_id)
-                            .with_throttle_time_ms(0),
-                    );
-                    let _ = v;
-                }
-            }
-            let mut effects = Effects::default();
-            if !group.is(GroupState::PreparingRebalance) {
-                effects.merge(prepare_rebalance(group, now, cfg));
-            }
-            effects.merge(maybe_complete_join(group, now, cfg));
-            (Answer::Wait(rx), effects)
+        GroupState::Empty | GroupState::Dead => refuse(ResponseError::UnknownMemberId, member_id),
+        _ => park_rejoin(group, member_id, joining.version, now, cfg),
+    }
+}
+
+/// Parks a known member's join and starts a rebalance unless one is under way.
+fn park_rejoin(
+    group: &mut Group,
+    member_id: &str,
+    version: i16,
+    now: i64,
+    cfg: &GroupConfig,
+) -> (Answer<JoinGroupResponse>, Effects) {
+    let (tx, rx) = oneshot::channel();
+    if let Some(m) = group.members.get_mut(member_id) {
+        if let Some((old, v)) = m.join_waiter.replace((tx, version)) {
+            // A second JoinGroup from the same member supersedes the first.
+            let _ = old.send(
+                join_error(ResponseError::UnknownMemberId, member_id).with_throttle_time_ms(0),
+            );
+            let _ = v;
         }
     }
+    let mut effects = Effects::default();
+    if !group.is(GroupState::PreparingRebalance) {
+        effects.merge(prepare_rebalance(group, now, cfg));
+    }
+    effects.merge(maybe_complete_join(group, now, cfg));
+    (Answer::Wait(rx), effects)
 }
 
 fn new_member(

@@ -247,7 +247,11 @@ impl ConsumerGroup {
     }
 }
 
-/// Handles one ConsumerGroupHeartbeat for `group` (which exists, possibly empty).
+/// Handles one ConsumerGroupHeartbeat for `group` (which exists, possibly empty). The steps:
+/// a leaving member goes; otherwise the request is checked against the group (a join admits
+/// or restarts the member, any other epoch must be the member's), the member's details are
+/// recorded, the group epoch and the target assignment move if anything changed, and the member
+/// is reconciled towards its target. The flag says whether the group must be persisted.
 #[allow(clippy::too_many_arguments)]
 pub fn heartbeat(
     group: &mut ConsumerGroup,
@@ -260,160 +264,256 @@ pub fn heartbeat(
     catalog: &dyn TopicCatalog,
 ) -> (ConsumerGroupHeartbeatResponse, bool) {
     let epoch = req.member_epoch;
-    let mut changed = false;
-    // Any change to membership, subscriptions or topics moves the group epoch once.
-    let mut bump = false;
     if epoch == -1 || epoch == -2 {
-        let id = req.member_id.to_string();
-        if group.members.shift_remove(&id).is_none() {
-            return (err(ResponseError::UnknownMemberId, "unknown member"), false);
-        }
-        group.target.remove(&id);
-        group.group_epoch += 1;
-        tracing::info!(member = %id, "consumer group member left");
-        return (
-            ConsumerGroupHeartbeatResponse::default()
-                .with_member_id(Some(req.member_id.clone()))
-                .with_member_epoch(epoch),
-            true,
-        );
+        return leave(group, req);
     }
-    if let Some(a) = &req.server_assignor {
-        if !assignor::is_known(a) {
-            return (
-                err(
-                    ResponseError::UnsupportedAssignor,
-                    &format!("assignor `{}` is not one of uniform, range", a.as_str()),
-                ),
-                false,
-            );
-        }
+    if let Err(refusal) = check_assignor(req) {
+        return (refusal.response(), false);
     }
-    let member_id = if epoch == 0 {
-        if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
-            return (
-                err(
-                    ResponseError::InvalidRequest,
-                    "SubscribedTopicNames must be set when joining",
-                ),
-                false,
-            );
-        }
-        if req.subscribed_topic_regex.is_some() && req.subscribed_topic_names.is_none() {
-            return (
-                err(
-                    ResponseError::InvalidRequest,
-                    "regular-expression subscriptions are not served yet",
-                ),
-                false,
-            );
-        }
-        let id = if req.member_id.is_empty() {
-            new_member_id
-        } else {
-            req.member_id.to_string()
-        };
-        let exists = group.members.contains_key(&id);
-        if !exists {
-            // A static member replacing its previous incarnation takes over its place.
-            let replaced = req.instance_id.as_ref().and_then(|inst| {
-                group
-                    .members
-                    .values()
-                    .find(|m| m.instance_id.as_deref() == Some(inst.as_str()))
-                    .map(|m| m.id.clone())
-            });
-            if let Some(old) = replaced {
-                group.members.shift_remove(&old);
-                group.target.remove(&old);
-            } else if group.members.len() >= cfg.max_size {
-                return (
-                    err(ResponseError::GroupMaxSizeReached, "group is full"),
-                    false,
-                );
-            }
-            group.members.insert(
-                id.clone(),
-                ConsumerMember {
-                    id: id.clone(),
-                    instance_id: req.instance_id.as_ref().map(|i| i.to_string()),
-                    rack: None,
-                    client_id: client_id.to_string(),
-                    client_host: client_host.to_string(),
-                    subscribed: Vec::new(),
-                    server_assignor: None,
-                    rebalance_timeout_ms: req.rebalance_timeout_ms.max(0),
-                    epoch: 0,
-                    previous_epoch: -1,
-                    assigned: Assignment::new(),
-                    revoking: Assignment::new(),
-                    revoke_deadline_ms: 0,
-                    last_heartbeat_ms: now,
-                    last_sent: None,
-                },
-            );
-            bump = true;
-            tracing::info!(member = %id, "consumer group member joined");
-        } else if let Some(m) = group.members.get_mut(&id) {
-            // Rejoining at epoch 0: start over.
-            m.assigned.clear();
-            m.revoking.clear();
-            m.last_sent = None;
-            m.epoch = 0;
-        }
-        id
+    let admitted = if epoch == 0 {
+        join_member(group, req, client_id, client_host, new_member_id, now, cfg)
     } else {
-        let id = req.member_id.to_string();
-        let Some(m) = group.members.get(&id) else {
-            return (err(ResponseError::UnknownMemberId, "unknown member"), false);
-        };
-        let owned = req.topic_partitions.as_deref().map(from_wire);
-        let lost_response = epoch == m.previous_epoch
-            && owned
-                .as_ref()
-                .is_none_or(|o| is_empty(&minus(o, &m.assigned)));
-        if epoch != m.epoch && !lost_response {
-            return (
-                err(ResponseError::FencedMemberEpoch, "member epoch is stale"),
-                false,
-            );
-        }
-        id
+        known_member(group, req).map(|id| (id, false))
     };
-
+    // Any change to membership, subscriptions or topics moves the group epoch once.
+    let (member_id, mut bump) = match admitted {
+        Ok(admitted) => admitted,
+        Err(refusal) => return (refusal.response(), false),
+    };
     let Some(m) = group.members.get_mut(&member_id) else {
         return (err(ResponseError::UnknownMemberId, "unknown member"), false);
     };
     m.last_heartbeat_ms = now;
-    if let Some(topics) = &req.subscribed_topic_names {
-        let mut names: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
-        names.sort();
-        names.dedup();
-        if names != m.subscribed {
-            m.subscribed = names;
-            bump = true;
+    bump |= resubscribe(m, req);
+    let mut changed = update_member(m, req);
+    changed |= advance_epochs(group, bump, cfg, catalog);
+    reconcile_and_respond(group, member_id, epoch, now, cfg, changed)
+}
+
+/// A heartbeat refused before it changed anything: the error and its message.
+struct Refusal(ResponseError, String);
+
+impl Refusal {
+    fn new(error: ResponseError, message: &str) -> Self {
+        Self(error, message.to_string())
+    }
+
+    fn response(&self) -> ConsumerGroupHeartbeatResponse {
+        err(self.0, &self.1)
+    }
+}
+
+/// A member leaving (epoch -1, or -2 for a static member) goes at once, and the group epoch
+/// moves so that its partitions are given to the others.
+fn leave(
+    group: &mut ConsumerGroup,
+    req: &ConsumerGroupHeartbeatRequest,
+) -> (ConsumerGroupHeartbeatResponse, bool) {
+    let id = req.member_id.to_string();
+    if group.members.shift_remove(&id).is_none() {
+        return (err(ResponseError::UnknownMemberId, "unknown member"), false);
+    }
+    group.target.remove(&id);
+    group.group_epoch += 1;
+    tracing::info!(member = %id, "consumer group member left");
+    (
+        ConsumerGroupHeartbeatResponse::default()
+            .with_member_id(Some(req.member_id.clone()))
+            .with_member_epoch(req.member_epoch),
+        true,
+    )
+}
+
+/// A member may ask only for an assignor the coordinator has.
+fn check_assignor(req: &ConsumerGroupHeartbeatRequest) -> Result<(), Refusal> {
+    match &req.server_assignor {
+        Some(a) if !assignor::is_known(a) => Err(Refusal(
+            ResponseError::UnsupportedAssignor,
+            format!("assignor `{}` is not one of uniform, range", a.as_str()),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A member joining (epoch 0): a known member starts over with nothing assigned; a new one is
+/// added, taking the place of its previous incarnation if it is a static member. Returns the
+/// member's id and whether membership changed.
+fn join_member(
+    group: &mut ConsumerGroup,
+    req: &ConsumerGroupHeartbeatRequest,
+    client_id: &str,
+    client_host: &str,
+    new_member_id: String,
+    now: i64,
+    cfg: &ConsumerProtocolConfig,
+) -> Result<(String, bool), Refusal> {
+    check_join_subscription(req)?;
+    let id = if req.member_id.is_empty() {
+        new_member_id
+    } else {
+        req.member_id.to_string()
+    };
+    if let Some(m) = group.members.get_mut(&id) {
+        // Rejoining at epoch 0: start over.
+        m.assigned.clear();
+        m.revoking.clear();
+        m.last_sent = None;
+        m.epoch = 0;
+        return Ok((id, false));
+    }
+    // A static member replacing its previous incarnation takes over its place.
+    if let Some(old) = previous_incarnation(group, req) {
+        group.members.shift_remove(&old);
+        group.target.remove(&old);
+    } else if group.members.len() >= cfg.max_size {
+        return Err(Refusal::new(
+            ResponseError::GroupMaxSizeReached,
+            "group is full",
+        ));
+    }
+    let member = new_member(&id, req, client_id, client_host, now);
+    group.members.insert(id.clone(), member);
+    tracing::info!(member = %id, "consumer group member joined");
+    Ok((id, true))
+}
+
+/// A join must name its topics: regular-expression subscriptions are not served.
+fn check_join_subscription(req: &ConsumerGroupHeartbeatRequest) -> Result<(), Refusal> {
+    if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
+        return Err(Refusal::new(
+            ResponseError::InvalidRequest,
+            "SubscribedTopicNames must be set when joining",
+        ));
+    }
+    if req.subscribed_topic_regex.is_some() && req.subscribed_topic_names.is_none() {
+        return Err(Refusal::new(
+            ResponseError::InvalidRequest,
+            "regular-expression subscriptions are not served yet",
+        ));
+    }
+    Ok(())
+}
+
+/// The id of the member with the joining member's instance id, if any.
+fn previous_incarnation(
+    group: &ConsumerGroup,
+    req: &ConsumerGroupHeartbeatRequest,
+) -> Option<String> {
+    req.instance_id.as_ref().and_then(|inst| {
+        group
+            .members
+            .values()
+            .find(|m| m.instance_id.as_deref() == Some(inst.as_str()))
+            .map(|m| m.id.clone())
+    })
+}
+
+/// A member as it joins: no subscription, assignor or assignment yet (the heartbeat records
+/// them next), at epoch 0.
+fn new_member(
+    id: &str,
+    req: &ConsumerGroupHeartbeatRequest,
+    client_id: &str,
+    client_host: &str,
+    now: i64,
+) -> ConsumerMember {
+    ConsumerMember {
+        id: id.to_string(),
+        instance_id: req.instance_id.as_ref().map(|i| i.to_string()),
+        rack: None,
+        client_id: client_id.to_string(),
+        client_host: client_host.to_string(),
+        subscribed: Vec::new(),
+        server_assignor: None,
+        rebalance_timeout_ms: req.rebalance_timeout_ms.max(0),
+        epoch: 0,
+        previous_epoch: -1,
+        assigned: Assignment::new(),
+        revoking: Assignment::new(),
+        revoke_deadline_ms: 0,
+        last_heartbeat_ms: now,
+        last_sent: None,
+    }
+}
+
+/// A member already in the group must heartbeat at its epoch, or at its previous one when the
+/// response that moved it was lost (and it owns nothing beyond what it is assigned).
+fn known_member(
+    group: &ConsumerGroup,
+    req: &ConsumerGroupHeartbeatRequest,
+) -> Result<String, Refusal> {
+    let epoch = req.member_epoch;
+    let id = req.member_id.to_string();
+    let Some(m) = group.members.get(&id) else {
+        return Err(Refusal::new(
+            ResponseError::UnknownMemberId,
+            "unknown member",
+        ));
+    };
+    let owned = req.topic_partitions.as_deref().map(from_wire);
+    let lost_response = epoch == m.previous_epoch
+        && owned
+            .as_ref()
+            .is_none_or(|o| is_empty(&minus(o, &m.assigned)));
+    if epoch != m.epoch && !lost_response {
+        return Err(Refusal::new(
+            ResponseError::FencedMemberEpoch,
+            "member epoch is stale",
+        ));
+    }
+    Ok(id)
+}
+
+/// Records the member's subscription, sorted and without duplicates, if the request has one.
+/// Returns whether it changed.
+fn resubscribe(m: &mut ConsumerMember, req: &ConsumerGroupHeartbeatRequest) -> bool {
+    let Some(topics) = &req.subscribed_topic_names else {
+        return false;
+    };
+    let mut names: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
+    names.sort();
+    names.dedup();
+    if names == m.subscribed {
+        return false;
+    }
+    m.subscribed = names;
+    true
+}
+
+/// Records the assignor, rack and rebalance timeout the member sent, and ends a revocation it
+/// has confirmed. Returns whether it confirmed one.
+fn update_member(m: &mut ConsumerMember, req: &ConsumerGroupHeartbeatRequest) -> bool {
+    if let Some(a) = &req.server_assignor {
+        m.server_assignor = Some(a.to_string());
+    }
+    if let Some(r) = &req.rack_id {
+        m.rack = Some(r.to_string());
+    }
+    if req.rebalance_timeout_ms > 0 {
+        m.rebalance_timeout_ms = req.rebalance_timeout_ms;
+    }
+    // The member reports what it owns: partitions no longer listed are revoked.
+    if let Some(owned) = req.topic_partitions.as_deref().map(from_wire) {
+        if !is_empty(&m.revoking) && is_empty(&intersect(&owned, &m.revoking)) {
+            m.revoking.clear();
+            return true;
         }
     }
-    if let Some(m) = group.members.get_mut(&member_id) {
-        if let Some(a) = &req.server_assignor {
-            m.server_assignor = Some(a.to_string());
-        }
-        if let Some(r) = &req.rack_id {
-            m.rack = Some(r.to_string());
-        }
-        if req.rebalance_timeout_ms > 0 {
-            m.rebalance_timeout_ms = req.rebalance_timeout_ms;
-        }
-        // The member reports what it owns: partitions no longer listed are revoked.
-        if let Some(owned) = req.topic_partitions.as_deref().map(from_wire) {
-            if !is_empty(&m.revoking) && is_empty(&intersect(&owned, &m.revoking)) {
-                m.revoking.clear();
-                changed = true;
-            }
-        }
-    }
-    bump |= group.refresh_metadata(catalog);
-    if bump {
+    false
+}
+
+/// Moves the group epoch once for a change to membership, subscriptions (`bump`) or subscribed
+/// topics, then recomputes the target if it was computed for an older epoch. Returns whether
+/// the group changed.
+fn advance_epochs(
+    group: &mut ConsumerGroup,
+    bump: bool,
+    cfg: &ConsumerProtocolConfig,
+    catalog: &dyn TopicCatalog,
+) -> bool {
+    let mut changed = false;
+    let topics_changed = group.refresh_metadata(catalog);
+    if bump || topics_changed {
         group.group_epoch += 1;
         changed = true;
     }
@@ -421,6 +521,20 @@ pub fn heartbeat(
         group.compute_target(cfg);
         changed = true;
     }
+    changed
+}
+
+/// Moves the member towards its target and answers with its epoch, and with its assignment on
+/// a join or when it differs from the one last sent. The flag is `changed`, or whether the
+/// member's epoch or assignment moved.
+fn reconcile_and_respond(
+    group: &mut ConsumerGroup,
+    member_id: String,
+    epoch: i32,
+    now: i64,
+    cfg: &ConsumerProtocolConfig,
+    mut changed: bool,
+) -> (ConsumerGroupHeartbeatResponse, bool) {
     let before = group
         .members
         .get(&member_id)

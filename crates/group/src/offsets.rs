@@ -10,6 +10,7 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
@@ -22,7 +23,7 @@ use kafka_protocol::messages::{
 use crate::coordinator::{s, subscribed_topics, GroupCoordinator};
 use crate::group::{Group, GroupState};
 use crate::offsets_topic::{encode_key, encode_value, OffsetValue, RecordKey, RecordValue};
-use crate::store::StoredRecord;
+use crate::store::{Appended, StoreError, StoredRecord};
 
 impl GroupCoordinator {
     /// Commits offsets as Kafka does: appended to the group's partition, answered once the
@@ -32,106 +33,73 @@ impl GroupCoordinator {
         req: OffsetCommitRequest,
         version: i16,
     ) -> OffsetCommitResponse {
-        let respond = |code_for: &dyn Fn(&str, i32, Option<&str>) -> i16| {
-            let topics = req
-                .topics
-                .iter()
-                .map(|t| {
-                    OffsetCommitResponseTopic::default()
-                        .with_name(t.name.clone())
-                        .with_topic_id(t.topic_id)
-                        .with_partitions(
-                            t.partitions
-                                .iter()
-                                .map(|p| {
-                                    OffsetCommitResponsePartition::default()
-                                        .with_partition_index(p.partition_index)
-                                        .with_error_code(code_for(
-                                            &t.name,
-                                            p.partition_index,
-                                            p.committed_metadata.as_deref(),
-                                        ))
-                                })
-                                .collect(),
-                        )
-                })
-                .collect();
-            OffsetCommitResponse::default().with_topics(topics)
-        };
         if req.group_id.is_empty() {
-            return respond(&|_, _, _| ResponseError::InvalidGroupId.code());
+            return commit_response(&req, &|_, _, _| ResponseError::InvalidGroupId.code());
         }
         let now = self.now();
         let max = self.config.offset_metadata_max_bytes;
-        let (load, appended, accepted) = {
-            let mut groups = self.lock();
-            let load = match self.serves(&req.group_id) {
-                Ok(load) => load,
-                Err(e) => return respond(&|_, _, _| e.code()),
-            };
-            let group = groups
-                .entry(req.group_id.to_string())
-                .or_insert_with(|| Group::new(&req.group_id, now));
-            if let Err(e) = validate_commit(group, &req, version) {
-                return respond(&|_, _, _| e.code());
-            }
-            let mut records: Vec<StoredRecord> = Vec::new();
-            let mut accepted: Vec<((String, i32), OffsetValue)> = Vec::new();
-            for t in &req.topics {
-                for p in &t.partitions {
-                    let metadata = p.committed_metadata.as_deref().unwrap_or("");
-                    if metadata.len() > max {
-                        continue;
-                    }
-                    let value = OffsetValue {
-                        offset: p.committed_offset,
-                        leader_epoch: if version >= 6 {
-                            p.committed_leader_epoch
-                        } else {
-                            -1
-                        },
-                        metadata: metadata.to_string(),
-                        commit_timestamp: now,
-                    };
-                    records.push((
-                        encode_key(&RecordKey::Offset {
-                            group: group.id.clone(),
-                            topic: t.name.to_string(),
-                            partition: p.partition_index,
-                        }),
-                        Some(encode_value(&RecordValue::Offset(value.clone()))),
-                    ));
-                    accepted.push(((t.name.to_string(), p.partition_index), value));
-                }
-            }
-            let appended = if records.is_empty() {
-                None
-            } else {
-                Some(self.store.append(self.partition_for(&group.id), &records))
-            };
-            (load, appended, accepted)
+        let pending = match self.append_commit(&req, version, now) {
+            Ok(pending) => pending,
+            Err(e) => return commit_response(&req, &|_, _, _| e.code()),
         };
-        let stored = match appended {
-            None => Ok(()),
-            Some(Err(e)) => Err(e),
-            Some(Ok(a)) => match a.durable.await {
-                Ok(()) => {
-                    self.materialize(&req.group_id, load, a.end_offset, accepted);
-                    Ok(())
-                }
-                Err(e) => Err(e),
-            },
-        };
+        let stored = self.settle_commit(&req.group_id, pending).await;
         if let Err(e) = &stored {
             tracing::warn!(group = %req.group_id.as_str(), error = %e, "offsets not committed");
         }
-        respond(&|_, _, metadata| {
+        commit_response(&req, &|_, _, metadata| {
             if metadata.is_some_and(|m| m.len() > max) {
                 ResponseError::OffsetMetadataTooLarge.code()
             } else {
                 stored.as_ref().err().map_or(0, |e| e.error.code())
             }
         })
+    }
+
+    /// Checks a commit against its group and appends its offsets to the group's partition,
+    /// all under the `groups` lock, so that the load served from still holds at the append.
+    fn append_commit(
+        &self,
+        req: &OffsetCommitRequest,
+        version: i16,
+        now: i64,
+    ) -> Result<PendingCommit, ResponseError> {
+        let mut groups = self.lock();
+        let load = self.serves(&req.group_id)?;
+        let group = groups
+            .entry(req.group_id.to_string())
+            .or_insert_with(|| Group::new(&req.group_id, now));
+        validate_commit(group, req, version)?;
+        let max = self.config.offset_metadata_max_bytes;
+        let (records, accepted) = commit_records(&group.id, req, version, now, max);
+        let appended = if records.is_empty() {
+            None
+        } else {
+            Some(self.store.append(self.partition_for(&group.id), &records))
+        };
+        Ok(PendingCommit {
+            load,
+            appended,
+            accepted,
+        })
+    }
+
+    /// Waits until the in-sync replicas hold a commit's append, then makes its offsets visible.
+    async fn settle_commit(
+        &self,
+        group_id: &str,
+        pending: PendingCommit,
+    ) -> Result<(), StoreError> {
+        match pending.appended {
+            None => Ok(()),
+            Some(Err(e)) => Err(e),
+            Some(Ok(a)) => match a.durable.await {
+                Ok(()) => {
+                    self.materialize(group_id, pending.load, a.end_offset, pending.accepted);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+        }
     }
 
     /// Makes durable commits visible, unless the partition was loaded anew meanwhile (the load
@@ -169,42 +137,7 @@ impl GroupCoordinator {
             let results = req
                 .groups
                 .iter()
-                .map(|g| {
-                    if let Err(e) = self.serves(&g.group_id) {
-                        return OffsetFetchResponseGroup::default()
-                            .with_group_id(g.group_id.clone())
-                            .with_error_code(e.code());
-                    }
-                    let wanted: Option<Vec<(String, Vec<i32>)>> = g.topics.as_ref().map(|ts| {
-                        ts.iter()
-                            .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
-                            .collect()
-                    });
-                    let found = fetch_offsets(groups.get(g.group_id.as_str()), wanted, version);
-                    OffsetFetchResponseGroup::default()
-                        .with_group_id(g.group_id.clone())
-                        .with_topics(
-                            found
-                                .into_iter()
-                                .map(|(topic, parts)| {
-                                    OffsetFetchResponseTopics::default()
-                                        .with_name(TopicName(s(&topic)))
-                                        .with_partitions(
-                                            parts
-                                                .into_iter()
-                                                .map(|(p, o, e, m)| {
-                                                    OffsetFetchResponsePartitions::default()
-                                                        .with_partition_index(p)
-                                                        .with_committed_offset(o)
-                                                        .with_committed_leader_epoch(e)
-                                                        .with_metadata(Some(s(&m)))
-                                                })
-                                                .collect(),
-                                        )
-                                })
-                                .collect(),
-                        )
-                })
+                .map(|g| self.fetch_group(&groups, g, version))
                 .collect();
             return OffsetFetchResponse::default().with_groups(results);
         }
@@ -214,33 +147,7 @@ impl GroupCoordinator {
                 .collect()
         });
         if let Err(e) = self.serves(&req.group_id) {
-            // Versions 0 and 1 have no top-level error: each partition carries it.
-            let topics = if version < 2 {
-                wanted
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(topic, parts)| {
-                        OffsetFetchResponseTopic::default()
-                            .with_name(TopicName(s(&topic)))
-                            .with_partitions(
-                                parts
-                                    .into_iter()
-                                    .map(|p| {
-                                        OffsetFetchResponsePartition::default()
-                                            .with_partition_index(p)
-                                            .with_committed_offset(-1)
-                                            .with_error_code(e.code())
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            return OffsetFetchResponse::default()
-                .with_error_code(e.code())
-                .with_topics(topics);
+            return unserved_fetch(e, wanted, version);
         }
         let found = fetch_offsets(groups.get(req.group_id.as_str()), wanted, version);
         let topics = found
@@ -263,6 +170,49 @@ impl GroupCoordinator {
             })
             .collect();
         OffsetFetchResponse::default().with_topics(topics)
+    }
+
+    /// One group of an OffsetFetch v8+, which asks for several groups, each with its own error.
+    fn fetch_group(
+        &self,
+        groups: &HashMap<String, Group>,
+        g: &OffsetFetchRequestGroup,
+        version: i16,
+    ) -> OffsetFetchResponseGroup {
+        if let Err(e) = self.serves(&g.group_id) {
+            return OffsetFetchResponseGroup::default()
+                .with_group_id(g.group_id.clone())
+                .with_error_code(e.code());
+        }
+        let wanted: Option<Vec<(String, Vec<i32>)>> = g.topics.as_ref().map(|ts| {
+            ts.iter()
+                .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+                .collect()
+        });
+        let found = fetch_offsets(groups.get(g.group_id.as_str()), wanted, version);
+        OffsetFetchResponseGroup::default()
+            .with_group_id(g.group_id.clone())
+            .with_topics(
+                found
+                    .into_iter()
+                    .map(|(topic, parts)| {
+                        OffsetFetchResponseTopics::default()
+                            .with_name(TopicName(s(&topic)))
+                            .with_partitions(
+                                parts
+                                    .into_iter()
+                                    .map(|(p, o, e, m)| {
+                                        OffsetFetchResponsePartitions::default()
+                                            .with_partition_index(p)
+                                            .with_committed_offset(o)
+                                            .with_committed_leader_epoch(e)
+                                            .with_metadata(Some(s(&m)))
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            )
     }
 
     pub fn offset_delete(&self, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
@@ -462,6 +412,126 @@ fn validate_commit(
         return Err(ResponseError::RebalanceInProgress);
     }
     Ok(())
+}
+
+/// A commit appended to the group's partition (or with nothing to append), waiting for the
+/// in-sync replicas before its offsets become visible.
+struct PendingCommit {
+    /// The load of the group's partition the commit was appended under.
+    load: u64,
+    appended: Option<Result<Appended, StoreError>>,
+    accepted: AcceptedOffsets,
+}
+
+/// The offsets of a commit by (topic, partition), made visible once the commit is durable.
+type AcceptedOffsets = Vec<((String, i32), OffsetValue)>;
+
+/// An OffsetCommit response with, for every partition of the request, the code `code_for`
+/// gives it (from its topic, partition and metadata).
+fn commit_response(
+    req: &OffsetCommitRequest,
+    code_for: &dyn Fn(&str, i32, Option<&str>) -> i16,
+) -> OffsetCommitResponse {
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            OffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_topic_id(t.topic_id)
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code_for(
+                                    &t.name,
+                                    p.partition_index,
+                                    p.committed_metadata.as_deref(),
+                                ))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// The records of a commit and the offsets they hold, in request order. A partition whose
+/// metadata is longer than `max` bytes is left out: it is answered OFFSET_METADATA_TOO_LARGE.
+fn commit_records(
+    group_id: &str,
+    req: &OffsetCommitRequest,
+    version: i16,
+    now: i64,
+    max: usize,
+) -> (Vec<StoredRecord>, AcceptedOffsets) {
+    let mut records: Vec<StoredRecord> = Vec::new();
+    let mut accepted: AcceptedOffsets = Vec::new();
+    for t in &req.topics {
+        for p in &t.partitions {
+            let metadata = p.committed_metadata.as_deref().unwrap_or("");
+            if metadata.len() > max {
+                continue;
+            }
+            let value = OffsetValue {
+                offset: p.committed_offset,
+                leader_epoch: if version >= 6 {
+                    p.committed_leader_epoch
+                } else {
+                    -1
+                },
+                metadata: metadata.to_string(),
+                commit_timestamp: now,
+            };
+            records.push((
+                encode_key(&RecordKey::Offset {
+                    group: group_id.to_string(),
+                    topic: t.name.to_string(),
+                    partition: p.partition_index,
+                }),
+                Some(encode_value(&RecordValue::Offset(value.clone()))),
+            ));
+            accepted.push(((t.name.to_string(), p.partition_index), value));
+        }
+    }
+    (records, accepted)
+}
+
+/// The OffsetFetch answer (below v8) of a coordinator that does not serve the group.
+/// Versions 0 and 1 have no top-level error: each partition carries it.
+fn unserved_fetch(
+    e: ResponseError,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+    version: i16,
+) -> OffsetFetchResponse {
+    let topics = if version < 2 {
+        wanted
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(topic, parts)| {
+                OffsetFetchResponseTopic::default()
+                    .with_name(TopicName(s(&topic)))
+                    .with_partitions(
+                        parts
+                            .into_iter()
+                            .map(|p| {
+                                OffsetFetchResponsePartition::default()
+                                    .with_partition_index(p)
+                                    .with_committed_offset(-1)
+                                    .with_error_code(e.code())
+                            })
+                            .collect(),
+                    )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    OffsetFetchResponse::default()
+        .with_error_code(e.code())
+        .with_topics(topics)
 }
 
 type PartitionOffsets = Vec<(i32, i64, i32, String)>;
