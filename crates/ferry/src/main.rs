@@ -62,6 +62,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    let huge_pages_off = ferry::alloc::disable_transparent_huge_pages();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -70,6 +71,9 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if !huge_pages_off {
+        tracing::debug!("transparent huge pages stay as the system has them (prctl refused)");
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { config } => serve(config),
