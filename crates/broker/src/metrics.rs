@@ -1,4 +1,18 @@
 //! Prometheus metrics of the broker, served as text on `metrics.address` at `/metrics`.
+//!
+//! - [`Metrics`]: one registry (prefix `ferry`) with the request families (requests, errors and
+//!   latency by API), network and per-topic byte counters, connections and malformed requests,
+//!   replication (ISR shrinks and expands, under-replicated partitions), the controller's
+//!   elections ([`ControllerMetrics`]), and inter-broker bytes by peer rack and kind
+//!   ([`TrafficKind`]: replication, controller, WAL metadata, ...), the figure cross-AZ costs
+//!   are estimated from. Other crates register their families through
+//!   [`Metrics::with_extra`] (the remote WAL's, `ferry_wal::metrics`).
+//! - [`serve`]: a minimal HTTP/1 endpoint that answers every GET with the text encoding.
+//!
+//! Locks: counters and histograms are lock-free; `peer_racks` (broker id → rack, replaced on
+//! every metadata image) is a read-mostly `RwLock`, and `rack_totals` a short `Mutex`; neither
+//! is held while another is taken. Nothing here is on a request's critical path beyond an
+//! atomic add and, for inter-broker bytes, one read lock.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

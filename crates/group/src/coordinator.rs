@@ -1,5 +1,22 @@
 //! The group coordinator: every group this broker coordinates, their timers, and the durable
 //! record of their state in `__consumer_offsets`.
+//!
+//! - **What it coordinates.** A group belongs to partition `partition_for(group)` of
+//!   `__consumer_offsets`; this broker coordinates the groups of the partitions it leads
+//!   (`on_election` loads a partition's groups from the log, `on_resignation` drops them), and
+//!   answers NOT_COORDINATOR for any other group, and COORDINATOR_LOAD_IN_PROGRESS while a load
+//!   runs.
+//! - **The two protocols.** Classic groups (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, in
+//!   `classic.rs`) and KIP-848 consumer groups (ConsumerGroupHeartbeat, in `consumer.rs` and
+//!   `consumer_api.rs`) share the group map; offsets (`offsets.rs`) are committed to either.
+//! - **Locks.** `groups` (every group's state) and `owned` (the led partitions and their load
+//!   generation), taken in that order and never across an `.await`: a handler decides and
+//!   appends its records under `groups`, then awaits their durability without it. `tick` runs
+//!   the session and rebalance timers under the same lock.
+//! - **Invariants.** A state change is answered only after its record is durable in
+//!   `__consumer_offsets` (acks=all through the `OffsetsStore` seam); a load that a newer
+//!   election or a resignation superseded (`Owned::load`) installs nothing; time comes from the
+//!   injected clock, so timers are driven by tests.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
