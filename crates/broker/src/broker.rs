@@ -10,12 +10,12 @@ use kafka_protocol::error::ResponseError;
 
 use crate::errors;
 use crate::group_store::{LogOffsetsStore, OFFSETS_TOPIC};
-use crate::metrics::Metrics;
 use crate::replica_fetcher::ReplicaFetcher;
 use crate::replica_manager::{IsrChange, IsrOutcome, ReplicaManager};
 use ferry_cluster::metadata_store::{self as metadata, MetadataError, MetadataStore, TopicMeta};
 use ferry_config::broker_config::BrokerConfig;
 use ferry_config::topic_config;
+use ferry_metrics::Metrics;
 use ferry_replication::fetch_session::FetchSessionCache;
 
 /// Everything a request handler may touch.

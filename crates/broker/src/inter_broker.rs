@@ -23,8 +23,8 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::metrics::{Metrics, TrafficKind};
 use ferry_cluster::metadata_store::MetadataStore;
+use ferry_metrics::{Metrics, TrafficKind};
 
 /// The Fetch version brokers send: v12 has `last_fetched_epoch` / `diverging_epoch` and
 /// `rack_id` (KIP-392), and still names topics (v13+ use topic ids).

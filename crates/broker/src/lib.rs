@@ -14,7 +14,6 @@ pub mod group_store;
 pub mod handlers;
 pub mod inter_broker;
 pub mod liveness;
-pub mod metrics;
 pub mod remote_wal;
 pub mod replica_fetcher;
 pub mod replica_manager;

@@ -43,8 +43,8 @@ use kafka_protocol::messages::{BrokerId as WireBrokerId, FetchRequest, FetchResp
 use tokio::task::JoinHandle;
 
 use crate::inter_broker::{Connection, PeerClient};
-use crate::metrics::{inter_broker_client_id, TrafficKind, PURPOSE_REPLICA_FETCHER};
 use crate::replica_manager::{Partition, ReplicationObserver, Role};
+use ferry_metrics::{inter_broker_client_id, TrafficKind, PURPOSE_REPLICA_FETCHER};
 use ferry_replication::follower_session::{FollowerSession, SessionRequest, Wanted};
 
 /// Back-off after a failed round (connection error, leader not ready).

@@ -7,11 +7,11 @@ use ferry_cluster::BrokerId;
 use ferry_common::SharedClock;
 
 use crate::inter_broker::PeerClient;
-use crate::metrics::Metrics;
 use crate::replica_manager::ReplicaManager;
 use ferry_cluster::metadata_store::MetadataStore;
 use ferry_config::broker_config::BrokerConfig;
 use ferry_config::topic_config;
+use ferry_metrics::Metrics;
 
 #[derive(Clone)]
 pub struct WalHost {

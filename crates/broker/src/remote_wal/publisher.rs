@@ -58,8 +58,8 @@ use kafka_protocol::records::Compression;
 use super::host::WalHost;
 use super::Shared;
 use crate::inter_broker::Connection;
-use crate::metrics::{inter_broker_client_id, TrafficKind};
 use crate::replica_manager::{CommitStatus, Partition};
+use ferry_metrics::{inter_broker_client_id, TrafficKind};
 
 /// How long a publish with `remote.wal.metadata.acks = all` waits for the metadata partitions'
 /// high watermarks (the Produce `timeout_ms` of a remote leader).
@@ -69,7 +69,7 @@ pub const PUBLISH_TIMEOUT: Duration = Duration::from_secs(5);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(7);
 /// The purpose in the publisher's inter-broker client id; the receiving broker counts these
 /// requests as `kind="wal_metadata"` traffic.
-pub const CLIENT_PURPOSE: &str = crate::metrics::PURPOSE_WAL_METADATA;
+pub const CLIENT_PURPOSE: &str = ferry_metrics::PURPOSE_WAL_METADATA;
 
 /// Encodes records as one v2 batch (offsets relative; the leader assigns them).
 pub fn encode_batch(records: &[WalMetadataRecord], now_ms: i64) -> anyhow::Result<Bytes> {

@@ -30,7 +30,7 @@ use super::host::WalHost;
 use super::progress::{lock, Progress};
 use super::RemoteWal;
 use crate::inter_broker::Connection;
-use crate::metrics::{inter_broker_client_id, TrafficKind, PURPOSE_WAL_METADATA_READER};
+use ferry_metrics::{inter_broker_client_id, TrafficKind, PURPOSE_WAL_METADATA_READER};
 
 /// Most bytes one fetch asks for.
 const MAX_BYTES: i32 = 1 << 20;

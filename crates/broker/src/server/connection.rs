@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::broker::Broker;
 use crate::handlers::{self, Handled};
-use crate::metrics::{self, ApiLabels, Metrics};
+use ferry_metrics::{self as metrics, ApiLabels, Metrics};
 
 /// Responses queued for the writer, at most this many: it bounds the produce requests of one
 /// connection whose records are appended but whose acks=all answer is still pending (each holds

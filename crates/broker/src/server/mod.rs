@@ -17,11 +17,11 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
-use crate::metrics::{self, Metrics, TrafficKind};
 use crate::replica_fetcher::{ClassicFetcher, FetcherContext, FetcherSettings};
 use crate::replica_manager::{IsrChange, IsrOutcome, ReplicaManager};
 use ferry_cluster::metadata_store::{MetadataOptions, MetadataStore};
 use ferry_config::broker_config::BrokerConfig;
+use ferry_metrics::{self as metrics, Metrics, TrafficKind};
 use ferry_replication::fetch_session::FetchSessionCache;
 
 /// A running broker.
