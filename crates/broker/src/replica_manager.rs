@@ -43,6 +43,8 @@ pub struct Partition {
     pub topic_id: Uuid,
     pub log: Arc<PartitionLog>,
     node_id: BrokerId,
+    /// The state's leader epoch, copied under the state lock in `apply`, so that produce and
+    /// fetch read it without taking the lock.
     leader_epoch: AtomicI32,
     high_watermark: AtomicI64,
     state: Mutex<ReplicaState>,

@@ -364,7 +364,7 @@ impl ObjectStore for S3Store {
             .send()
             .await
             .map_err(|e| map_sdk_error("get", key, e))?;
-        read_body("get", key, resp.body).await
+        read_body_pieces("get", key, resp.body).await.map(join)
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes> {
@@ -525,17 +525,6 @@ fn join(mut pieces: Vec<Bytes>) -> Bytes {
             out.freeze()
         }
     }
-}
-
-async fn read_body(op: &'static str, key: &str, body: ByteStream) -> Result<Bytes> {
-    body.collect()
-        .await
-        .map(|agg| agg.into_bytes())
-        .map_err(|e| ObjStoreError::Unavailable {
-            op,
-            message: format!("{key}: response body interrupted: {e}"),
-            source: Some(Box::new(e)),
-        })
 }
 
 #[cfg(test)]

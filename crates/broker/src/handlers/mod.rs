@@ -90,31 +90,28 @@ pub async fn handle_pipelined(
 
 /// Handles one request. `None` means no response is sent (Produce with acks=0).
 ///
-/// Routes by API family; each family's function answers the APIs listed for it here.
+/// Each API family's function answers its own APIs and hands any other body back
+/// ([`Routed`]), so an API is named in one place. The group APIs are listed here because
+/// answering them first sets up the group coordinator.
 pub async fn handle(
     broker: &Arc<Broker>,
     request: DecodedRequest,
     ctx: &RequestContext,
 ) -> Option<ResponseKind> {
     let v = request.header.request_api_version;
-    match request.body {
-        body @ (RequestKind::ApiVersions(_)
-        | RequestKind::Metadata(_)
-        | RequestKind::DescribeCluster(_)
-        | RequestKind::DescribeLogDirs(_)
-        | RequestKind::FindCoordinator(_)) => cluster_request(broker, body, v),
-        body @ (RequestKind::Produce(_)
-        | RequestKind::Fetch(_)
-        | RequestKind::ListOffsets(_)
-        | RequestKind::DeleteRecords(_)
-        | RequestKind::OffsetForLeaderEpoch(_)
-        | RequestKind::InitProducerId(_)) => records_request(broker, body, v).await,
-        body @ (RequestKind::CreateTopics(_)
-        | RequestKind::DeleteTopics(_)
-        | RequestKind::CreatePartitions(_)
-        | RequestKind::DescribeConfigs(_)
-        | RequestKind::AlterConfigs(_)
-        | RequestKind::IncrementalAlterConfigs(_)) => admin_request(broker, body, v),
+    let body = match cluster_request(broker, request.body, v) {
+        Routed::Answered(response) => return response,
+        Routed::NotOurs(body) => body,
+    };
+    let body = match records_request(broker, body, v).await {
+        Routed::Answered(response) => return response,
+        Routed::NotOurs(body) => body,
+    };
+    let body = match admin_request(broker, body, v) {
+        Routed::Answered(response) => return response,
+        Routed::NotOurs(body) => body,
+    };
+    match body {
         body @ (RequestKind::JoinGroup(_)
         | RequestKind::SyncGroup(_)
         | RequestKind::Heartbeat(_)
@@ -131,9 +128,17 @@ pub async fn handle(
     }
 }
 
+/// What an API family's function did with a request.
+enum Routed {
+    /// Answered it (`None`: no response is sent).
+    Answered(Option<ResponseKind>),
+    /// Not the family's API: the body back, for the next family.
+    NotOurs(RequestKind),
+}
+
 /// What the cluster is and where to send requests: API versions, metadata, the cluster and
 /// its log dirs, and the coordinator of a group.
-fn cluster_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Option<ResponseKind> {
+fn cluster_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Routed {
     let response = match body {
         RequestKind::ApiVersions(_) => {
             ResponseKind::ApiVersions(ferry_protocol::api_versions_response(0))
@@ -148,18 +153,20 @@ fn cluster_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Option<Re
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, v))
         }
-        other => return unserved(other),
+        other => return Routed::NotOurs(other),
     };
-    Some(response)
+    Routed::Answered(Some(response))
 }
 
 /// Reading and writing a partition's records, and what producers and followers ask about them.
-async fn records_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Option<ResponseKind> {
+async fn records_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Routed {
     let response = match body {
         RequestKind::Produce(r) => {
-            return produce::handle(broker, r, v)
-                .await
-                .map(ResponseKind::Produce)
+            return Routed::Answered(
+                produce::handle(broker, r, v)
+                    .await
+                    .map(ResponseKind::Produce),
+            )
         }
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, r, v).await),
         RequestKind::ListOffsets(r) => {
@@ -174,13 +181,13 @@ async fn records_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Opt
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(records::init_producer_id(broker, r))
         }
-        other => return unserved(other),
+        other => return Routed::NotOurs(other),
     };
-    Some(response)
+    Routed::Answered(Some(response))
 }
 
 /// Topic and config administration.
-fn admin_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Option<ResponseKind> {
+fn admin_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Routed {
     let response = match body {
         RequestKind::CreateTopics(r) => {
             ResponseKind::CreateTopics(topics::create_topics(broker, r, v))
@@ -200,9 +207,9 @@ fn admin_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Option<Resp
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(configs::incremental_alter_configs(broker, r))
         }
-        other => return unserved(other),
+        other => return Routed::NotOurs(other),
     };
-    Some(response)
+    Routed::Answered(Some(response))
 }
 
 /// The consumer group APIs, which the group coordinator answers once `__consumer_offsets`

@@ -6,6 +6,7 @@
 mod connection;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,9 +58,8 @@ pub async fn open_broker(
     quorum: MetadataQuorum,
 ) -> anyhow::Result<(Arc<Broker>, tokio::sync::mpsc::UnboundedReceiver<IsrChange>)> {
     let dirs = config.log_dirs();
-    if dirs.is_empty() {
-        anyhow::bail!("log.dirs is empty");
-    }
+    // An older ferry's metadata file lives in the first log dir.
+    let legacy_dir = dirs.first().context("log.dirs is empty")?.clone();
     let logs = LogManager::open(dirs, clock.clone()).context("opening log dirs")?;
     let on_disk = logs.partitions_on_disk();
     let replicas = Arc::new(ReplicaManager::new(logs, config.node_id()));
@@ -73,7 +73,8 @@ pub async fn open_broker(
         .await
         .context("setting up the remote WAL (remote.wal.*)")?;
     let metrics = Arc::new(Metrics::with_extra(|r| wal_metrics.register(r)));
-    let metadata = Arc::new(open_metadata(&config, &metrics, advertised.clone(), quorum).await?);
+    let metadata =
+        Arc::new(open_metadata(&config, &metrics, legacy_dir, advertised.clone(), quorum).await?);
 
     let offsets_store = Arc::new(crate::group_store::LogOffsetsStore::new(
         clock.clone(),
@@ -139,14 +140,10 @@ pub async fn open_broker(
 async fn open_metadata(
     config: &BrokerConfig,
     metrics: &Arc<Metrics>,
+    legacy_dir: PathBuf,
     advertised: (String, u16),
     quorum: MetadataQuorum,
 ) -> anyhow::Result<MetadataStore> {
-    let first = config
-        .log_dirs()
-        .first()
-        .context("log.dirs is empty")?
-        .clone();
     let voters = config.controller_quorum_voters()?;
     let metadata_dir = config
         .metadata_log_dir()
@@ -161,7 +158,7 @@ async fn open_metadata(
         traffic: Some(traffic),
         node_id: config.node_id(),
         dir: metadata_dir.clone(),
-        legacy_dir: first,
+        legacy_dir,
         voters,
         rack: config.rack(),
         host,
