@@ -72,10 +72,13 @@ def produce(cluster: Cluster, topic: str):
 def coordinator_of(cluster: Cluster, group: str, alive=None) -> int:
     """The coordinator a client finds for the group (FindCoordinator, through DescribeGroups)."""
     brokers = alive or cluster.brokers
-    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers)})
     deadline = time.monotonic() + 60
     last = None
     while time.monotonic() < deadline:
+        # A new client each try: librdkafka's admin client keeps the coordinator it found for
+        # a group (for metadata.max.age.ms) and does not forget it on NOT_COORDINATOR, so one
+        # client would keep asking the broker that coordinated before a move.
+        admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers)})
         try:
             d = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
             if d.coordinator is not None and d.coordinator.id >= 1:
@@ -95,13 +98,14 @@ def heartbeat_error(broker, group: str) -> int:
 
 def committed(cluster: Cluster, group: str, topic: str, alive) -> dict[int, int]:
     """The group's committed offsets, as its coordinator answers OffsetFetch."""
-    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in alive)})
     from confluent_kafka import ConsumerGroupTopicPartitions
 
     req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(PARTITIONS)])
     deadline = time.monotonic() + 60
     last = None
     while time.monotonic() < deadline:
+        # A new client each try, as in `coordinator_of`.
+        admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in alive)})
         try:
             res = admin.list_consumer_group_offsets([req], request_timeout=10)[group].result()
             return {tp.partition: tp.offset for tp in res.topic_partitions if tp.offset >= 0}

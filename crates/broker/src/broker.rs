@@ -35,6 +35,10 @@ pub struct Broker {
     pub offsets_store: Arc<LogOffsetsStore>,
     /// Serializes the creation and loading of `__consumer_offsets`.
     pub group_init: std::sync::Mutex<()>,
+    /// Serializes [`Broker::follow_offsets_leadership`]: each call acts on the leadership it
+    /// reads, so two at once (the image task, start-up) could let a stale view act last, e.g.
+    /// drop a partition the other call had just loaded.
+    pub offsets_leadership: std::sync::Mutex<()>,
     /// How followed partitions get their bytes from their leaders.
     pub fetcher: Box<dyn ReplicaFetcher>,
     /// The remote WAL (KIP-1176): uploader, WAL fetcher, metadata publisher and GC.
@@ -382,6 +386,10 @@ impl Broker {
     /// `onElection` / `onResignation`): it loads the groups of each partition that became led
     /// here, at each new leader epoch, and unloads those of partitions led elsewhere now.
     pub fn follow_offsets_leadership(&self) {
+        let _serial = self
+            .offsets_leadership
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let Some(meta) = self.metadata.topic(OFFSETS_TOPIC) else {
             return;
         };

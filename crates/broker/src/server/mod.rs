@@ -122,6 +122,7 @@ pub async fn open_broker(
         groups,
         offsets_store,
         group_init: std::sync::Mutex::new(()),
+        offsets_leadership: std::sync::Mutex::new(()),
         node_id: config.node_id(),
         config,
         clock,
