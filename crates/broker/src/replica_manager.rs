@@ -307,7 +307,9 @@ impl Partition {
     }
 
     /// Like [`Partition::append_as_follower`], only if the first batch starts exactly at the log
-    /// end offset (the remote WAL's slices must continue the log, never leave a gap).
+    /// end offset (the remote WAL's slices must continue the log, never leave a gap). The
+    /// records are a remote-WAL slice whose CRC-32C matched, so their batch CRCs are not
+    /// checked a second time.
     pub fn append_as_follower_at(&self, base: i64, records: &[u8]) -> Result<AppendInfo, LogError> {
         let _order = self.append_order();
         let leo = self.log.log_end_offset();
@@ -317,7 +319,9 @@ impl Partition {
                 self.tp
             )));
         }
-        let info = self.log.append_as_follower(records)?;
+        let info = self
+            .log
+            .append_as_follower_with(records, ferry_log::BatchCrcs::AlreadyVerified)?;
         self.notify();
         Ok(info)
     }

@@ -48,6 +48,7 @@ mod retention;
 mod segment;
 mod timestamp;
 
+pub use batch::BatchCrcs;
 pub use cleaner::{CleanStats, CLEANER_CHECKPOINT_FILE};
 pub use config::{LogConfig, TimestampType};
 pub use error::{ErrorKind, LogError, Result};

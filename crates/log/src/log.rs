@@ -26,7 +26,7 @@ use ferry_common::{SharedClock, TopicPartition};
 use parking_lot::{Mutex, RwLock};
 use tracing::{debug, info, warn};
 
-use crate::batch::{stamp_batch, validate_produced, BatchHeader, HEADER_SIZE};
+use crate::batch::{stamp_batch, validate_produced, BatchCrcs, BatchHeader, HEADER_SIZE};
 use crate::config::{LogConfig, TimestampType};
 use crate::epoch_cache::{write_offset_checkpoint, LeaderEpochCache};
 use crate::error::{LogError, Result};
@@ -376,11 +376,16 @@ impl PartitionLog {
     /// that offsets start at or after the log end offset and increase; producer state and the
     /// leader-epoch cache follow the batches without idempotence checks (the leader made them).
     pub fn append_as_follower(&self, records: &[u8]) -> Result<AppendInfo> {
+        self.append_as_follower_with(records, BatchCrcs::Check)
+    }
+
+    /// [`Log::append_as_follower`], checking batch CRCs only when `crcs` asks for it.
+    pub fn append_as_follower_with(&self, records: &[u8], crcs: BatchCrcs) -> Result<AppendInfo> {
         let config = self.config.read().clone();
         let mut headers = Vec::new();
         let mut pos = 0usize;
         while pos < records.len() {
-            match crate::batch::scan_batch(&records[pos..]) {
+            match crate::batch::scan_batch_with(&records[pos..], crcs) {
                 crate::batch::Scan::Valid(h) => {
                     pos += h.total_size();
                     headers.push(h);

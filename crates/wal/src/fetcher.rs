@@ -81,7 +81,9 @@ pub trait FollowerSink: Send + Sync + std::fmt::Debug {
     }
 
     /// Appends verified record batches that start exactly at the log end offset, as a follower
-    /// appends a Fetch response. Must refuse records that do not start at the log end.
+    /// appends a Fetch response. Must refuse records that do not start at the log end. The
+    /// records are (part of) a slice whose CRC-32C matched ([`verify_slice`]): byte for byte what
+    /// the leader validated and wrote, so checking their batch CRCs again is optional.
     async fn append_as_follower(
         &self,
         topic_id: Uuid,

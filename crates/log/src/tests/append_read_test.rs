@@ -322,6 +322,42 @@ fn follower_append_keeps_offsets_and_epochs() {
     ));
 }
 
+#[test]
+fn follower_append_checks_batch_crcs_unless_the_bytes_were_verified_already() {
+    let leader_dir = tempfile::tempdir().unwrap();
+    let (_c, clock) = clock(0);
+    let leader = open(leader_dir.path(), small_segments(), true, &clock);
+    leader.append_as_leader(&simple(3, 1_000), 1).unwrap();
+    let mut records = leader.read(0, 1 << 20, 3, true).unwrap().records.to_vec();
+    // A flipped byte inside the CRC-covered part of the batch.
+    let last = records.len() - 1;
+    records[last] ^= 0x5a;
+
+    let checked_dir = tempfile::tempdir().unwrap();
+    let checked = open(checked_dir.path(), small_segments(), true, &clock);
+    assert!(matches!(
+        checked.append_as_follower(&records),
+        Err(LogError::CorruptMessage(_))
+    ));
+    assert_eq!(checked.log_end_offset(), 0);
+
+    // Bytes that matched a checksum over all of them (a remote-WAL slice) skip the second pass;
+    // the structural checks still run.
+    let verified_dir = tempfile::tempdir().unwrap();
+    let verified = open(verified_dir.path(), small_segments(), true, &clock);
+    let info = verified
+        .append_as_follower_with(&records, crate::BatchCrcs::AlreadyVerified)
+        .unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (0, 2));
+    assert!(matches!(
+        verified.append_as_follower_with(
+            &records[..records.len() - 1],
+            crate::BatchCrcs::AlreadyVerified
+        ),
+        Err(LogError::CorruptMessage(_))
+    ));
+}
+
 /// Rough append/read throughput; run with
 /// `cargo test -p ferry-log --release -- --ignored --nocapture throughput`.
 #[test]
