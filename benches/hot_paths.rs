@@ -97,7 +97,7 @@ fn wal_paths(c: &mut Criterion) {
         })
         .collect();
     let build = || {
-        let mut builder = ObjectBuilder::with_capacity(slice.len() * infos.len(), infos.len());
+        let mut builder = ObjectBuilder::with_capacity(infos.len());
         for info in &infos {
             builder
                 .append_chunks(*info, std::slice::from_ref(&slice))

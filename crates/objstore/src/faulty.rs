@@ -26,7 +26,7 @@ use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::{ObjStoreError, ObjectMeta, ObjectStore, Op, PutOutcome, Result};
+use crate::{ObjStoreError, ObjectBody, ObjectMeta, ObjectStore, Op, PutOutcome, Result};
 
 /// Which operations a fault rule applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -263,6 +263,14 @@ impl<S: ObjectStore> ObjectStore for FaultyStore<S> {
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutOutcome> {
         self.run(Op::PutIfAbsent, key, self.inner.put_if_absent(key, data))
             .await
+    }
+    async fn put_body_if_absent(&self, key: &str, body: ObjectBody) -> Result<PutOutcome> {
+        self.run(
+            Op::PutIfAbsent,
+            key,
+            self.inner.put_body_if_absent(key, body),
+        )
+        .await
     }
     async fn get(&self, key: &str) -> Result<Bytes> {
         self.run(Op::Get, key, self.inner.get(key)).await

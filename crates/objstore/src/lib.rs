@@ -27,6 +27,7 @@
 // Tests may read the real clock (clippy.toml's clock seam binds the code under test).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
+mod body;
 mod error;
 mod faulty;
 pub mod keys;
@@ -39,6 +40,7 @@ mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;
 
+pub use body::ObjectBody;
 pub use error::{ErrorKind, ObjStoreError, Result};
 pub use faulty::{FaultController, FaultKind, FaultTarget, FaultyStore};
 pub use local_dir::LocalDirStore;

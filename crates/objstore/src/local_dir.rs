@@ -33,7 +33,7 @@ use bytes::Bytes;
 
 use crate::keys::validate_key;
 use crate::store::check_range;
-use crate::{ObjStoreError, ObjectMeta, ObjectStore, PutOutcome, Result};
+use crate::{ObjStoreError, ObjectBody, ObjectMeta, ObjectStore, PutOutcome, Result};
 
 /// Reserved top-level directory for in-flight writes.
 pub const TMP_DIR: &str = ".ferry-tmp";
@@ -106,12 +106,49 @@ impl LocalDirStore {
             .await
             .map_err(|e| ObjStoreError::other(op, format!("blocking task failed: {e}")))?
     }
+
+    /// Create-if-absent of `parts` laid end to end: a temporary file, then a hard link that
+    /// fails when the key exists.
+    async fn put_parts_if_absent(&self, key: &str, parts: Vec<Bytes>) -> Result<PutOutcome> {
+        let path = self.path_of(key)?;
+        let tmp = self.tmp_path();
+        let root = self.inner.root.clone();
+        let key = key.to_owned();
+        self.blocking("put_if_absent", move || {
+            let result = (|| {
+                if fs::symlink_metadata(&path).is_ok() {
+                    return Ok(PutOutcome::AlreadyExists); // cheap early answer; link decides
+                }
+                let parent = ensure_parent(&root, &path)?;
+                write_tmp_parts(&tmp, &parts)?;
+                match fs::hard_link(&tmp, &path) {
+                    Ok(()) => {
+                        sync_dir(parent)?;
+                        Ok(PutOutcome::Created)
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                        Ok(PutOutcome::AlreadyExists)
+                    }
+                    Err(e) => Err(e),
+                }
+            })();
+            let _ = fs::remove_file(&tmp);
+            result.map_err(|e| ObjStoreError::io("put_if_absent", &key, e))
+        })
+        .await
+    }
 }
 
 /// Writes `data` to a new temp file at `tmp` and makes it durable.
 fn write_tmp(tmp: &Path, data: &[u8]) -> io::Result<()> {
+    write_tmp_parts(tmp, std::slice::from_ref(&data))
+}
+
+fn write_tmp_parts<P: AsRef<[u8]>>(tmp: &Path, parts: &[P]) -> io::Result<()> {
     let mut file = OpenOptions::new().write(true).create_new(true).open(tmp)?;
-    file.write_all(data)?;
+    for part in parts {
+        file.write_all(part.as_ref())?;
+    }
     file.sync_all()
 }
 
@@ -231,32 +268,11 @@ impl ObjectStore for LocalDirStore {
     }
 
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutOutcome> {
-        let path = self.path_of(key)?;
-        let tmp = self.tmp_path();
-        let root = self.inner.root.clone();
-        let key = key.to_owned();
-        self.blocking("put_if_absent", move || {
-            let result = (|| {
-                if fs::symlink_metadata(&path).is_ok() {
-                    return Ok(PutOutcome::AlreadyExists); // cheap early answer; link decides
-                }
-                let parent = ensure_parent(&root, &path)?;
-                write_tmp(&tmp, &data)?;
-                match fs::hard_link(&tmp, &path) {
-                    Ok(()) => {
-                        sync_dir(parent)?;
-                        Ok(PutOutcome::Created)
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                        Ok(PutOutcome::AlreadyExists)
-                    }
-                    Err(e) => Err(e),
-                }
-            })();
-            let _ = fs::remove_file(&tmp);
-            result.map_err(|e| ObjStoreError::io("put_if_absent", &key, e))
-        })
-        .await
+        self.put_parts_if_absent(key, vec![data]).await
+    }
+
+    async fn put_body_if_absent(&self, key: &str, body: ObjectBody) -> Result<PutOutcome> {
+        self.put_parts_if_absent(key, body.parts().to_vec()).await
     }
 
     async fn get(&self, key: &str) -> Result<Bytes> {

@@ -32,7 +32,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::{ObjectMeta, ObjectStore, Op, PutOutcome, Result};
+use crate::{ObjectBody, ObjectMeta, ObjectStore, Op, PutOutcome, Result};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RequestLabels {
@@ -231,6 +231,25 @@ impl<S: ObjectStore> MeteredStore<S> {
     fn ok<T>(_: &T) -> &'static str {
         "ok"
     }
+
+    /// Meters one create-if-absent of `len` bytes: the bytes count only when it created.
+    async fn meter_put_if_absent(
+        &self,
+        len: u64,
+        call: impl std::future::Future<Output = Result<PutOutcome>>,
+    ) -> Result<PutOutcome> {
+        let outcome = self
+            .meter(Op::PutIfAbsent, call, |o: &PutOutcome| match o {
+                PutOutcome::Created => "ok",
+                PutOutcome::AlreadyExists => "already_exists",
+            })
+            .await?;
+        if outcome == PutOutcome::Created {
+            self.metrics
+                .add_bytes(Op::PutIfAbsent, self.bucket(), "upload", len);
+        }
+        Ok(outcome)
+    }
 }
 
 #[async_trait]
@@ -246,21 +265,14 @@ impl<S: ObjectStore> ObjectStore for MeteredStore<S> {
 
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutOutcome> {
         let len = data.len() as u64;
-        let outcome = self
-            .meter(
-                Op::PutIfAbsent,
-                self.inner.put_if_absent(key, data),
-                |o: &PutOutcome| match o {
-                    PutOutcome::Created => "ok",
-                    PutOutcome::AlreadyExists => "already_exists",
-                },
-            )
-            .await?;
-        if outcome == PutOutcome::Created {
-            self.metrics
-                .add_bytes(Op::PutIfAbsent, self.bucket(), "upload", len);
-        }
-        Ok(outcome)
+        self.meter_put_if_absent(len, self.inner.put_if_absent(key, data))
+            .await
+    }
+
+    async fn put_body_if_absent(&self, key: &str, body: ObjectBody) -> Result<PutOutcome> {
+        let len = body.len();
+        self.meter_put_if_absent(len, self.inner.put_body_if_absent(key, body))
+            .await
     }
 
     async fn get(&self, key: &str) -> Result<Bytes> {

@@ -34,7 +34,7 @@ use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::{ObjStoreError, ObjectMeta, ObjectStore, Op, PutOutcome, Result};
+use crate::{ObjStoreError, ObjectBody, ObjectMeta, ObjectStore, Op, PutOutcome, Result};
 
 /// Retry policy. The Kafka-style names in brackets are the `remote.wal.*` configuration keys the
 /// broker maps onto these fields.
@@ -223,16 +223,21 @@ impl<S: ObjectStore> ObjectStore for RetryingStore<S> {
     }
 
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutOutcome> {
+        self.put_body_if_absent(key, ObjectBody::from_bytes(data))
+            .await
+    }
+
+    async fn put_body_if_absent(&self, key: &str, body: ObjectBody) -> Result<PutOutcome> {
         let mut ambiguous = false;
         let outcome = self
             .retry(Op::PutIfAbsent, key, &mut ambiguous, || {
-                self.inner.put_if_absent(key, data.clone())
+                self.inner.put_body_if_absent(key, body.clone())
             })
             .await?;
         if outcome == PutOutcome::AlreadyExists && ambiguous {
             // An earlier attempt may have created it: is the stored object ours?
             let stored = self.simple(Op::Get, key, || self.inner.get(key)).await?;
-            if stored == data {
+            if stored == body.to_bytes() {
                 tracing::debug!(
                     key,
                     "put_if_absent: object from an ambiguous earlier attempt"

@@ -41,11 +41,12 @@ use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RequestChecksumCa
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::{ByteStream, DateTime};
 use aws_sdk_s3::Client;
+use aws_smithy_types::body::SdkBody;
 use bytes::Bytes;
 
 use crate::keys::validate_key;
 use crate::store::check_range;
-use crate::{ObjStoreError, ObjectMeta, ObjectStore, PutOutcome, Result};
+use crate::{ObjStoreError, ObjectBody, ObjectMeta, ObjectStore, PutOutcome, Result};
 
 /// Suffix of S3 Express One Zone directory-bucket names.
 pub const DIRECTORY_BUCKET_SUFFIX: &str = "--x-s3";
@@ -217,21 +218,22 @@ impl S3Store {
         &self.client
     }
 
-    async fn put_inner(&self, key: &str, data: Bytes, if_absent: bool) -> Result<()> {
+    async fn put_inner(&self, key: &str, body: ObjectBody, if_absent: bool) -> Result<()> {
         validate_key(key)?;
         let op = if if_absent { "put_if_absent" } else { "put" };
-        // The store checks the body against this CRC-32C (hardware-accelerated, one pass), so
-        // the SigV4 signature need not cover the payload: that would be a SHA-256 of every byte
-        // on the broker and again on the server.
-        let crc = crc32c::crc32c(&data).to_be_bytes();
+        // The store checks the body against this CRC-32C, so the SigV4 signature need not cover
+        // the payload: that would be a SHA-256 of every byte on the broker and again on the
+        // server.
+        let crc = body.crc32c().to_be_bytes();
+        let len = i64::try_from(body.len()).unwrap_or(i64::MAX);
         let mut req = self
             .client
             .put_object()
             .bucket(&self.bucket)
             .key(key)
-            .content_length(data.len() as i64)
+            .content_length(len)
             .checksum_crc32_c(base64_encode(&crc))
-            .body(ByteStream::from(data));
+            .body(parts_stream(body));
         if if_absent {
             req = req.if_none_match("*");
         }
@@ -241,6 +243,53 @@ impl S3Store {
             .await
             .map_err(|e| map_sdk_error(op, key, e))?;
         Ok(())
+    }
+}
+
+/// A request body that sends `body`'s parts as they are, one frame each (hyper writes them
+/// with vectored writes), and can be rebuilt for a retry.
+fn parts_stream(body: ObjectBody) -> ByteStream {
+    let parts: std::sync::Arc<[Bytes]> = body.parts().into();
+    ByteStream::new(SdkBody::retryable(move || {
+        SdkBody::from_body_1_x(PartsBody {
+            parts: parts.clone(),
+            next: 0,
+        })
+    }))
+}
+
+/// The parts of an [`ObjectBody`] as an http-body 1 body.
+struct PartsBody {
+    parts: std::sync::Arc<[Bytes]>,
+    next: usize,
+}
+
+impl http_body::Body for PartsBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<std::result::Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let part = self.parts.get(self.next).cloned();
+        self.next += 1;
+        std::task::Poll::Ready(part.map(|p| Ok(http_body::Frame::data(p))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.next >= self.parts.len()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        let rest = self
+            .parts
+            .get(self.next..)
+            .unwrap_or_default()
+            .iter()
+            .map(|p| p.len() as u64)
+            .sum();
+        http_body::SizeHint::with_exact(rest)
     }
 }
 
@@ -343,11 +392,17 @@ fn classify_service_error(
 #[async_trait]
 impl ObjectStore for S3Store {
     async fn put(&self, key: &str, data: Bytes) -> Result<()> {
-        self.put_inner(key, data, false).await
+        self.put_inner(key, ObjectBody::from_bytes(data), false)
+            .await
     }
 
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutOutcome> {
-        match self.put_inner(key, data, true).await {
+        self.put_body_if_absent(key, ObjectBody::from_bytes(data))
+            .await
+    }
+
+    async fn put_body_if_absent(&self, key: &str, body: ObjectBody) -> Result<PutOutcome> {
+        match self.put_inner(key, body, true).await {
             Ok(()) => Ok(PutOutcome::Created),
             Err(ObjStoreError::AlreadyExists { .. }) => Ok(PutOutcome::AlreadyExists),
             Err(e) => Err(e),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::Result;
+use crate::{ObjectBody, Result};
 
 /// What one stored object looks like from the outside.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +104,13 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// Stores `data` under `key` only if no object exists there (S3 `If-None-Match: *`).
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutOutcome>;
 
+    /// [`ObjectStore::put_if_absent`] of a body held in parts with its CRC-32C known: stores
+    /// that can send the parts as they are (S3, a local file) do, and send the CRC without
+    /// reading the bytes again; the others join the parts.
+    async fn put_body_if_absent(&self, key: &str, body: ObjectBody) -> Result<PutOutcome> {
+        self.put_if_absent(key, body.to_bytes()).await
+    }
+
     /// Reads a whole object.
     async fn get(&self, key: &str) -> Result<Bytes>;
 
@@ -140,6 +147,9 @@ macro_rules! forward_object_store {
             }
             async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutOutcome> {
                 (**self).put_if_absent(key, data).await
+            }
+            async fn put_body_if_absent(&self, key: &str, body: ObjectBody) -> Result<PutOutcome> {
+                (**self).put_body_if_absent(key, body).await
             }
             async fn get(&self, key: &str) -> Result<Bytes> {
                 (**self).get(key).await

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::{ObjStoreError, ObjectStore, PutOutcome};
+use crate::{ObjStoreError, ObjectBody, ObjectStore, PutOutcome};
 
 /// All keys the suite writes start with this.
 pub const CONFORMANCE_PREFIX: &str = "conformance/";
@@ -43,6 +43,7 @@ pub async fn conformance(store: &dyn ObjectStore) {
     empty_object(store).await;
     ranges(store).await;
     put_if_absent(store).await;
+    body_in_parts(store).await;
     list_is_a_sorted_string_prefix_match(store).await;
     delete_is_idempotent(store).await;
     invalid_keys_are_rejected(store).await;
@@ -243,6 +244,42 @@ async fn put_if_absent(store: &dyn ObjectStore) {
         "a deleted key can be created again"
     );
     assert_eq!(store.get(&key).await.expect("get"), pattern(5, 3));
+}
+
+/// `put_body_if_absent` stores the parts laid end to end, with create-if-absent's rules.
+async fn body_in_parts(store: &dyn ObjectStore) {
+    let key = k("parts/object");
+    let parts = vec![
+        pattern(10, 1),
+        pattern(70_000, 2),
+        Bytes::new(),
+        pattern(3, 3),
+    ];
+    let crc = parts.iter().fold(0, |crc, p| crc32c::crc32c_append(crc, p));
+    let body = ObjectBody::from_parts(parts.clone(), crc);
+    let whole = body.to_bytes();
+    assert_eq!(whole.len(), 70_013);
+    let first = store
+        .put_body_if_absent(&key, body.clone())
+        .await
+        .expect("create from parts");
+    assert_eq!(first, PutOutcome::Created);
+    assert_eq!(store.get(&key).await.expect("get"), whole);
+    assert_eq!(
+        store.get_range(&key, 5..70_012).await.expect("range"),
+        whole.slice(5..70_012)
+    );
+    let second = store
+        .put_body_if_absent(&key, ObjectBody::from_bytes(pattern(4, 4)))
+        .await
+        .expect("second create");
+    assert_eq!(second, PutOutcome::AlreadyExists);
+    assert_eq!(
+        store.get(&key).await.expect("get"),
+        whole,
+        "loser changed nothing"
+    );
+    store.delete(&key).await.expect("delete");
 }
 
 async fn list_is_a_sorted_string_prefix_match(store: &dyn ObjectStore) {

@@ -6,7 +6,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
-use ferry_objstore::{ObjectStore, PutOutcome, S3Config, S3Store};
+use bytes::Bytes;
+use ferry_objstore::{ObjectBody, ObjectStore, PutOutcome, S3Config, S3Store};
 
 const ACCESS_KEY: &str = "ak-test";
 const SECRET_KEY: &str = "sk-test-secret";
@@ -80,6 +81,29 @@ async fn ferrys_s3_backend_passes_conformance() {
     let s = store(&server, SECRET_KEY).await;
     ferry_objstore::testing::conformance(&s).await;
     ferry_objstore::testing::conformance_with_races(Arc::new(s), 4).await;
+}
+
+/// The CRC-32C a body in parts carries (combined by the WAL's object builder, not read from
+/// the bytes) is what the server checks the bytes against: a wrong one stores nothing.
+#[tokio::test]
+async fn a_body_whose_crc_does_not_match_its_parts_is_refused() {
+    let server = start();
+    let s = store(&server, SECRET_KEY).await;
+    let key = "wal/1/0000000000001-0000000002.wal";
+    let parts = vec![Bytes::from_static(b"FWAL"), Bytes::from_static(b"slices")];
+    let wrong = crc32c::crc32c(b"FWALslicez");
+    let refused = s
+        .put_body_if_absent(key, ObjectBody::from_parts(parts.clone(), wrong))
+        .await;
+    assert!(refused.is_err(), "stored despite a wrong CRC: {refused:?}");
+    assert!(s.head(key).await.expect("head").is_none());
+    let right = crc32c::crc32c(b"FWALslices");
+    let stored = s
+        .put_body_if_absent(key, ObjectBody::from_parts(parts, right))
+        .await
+        .expect("put with the right CRC");
+    assert_eq!(stored, PutOutcome::Created);
+    assert_eq!(&s.get(key).await.expect("get")[..], b"FWALslices");
 }
 
 #[tokio::test]

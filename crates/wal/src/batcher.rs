@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use ferry_common::{SharedClock, TopicPartition};
 use ferry_objstore::keys::WalObjectKey;
+use ferry_objstore::ObjectBody;
 use uuid::Uuid;
 
 use crate::error::{Result, WalError};
@@ -118,7 +119,8 @@ pub struct PendingObject {
     /// Cut order; also the key's sequence number.
     pub seq: u64,
     pub key: WalObjectKey,
-    pub data: Bytes,
+    /// The object in the parts it was built from (see [`ObjectBuilder`]).
+    pub data: ObjectBody,
     pub slices: Vec<PendingSlice>,
     /// Slice bytes this object holds against `max_buffered_bytes`; hand back with
     /// [`UploadBatcher::release`] when the PUT has finished.
@@ -289,7 +291,7 @@ impl UploadBatcher {
         let created_ms = self.clock.now_ms().max(self.last_created_ms).max(0);
         self.last_created_ms = created_ms;
 
-        let mut builder = ObjectBuilder::with_capacity(bytes, runs);
+        let mut builder = ObjectBuilder::with_capacity(runs);
         let mut slices = Vec::with_capacity(runs);
         let mut failure = None;
         for (wp, buf) in &waiting {
@@ -318,7 +320,7 @@ impl UploadBatcher {
         });
         let built = match (failure, key) {
             (Some(e), _) | (None, Err(e)) => Err(e),
-            (None, Ok(key)) => builder.finish().map(|data| (key, data)),
+            (None, Ok(key)) => builder.finish_body().map(|data| (key, data)),
         };
         match built {
             Ok((key, data)) => {

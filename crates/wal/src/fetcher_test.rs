@@ -51,7 +51,7 @@ fn slice_bytes(base: i64, last: i64, epoch: i32) -> Vec<u8> {
 
 /// Builds an object of `(partition, base, last)` slices and returns it with its records.
 fn object(key: &str, epoch: i32, slices: &[(i32, i64, i64)]) -> (Bytes, Vec<WalSliceMetadata>) {
-    let mut b = ObjectBuilder::with_capacity(0, slices.len());
+    let mut b = ObjectBuilder::with_capacity(slices.len());
     let mut entries = Vec::new();
     for &(p, base, last) in slices {
         let info = SliceInfo {

@@ -32,6 +32,7 @@
 //! with one suffix range-GET ([`ObjectIndex::parse_tail`]) or a known slice directly.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use ferry_objstore::ObjectBody;
 use uuid::Uuid;
 
 use crate::error::{Result, WalError};
@@ -152,41 +153,47 @@ fn header_bytes(version: u16, flags: u16) -> [u8; HEADER_LEN] {
     h
 }
 
-/// Builds one WAL object in a single buffer reserved up front.
+/// Builds one WAL object from the slices' own buffers.
 ///
-/// Slices are copied once, into their final place; the index and footer are appended by
-/// [`ObjectBuilder::finish`].
+/// Slices are not copied: the object is the header, the slices' chunks as they were appended
+/// (views of the produce requests' bytes) and the index and footer written by
+/// [`ObjectBuilder::finish_body`], sent to the store in those parts. The CRC-32C of the whole
+/// object, which the store sends with the PUT, is combined from the slices' CRCs as they are
+/// appended instead of read again from the bytes.
 #[derive(Debug)]
 pub struct ObjectBuilder {
-    buf: BytesMut,
+    parts: Vec<Bytes>,
+    /// Bytes appended so far, header included: the next slice's position.
+    len: u64,
+    /// CRC-32C of those bytes.
+    crc: u32,
     entries: Vec<SliceEntry>,
 }
 
 impl ObjectBuilder {
-    /// A builder whose buffer fits `slice_bytes` of slices in `slices` slices without growing.
-    pub fn with_capacity(slice_bytes: usize, slices: usize) -> Self {
-        let mut buf = BytesMut::with_capacity(
-            HEADER_LEN + slice_bytes + slices * INDEX_ENTRY_LEN + FOOTER_LEN,
-        );
-        buf.put_slice(&header_bytes(VERSION, 0));
+    /// A builder with room for `slices` slices.
+    pub fn with_capacity(slices: usize) -> Self {
+        let header = Bytes::copy_from_slice(&header_bytes(VERSION, 0));
+        let crc = crc32c::crc32c(&header);
+        let mut parts = Vec::with_capacity(2 + 2 * slices);
+        parts.push(header);
         Self {
-            buf,
+            parts,
+            len: HEADER_LEN as u64,
+            crc,
             entries: Vec::with_capacity(slices),
         }
     }
 
-    /// Appends one slice whose bytes are `data`.
+    /// Appends one slice whose bytes are `data` (copied).
     pub fn append(&mut self, info: SliceInfo, data: &[u8]) -> Result<&SliceEntry> {
-        self.append_chunks(info, std::slice::from_ref(&data))
+        self.append_chunks(info, &[Bytes::copy_from_slice(data)])
     }
 
-    /// Appends one slice made of `chunks` laid end to end (consecutive appends of one partition).
-    pub fn append_chunks<C: AsRef<[u8]>>(
-        &mut self,
-        info: SliceInfo,
-        chunks: &[C],
-    ) -> Result<&SliceEntry> {
-        let total: usize = chunks.iter().map(|c| c.as_ref().len()).sum();
+    /// Appends one slice made of `chunks` laid end to end (consecutive appends of one partition),
+    /// without copying them.
+    pub fn append_chunks(&mut self, info: SliceInfo, chunks: &[Bytes]) -> Result<&SliceEntry> {
+        let total: usize = chunks.iter().map(Bytes::len).sum();
         if total == 0 {
             return Err(WalError::Invalid("empty slice".into()));
         }
@@ -198,13 +205,14 @@ impl ObjectBuilder {
                 info.base_offset, info.last_offset
             )));
         }
-        let position = self.buf.len() as u64;
+        let position = self.len;
         let mut crc = 0;
-        for chunk in chunks {
-            let chunk = chunk.as_ref();
+        for chunk in chunks.iter().filter(|c| !c.is_empty()) {
             crc = crc32c::crc32c_append(crc, chunk);
-            self.buf.put_slice(chunk);
+            self.parts.push(chunk.clone());
         }
+        self.crc = crc32c::crc32c_combine(self.crc, crc, total);
+        self.len += u64::from(length);
         self.entries.push(SliceEntry {
             info,
             position,
@@ -221,23 +229,26 @@ impl ObjectBuilder {
 
     /// Bytes the object will have once finished.
     pub fn finished_len(&self) -> usize {
-        self.buf.len() + self.entries.len() * INDEX_ENTRY_LEN + FOOTER_LEN
+        usize::try_from(self.len).unwrap_or(usize::MAX)
+            + self.entries.len() * INDEX_ENTRY_LEN
+            + FOOTER_LEN
     }
 
-    /// Writes the index and footer and returns the object. Refuses an object without slices.
-    pub fn finish(mut self) -> Result<Bytes> {
+    /// Writes the index and footer and returns the object in its parts, with its CRC-32C.
+    /// Refuses an object without slices.
+    pub fn finish_body(mut self) -> Result<ObjectBody> {
         if self.entries.is_empty() {
             return Err(WalError::EmptyObject);
         }
-        let index_position = self.buf.len() as u64;
+        let index_position = self.len;
         let slice_count = u32::try_from(self.entries.len())
             .map_err(|_| WalError::Invalid("too many slices".into()))?;
         let index_length = slice_count
             .checked_mul(INDEX_ENTRY_LEN as u32)
             .ok_or_else(|| WalError::Invalid("index exceeds 4 GiB".into()))?;
-        self.buf.reserve(index_length as usize + FOOTER_LEN);
+        let mut tail = BytesMut::with_capacity(index_length as usize + FOOTER_LEN);
         for entry in &self.entries {
-            entry.encode(&mut self.buf);
+            entry.encode(&mut tail);
         }
         let mut footer = [0u8; FOOTER_LEN];
         footer[0..8].copy_from_slice(&index_position.to_be_bytes());
@@ -245,16 +256,23 @@ impl ObjectBuilder {
         footer[12..16].copy_from_slice(&slice_count.to_be_bytes());
         footer[16..18].copy_from_slice(&VERSION.to_be_bytes());
         footer[18..20].copy_from_slice(&0u16.to_be_bytes());
-        let index_start = index_position as usize;
         let crc = checksum(
-            &self.buf[..HEADER_LEN],
-            &self.buf[index_start..],
+            &self.parts[0][..HEADER_LEN],
+            &tail,
             &footer[..FOOTER_CHECKED_LEN],
         );
         footer[20..24].copy_from_slice(&crc.to_be_bytes());
         footer[24..28].copy_from_slice(&MAGIC);
-        self.buf.put_slice(&footer);
-        Ok(self.buf.freeze())
+        tail.put_slice(&footer);
+        let tail = tail.freeze();
+        let object_crc = crc32c::crc32c_append(self.crc, &tail);
+        self.parts.push(tail);
+        Ok(ObjectBody::from_parts(self.parts, object_crc))
+    }
+
+    /// [`ObjectBuilder::finish_body`] in one buffer (a copy; for readers and tests).
+    pub fn finish(self) -> Result<Bytes> {
+        self.finish_body().map(|b| b.to_bytes())
     }
 }
 

@@ -27,8 +27,7 @@ fn sample() -> (Bytes, Vec<(SliceInfo, Vec<u8>)>) {
             slices.push((info(t, p, 100 * p as i64, 100 * p as i64 + 9), data));
         }
     }
-    let total = slices.iter().map(|(_, d)| d.len()).sum();
-    let mut b = ObjectBuilder::with_capacity(total, slices.len());
+    let mut b = ObjectBuilder::with_capacity(slices.len());
     for (i, d) in &slices {
         b.append(*i, d).unwrap();
     }
@@ -51,22 +50,29 @@ fn round_trip_many_partitions() {
 }
 
 #[test]
-fn builder_reserves_one_buffer() {
-    let mut b = ObjectBuilder::with_capacity(300, 3);
-    let cap = b.buf.capacity();
-    for p in 0..3 {
-        b.append(info(1, p, 0, 0), &[p as u8; 100]).unwrap();
+fn builder_sends_the_chunks_themselves_with_the_object_crc() {
+    let chunks: Vec<Bytes> = (0..3u8).map(|p| Bytes::from(vec![p; 100])).collect();
+    let mut b = ObjectBuilder::with_capacity(3);
+    for (p, chunk) in chunks.iter().enumerate() {
+        b.append_chunks(info(1, p as i32, 0, 0), std::slice::from_ref(chunk))
+            .unwrap();
     }
-    assert_eq!(
-        b.buf.capacity(),
-        cap,
-        "appending within the hint must not reallocate"
-    );
+    let body = b.finish_body().unwrap();
+    // Header, the three chunks (the same memory, not copies), index and footer.
+    assert_eq!(body.parts().len(), 5);
+    for (part, chunk) in body.parts()[1..4].iter().zip(&chunks) {
+        assert_eq!(part.as_ptr(), chunk.as_ptr());
+    }
+    let whole = body.to_bytes();
+    assert_eq!(body.len(), whole.len() as u64);
+    // The CRC combined from the slices' CRCs is the CRC of the bytes.
+    assert_eq!(body.crc32c(), crc32c::crc32c(&whole));
+    assert_eq!(ObjectReader::parse(&whole).unwrap().entries().len(), 3);
 }
 
 #[test]
 fn chunks_form_one_slice_with_one_crc() {
-    let mut b = ObjectBuilder::with_capacity(0, 1);
+    let mut b = ObjectBuilder::with_capacity(1);
     let chunks = [Bytes::from_static(b"abc"), Bytes::from_static(b"defg")];
     let entry = *b.append_chunks(info(1, 0, 0, 1), &chunks).unwrap();
     assert_eq!(entry.length, 7);
@@ -101,7 +107,7 @@ fn index_from_suffix_alone() {
 
 #[test]
 fn empty_object_refused() {
-    let b = ObjectBuilder::with_capacity(0, 0);
+    let b = ObjectBuilder::with_capacity(0);
     assert!(matches!(b.finish(), Err(WalError::EmptyObject)));
     // And a hand-made object claiming zero slices with a valid checksum is refused on read.
     let mut raw = header_bytes(VERSION, 0).to_vec();
@@ -118,7 +124,7 @@ fn empty_object_refused() {
 
 #[test]
 fn builder_refuses_empty_slice_and_bad_offsets() {
-    let mut b = ObjectBuilder::with_capacity(0, 0);
+    let mut b = ObjectBuilder::with_capacity(0);
     assert!(b.append(info(1, 0, 0, 0), &[]).is_err());
     assert!(b.append(info(1, 0, 5, 4), b"x").is_err());
     assert!(b.append(info(1, 0, -1, 4), b"x").is_err());

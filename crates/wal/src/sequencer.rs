@@ -66,7 +66,7 @@ impl PublishSequencer {
             obj.seq,
             Tracked {
                 key: obj.key.to_string(),
-                object_size: obj.data.len() as u64,
+                object_size: obj.data.len(),
                 slices: obj.slices.clone(),
                 result: None,
                 unreleased: obj.slices.len(),

@@ -45,9 +45,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use ferry_common::SharedClock;
-use ferry_objstore::{ObjectStore, PutOutcome};
+use ferry_objstore::{ObjectBody, ObjectStore, PutOutcome};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::batcher::push_fallback;
@@ -279,9 +278,9 @@ impl Uploader {
     }
 }
 
-async fn put_object(store: &dyn ObjectStore, key: &str, data: Bytes) -> Result<()> {
-    let size = data.len() as u64;
-    match store.put_if_absent(key, data).await? {
+async fn put_object(store: &dyn ObjectStore, key: &str, data: ObjectBody) -> Result<()> {
+    let size = data.len();
+    match store.put_body_if_absent(key, data).await? {
         PutOutcome::Created => Ok(()),
         PutOutcome::AlreadyExists => match store.head(key).await? {
             // Our own earlier attempt that landed despite an ambiguous error.

@@ -4,6 +4,7 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use bytes::Bytes;
 use ferry_common::ManualClock;
 use ferry_objstore::{FaultKind, FaultyStore, MemoryStore, ObjectMeta, Op};
 use tokio::sync::oneshot;
@@ -60,7 +61,7 @@ fn many_partitions_go_into_one_object_one_slice_each() {
         30,
         "consecutive appends of a partition join one slice"
     );
-    let reader = ObjectReader::parse(&obj.data).unwrap();
+    let reader = ObjectReader::parse(&obj.data.to_bytes()).unwrap();
     for (i, s) in obj.slices.iter().enumerate() {
         assert_eq!(reader.entries()[i], s.entry);
         assert_eq!(
@@ -173,7 +174,7 @@ fn keys_stay_unique_and_sorted_when_the_clock_steps_back() {
 }
 
 fn pending(seq: u64, parts: &[(u8, i32, i64, i64)]) -> PendingObject {
-    let mut builder = ObjectBuilder::with_capacity(0, parts.len());
+    let mut builder = ObjectBuilder::with_capacity(parts.len());
     let mut slices = Vec::new();
     for &(t, p, base, last) in parts {
         let info = SliceInfo {
@@ -192,7 +193,7 @@ fn pending(seq: u64, parts: &[(u8, i32, i64, i64)]) -> PendingObject {
     PendingObject {
         seq,
         key: WalObjectKey::new(1, 0, seq).unwrap(),
-        data: builder.finish().unwrap(),
+        data: builder.finish_body().unwrap(),
         slices,
         buffered_bytes: 5 * parts.len(),
         oldest_append: tokio::time::Instant::now(),
