@@ -193,14 +193,16 @@ TICKS=$(getconf CLK_TCK)
 
 # run LABEL PRODUCED_BYTES ferry-bench-args...
 run() {
-    local label=$1 produced=$2 before after cpu0 cpu1 s3cpu0 s3cpu1
+    local label=$1 produced=$2 before after cpu0 cpu1 s3cpu0 s3cpu1 stat0 stat1
     shift 2
     before=$($METRICS "${MURLS[@]}")
     cpu0=$(cpu_ticks "${PIDS[@]}")
     s3cpu0=$(cpu_ticks "${S3PIDS[@]}")
+    stat0=$(head -1 /proc/stat)
     echo "\$ ferry-bench $*" | tee -a "$OUT/summary.txt"
     /usr/bin/time -f "client cpu: user %U s sys %S s" -o "$OUT/$label.time" \
         "$BENCH" "$@" >"$OUT/$label.out" 2>"$OUT/$label.err" || echo "exit code $?" >>"$OUT/$label.out"
+    stat1=$(head -1 /proc/stat) # the machine while the client ran (without the wait below)
     sleep 2 # let followers finish and the last uploads publish
     after=$($METRICS "${MURLS[@]}")
     cpu1=$(cpu_ticks "${PIDS[@]}")
@@ -208,8 +210,15 @@ run() {
     {
         echo "[$label, store: $STORE_DESC]"
         cat "$OUT/$label.out" "$OUT/$label.time"
-        python3 - "$produced" "$before" "$after" "$((cpu1 - cpu0))" "$((s3cpu1 - s3cpu0))" "$TICKS" <<'PY'
+        python3 - "$produced" "$before" "$after" "$((cpu1 - cpu0))" "$((s3cpu1 - s3cpu0))" "$TICKS" "$stat0" "$stat1" <<'PY'
 import sys
+# /proc/stat's first line: user nice system idle iowait irq softirq steal ...
+s0, s1 = ([int(x) for x in l.split()[1:9]] for l in sys.argv[7:9])
+d_stat = [b - a for a, b in zip(s0, s1)]
+total = sum(d_stat) or 1
+print(f"  machine while the client ran: busy {100 * (total - d_stat[3] - d_stat[4]) / total:.0f} %, "
+      f"idle {100 * d_stat[3] / total:.0f} %, iowait {100 * d_stat[4] / total:.0f} %, "
+      f"softirq {100 * d_stat[6] / total:.0f} %")
 produced = int(sys.argv[1])
 parse = lambda s: dict(kv.split("=") for kv in s.split())
 b, a = parse(sys.argv[2]), parse(sys.argv[3])
