@@ -247,3 +247,28 @@ fn flipped_byte_in_index_or_footer_or_header_detected() {
         "{err}"
     );
 }
+
+#[test]
+fn combined_crc_equals_the_crc_of_the_concatenation() {
+    let data: Vec<u8> = (0..70_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    for (a, b) in [
+        (0, 0),
+        (0, 1),
+        (1, 0),
+        (3, 5),
+        (8, 32_768),
+        (40_000, 29_999),
+        (1, 69_999),
+    ] {
+        let (left, right) = (&data[..a], &data[a..a + b]);
+        let whole = crc32c::crc32c(&data[..a + b]);
+        let combined =
+            crate::format::crc32c_combine(crc32c::crc32c(left), crc32c::crc32c(right), b as u64);
+        assert_eq!(combined, whole, "|A| = {a}, |B| = {b}");
+        assert_eq!(
+            combined,
+            crc32c::crc32c_combine(crc32c::crc32c(left), crc32c::crc32c(right), b),
+            "the crate's combine agrees"
+        );
+    }
+}
