@@ -272,7 +272,7 @@ impl ObjectStore for LocalDirStore {
     }
 
     async fn put_body_if_absent(&self, key: &str, body: ObjectBody) -> Result<PutOutcome> {
-        self.put_parts_if_absent(key, body.parts().to_vec()).await
+        self.put_parts_if_absent(key, body.into_parts()).await
     }
 
     async fn get(&self, key: &str) -> Result<Bytes> {

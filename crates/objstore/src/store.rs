@@ -104,9 +104,9 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// Stores `data` under `key` only if no object exists there (S3 `If-None-Match: *`).
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutOutcome>;
 
-    /// [`ObjectStore::put_if_absent`] of a body held in parts with its CRC-32C known: stores
-    /// that can send the parts as they are (S3, a local file) do, and send the CRC without
-    /// reading the bytes again; the others join the parts.
+    /// [`ObjectStore::put_if_absent`] of a body held in parts: stores that can send the parts as
+    /// they are (S3, a local file) do, S3 with the body's CRC-32C (read again from the bytes
+    /// only when the builder did not know it); the others join the parts.
     async fn put_body_if_absent(&self, key: &str, body: ObjectBody) -> Result<PutOutcome> {
         self.put_if_absent(key, body.to_bytes()).await
     }
