@@ -567,6 +567,34 @@ def wait_topic(broker: Broker, name: str, partitions: int | None = None, timeout
     raise TimeoutError(f"topic {name} not ready: {last!r}")
 
 
+def wait_replicas_open(broker: Broker, name: str, partitions: int, timeout: float = 30):
+    """Wait until every broker holds a local replica of each partition (DescribeLogDirs).
+
+    A broker answers Metadata from its metadata image a moment before it opens the image's new
+    replicas (Kafka's brokers do the same); meanwhile a produce to it is refused with
+    NOT_LEADER_OR_FOLLOWER. Clients retry that, except at acks=0, where the refused batch is
+    lost by design: tests that produce at acks=0 right after creating a topic wait here."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10000)
+    try:
+        deadline = time.monotonic() + timeout
+        held = {}
+        while time.monotonic() < deadline:
+            held = {}
+            for entry in admin.describe_log_dirs(topic_partitions=[name]):
+                held[entry["broker"]] = sorted(
+                    part["partition_index"]
+                    for d in entry["log_dirs"] for t in d["topics"] if t["name"] == name
+                    for part in t["partitions"])
+            if all(held.get(b) == list(range(partitions)) for b in broker.node_ids):
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"replicas of {name} not open on every broker: {held}")
+    finally:
+        admin.close()
+
+
 def produce_sync(producer, topic: str, messages, timeout: float = 60):
     """Produce dicts (key/value/partition/headers/timestamp) and return delivery reports in
     send order as (err, msg) pairs."""

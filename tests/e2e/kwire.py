@@ -280,6 +280,15 @@ def produce_v3(conn: Conn, topic: str, partition: int, batch: bytes, acks: int =
     return err, base
 
 
+def send_produce_v3(conn: Conn, topic: str, partition: int, batch: bytes, acks: int = 0,
+                    timeout_ms: int = 30000):
+    """Send a Produce v3 without reading an answer (acks=0 has none)."""
+    body = (string(None) + i16(acks) + i32(timeout_ms)
+            + i32(1) + string(topic) + i32(1) + i32(partition) + bytes_(batch))
+    conn.corr += 1
+    conn.send_raw(frame(request_header_v1(API_PRODUCE, 3, conn.corr) + body))
+
+
 def init_producer_id_v1(conn: Conn, timeout_ms: int = 30000):
     """InitProducerId v1 (non-flexible), no transactional id. Returns (err, pid, epoch)."""
     body = string(None) + i32(timeout_ms)

@@ -24,6 +24,7 @@ from conftest import (
     create_topic,
     produce_sync,
     unique_topic,
+    wait_replicas_open,
     wait_topic,
 )
 import kwire
@@ -68,6 +69,9 @@ def verify_partitions(broker, topic, sent, partitions):
 @pytest.mark.parametrize("codec", CODECS)
 def test_confluent_codec_acks_roundtrip(broker, codec, acks):
     topic = create_topic(broker, unique_topic(f"c-{codec}-{acks}"), partitions=3)
+    if acks == "0":
+        # a batch refused at acks=0 is lost, not retried (see wait_replicas_open)
+        wait_replicas_open(broker, topic, 3)
     sent = make_messages(90, 3, tag=codec)
     p = ck_producer(broker, **{"compression.type": codec, "acks": acks, "linger.ms": 20})
     reports = produce_sync(p, topic, sent)
@@ -393,6 +397,23 @@ def test_unknown_partition(broker):
         assert (code, base) == (0, 0)
     got = consume_partition(broker, topic, 0, expected=1)
     assert got[0].value() == b"v"
+
+
+def test_failed_acks0_produce_closes_the_connection(broker):
+    """Kafka's answer to an acks=0 produce it refuses: no response (there is none at acks=0),
+    but the connection closes, so the producer refreshes its metadata instead of sending every
+    later batch into the same silent refusal."""
+    topic = create_topic(broker, unique_topic("acks0err"), partitions=1)
+    with kwire.Conn.to_leader(broker, topic, 0) as c:
+        # a good acks=0 produce keeps the connection: the next request is answered
+        kwire.send_produce_v3(c, topic, 0, kwire.record_batch([(b"k", b"first")]), acks=0)
+        code, base = kwire.produce_v3(c, topic, 0, kwire.record_batch([(b"k", b"second")]))
+        assert (code, base) == (0, 1)
+        # a refused one (no such partition) closes it
+        kwire.send_produce_v3(c, topic, 5, kwire.record_batch([(b"k", b"lost")]), acks=0)
+        assert c.wait_closed(timeout=10)
+    got = consume_partition(broker, topic, 0, expected=2)
+    assert [m.value() for m in got] == [b"first", b"second"]
 
 
 def test_raw_produce_batch_offsets(broker):

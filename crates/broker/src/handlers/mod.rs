@@ -46,6 +46,9 @@ impl RequestContext {
 pub enum Handled {
     Now(Option<ResponseKind>),
     Later(Pin<Box<dyn Future<Output = Option<ResponseKind>> + Send>>),
+    /// No answer, and the connection closes after the responses queued before it: an acks=0
+    /// produce that failed (the reason, for the log), as Kafka does.
+    Close(String),
 }
 
 /// Handles one request, but does not wait for replicas: a produce's records are appended now
@@ -65,7 +68,9 @@ pub async fn handle_pipelined(
     match body {
         RequestKind::Produce(r) => {
             let appended = produce::append(broker, r, header.request_api_version);
-            if appended.is_complete() {
+            if let Some(failures) = appended.acks_zero_failures() {
+                Handled::Close(failures)
+            } else if appended.is_complete() {
                 Handled::Now(appended.respond().await.map(ResponseKind::Produce))
             } else {
                 Handled::Later(Box::pin(async move {

@@ -71,6 +71,32 @@ impl AppendedProduce {
         self.acks == 0 || self.waits.is_empty()
     }
 
+    /// With acks=0, the partitions that refused their records and why, if any did. Kafka then
+    /// closes the connection instead of staying silent, so that the producer refreshes its
+    /// metadata (a NOT_LEADER_OR_FOLLOWER it never sees would send every later batch to the
+    /// same wrong broker).
+    pub fn acks_zero_failures(&self) -> Option<String> {
+        if self.acks != 0 {
+            return None;
+        }
+        let failures: Vec<String> = self
+            .responses
+            .iter()
+            .flat_map(|topic| {
+                topic
+                    .partition_responses
+                    .iter()
+                    .filter(|p| p.error_code != 0)
+                    .map(move |p| {
+                        let error = ResponseError::try_from_code(p.error_code)
+                            .map_or_else(|| p.error_code.to_string(), |e| format!("{e:?}"));
+                        format!("{}-{}: {error}", topic.name.as_str(), p.index)
+                    })
+            })
+            .collect();
+        (!failures.is_empty()).then(|| failures.join(", "))
+    }
+
     /// The response (`None` for acks=0), after the delayed-produce purgatory for acks=all.
     pub async fn respond(mut self) -> Option<ProduceResponse> {
         if self.acks == 0 {

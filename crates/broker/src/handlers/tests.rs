@@ -235,6 +235,36 @@ async fn acks_zero_sends_no_response_and_bad_acks_is_refused() {
 }
 
 #[tokio::test]
+async fn a_refused_acks_zero_produce_names_its_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "\"auto.create.topics.enable\" = false").await;
+    create(&b, "t", 1, &[]).await;
+    let request = |partition: i32, acks: i16| {
+        ProduceRequest::default()
+            .with_acks(acks)
+            .with_timeout_ms(1000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(name("t"))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(batch(&["x"], None)))])])
+    };
+    // accepted: no failures, so the connection stays
+    assert_eq!(
+        super::produce::append(&b, request(0, 0), 9).acks_zero_failures(),
+        None
+    );
+    // refused at acks=0: the failures, so the connection closes (Kafka's rule)
+    let failures = super::produce::append(&b, request(7, 0), 9).acks_zero_failures();
+    assert_eq!(failures.as_deref(), Some("t-7: UnknownTopicOrPartition"));
+    // refused at acks=1: the error goes in the response instead
+    assert_eq!(
+        super::produce::append(&b, request(7, 1), 9).acks_zero_failures(),
+        None
+    );
+}
+
+#[tokio::test]
 async fn unknown_partition_corrupt_batch_and_min_isr_errors() {
     let dir = tempfile::tempdir().unwrap();
     let b = broker(dir.path(), "\"auto.create.topics.enable\" = false").await;

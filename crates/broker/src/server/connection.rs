@@ -127,8 +127,9 @@ pub async fn serve(
                 break;
             }
         };
-        let outgoing = handle_request(&broker, request, peer, started, request_bytes).await;
-        if tx.send(outgoing).await.is_err() {
+        let (outgoing, then_close) =
+            handle_request(&broker, request, peer, started, request_bytes).await;
+        if tx.send(outgoing).await.is_err() || then_close {
             break;
         }
     }
@@ -198,14 +199,15 @@ fn api_versions_fallback(peer: SocketAddr, correlation_id: i32, version: i16) ->
 }
 
 /// Handles one request and returns its response for the writer: framed already, or a future
-/// that frames it when a produce's acks=all answer is known.
+/// that frames it when a produce's acks=all answer is known; and whether the connection then
+/// closes (after the responses queued before).
 async fn handle_request(
     broker: &Arc<Broker>,
     request: DecodedRequest,
     peer: SocketAddr,
     started: Instant,
     request_bytes: u64,
-) -> Outgoing {
+) -> (Outgoing, bool) {
     let api_key = request.api_key;
     let version = request.header.request_api_version;
     let correlation_id = request.header.correlation_id;
@@ -238,8 +240,14 @@ async fn handle_request(
     match handlers::handle_pipelined(broker, request, &ctx).await {
         Handled::Now(body) => {
             let framed = answer.frame(body);
-            Box::pin(async move { framed })
+            (Box::pin(async move { framed }), false)
         }
-        Handled::Later(body) => Box::pin(async move { answer.frame(body.await) }),
+        Handled::Later(body) => (Box::pin(async move { answer.frame(body.await) }), false),
+        Handled::Close(reason) => {
+            tracing::info!(%peer, client_id = %ctx.client_id, correlation_id,
+                failures = %reason, "closing connection: an acks=0 produce request failed");
+            let _ = answer.frame(None);
+            (Box::pin(async move { Err(()) }), true)
+        }
     }
 }
