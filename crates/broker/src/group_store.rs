@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use ferry_cluster::metadata_store::MetadataStore;
 use ferry_common::SharedClock;
-use ferry_group::{Appended, OffsetsStore, StoreError, StoredRecord, TopicCatalog};
+use ferry_group::{Appended, OffsetsStore, StoreError, StoredEntry, StoredRecord, TopicCatalog};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::records::Compression;
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use uuid::Uuid;
 
 use crate::replica_manager::{CommitStatus, Partition};
@@ -129,7 +129,21 @@ impl OffsetsStore for LogOffsetsStore {
         })
     }
 
-    fn read_all(&self, partition: i32) -> Result<Vec<StoredRecord>, StoreError> {
+    fn append_transactional(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        _producer_epoch: i16,
+        _records: &[StoredRecord],
+    ) -> Result<Appended, StoreError> {
+        // TxnOffsetCommit is not served until the transaction coordinator runs; the log's
+        // coordinator-origin append (no client sequence checks) comes with it.
+        Err(StoreError::unavailable(format!(
+            "transactional offsets of producer {producer_id} for partition {partition}: transactions are not served yet"
+        )))
+    }
+
+    fn read_all(&self, partition: i32) -> Result<Vec<(i64, StoredEntry)>, StoreError> {
         let p = self.partition(partition)?;
         let mut out = Vec::new();
         let mut offset = p.log.log_start_offset();
@@ -144,9 +158,9 @@ impl OffsetsStore for LogOffsetsStore {
             if data.records.is_empty() {
                 break;
             }
-            let (records, next) = ferry_log::keyed_records::decode(data.records, offset)
-                .map_err(StoreError::unavailable)?;
-            out.extend(records);
+            let next = decode_entries(data.records, offset, &mut out).map_err(|e| {
+                StoreError::unavailable(format!("{OFFSETS_TOPIC}-{partition}: {e}"))
+            })?;
             if next <= offset {
                 break;
             }
@@ -154,6 +168,52 @@ impl OffsetsStore for LogOffsetsStore {
         }
         Ok(out)
     }
+}
+
+/// Appends to `out` the entries at or after offset `from` in `batches`: plain and
+/// transactional records (keyless ones skipped) and transaction markers. Returns the offset
+/// after the last record seen (`from` if none).
+fn decode_entries(
+    mut batches: bytes::Bytes,
+    from: i64,
+    out: &mut Vec<(i64, StoredEntry)>,
+) -> Result<i64, String> {
+    let sets = RecordBatchDecoder::decode_all(&mut batches)
+        .map_err(|e| format!("decoding records: {e}"))?;
+    let mut next = from;
+    for set in sets {
+        for r in set.records {
+            next = next.max(r.offset + 1);
+            if r.offset < from {
+                continue;
+            }
+            let Some(key) = r.key else { continue };
+            let entry = if r.control {
+                // A control record's key: version (i16), then type: 0 ABORT, 1 COMMIT.
+                match key.get(2..4).map(|t| i16::from_be_bytes([t[0], t[1]])) {
+                    Some(0) => StoredEntry::Marker {
+                        producer_id: r.producer_id,
+                        commit: false,
+                    },
+                    Some(1) => StoredEntry::Marker {
+                        producer_id: r.producer_id,
+                        commit: true,
+                    },
+                    // Other control records (none today) say nothing about offsets.
+                    _ => continue,
+                }
+            } else if r.transactional {
+                StoredEntry::Transactional {
+                    producer_id: r.producer_id,
+                    record: (key, r.value),
+                }
+            } else {
+                StoredEntry::Record((key, r.value))
+            };
+            out.push((r.offset, entry));
+        }
+    }
+    Ok(next)
 }
 
 /// Resolves when the high watermark of `p` reaches `end_offset` while this broker still leads

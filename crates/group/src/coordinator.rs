@@ -45,7 +45,8 @@ use crate::offsets_topic::{
     self, decode_key, decode_value, encode_key, encode_value, GroupValue, MemberValue, RecordKey,
     RecordValue,
 };
-use crate::store::{OffsetsStore, StoreError, StoredRecord};
+use crate::store::{OffsetsStore, StoreError, StoredEntry, StoredRecord};
+use crate::txn_offsets;
 
 /// Who sent a request, as DescribeGroups reports members.
 #[derive(Debug, Clone, Copy)]
@@ -68,7 +69,7 @@ pub struct GroupCoordinator {
 }
 
 /// One led partition: the leader epoch it was taken at, and whether its groups are loaded.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Owned {
     epoch: i32,
     /// Tells one load from the next, so that a load superseded by a newer election (or a
@@ -76,6 +77,9 @@ struct Owned {
     /// touch the newer one's state.
     load: u64,
     loaded: bool,
+    /// Transactions that ended (producer id, committed) while the load ran: the load may have
+    /// read the log before their markers, so they are applied when it installs its groups.
+    ended_while_loading: Vec<(i64, bool)>,
 }
 
 /// Operations on a group, as Kafka's `AclOperation` bits: READ (3), DELETE (6), DESCRIBE (8),
@@ -161,6 +165,7 @@ impl GroupCoordinator {
                     epoch,
                     load,
                     loaded: false,
+                    ended_while_loading: Vec::new(),
                 },
             );
             load
@@ -177,11 +182,18 @@ impl GroupCoordinator {
                 return Err(e);
             }
         };
-        let loaded = replay(partition, records, self.now());
+        let mut loaded = replay(partition, records, self.now());
         let mut groups = self.lock();
         let mut owned = self.owned();
         match owned.get_mut(&partition) {
-            Some(o) if o.load == load => o.loaded = true,
+            Some(o) if o.load == load => {
+                o.loaded = true;
+                for (producer_id, commit) in std::mem::take(&mut o.ended_while_loading) {
+                    for group in loaded.values_mut() {
+                        txn_offsets::complete(group, producer_id, commit);
+                    }
+                }
+            }
             // Resigned or re-elected meanwhile: that one decides.
             _ => return Ok(0),
         }
@@ -233,6 +245,30 @@ impl GroupCoordinator {
             }
         }
         ids.len()
+    }
+
+    /// Producer `producer_id`'s transaction ended (`commit`: committed) with its marker durable
+    /// in `__consumer_offsets` partition `partition` (Kafka's `onTransactionCompleted`): its
+    /// transactional offsets of the groups there take effect, or are dropped.
+    pub fn complete_transaction(&self, partition: i32, producer_id: i64, commit: bool) {
+        let mut groups = self.lock();
+        {
+            let mut owned = self.owned();
+            match owned.get_mut(&partition) {
+                // Not led here: whoever loads it replays the marker.
+                None => return,
+                Some(o) if !o.loaded => {
+                    o.ended_while_loading.push((producer_id, commit));
+                    return;
+                }
+                Some(_) => {}
+            }
+        }
+        for group in groups.values_mut() {
+            if self.partition_for(&group.id) == partition {
+                txn_offsets::complete(group, producer_id, commit);
+            }
+        }
     }
 
     /// The partitions led here, with the leader epoch they were taken at.
@@ -652,35 +688,80 @@ impl GroupCoordinator {
 }
 
 /// Rebuilds the groups of one partition from its records, oldest first.
-fn replay(partition: i32, records: Vec<StoredRecord>, now: i64) -> HashMap<String, Group> {
+/// Rebuilds the groups of `partition` from its entries in log order (with their offsets).
+fn replay(partition: i32, entries: Vec<(i64, StoredEntry)>, now: i64) -> HashMap<String, Group> {
     let mut groups: HashMap<String, Group> = HashMap::new();
-    for (key, value) in records {
-        let key = match decode_key(key) {
-            Ok(k) => k,
-            Err(e) => {
-                tracing::warn!(partition, error = %e, "skipping unreadable group record key");
-                continue;
+    for (offset, entry) in entries {
+        match entry {
+            StoredEntry::Record(record) => {
+                replay_record(partition, &mut groups, record, offset, now);
             }
-        };
-        let group = groups
-            .entry(key.group().to_string())
-            .or_insert_with(|| Group::new(key.group(), now));
-        let value = match value.map(|v| decode_value(&key, v)).transpose() {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!(partition, error = %e, "skipping unreadable group record value");
-                continue;
+            StoredEntry::Transactional {
+                producer_id,
+                record,
+            } => txn_offsets::replay_pending(
+                partition,
+                &mut groups,
+                producer_id,
+                record,
+                offset,
+                now,
+            ),
+            StoredEntry::Marker {
+                producer_id,
+                commit,
+            } => {
+                for group in groups.values_mut() {
+                    txn_offsets::complete(group, producer_id, commit);
+                }
             }
-        };
-        apply_record(group, key, value, now);
+        }
     }
     groups.retain(|_, g| {
         !(g.members.is_empty()
             && g.offsets.is_empty()
+            && g.pending_txn_offsets.is_empty()
             && g.protocol_type.is_none()
             && g.consumer.is_none())
     });
     groups
+}
+
+/// Applies one record written outside a transaction, found at log offset `offset`.
+fn replay_record(
+    partition: i32,
+    groups: &mut HashMap<String, Group>,
+    (key, value): StoredRecord,
+    offset: i64,
+    now: i64,
+) {
+    let key = match decode_key(key) {
+        Ok(k) => k,
+        Err(e) => {
+            tracing::warn!(partition, error = %e, "skipping unreadable group record key");
+            return;
+        }
+    };
+    let group = groups
+        .entry(key.group().to_string())
+        .or_insert_with(|| Group::new(key.group(), now));
+    let value = match value.map(|v| decode_value(&key, v)).transpose() {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(partition, error = %e, "skipping unreadable group record value");
+            return;
+        }
+    };
+    if let RecordKey::Offset {
+        topic, partition, ..
+    } = &key
+    {
+        // A transaction committing later does not undo this offset with an older one.
+        group
+            .offset_log_ends
+            .insert((topic.clone(), *partition), offset + 1);
+    }
+    apply_record(group, key, value, now);
 }
 
 pub(crate) fn group_record(group: &Group) -> StoredRecord {

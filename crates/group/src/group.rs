@@ -83,9 +83,16 @@ pub struct Group {
     /// The log end after the record of each offset committed since the group was loaded, so
     /// that commits answered out of order are applied in log order.
     pub offset_log_ends: HashMap<(String, i32), i64>,
+    /// Offsets committed inside a transaction (TxnOffsetCommit), by producer id: they take
+    /// effect when the transaction commits, with the log end after their record.
+    pub pending_txn_offsets: HashMap<i64, PendingTxnOffsets>,
     /// Set when the group runs the KIP-848 consumer protocol instead of the classic one.
     pub consumer: Option<crate::consumer::ConsumerGroup>,
 }
+
+/// One producer's transactional offsets of a group: (topic, partition) → offset, and the log
+/// end after the record that holds it.
+pub type PendingTxnOffsets = HashMap<(String, i32), (OffsetValue, i64)>;
 
 impl Group {
     pub fn new(id: &str, now: i64) -> Self {
@@ -105,6 +112,7 @@ impl Group {
             sync_deadline_ms: 0,
             offsets: HashMap::new(),
             offset_log_ends: HashMap::new(),
+            pending_txn_offsets: HashMap::new(),
             consumer: None,
         }
     }

@@ -25,11 +25,12 @@ mod group;
 mod offsets;
 pub mod offsets_topic;
 mod store;
+mod txn_offsets;
 
 pub use config::GroupConfig;
 pub use consumer::{ConsumerProtocolConfig, TopicCatalog};
 pub use coordinator::{ClientInfo, GroupCoordinator};
-pub use store::{Appended, Durable, OffsetsStore, StoreError, StoredRecord};
+pub use store::{Appended, Durable, OffsetsStore, StoreError, StoredEntry, StoredRecord};
 
 #[cfg(test)]
 mod consumer_test;
@@ -37,3 +38,5 @@ mod consumer_test;
 mod ownership_test;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod txn_offsets_test;

@@ -24,6 +24,7 @@ use crate::coordinator::{s, subscribed_topics, GroupCoordinator};
 use crate::group::{Group, GroupState};
 use crate::offsets_topic::{encode_key, encode_value, OffsetValue, RecordKey, RecordValue};
 use crate::store::{Appended, StoreError, StoredRecord};
+use crate::txn_offsets;
 
 impl GroupCoordinator {
     /// Commits offsets as Kafka does: appended to the group's partition, answered once the
@@ -137,7 +138,7 @@ impl GroupCoordinator {
             let results = req
                 .groups
                 .iter()
-                .map(|g| self.fetch_group(&groups, g, version))
+                .map(|g| self.fetch_group(&groups, g, version, req.require_stable))
                 .collect();
             return OffsetFetchResponse::default().with_groups(results);
         }
@@ -149,7 +150,12 @@ impl GroupCoordinator {
         if let Err(e) = self.serves(&req.group_id) {
             return unserved_fetch(e, wanted, version);
         }
-        let found = fetch_offsets(groups.get(req.group_id.as_str()), wanted, version);
+        let found = fetch_offsets(
+            groups.get(req.group_id.as_str()),
+            wanted,
+            version,
+            req.require_stable,
+        );
         let topics = found
             .into_iter()
             .map(|(topic, parts)| {
@@ -158,12 +164,13 @@ impl GroupCoordinator {
                     .with_partitions(
                         parts
                             .into_iter()
-                            .map(|(p, o, e, m)| {
+                            .map(|(p, o, e, m, code)| {
                                 OffsetFetchResponsePartition::default()
                                     .with_partition_index(p)
                                     .with_committed_offset(o)
                                     .with_committed_leader_epoch(e)
                                     .with_metadata(Some(s(&m)))
+                                    .with_error_code(code)
                             })
                             .collect(),
                     )
@@ -178,6 +185,7 @@ impl GroupCoordinator {
         groups: &HashMap<String, Group>,
         g: &OffsetFetchRequestGroup,
         version: i16,
+        require_stable: bool,
     ) -> OffsetFetchResponseGroup {
         if let Err(e) = self.serves(&g.group_id) {
             return OffsetFetchResponseGroup::default()
@@ -189,7 +197,12 @@ impl GroupCoordinator {
                 .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
                 .collect()
         });
-        let found = fetch_offsets(groups.get(g.group_id.as_str()), wanted, version);
+        let found = fetch_offsets(
+            groups.get(g.group_id.as_str()),
+            wanted,
+            version,
+            require_stable,
+        );
         OffsetFetchResponseGroup::default()
             .with_group_id(g.group_id.clone())
             .with_topics(
@@ -201,12 +214,13 @@ impl GroupCoordinator {
                             .with_partitions(
                                 parts
                                     .into_iter()
-                                    .map(|(p, o, e, m)| {
+                                    .map(|(p, o, e, m, code)| {
                                         OffsetFetchResponsePartitions::default()
                                             .with_partition_index(p)
                                             .with_committed_offset(o)
                                             .with_committed_leader_epoch(e)
                                             .with_metadata(Some(s(&m)))
+                                            .with_error_code(code)
                                     })
                                     .collect(),
                             )
@@ -297,7 +311,8 @@ impl GroupCoordinator {
         let retention = self.config.offsets_retention_ms;
         let mut forget = Vec::new();
         for group in groups.values_mut() {
-            if !group.is_empty_of_members() {
+            // An open transaction's offsets keep the group until it ends.
+            if !group.is_empty_of_members() || !group.pending_txn_offsets.is_empty() {
                 continue;
             }
             let empty_since = group.state_since_ms;
@@ -424,7 +439,7 @@ struct PendingCommit {
 }
 
 /// The offsets of a commit by (topic, partition), made visible once the commit is durable.
-type AcceptedOffsets = Vec<((String, i32), OffsetValue)>;
+pub(crate) type AcceptedOffsets = Vec<((String, i32), OffsetValue)>;
 
 /// An OffsetCommit response with, for every partition of the request, the code `code_for`
 /// gives it (from its topic, partition and metadata).
@@ -534,27 +549,43 @@ fn unserved_fetch(
         .with_topics(topics)
 }
 
-type PartitionOffsets = Vec<(i32, i64, i32, String)>;
+/// Per partition: index, offset, leader epoch, metadata, error code.
+type PartitionOffsets = Vec<(i32, i64, i32, String, i16)>;
 
 /// (topic, [(partition, offset, leader epoch, metadata)]); unknown partitions get offset -1.
 fn fetch_offsets(
     group: Option<&Group>,
     wanted: Option<Vec<(String, Vec<i32>)>>,
     version: i16,
+    require_stable: bool,
 ) -> Vec<(String, PartitionOffsets)> {
     let epoch = |e: i32| if version >= 5 { e } else { -1 };
+    // Kafka's answer for an offset an open transaction may still replace (KIP-447).
+    let unstable = |topic: &str, p: i32| {
+        require_stable && group.is_some_and(|g| txn_offsets::has_pending(g, topic, p))
+    };
+    let unstable_entry = (
+        -1,
+        -1,
+        String::new(),
+        ResponseError::UnstableOffsetCommit.code(),
+    );
     match wanted {
         Some(topics) => topics
             .into_iter()
             .map(|(topic, partitions)| {
                 let parts = partitions
                     .into_iter()
-                    .map(
-                        |p| match group.and_then(|g| g.offsets.get(&(topic.clone(), p))) {
-                            Some(v) => (p, v.offset, epoch(v.leader_epoch), v.metadata.clone()),
-                            None => (p, -1, -1, String::new()),
-                        },
-                    )
+                    .map(|p| {
+                        if unstable(&topic, p) {
+                            let (o, e, m, code) = unstable_entry.clone();
+                            return (p, o, e, m, code);
+                        }
+                        match group.and_then(|g| g.offsets.get(&(topic.clone(), p))) {
+                            Some(v) => (p, v.offset, epoch(v.leader_epoch), v.metadata.clone(), 0),
+                            None => (p, -1, -1, String::new(), 0),
+                        }
+                    })
                     .collect();
                 (topic, parts)
             })
@@ -564,12 +595,13 @@ fn fetch_offsets(
                 Default::default();
             if let Some(g) = group {
                 for ((topic, p), v) in &g.offsets {
-                    by_topic.entry(topic.clone()).or_default().push((
-                        *p,
-                        v.offset,
-                        epoch(v.leader_epoch),
-                        v.metadata.clone(),
-                    ));
+                    let entry = if unstable(topic, *p) {
+                        let (o, e, m, code) = unstable_entry.clone();
+                        (*p, o, e, m, code)
+                    } else {
+                        (*p, v.offset, epoch(v.leader_epoch), v.metadata.clone(), 0)
+                    };
+                    by_topic.entry(topic.clone()).or_default().push(entry);
                 }
             }
             by_topic

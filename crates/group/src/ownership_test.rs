@@ -14,7 +14,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 use crate::offsets_topic::partition_for;
-use crate::store::{Appended, OffsetsStore, StoreError, StoredRecord};
+use crate::store::{Appended, OffsetsStore, StoreError, StoredEntry, StoredRecord};
 use crate::tests::{Catalog, MemStore, CLIENT};
 use crate::{GroupConfig, GroupCoordinator};
 
@@ -219,7 +219,17 @@ impl OffsetsStore for SlowStore {
     fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<Appended, StoreError> {
         self.inner.append(partition, records)
     }
-    fn read_all(&self, partition: i32) -> Result<Vec<StoredRecord>, StoreError> {
+    fn append_transactional(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        records: &[StoredRecord],
+    ) -> Result<Appended, StoreError> {
+        self.inner
+            .append_transactional(partition, producer_id, producer_epoch, records)
+    }
+    fn read_all(&self, partition: i32) -> Result<Vec<(i64, StoredEntry)>, StoreError> {
         let _ = self.release.lock().unwrap().recv();
         self.inner.read_all(partition)
     }

@@ -43,12 +43,36 @@ pub struct Appended {
     pub durable: Durable,
 }
 
+/// What a `__consumer_offsets` partition holds, in log order, as the coordinator replays it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoredEntry {
+    /// A record written outside any transaction.
+    Record(StoredRecord),
+    /// A record of producer `producer_id`'s transaction (TxnOffsetCommit): it takes effect at
+    /// the transaction's COMMIT marker and is dropped at ABORT.
+    Transactional {
+        producer_id: i64,
+        record: StoredRecord,
+    },
+    /// The COMMIT (`commit`) or ABORT marker ending producer `producer_id`'s transaction.
+    Marker { producer_id: i64, commit: bool },
+}
+
 /// Durable storage for group records, one partition per group (see
 /// [`crate::offsets_topic::partition_for`]).
 pub trait OffsetsStore: Send + Sync {
     /// Appends records to a partition this broker leads. Returns once they are in the leader's
     /// log; [`Appended::durable`] resolves when the in-sync replicas hold them.
     fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<Appended, StoreError>;
-    /// Every record of a partition up to its log end, oldest first.
-    fn read_all(&self, partition: i32) -> Result<Vec<StoredRecord>, StoreError>;
+    /// Appends records as part of the transaction of `producer_id` at `producer_epoch` (a
+    /// transactional batch, as Kafka writes a TxnOffsetCommit), like [`Self::append`].
+    fn append_transactional(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        records: &[StoredRecord],
+    ) -> Result<Appended, StoreError>;
+    /// Everything in a partition up to its log end, oldest first, with its log offset.
+    fn read_all(&self, partition: i32) -> Result<Vec<(i64, StoredEntry)>, StoreError>;
 }

@@ -17,22 +17,23 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-use crate::store::{Appended, OffsetsStore, StoreError, StoredRecord};
+use crate::store::{Appended, OffsetsStore, StoreError, StoredEntry, StoredRecord};
 use crate::{ClientInfo, GroupConfig, GroupCoordinator};
 
 /// An in-memory `__consumer_offsets`. Appends are durable at once unless `not_durable` holds
 /// the error the in-sync replicas would cause.
 #[derive(Default)]
 pub(crate) struct MemStore {
-    logs: Mutex<HashMap<i32, Vec<StoredRecord>>>,
+    /// Each entry's offset is its index.
+    logs: Mutex<HashMap<i32, Vec<StoredEntry>>>,
     pub(crate) not_durable: Mutex<Option<StoreError>>,
 }
 
-impl OffsetsStore for MemStore {
-    fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<Appended, StoreError> {
+impl MemStore {
+    fn push(&self, partition: i32, entries: Vec<StoredEntry>) -> Result<Appended, StoreError> {
         let mut logs = self.logs.lock().unwrap();
         let log = logs.entry(partition).or_default();
-        log.extend_from_slice(records);
+        log.extend(entries);
         let outcome = match self.not_durable.lock().unwrap().clone() {
             Some(e) => Err(e),
             None => Ok(()),
@@ -42,14 +43,60 @@ impl OffsetsStore for MemStore {
             durable: Box::pin(async move { outcome }),
         })
     }
-    fn read_all(&self, partition: i32) -> Result<Vec<StoredRecord>, StoreError> {
+
+    /// Writes a transaction marker, as the broker does for WriteTxnMarkers.
+    pub(crate) fn write_marker(&self, partition: i32, producer_id: i64, commit: bool) {
+        let marker = StoredEntry::Marker {
+            producer_id,
+            commit,
+        };
+        self.logs
+            .lock()
+            .unwrap()
+            .entry(partition)
+            .or_default()
+            .push(marker);
+    }
+}
+
+impl OffsetsStore for MemStore {
+    fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<Appended, StoreError> {
+        self.push(
+            partition,
+            records.iter().cloned().map(StoredEntry::Record).collect(),
+        )
+    }
+    fn append_transactional(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        _producer_epoch: i16,
+        records: &[StoredRecord],
+    ) -> Result<Appended, StoreError> {
+        self.push(
+            partition,
+            records
+                .iter()
+                .cloned()
+                .map(|record| StoredEntry::Transactional {
+                    producer_id,
+                    record,
+                })
+                .collect(),
+        )
+    }
+    fn read_all(&self, partition: i32) -> Result<Vec<(i64, StoredEntry)>, StoreError> {
         Ok(self
             .logs
             .lock()
             .unwrap()
             .get(&partition)
             .cloned()
-            .unwrap_or_default())
+            .unwrap_or_default()
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| (i as i64, e))
+            .collect())
     }
 }
 

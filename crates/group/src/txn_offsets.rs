@@ -1,0 +1,328 @@
+//! Offsets committed inside a transaction (TxnOffsetCommit, KIP-98 and KIP-447).
+//!
+//! A transactional producer that consumes and produces (`send_offsets_to_transaction`) commits
+//! its input offsets as part of its transaction: the coordinator writes them to the group's
+//! `__consumer_offsets` partition in a transactional batch of the producer, keeps them
+//! pending, and applies them only when the transaction's COMMIT marker is written to that
+//! partition ([`GroupCoordinator::complete_transaction`]); an ABORT drops them. While some are
+//! pending, an OffsetFetch with `require_stable` gets UNSTABLE_OFFSET_COMMIT for their
+//! partitions, so a consumer of a read_committed pipeline does not start from an offset that
+//! may still be rolled back. A reload replays the same from the log: transactional records
+//! wait for their producer's marker.
+
+use std::collections::HashMap;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+
+use crate::coordinator::GroupCoordinator;
+use crate::group::{Group, GroupState};
+use crate::offsets::AcceptedOffsets;
+use crate::offsets_topic::{decode_key, decode_value, encode_key, encode_value};
+use crate::offsets_topic::{OffsetValue, RecordKey, RecordValue};
+use crate::store::{Appended, StoreError, StoredRecord};
+
+impl GroupCoordinator {
+    /// TxnOffsetCommit: appends the offsets to the group's partition as part of the producer's
+    /// transaction and answers once the in-sync replicas hold them; they take effect at the
+    /// transaction's commit.
+    pub async fn txn_offset_commit(
+        &self,
+        req: TxnOffsetCommitRequest,
+        version: i16,
+    ) -> TxnOffsetCommitResponse {
+        if req.group_id.is_empty() {
+            return txn_commit_response(&req, &|_| ResponseError::InvalidGroupId.code());
+        }
+        let now = self.now();
+        let pending = match self.append_txn_commit(&req, version, now) {
+            Ok(pending) => pending,
+            Err(e) => return txn_commit_response(&req, &|_| e.code()),
+        };
+        let stored = match pending.appended {
+            None => Ok(()),
+            Some(Err(e)) => Err(e),
+            Some(Ok(a)) => match a.durable.await {
+                Ok(()) => {
+                    self.hold_pending(&req, pending.load, a.end_offset, pending.accepted);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            },
+        };
+        if let Err(e) = &stored {
+            tracing::warn!(group = %req.group_id.as_str(), producer_id = req.producer_id.0,
+                error = %e, "transactional offsets not committed");
+        }
+        let max = self.config.offset_metadata_max_bytes;
+        txn_commit_response(&req, &|metadata| {
+            if metadata.is_some_and(|m| m.len() > max) {
+                ResponseError::OffsetMetadataTooLarge.code()
+            } else {
+                stored.as_ref().err().map_or(0, |e| e.error.code())
+            }
+        })
+    }
+
+    /// Checks the commit against its group (created if unknown, as Kafka does) and appends its
+    /// records in the producer's transaction, under the `groups` lock.
+    fn append_txn_commit(
+        &self,
+        req: &TxnOffsetCommitRequest,
+        version: i16,
+        now: i64,
+    ) -> Result<PendingTxnCommit, ResponseError> {
+        let mut groups = self.lock();
+        let load = self.serves(&req.group_id)?;
+        let group = groups
+            .entry(req.group_id.to_string())
+            .or_insert_with(|| Group::new(&req.group_id, now));
+        validate_txn_commit(group, req)?;
+        let max = self.config.offset_metadata_max_bytes;
+        let (records, accepted) = txn_commit_records(&group.id, req, version, now, max);
+        let appended = (!records.is_empty()).then(|| {
+            self.store.append_transactional(
+                self.partition_for(&group.id),
+                req.producer_id.0,
+                req.producer_epoch,
+                &records,
+            )
+        });
+        Ok(PendingTxnCommit {
+            load,
+            appended,
+            accepted,
+        })
+    }
+
+    /// Keeps a durable transactional commit pending until its transaction ends, unless the
+    /// partition was loaded anew meanwhile (the load replayed it).
+    fn hold_pending(
+        &self,
+        req: &TxnOffsetCommitRequest,
+        load: u64,
+        end_offset: i64,
+        accepted: AcceptedOffsets,
+    ) {
+        let mut groups = self.lock();
+        if self.current_load(&req.group_id) != Some(load) {
+            return;
+        }
+        let Some(group) = groups.get_mut(req.group_id.as_str()) else {
+            return;
+        };
+        let pending = group
+            .pending_txn_offsets
+            .entry(req.producer_id.0)
+            .or_default();
+        for (k, v) in accepted {
+            pending.insert(k, (v, end_offset));
+        }
+    }
+}
+
+/// A transactional commit appended (or with nothing to append), waiting for the in-sync
+/// replicas.
+struct PendingTxnCommit {
+    load: u64,
+    appended: Option<Result<Appended, StoreError>>,
+    accepted: AcceptedOffsets,
+}
+
+/// Kafka's checks of a transactional commit: a commit naming no member and no generation is
+/// taken whatever the group's state (the producer may commit for a consumer using assign());
+/// one naming a member must come from the current member at the current generation (KIP-447,
+/// so a zombie's commit after a rebalance is refused).
+fn validate_txn_commit(group: &Group, req: &TxnOffsetCommitRequest) -> Result<(), ResponseError> {
+    if group.is(GroupState::Dead) {
+        return Err(ResponseError::CoordinatorNotAvailable);
+    }
+    let names_member =
+        req.generation_id >= 0 || !req.member_id.is_empty() || req.group_instance_id.is_some();
+    if !names_member {
+        return Ok(());
+    }
+    if let Some(c) = &group.consumer {
+        let m = c
+            .members
+            .get(req.member_id.as_str())
+            .ok_or(ResponseError::UnknownMemberId)?;
+        return if req.generation_id == m.epoch {
+            Ok(())
+        } else {
+            Err(ResponseError::IllegalGeneration)
+        };
+    }
+    if let Some(inst) = &req.group_instance_id {
+        if let Some(id) = group.static_members.get(inst.as_str()) {
+            if id != req.member_id.as_str() {
+                return Err(ResponseError::FencedInstanceId);
+            }
+        }
+    }
+    if !group.members.contains_key(req.member_id.as_str()) {
+        return Err(ResponseError::UnknownMemberId);
+    }
+    if req.generation_id != group.generation {
+        return Err(ResponseError::IllegalGeneration);
+    }
+    Ok(())
+}
+
+/// The records of a transactional commit and the offsets they hold. A partition whose metadata
+/// is longer than `max` bytes is left out: it is answered OFFSET_METADATA_TOO_LARGE.
+fn txn_commit_records(
+    group_id: &str,
+    req: &TxnOffsetCommitRequest,
+    version: i16,
+    now: i64,
+    max: usize,
+) -> (Vec<StoredRecord>, AcceptedOffsets) {
+    let mut records = Vec::new();
+    let mut accepted = Vec::new();
+    for t in &req.topics {
+        for p in &t.partitions {
+            let metadata = p.committed_metadata.as_deref().unwrap_or("");
+            if metadata.len() > max {
+                continue;
+            }
+            let value = OffsetValue {
+                offset: p.committed_offset,
+                // The leader epoch is in the request from v2.
+                leader_epoch: if version >= 2 {
+                    p.committed_leader_epoch
+                } else {
+                    -1
+                },
+                metadata: metadata.to_string(),
+                commit_timestamp: now,
+            };
+            records.push((
+                encode_key(&RecordKey::Offset {
+                    group: group_id.to_string(),
+                    topic: t.name.to_string(),
+                    partition: p.partition_index,
+                }),
+                Some(encode_value(&RecordValue::Offset(value.clone()))),
+            ));
+            accepted.push(((t.name.to_string(), p.partition_index), value));
+        }
+    }
+    (records, accepted)
+}
+
+/// A TxnOffsetCommit response with, for every partition of the request, the code `code_for`
+/// gives it (from its metadata).
+fn txn_commit_response(
+    req: &TxnOffsetCommitRequest,
+    code_for: &dyn Fn(Option<&str>) -> i16,
+) -> TxnOffsetCommitResponse {
+    let topics = req
+        .topics
+        .iter()
+        .map(|t| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code_for(p.committed_metadata.as_deref()))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    TxnOffsetCommitResponse::default().with_topics(topics)
+}
+
+/// Ends producer `producer_id`'s transaction for `group`: at a commit its pending offsets take
+/// effect, each unless an offset written later in the log already replaced it (Kafka's
+/// `completePendingTxnOffsetCommit`); at an abort they are dropped.
+pub(crate) fn complete(group: &mut Group, producer_id: i64, commit: bool) {
+    let Some(pending) = group.pending_txn_offsets.remove(&producer_id) else {
+        return;
+    };
+    if !commit {
+        return;
+    }
+    for (k, (value, end_offset)) in pending {
+        if group
+            .offset_log_ends
+            .get(&k)
+            .is_some_and(|later| *later > end_offset)
+        {
+            continue;
+        }
+        group.offset_log_ends.insert(k.clone(), end_offset);
+        group.offsets.insert(k, value);
+    }
+}
+
+/// Replays a transactional record found at log offset `offset`: an offset of producer
+/// `producer_id`'s transaction, pending until its marker.
+pub(crate) fn replay_pending(
+    partition: i32,
+    groups: &mut HashMap<String, Group>,
+    producer_id: i64,
+    (key, value): StoredRecord,
+    offset: i64,
+    now: i64,
+) {
+    let key = match decode_key(key) {
+        Ok(k) => k,
+        Err(e) => {
+            tracing::warn!(partition, error = %e, "skipping unreadable transactional offset key");
+            return;
+        }
+    };
+    let RecordKey::Offset {
+        group,
+        topic,
+        partition: topic_partition,
+    } = &key
+    else {
+        tracing::warn!(
+            partition,
+            ?key,
+            "a transaction holds a record that is not an offset; skipped"
+        );
+        return;
+    };
+    let value = match value.map(|v| decode_value(&key, v)).transpose() {
+        Ok(Some(RecordValue::Offset(v))) => v,
+        Ok(_) => {
+            tracing::warn!(
+                partition,
+                ?key,
+                "transactional offset without an offset value; skipped"
+            );
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(partition, error = %e, "skipping unreadable transactional offset value");
+            return;
+        }
+    };
+    groups
+        .entry(group.clone())
+        .or_insert_with(|| Group::new(group, now))
+        .pending_txn_offsets
+        .entry(producer_id)
+        .or_default()
+        .insert((topic.clone(), *topic_partition), (value, offset + 1));
+}
+
+/// Some transaction of `group` holds an offset of (topic, partition) not yet committed or
+/// aborted: OffsetFetch with `require_stable` answers UNSTABLE_OFFSET_COMMIT for it.
+pub(crate) fn has_pending(group: &Group, topic: &str, partition: i32) -> bool {
+    group
+        .pending_txn_offsets
+        .values()
+        .any(|p| p.contains_key(&(topic.to_string(), partition)))
+}
