@@ -64,7 +64,9 @@ pub struct Appended {
 pub trait TxnStateStore: Send + Sync {
     /// Appends records to a partition this broker leads. Returns once they are in the leader's
     /// log; [`Appended::durable`] resolves when the in-sync replicas hold them. Errors should
-    /// be mapped with [`StoreError::from_append_error`].
+    /// be mapped with [`StoreError::from_append_error`]. Called with the coordinator's lock
+    /// held, so that appends of one id stay in decision order: it must not block on the
+    /// network.
     fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<Appended, StoreError>;
     /// Every record of a partition up to its log end, oldest first.
     fn read_all(&self, partition: i32) -> Result<Vec<StoredRecord>, StoreError>;
@@ -114,8 +116,8 @@ impl MarkerOutcome {
         use ResponseError::*;
         match error {
             None => MarkerOutcome::Written,
-            Some(InvalidProducerEpoch | TransactionCoordinatorFenced) => {
-                MarkerOutcome::Fenced(error.unwrap_or(UnknownServerError))
+            Some(e @ (InvalidProducerEpoch | TransactionCoordinatorFenced)) => {
+                MarkerOutcome::Fenced(e)
             }
             // The producer could not have written to such a partition.
             Some(UnsupportedForMessageFormat | UnsupportedVersion) => MarkerOutcome::Skipped,
@@ -140,11 +142,45 @@ pub trait MarkerWriter: Send + Sync {
 pub trait ProducerIdSource: Send + Sync {
     /// A producer id never handed out before in the cluster. An error (such as
     /// COORDINATOR_LOAD_IN_PROGRESS while a new block of ids is being fetched) is the answer to
-    /// the InitProducerId that asked.
+    /// the InitProducerId that asked. Called with the coordinator's lock held: it must not
+    /// block (hand out ids from a block fetched ahead, as Kafka's `RPCProducerIdManager` does).
     fn next_producer_id(&self) -> Result<i64, ResponseError>;
 }
 
 /// The partitions of the cluster, as AddPartitionsToTxn checks them.
 pub trait PartitionCatalog: Send + Sync {
     fn partition_exists(&self, topic: &str, partition: i32) -> bool;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ResponseError::*;
+
+    #[test]
+    fn append_errors_map_to_coordinator_errors() {
+        let map = |e| StoreError::from_append_error(e, "").error;
+        assert_eq!(map(NotEnoughReplicas), CoordinatorNotAvailable);
+        assert_eq!(map(RequestTimedOut), CoordinatorNotAvailable);
+        assert_eq!(map(NotLeaderOrFollower), NotCoordinator);
+        assert_eq!(map(MessageTooLarge), UnknownServerError);
+        assert_eq!(map(InvalidRequest), InvalidRequest);
+    }
+
+    #[test]
+    fn marker_errors_read_as_kafka_reads_them() {
+        assert_eq!(MarkerOutcome::from_error(None), MarkerOutcome::Written);
+        assert_eq!(
+            MarkerOutcome::from_error(Some(InvalidProducerEpoch)),
+            MarkerOutcome::Fenced(InvalidProducerEpoch)
+        );
+        assert_eq!(
+            MarkerOutcome::from_error(Some(UnsupportedForMessageFormat)),
+            MarkerOutcome::Skipped
+        );
+        assert_eq!(
+            MarkerOutcome::from_error(Some(NotLeaderOrFollower)),
+            MarkerOutcome::Retry(NotLeaderOrFollower)
+        );
+    }
 }
