@@ -16,6 +16,10 @@ pub fn log_error(e: &LogError) -> ResponseError {
         LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         LogError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        LogError::InvalidTxnState(_) => ResponseError::InvalidTxnState,
+        LogError::TransactionCoordinatorFenced { .. } => {
+            ResponseError::TransactionCoordinatorFenced
+        }
         _ => ResponseError::KafkaStorageError,
     }
 }

@@ -228,8 +228,9 @@ pub fn scan_batch_with(b: &[u8], crcs: BatchCrcs) -> Scan {
 /// Validates every batch a producer sent, returning their headers in order.
 ///
 /// Checks, per batch: whole length present, magic 2, size under `max_message_bytes`, CRC-32C,
-/// sane record count and offset delta, and no control or transactional batches (not supported
-/// from producers yet).
+/// sane record count and offset delta, no control batches (only a transaction coordinator
+/// writes those, through [`crate::PartitionLog::append_control_marker`]), and a producer id,
+/// epoch and sequence on every transactional batch.
 pub fn validate_produced(records: &[u8], max_message_bytes: usize) -> Result<Vec<BatchHeader>> {
     if records.is_empty() {
         return Err(LogError::InvalidRecord("empty record set".into()));
@@ -302,9 +303,9 @@ pub fn validate_produced(records: &[u8], max_message_bytes: usize) -> Result<Vec
                 "control batches are not accepted from producers".into(),
             ));
         }
-        if h.is_transactional() {
+        if h.is_transactional() && !h.has_producer_id() {
             return Err(LogError::InvalidRecord(
-                "transactional batches are not supported yet".into(),
+                "transactional batch without a producer id".into(),
             ));
         }
         if h.has_producer_id() && (h.producer_epoch < 0 || h.base_sequence < 0) {

@@ -3,16 +3,21 @@
 //!
 //! A pass ([`PartitionLog::clean`]):
 //! 1. The *cleanable range* is the closed segments from the oldest one up to, not including,
-//!    the first segment that is active or holds a record younger than `min.compaction.lag.ms`
-//!    (by the segment's largest timestamp). The active segment is never touched. Its end is the
-//!    *first uncleanable offset*.
+//!    the first segment that is active, holds a record younger than `min.compaction.lag.ms`
+//!    (by the segment's largest timestamp), or reaches the first unstable offset (the first
+//!    batch of the oldest ongoing transaction), so the outcome of every transaction with data
+//!    in the range is known. The active segment is never touched. Its end is the *first
+//!    uncleanable offset*.
 //! 2. The *dirty range* starts at the cleaner checkpoint (`cleaner-offset-checkpoint` in the
 //!    partition directory: the first uncleanable offset of the previous pass) and ends at the
-//!    first uncleanable offset. An offset map key -> latest offset is built over it.
+//!    first uncleanable offset. An offset map key -> latest offset is built over it, leaving
+//!    out the records of aborted transactions (an aborted value never supersedes anything).
 //! 3. Every segment of the cleanable range is rewritten keeping a record unless: its key is in
 //!    the map with a larger offset (superseded); it has no key (Kafka refuses those at produce on
 //!    compacted topics, they can only predate the policy change, and Kafka's cleaner drops them
-//!    too); or it is an expired tombstone (below).
+//!    too); it is an expired tombstone (below); or its batch belongs to an aborted transaction
+//!    (a transactional batch of a producer inside the range of an entry of the aborted
+//!    transaction index, Kafka's rule).
 //!    Kept records keep their offset, timestamp, key, value and headers byte for byte. A batch
 //!    whose records all stay is copied unchanged; otherwise it is re-encoded with the same
 //!    leader epoch, attributes (codec, timestamp type), producer id, epoch and base sequence, its
@@ -44,6 +49,11 @@
 //! leftover `<base>.log.swap` (renaming it over `<base>.log`, dropping that segment's index
 //! files so they are rebuilt), or deletes it if `<base>.log` is gone.
 //!
+//! Transaction markers (control batches) are always kept, so the aborted-transaction index
+//! stays valid as it is: a rewritten segment carries its entries unchanged. (Kafka also removes
+//! markers once their transaction's data is gone and `delete.retention.ms` has passed, dropping
+//! the index entry with them; ferry does not yet.)
+//!
 //! Offsets never change; the log start offset, the leader-epoch cache and producer snapshots are
 //! untouched. Reads at an offset that was cleaned away return the next batch (the read path
 //! returns whole batches starting at the first batch whose last offset is >= the fetch offset).
@@ -74,6 +84,7 @@ use crate::error::{LogError, Result};
 use crate::log::PartitionLog;
 use crate::records::{decode_batch, rebuild_batch, RecordView};
 use crate::segment::{remove_if_exists, segment_path, BatchScanner, Segment, SegmentFile};
+use crate::txn::AbortedTxn;
 
 /// Per-partition file holding the cleaner checkpoint (first offset not yet cleaned).
 pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
@@ -102,6 +113,8 @@ pub struct CleanStats {
     pub keyless_removed: u64,
     /// Tombstones still kept in the cleaned range (younger than `delete.retention.ms`).
     pub tombstones_kept: u64,
+    /// Records removed because their transaction was aborted.
+    pub aborted_removed: u64,
     /// Sizes of the rewritten segments before and after.
     pub bytes_before: u64,
     pub bytes_after: u64,
@@ -127,7 +140,37 @@ struct Pass<'a> {
     retain: &'a std::collections::HashSet<(i64, i64)>,
     /// Tombstones with a timestamp below this go.
     horizon: i64,
+    aborted: &'a AbortedRanges,
     config: &'a LogConfig,
+}
+
+/// The aborted transactions overlapping the cleanable range, by producer id: `(first offset,
+/// marker offset)`. A producer has one transaction at a time, so its ranges never overlap.
+#[derive(Default)]
+struct AbortedRanges(HashMap<i64, Vec<(i64, i64)>>);
+
+impl AbortedRanges {
+    fn new(entries: &[AbortedTxn]) -> AbortedRanges {
+        let mut map: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+        for t in entries {
+            map.entry(t.producer_id)
+                .or_default()
+                .push((t.first_offset, t.last_offset));
+        }
+        AbortedRanges(map)
+    }
+
+    /// Whether `h` is a data batch of an aborted transaction.
+    fn contains(&self, h: &BatchHeader) -> bool {
+        if !h.is_transactional() || h.is_control() || self.0.is_empty() {
+            return false;
+        }
+        self.0.get(&h.producer_id).is_some_and(|ranges| {
+            ranges
+                .iter()
+                .any(|&(first, last)| first <= h.base_offset && h.base_offset <= last)
+        })
+    }
 }
 
 /// The cleanable range.
@@ -202,15 +245,17 @@ impl PartitionLog {
     }
 
     fn cleanable(&self, config: &LogConfig, now: i64) -> Cleanable {
+        // Read first: a transaction starting meanwhile starts in the active segment.
+        let first_unstable = self.producers.lock().first_unstable_offset();
         let st = self.state.read();
         let closed = &st.segments[..st.segments.len() - 1];
         let mut segments = Vec::new();
         let mut first_uncleanable = st.active().base_offset;
         for s in closed {
             let largest = s.largest_timestamp();
-            if config.min_compaction_lag_ms > 0
-                && now.saturating_sub(largest) < config.min_compaction_lag_ms
-            {
+            let lagging = config.min_compaction_lag_ms > 0
+                && now.saturating_sub(largest) < config.min_compaction_lag_ms;
+            if lagging || first_unstable.is_some_and(|u| s.next_offset > u) {
                 first_uncleanable = s.base_offset;
                 break;
             }
@@ -307,12 +352,14 @@ impl PartitionLog {
         let first_dirty = cp.max(first.base);
         stats.first_dirty_offset = first_dirty;
         stats.segments_scanned = c.segments.len();
+        let aborted =
+            AbortedRanges::new(&self.collect_aborted_transactions(first.base, c.first_uncleanable));
 
         // Offset map over the dirty range.
         let mut map: HashMap<Vec<u8>, i64> = HashMap::new();
         for s in c.segments.iter().filter(|s| s.next_offset > first_dirty) {
             for_each_batch(s, |_, h, bytes| {
-                if h.last_offset() < first_dirty || h.is_control() {
+                if h.last_offset() < first_dirty || h.is_control() || aborted.contains(h) {
                     return Ok(());
                 }
                 let d = decode_batch(bytes)?;
@@ -337,6 +384,7 @@ impl PartitionLog {
             map: &map,
             retain: &retain,
             horizon,
+            aborted: &aborted,
             config: &config,
         };
         let mut oldest_kept_tombstone = i64::MAX;
@@ -371,6 +419,7 @@ impl PartitionLog {
             map,
             retain,
             horizon,
+            aborted,
             config,
         } = *pass;
         let cleaned_path = segment_path(&self.dir, s.base, "log.cleaned");
@@ -383,7 +432,12 @@ impl PartitionLog {
             } else {
                 let d = decode_batch(bytes)?;
                 let mut kept: Vec<&RecordView> = Vec::with_capacity(d.records.len());
+                let aborted_batch = aborted.contains(h);
                 for r in &d.records {
+                    if aborted_batch {
+                        stats.aborted_removed += 1;
+                        continue;
+                    }
                     match d.key(r) {
                         None => stats.keyless_removed += 1,
                         Some(k) if map.get(k).is_some_and(|&o| o > r.offset) => {
@@ -509,6 +563,8 @@ impl PartitionLog {
             remove_if_exists(cleaned_path)?;
             return Ok(false);
         };
+        // Markers are never removed, so the segment's aborted transactions stay as they are.
+        seg.txn_index = self.state.read().segments[idx].txn_index.clone();
         let swap: PathBuf = segment_path(&self.dir, view.base, "log.swap");
         fs::rename(cleaned_path, &swap).map_err(LogError::io_at(&swap))?;
         sync_dir(&self.dir);

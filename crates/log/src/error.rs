@@ -52,6 +52,17 @@ pub enum LogError {
         current: i16,
         got: i16,
     },
+    /// A producer inside a transaction sent a non-transactional batch (Kafka INVALID_TXN_STATE).
+    #[error("invalid transaction state: {0}")]
+    InvalidTxnState(String),
+    /// A transaction marker came from a coordinator older than the one that wrote the producer's
+    /// last marker (Kafka TRANSACTION_COORDINATOR_FENCED).
+    #[error("transaction coordinator fenced for producer {producer_id}: current coordinator epoch {current}, got {got}")]
+    TransactionCoordinatorFenced {
+        producer_id: i64,
+        current: i32,
+        got: i32,
+    },
     /// A state file (checkpoint, snapshot, index) is unreadable (Kafka KAFKA_STORAGE_ERROR).
     #[error("storage error: {0}")]
     KafkaStorage(String),
@@ -78,7 +89,9 @@ impl LogError {
             LogError::CorruptMessage(_) => ErrorKind::Retriable,
             LogError::InvalidRecord(_)
             | LogError::MessageTooLarge { .. }
-            | LogError::InvalidProducerEpoch { .. } => ErrorKind::InvalidRequest,
+            | LogError::InvalidProducerEpoch { .. }
+            | LogError::InvalidTxnState(_)
+            | LogError::TransactionCoordinatorFenced { .. } => ErrorKind::InvalidRequest,
             LogError::OffsetOutOfRange { .. } | LogError::OutOfOrderSequence { .. } => {
                 ErrorKind::Retriable
             }

@@ -9,7 +9,10 @@
 //!   only the base offset, partition leader epoch and (LogAppendTime) timestamp fields rewritten;
 //! - `<base_offset:020>.index` / `.timeindex`: sparse offset and time indexes (Kafka's format),
 //!   written on roll and close, rebuilt by recovery;
-//! - `<offset:020>.snapshot`: idempotent producer state as of that offset;
+//! - `<base_offset:020>.txnindex`: the transactions aborted by markers in that segment (Kafka's
+//!   format, see [`txn`]), present only when there are some;
+//! - `<offset:020>.snapshot`: producer state (idempotence, ongoing transactions) as of that
+//!   offset;
 //! - `leader-epoch-checkpoint`, `log-start-offset`, `recovery-point`,
 //!   `cleaner-offset-checkpoint`: Kafka-style checkpoints.
 //!
@@ -47,6 +50,7 @@ mod records;
 mod retention;
 mod segment;
 mod timestamp;
+pub mod txn;
 
 pub use batch::BatchCrcs;
 pub use cleaner::{CleanStats, CLEANER_CHECKPOINT_FILE};
@@ -57,6 +61,7 @@ pub use manager::{LogManager, CLEAN_SHUTDOWN_FILE};
 pub use offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
 pub use retention::SegmentDeletionReason;
 pub use timestamp::record_timestamps;
+pub use txn::{AbortedTxn, TxnMarker, TxnResult};
 
 #[cfg(test)]
 mod test_util;

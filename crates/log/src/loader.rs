@@ -7,6 +7,13 @@
 //! the first torn or corrupt batch cuts its segment there and later segments are dropped; indexes
 //! of scanned segments are rebuilt and persisted, and producer state and the leader-epoch cache
 //! are replayed from the batch headers. Every whole batch below the first bad byte survives.
+//!
+//! Aborted-transaction indexes (`.txnindex`) are trusted with the other indexes of a segment; a
+//! segment that is recovered, or whose `.index`/`.timeindex` had to be rebuilt, gets its
+//! `.txnindex` rebuilt too, from the replay of producer state: that replay then starts from a
+//! snapshot at or below the first such segment (or from the first segment), so it knows the
+//! transactions ongoing there. A control batch's type is in its record, so the replay reads the
+//! (small) record of every control batch besides the headers.
 
 use std::fs;
 use std::path::Path;
@@ -20,6 +27,7 @@ use crate::error::{LogError, Result};
 use crate::producer_state::{list_snapshots, snapshot_path, ProducerStateManager};
 use crate::segment::segment_path;
 use crate::segment::{remove_if_exists, BatchScanner, Segment};
+use crate::txn::{write_txn_index, AbortedTxn, TxnMarker};
 
 pub const LOG_START_OFFSET_FILE: &str = "log-start-offset";
 pub const RECOVERY_POINT_FILE: &str = "recovery-point";
@@ -133,19 +141,71 @@ pub(crate) fn replay_headers(
     Ok(())
 }
 
-/// Producer state as of `log_end_offset`: the newest readable snapshot at or below it, plus a
-/// replay of the headers after it. Snapshots past the end are deleted.
+/// Calls `f` with every batch whose last offset is >= `from`, in log order, with the marker of
+/// each control batch (whose record is read from the file; an unreadable one is passed as
+/// `None` after a warning: the batch passed its checks when appended).
+pub(crate) fn replay_producer_batches(
+    segments: &[Segment],
+    from: i64,
+    mut f: impl FnMut(&BatchHeader, Option<&TxnMarker>),
+) -> Result<()> {
+    for seg in segments {
+        if seg.next_offset <= from || seg.size == 0 {
+            continue;
+        }
+        let start = if from > seg.base_offset {
+            let rel = (from - seg.base_offset).min(i64::from(u32::MAX)) as u32;
+            u64::from(seg.offset_index.lookup(rel))
+        } else {
+            0
+        };
+        let mut scanner = BatchScanner::new(&seg.file, start, seg.size);
+        loop {
+            let pos = scanner.pos;
+            let h = match scanner.next_batch(false)?.0 {
+                crate::batch::Scan::Valid(h) => h,
+                _ => break,
+            };
+            if h.last_offset() < from {
+                continue;
+            }
+            if !h.is_control() {
+                f(&h, None);
+                continue;
+            }
+            let bytes = seg.file.read_exact_at(pos, h.total_size())?;
+            match TxnMarker::from_control_batch(&bytes) {
+                Ok(m) => f(&h, m.as_ref()),
+                Err(e) => {
+                    warn!(offset = h.base_offset, error = %e, "unreadable control batch in replay");
+                    f(&h, None);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Producer state as of `log_end_offset`: the newest readable snapshot at or below it (at or
+/// below `txn_index_from` when given), plus a replay of the batches after it. Snapshots past
+/// the end are deleted. Also returns the transactions the replay saw aborted by markers at or
+/// after `txn_index_from` (none when it is `None`), for the caller to rebuild those indexes.
 pub(crate) fn rebuild_producer_state(
     dir: &Path,
     segments: &[Segment],
     log_end_offset: i64,
-) -> Result<ProducerStateManager> {
+    txn_index_from: Option<i64>,
+) -> Result<(ProducerStateManager, Vec<AbortedTxn>)> {
     let snaps = list_snapshots(dir)?;
+    let limit = txn_index_from.map_or(log_end_offset, |t| t.min(log_end_offset));
     let mut loaded = None;
     for &off in snaps.iter().rev() {
         let path = snapshot_path(dir, off);
         if off > log_end_offset {
             remove_if_exists(&path)?;
+            continue;
+        }
+        if off > limit {
             continue;
         }
         match ProducerStateManager::read_snapshot(&path) {
@@ -163,10 +223,42 @@ pub(crate) fn rebuild_producer_state(
         let first = segments.first().map_or(0, |s| s.base_offset);
         (ProducerStateManager::default(), first)
     });
+    let mut aborted = Vec::new();
     if from < log_end_offset {
-        replay_headers(segments, from, |h| state.update(h))?;
+        replay_producer_batches(segments, from, |h, m| {
+            if let Some(a) = state.replay(h, m) {
+                if txn_index_from.is_some_and(|t| a.last_offset >= t) {
+                    aborted.push(a);
+                }
+            }
+        })?;
     }
-    Ok(state)
+    Ok((state, aborted))
+}
+
+/// Replaces the aborted-transaction index of every segment from the one holding `from` on with
+/// the entries of `aborted` (ordered by marker offset) and persists it.
+fn rebuild_txn_indexes(
+    segments: &mut [Segment],
+    from: i64,
+    aborted: Vec<AbortedTxn>,
+) -> Result<()> {
+    let mut aborted = aborted.into_iter().peekable();
+    for seg in segments.iter_mut().filter(|s| s.base_offset >= from) {
+        seg.txn_index.clear();
+        while let Some(a) = aborted.next_if(|a| a.last_offset < seg.next_offset) {
+            if a.last_offset >= seg.base_offset {
+                seg.txn_index.push(a);
+            }
+        }
+        if let Some(dir) = seg.dir().map(Path::to_path_buf) {
+            write_txn_index(
+                &segment_path(&dir, seg.base_offset, "txnindex"),
+                &seg.txn_index,
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// Opens and, when `clean` is false, recovers the log in `dir`.
@@ -191,10 +283,14 @@ pub(crate) fn load(dir: &Path, config: &LogConfig, clean: bool, now_ms: i64) -> 
     let interval = config.index_interval_bytes;
     let mut segments: Vec<Segment> = Vec::with_capacity(bases.len());
     let mut recovered_from: Option<i64> = None;
+    // First segment whose aborted-transaction index must be rebuilt from the log.
+    let mut txn_index_from: Option<i64> = None;
     for (i, &base) in bases.iter().enumerate() {
         let mut seg = Segment::open(dir, base, now_ms)?;
         if clean || i < first_to_recover {
-            seg.load_clean(interval)?;
+            if seg.load_clean(interval)? {
+                txn_index_from.get_or_insert(base);
+            }
             segments.push(seg);
             continue;
         }
@@ -216,7 +312,7 @@ pub(crate) fn load(dir: &Path, config: &LogConfig, clean: bool, now_ms: i64) -> 
         if cut {
             for &later in &bases[i + 1..] {
                 warn!(dir = %dir.display(), segment = later, "deleting segment after the truncation point");
-                for suffix in ["log", "index", "timeindex"] {
+                for suffix in ["log", "index", "timeindex", "txnindex"] {
                     remove_if_exists(&segment_path(dir, later, suffix))?;
                 }
             }
@@ -268,7 +364,15 @@ pub(crate) fn load(dir: &Path, config: &LogConfig, clean: bool, now_ms: i64) -> 
     epochs.truncate_from_start(log_start_offset);
     epochs.persist()?;
 
-    let producers = rebuild_producer_state(dir, &segments, log_end_offset)?;
+    let txn_index_from = match (txn_index_from, recovered_from) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let (producers, aborted) =
+        rebuild_producer_state(dir, &segments, log_end_offset, txn_index_from)?;
+    if let Some(from) = txn_index_from {
+        rebuild_txn_indexes(&mut segments, from, aborted)?;
+    }
     write_offset_checkpoint(&rp_path, log_end_offset)?;
     if recovered_from.is_some() {
         info!(dir = %dir.display(), log_end_offset, "log recovered");

@@ -11,7 +11,11 @@
 //!    indexes and end offset. Readers take the read lock just long enough to pick a segment, its
 //!    published size and an index position, then pread without any lock; so they only ever see
 //!    whole, fully written batches, and never wait on a disk write.
-//! 3. `producers`, `epochs` (mutexes): short lookups.
+//! 3. `producers`, `epochs` (mutexes): short lookups. An append applies its batches to
+//!    `producers` while it still holds the `state` write lock that publishes them, so whoever
+//!    sees the new log end (or reads the new batches) also sees the producer state they made:
+//!    the first unstable offset never lags a transaction's first batch, and never passes an
+//!    ABORT marker whose entry is not yet in its segment's aborted-transaction index.
 //!
 //! Invariants: segments are sorted by base offset and never empty (the last is the active
 //! segment); `log_start_offset <= log_end_offset`; `log_start_offset` only moves up except by
@@ -35,6 +39,7 @@ use crate::producer_state::{
     list_snapshots, snapshot_path, ProducerEntry, ProducerStateManager, SequenceCheck,
 };
 use crate::segment::{remove_if_exists, Segment, SegmentFile};
+use crate::txn::{AbortedTxn, TxnMarker};
 
 /// How many producer snapshots to keep (older ones are deleted after a new one is written).
 const SNAPSHOTS_TO_KEEP: usize = 2;
@@ -228,6 +233,47 @@ impl PartitionLog {
         self.producers.lock().epoch_of(producer_id)
     }
 
+    /// The first offset of the oldest ongoing transaction (Kafka's first unstable offset), never
+    /// below the log start offset (retention may have deleted a transaction's first batches);
+    /// `None` when no transaction is ongoing. A read_committed fetch reads below
+    /// `min(high watermark, this)`.
+    pub fn first_unstable_offset(&self) -> Option<i64> {
+        let log_start_offset = self.log_start_offset();
+        let first = self.producers.lock().first_unstable_offset();
+        first.map(|f| f.max(log_start_offset))
+    }
+
+    /// First offset of `producer_id`'s ongoing transaction in this partition.
+    pub fn ongoing_txn_first_offset(&self, producer_id: i64) -> Option<i64> {
+        self.producers.lock().txn_first_offset(producer_id)
+    }
+
+    /// Every aborted transaction whose offsets overlap `[start_offset, upper_bound_offset)`
+    /// (marker at or after the start, first offset before the bound), in marker order: what a
+    /// read_committed Fetch returns with data read from `start_offset` up to the bound. Kafka's
+    /// `collectAbortedTransactions`: the segments from the one holding `start_offset` are
+    /// searched, stopping after an entry whose last stable offset reaches the bound (no later
+    /// marker can then end a transaction that began before it).
+    pub fn collect_aborted_transactions(
+        &self,
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Vec<AbortedTxn> {
+        let st = self.state.read();
+        let mut out = Vec::new();
+        for seg in &st.segments[st.segment_index_for(start_offset)..] {
+            for t in &seg.txn_index {
+                if t.last_offset >= start_offset && t.first_offset < upper_bound_offset {
+                    out.push(*t);
+                }
+                if t.last_stable_offset >= upper_bound_offset {
+                    return out;
+                }
+            }
+        }
+        out
+    }
+
     pub fn latest_epoch(&self) -> Option<i32> {
         self.epochs.lock().latest_epoch()
     }
@@ -245,7 +291,7 @@ impl PartitionLog {
     /// Appends batches from a producer; see the crate docs for the checks made.
     pub fn append_as_leader(&self, records: &[u8], leader_epoch: i32) -> Result<AppendInfo> {
         let config = self.config.read().clone();
-        let mut headers = validate_produced(records, config.max_message_bytes)?;
+        let headers = validate_produced(records, config.max_message_bytes)?;
         if config.compact {
             // Kafka refuses keyless records on compacted topics (INVALID_RECORD).
             let mut pos = 0usize;
@@ -255,6 +301,37 @@ impl PartitionLog {
                 pos += size;
             }
         }
+        self.append_leader_batches(records, headers, leader_epoch, &config, None)
+    }
+
+    /// Writes a transaction marker as leader (the transaction coordinator's WriteTxnMarkers).
+    /// Refused with `InvalidProducerEpoch` when the marker's producer epoch is below the
+    /// producer's, and with `TransactionCoordinatorFenced` when its coordinator epoch is below
+    /// the one of the producer's last marker. A marker for a producer without an ongoing
+    /// transaction is written all the same and completes nothing (as in Kafka). An ABORT that
+    /// completes a transaction adds it to the aborted-transaction index.
+    pub fn append_control_marker(
+        &self,
+        marker: &TxnMarker,
+        leader_epoch: i32,
+    ) -> Result<AppendInfo> {
+        let config = self.config.read().clone();
+        let batch = marker.to_batch(0, leader_epoch, self.clock.now_ms());
+        let header = BatchHeader::parse(&batch)
+            .ok_or_else(|| LogError::KafkaStorage("marker batch shorter than a header".into()))?;
+        self.append_leader_batches(&batch, vec![header], leader_epoch, &config, Some(marker))
+    }
+
+    /// The leader append of validated batches: `marker` is set when `records` is that marker's
+    /// control batch (checked against producer state instead of the idempotence checks).
+    fn append_leader_batches(
+        &self,
+        records: &[u8],
+        mut headers: Vec<BatchHeader>,
+        leader_epoch: i32,
+        config: &LogConfig,
+        marker: Option<&TxnMarker>,
+    ) -> Result<AppendInfo> {
         let record_count: u64 = headers.iter().map(|h| h.records_count as u64).sum();
         let mut writer = self.writer.lock();
         let (log_end_offset, log_start_offset) = {
@@ -277,7 +354,9 @@ impl PartitionLog {
             next = h.next_offset();
         }
 
-        if let Some(dup) = self.check_producers(&headers)? {
+        if let Some(m) = marker {
+            self.producers.lock().check_marker(m)?;
+        } else if let Some(dup) = self.check_producers(&headers)? {
             return Ok(AppendInfo {
                 first_offset: dup.0,
                 last_offset: dup.1,
@@ -291,7 +370,7 @@ impl PartitionLog {
         }
 
         let max_ts = headers.iter().map(|h| h.max_timestamp).max().unwrap_or(-1);
-        if self.should_roll(&config, records.len() as u64, next - 1, max_ts, now) {
+        if self.should_roll(config, records.len() as u64, next - 1, max_ts, now) {
             self.roll_locked(now)?;
         }
 
@@ -308,14 +387,9 @@ impl PartitionLog {
             pos += size;
         }
 
-        self.write_and_publish(&buf, &headers, config.index_interval_bytes)?;
+        let markers: Vec<(usize, TxnMarker)> = marker.map(|m| (0, *m)).into_iter().collect();
+        self.write_and_publish(&buf, &headers, config.index_interval_bytes, &markers)?;
 
-        {
-            let mut producers = self.producers.lock();
-            for h in headers.iter().filter(|h| h.has_producer_id()) {
-                producers.update(h);
-            }
-        }
         let first_offset = log_end_offset;
         if let Err(e) = self.epochs.lock().assign(leader_epoch, first_offset) {
             warn!(tp = %self.tp, error = %e, "could not persist the leader epoch cache");
@@ -342,12 +416,15 @@ impl PartitionLog {
     }
 
     /// Writes `buf` (the batches of `headers`, final bytes) at the end of the active segment,
-    /// then publishes sizes, indexes and the new log end offset. The caller holds `writer`.
+    /// then publishes sizes, indexes and the new log end offset, and applies the batches to
+    /// producer state (`markers`: `(index in headers, marker)` of the control batches), recording
+    /// the transactions aborted in the active segment's index. The caller holds `writer`.
     fn write_and_publish(
         &self,
         buf: &[u8],
         headers: &[BatchHeader],
         index_interval_bytes: u64,
+        markers: &[(usize, TxnMarker)],
     ) -> Result<()> {
         let (file, start): (Arc<SegmentFile>, u64) = {
             let st = self.state.read();
@@ -368,6 +445,17 @@ impl PartitionLog {
         if let Some(last) = headers.last() {
             st.log_end_offset = last.next_offset();
         }
+        if headers.iter().any(BatchHeader::has_producer_id) {
+            // Under the state write lock: see the module docs.
+            let mut producers = self.producers.lock();
+            let mut markers = markers.iter().peekable();
+            for (i, h) in headers.iter().enumerate() {
+                let marker = markers.next_if(|(at, _)| *at == i).map(|(_, m)| m);
+                if let Some(aborted) = producers.replay(h, marker) {
+                    st.active_mut().txn_index.push(aborted);
+                }
+            }
+        }
         Ok(())
     }
 
@@ -383,11 +471,19 @@ impl PartitionLog {
     pub fn append_as_follower_with(&self, records: &[u8], crcs: BatchCrcs) -> Result<AppendInfo> {
         let config = self.config.read().clone();
         let mut headers = Vec::new();
+        // The markers of the control batches: their type is in their record.
+        let mut markers: Vec<(usize, TxnMarker)> = Vec::new();
         let mut pos = 0usize;
         while pos < records.len() {
             match crate::batch::scan_batch_with(&records[pos..], crcs) {
                 crate::batch::Scan::Valid(h) => {
-                    pos += h.total_size();
+                    let end = pos + h.total_size();
+                    if h.is_control() {
+                        if let Some(m) = TxnMarker::from_control_batch(&records[pos..end])? {
+                            markers.push((headers.len(), m));
+                        }
+                    }
+                    pos = end;
                     headers.push(h);
                 }
                 crate::batch::Scan::Torn => {
@@ -436,13 +532,7 @@ impl PartitionLog {
             self.state.write().log_end_offset = first.base_offset;
             self.roll_locked(now)?;
         }
-        self.write_and_publish(records, &headers, config.index_interval_bytes)?;
-        {
-            let mut producers = self.producers.lock();
-            for h in headers.iter().filter(|h| h.has_producer_id()) {
-                producers.update(h);
-            }
-        }
+        self.write_and_publish(records, &headers, config.index_interval_bytes, &markers)?;
         {
             let mut epochs = self.epochs.lock();
             for h in &headers {
@@ -498,10 +588,9 @@ impl PartitionLog {
                 SequenceCheck::Duplicate(b) => duplicates.push(b),
                 SequenceCheck::Append => {
                     appends += 1;
-                    let entry = pending.entry(pid).or_insert_with(|| ProducerEntry {
-                        epoch: h.producer_epoch,
-                        batches: Default::default(),
-                    });
+                    let entry = pending
+                        .entry(pid)
+                        .or_insert_with(|| ProducerEntry::new(h.producer_epoch));
                     ProducerStateManager::apply(entry, h);
                 }
             }

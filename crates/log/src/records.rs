@@ -27,6 +27,8 @@ pub(crate) struct RecordView {
     pub key: Option<Range<usize>>,
     /// The value is null (a tombstone).
     pub null_value: bool,
+    /// The value bytes, `None` for a null value.
+    pub value: Option<Range<usize>>,
     /// From the key length varint to the end of the record: key, value, headers.
     pub tail: Range<usize>,
 }
@@ -42,6 +44,10 @@ pub(crate) struct DecodedBatch {
 impl DecodedBatch {
     pub fn key(&self, r: &RecordView) -> Option<&[u8]> {
         r.key.as_ref().map(|k| &self.payload[k.clone()])
+    }
+
+    pub fn value(&self, r: &RecordView) -> Option<&[u8]> {
+        r.value.as_ref().map(|v| &self.payload[v.clone()])
     }
 
     /// The timestamp a reader sees: the batch max timestamp for LogAppendTime batches.
@@ -182,6 +188,7 @@ pub(crate) fn decode_batch(batch: &[u8]) -> Result<DecodedBatch> {
             attributes,
             key,
             null_value: value.is_none(),
+            value,
             tail: tail_start..end,
         });
         pos = end;

@@ -222,7 +222,7 @@ impl PartitionLog {
         }
         let rebuilt = {
             let st = self.state.read();
-            rebuild_producer_state(&self.dir, &st.segments, new_leo)?
+            rebuild_producer_state(&self.dir, &st.segments, new_leo, None)?.0
         };
         *self.producers.lock() = rebuilt;
         drop(_writer);

@@ -1,5 +1,5 @@
 //! One log segment, Kafka's `LogSegment`: a `.log` file of whole v2 batches plus its sparse
-//! offset and time indexes.
+//! offset and time indexes and its aborted-transaction index (see [`crate::txn`]).
 //!
 //! Ownership: [`SegmentFile`] (the open file) is shared through an `Arc` with readers, who pread
 //! byte ranges below the size they saw under the log's read lock; only the single appender (who
@@ -17,6 +17,13 @@ use std::path::{Path, PathBuf};
 use crate::batch::{scan_batch, BatchHeader, Scan, HEADER_SIZE, LOG_OVERHEAD};
 use crate::error::{LogError, Result};
 use crate::index::{OffsetIndex, TimeIndex, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE};
+use crate::txn::{read_txn_index, write_txn_index, AbortedTxn};
+
+/// Suffixes of a segment's files.
+const SEGMENT_SUFFIXES: [&str; 4] = ["log", "index", "timeindex", "txnindex"];
+/// Suffixes of a segment's index files, written in this order: an `.index` file on disk implies
+/// the `.txnindex` beside it (or its absence) is as current.
+const INDEX_SUFFIXES: [&str; 3] = ["txnindex", "index", "timeindex"];
 
 /// `<base_offset:020>.<suffix>` in `dir`, Kafka's segment file naming.
 pub fn segment_path(dir: &Path, base_offset: i64, suffix: &str) -> PathBuf {
@@ -175,6 +182,8 @@ pub struct Segment {
     pub created_ms: i64,
     /// Max timestamp of the first batch, the segment.ms roll basis (as Kafka).
     pub first_batch_timestamp: Option<i64>,
+    /// Transactions aborted by markers in this segment, in marker order.
+    pub txn_index: Vec<AbortedTxn>,
     /// The in-memory indexes differ from the index files.
     pub dirty: bool,
 }
@@ -212,6 +221,7 @@ impl Segment {
             bytes_since_last_index_entry: 0,
             created_ms: now_ms,
             first_batch_timestamp: None,
+            txn_index: Vec::new(),
             dirty: true,
         }
     }
@@ -220,7 +230,7 @@ impl Segment {
     pub fn create(dir: &Path, base_offset: i64, now_ms: i64) -> Result<Segment> {
         let path = segment_path(dir, base_offset, "log");
         let file = Self::open_file(&path, true)?;
-        for suffix in ["index", "timeindex"] {
+        for suffix in INDEX_SUFFIXES {
             remove_if_exists(&segment_path(dir, base_offset, suffix))?;
         }
         Ok(Self::empty(
@@ -377,20 +387,32 @@ impl Segment {
 
     /// Clean-start load: the persisted indexes, then a short header scan from the last offset
     /// index entry to find `next_offset` and the tail's timestamps. Falls back to a rebuild when
-    /// an index file is missing or does not fit the log file.
-    pub fn load_clean(&mut self, index_interval_bytes: u64) -> Result<()> {
+    /// an index file is missing or does not fit the log file. Returns whether it fell back: the
+    /// aborted-transaction index is then not trusted either and must be rebuilt by a replay of
+    /// producer state (see [`crate::loader`]); a missing `.txnindex` alone means "nothing aborted".
+    pub fn load_clean(&mut self, index_interval_bytes: u64) -> Result<bool> {
         let dir = self.dir().map(Path::to_path_buf).unwrap_or_default();
         let oi = OffsetIndex::read_from(&segment_path(&dir, self.base_offset, "index"))?;
         let ti = TimeIndex::read_from(&segment_path(&dir, self.base_offset, "timeindex"))?;
-        let (Some(oi), Some(ti)) = (oi, ti) else {
-            return self.rebuild_indexes(index_interval_bytes);
+        let txn = read_txn_index(&segment_path(&dir, self.base_offset, "txnindex"))?;
+        let (Some(oi), Some(ti), Some(txn)) = (oi, ti, txn) else {
+            self.rebuild_indexes(index_interval_bytes)?;
+            return Ok(true);
         };
         let fits = oi
             .entries
             .last()
             .is_none_or(|&(_, p)| u64::from(p) < self.size);
-        if !fits || (self.size > 0 && oi.is_empty()) {
-            return self.rebuild_indexes(index_interval_bytes);
+        if !fits {
+            self.rebuild_indexes(index_interval_bytes)?;
+            return Ok(true);
+        }
+        // Written with the `.index` just read, so as current as it is.
+        self.txn_index = txn;
+        if self.size > 0 && oi.is_empty() {
+            // A segment smaller than the index interval: nothing to trust, a cheap scan.
+            self.rebuild_indexes(index_interval_bytes)?;
+            return Ok(false);
         }
         let (start_pos, start_rel) = oi.entries.last().map_or((0, 0), |&(r, p)| (p, r));
         self.offset_index = oi;
@@ -420,7 +442,8 @@ impl Segment {
         }
         if scanner.pos != self.size {
             // The file has bytes that are not whole batches: not a clean file after all.
-            return self.rebuild_indexes(index_interval_bytes);
+            self.rebuild_indexes(index_interval_bytes)?;
+            return Ok(true);
         }
         self.bytes_since_last_index_entry = self.size - u64::from(start_pos);
         self.dirty = false;
@@ -429,7 +452,7 @@ impl Segment {
                 self.first_batch_timestamp = Some(h.max_timestamp);
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Position and header of the first batch whose last offset is >= `offset`.
@@ -448,7 +471,11 @@ impl Segment {
             .set_len(pos)
             .map_err(LogError::io_at(&self.file.path))?;
         self.size = pos;
-        self.rebuild_indexes(index_interval_bytes)
+        self.rebuild_indexes(index_interval_bytes)?;
+        // Kafka's `TransactionIndex.truncateTo`: markers at or past the cut are gone.
+        let end = self.next_offset;
+        self.txn_index.retain(|t| t.last_offset < end);
+        Ok(())
     }
 
     /// The index contents to persist, with the final time index entry added.
@@ -462,6 +489,7 @@ impl Segment {
             base_offset: self.base_offset,
             offset_index: self.offset_index.clone(),
             time_index,
+            txn_index: self.txn_index.clone(),
         }
     }
 
@@ -496,7 +524,7 @@ impl Segment {
     /// Removes the segment's files (the open handle keeps serving in-flight reads).
     pub fn delete_files(&self) -> Result<()> {
         let dir = self.dir().map(Path::to_path_buf).unwrap_or_default();
-        for suffix in ["log", "index", "timeindex"] {
+        for suffix in SEGMENT_SUFFIXES {
             remove_if_exists(&segment_path(&dir, self.base_offset, suffix))?;
         }
         Ok(())
@@ -509,10 +537,15 @@ pub struct IndexSnapshot {
     base_offset: i64,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
+    txn_index: Vec<AbortedTxn>,
 }
 
 impl IndexSnapshot {
     pub fn write(&self) -> Result<()> {
+        write_txn_index(
+            &segment_path(&self.dir, self.base_offset, "txnindex"),
+            &self.txn_index,
+        )?;
         self.offset_index
             .write_to(&segment_path(&self.dir, self.base_offset, "index"))?;
         self.time_index

@@ -97,3 +97,28 @@ pub fn batch_ranges(records: &[u8]) -> Vec<(i64, i64)> {
     }
     out
 }
+
+/// `b` (one batch) with `bits` added to its attributes and the CRC recomputed.
+pub fn with_attributes(mut b: Vec<u8>, bits: i16) -> Vec<u8> {
+    use crate::batch::{compute_crc, ATTRIBUTES_OFFSET, CRC_OFFSET};
+    let attrs = i16::from_be_bytes([b[ATTRIBUTES_OFFSET], b[ATTRIBUTES_OFFSET + 1]]) | bits;
+    b[ATTRIBUTES_OFFSET..ATTRIBUTES_OFFSET + 2].copy_from_slice(&attrs.to_be_bytes());
+    let crc = compute_crc(&b);
+    b[CRC_OFFSET..CRC_OFFSET + 4].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
+/// A transactional batch of `n` records.
+pub fn txn(pid: i64, epoch: i16, seq: i32, n: usize) -> Vec<u8> {
+    with_attributes(idem(pid, epoch, seq, n), crate::batch::TRANSACTIONAL_BIT)
+}
+
+/// A marker of producer `pid`, coordinator epoch 0.
+pub fn marker(pid: i64, epoch: i16, result: crate::TxnResult) -> crate::TxnMarker {
+    crate::TxnMarker {
+        producer_id: pid,
+        producer_epoch: epoch,
+        coordinator_epoch: 0,
+        result,
+    }
+}

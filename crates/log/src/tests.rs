@@ -7,3 +7,4 @@ mod producer_test;
 mod recovery_test;
 mod retention_test;
 mod timestamp_test;
+mod txn_test;
