@@ -29,6 +29,12 @@
 //! [`cleaner`] (Kafka's log cleaner): closed segments are rewritten keeping the latest record per
 //! key, so offsets may have gaps there; reads still return whole batches, from the first batch
 //! whose last offset is at or after the fetch offset.
+//!
+//! Transactions ([`txn`]): producers' transactional batches are appended like idempotent ones;
+//! the transaction coordinator ends each transaction with a marker
+//! ([`PartitionLog::append_control_marker`]). The log tracks the ongoing transactions
+//! ([`PartitionLog::first_unstable_offset`]) and indexes the aborted ones per segment
+//! ([`PartitionLog::collect_aborted_transactions`]), which is what a read_committed Fetch needs.
 
 // Tests may read the real clock (clippy.toml's clock seam binds the code under test).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]

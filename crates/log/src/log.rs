@@ -236,11 +236,21 @@ impl PartitionLog {
     /// The first offset of the oldest ongoing transaction (Kafka's first unstable offset), never
     /// below the log start offset (retention may have deleted a transaction's first batches);
     /// `None` when no transaction is ongoing. A read_committed fetch reads below
-    /// `min(high watermark, this)`.
+    /// `min(high watermark, this)`. (Kafka also keeps a completed transaction unstable until
+    /// the high watermark passes its marker; the log does not know the high watermark, so a
+    /// transaction leaves this as soon as its marker is appended.) Read the high watermark
+    /// first: every transaction that started below it is then seen here.
     pub fn first_unstable_offset(&self) -> Option<i64> {
         let log_start_offset = self.log_start_offset();
         let first = self.producers.lock().first_unstable_offset();
         first.map(|f| f.max(log_start_offset))
+    }
+
+    /// Kafka's last stable offset for `high_watermark` (read just before): the high watermark,
+    /// or the first unstable offset when that is lower.
+    pub fn last_stable_offset(&self, high_watermark: i64) -> i64 {
+        self.first_unstable_offset()
+            .map_or(high_watermark, |f| f.min(high_watermark))
     }
 
     /// First offset of `producer_id`'s ongoing transaction in this partition.

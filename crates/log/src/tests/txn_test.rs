@@ -133,6 +133,8 @@ fn lso_follows_interleaved_transactions_of_two_producers() {
     let log = open(dir.path(), LogConfig::default(), true, &clock);
     scenario(&log);
     assert_eq!(txn_view(&log), scenario_view());
+    assert_eq!(log.last_stable_offset(12), 11);
+    assert_eq!(log.last_stable_offset(9), 9);
     // The markers are control batches with the transaction's producer id and epoch.
     let data = log.read(7, 1 << 20, 8, true).unwrap();
     let h = BatchHeader::parse(&data.records).unwrap();
