@@ -2,9 +2,7 @@
 //! partitions led here through the replica manager like an acks=all produce, and read back up to
 //! the log end when this broker is elected leader of a partition.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ferry_cluster::metadata_store::MetadataStore;
@@ -14,7 +12,8 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use uuid::Uuid;
 
-use crate::replica_manager::{CommitStatus, Partition};
+use crate::internal_topic::{InternalTopicLog, LogFailure};
+use crate::replica_manager::Partition;
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
@@ -30,102 +29,63 @@ impl TopicCatalog for MetadataCatalog {
     }
 }
 
-/// The partitions of `__consumer_offsets` hosted here, known once the topic exists.
+/// `__consumer_offsets` as the group coordinator's store.
 pub struct LogOffsetsStore {
-    partitions: RwLock<HashMap<i32, Arc<Partition>>>,
-    ready: AtomicBool,
-    /// `min.insync.replicas` of the topic: fewer in-sync replicas refuse an append.
-    min_isr: AtomicI32,
-    /// `offsets.commit.timeout.ms`
-    commit_timeout: Duration,
-    clock: SharedClock,
+    log: InternalTopicLog,
 }
 
 impl LogOffsetsStore {
     pub fn new(clock: SharedClock, commit_timeout: Duration) -> Self {
         Self {
-            partitions: RwLock::new(HashMap::new()),
-            ready: AtomicBool::new(false),
-            min_isr: AtomicI32::new(1),
-            commit_timeout,
-            clock,
+            log: InternalTopicLog::new(OFFSETS_TOPIC, clock, commit_timeout),
         }
     }
 
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
+        self.log.is_ready()
     }
 
     /// Takes the partitions hosted here (the replica manager's) and the topic's
     /// `min.insync.replicas`.
     pub fn set_partitions(&self, partitions: Vec<Arc<Partition>>, min_isr: i32) {
-        let map = partitions
-            .into_iter()
-            .map(|p| (p.tp.partition, p))
-            .collect();
-        *self.partitions.write().unwrap_or_else(|p| p.into_inner()) = map;
-        self.min_isr.store(min_isr.max(1), Ordering::Release);
-        self.ready.store(true, Ordering::Release);
+        self.log.set_partitions(partitions, min_isr);
     }
+}
 
-    fn partition(&self, p: i32) -> Result<Arc<Partition>, StoreError> {
-        self.partitions
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&p)
-            .cloned()
-            .ok_or_else(|| {
-                StoreError::new(
-                    ResponseError::NotCoordinator,
-                    format!("partition {p} of {OFFSETS_TOPIC} is not hosted here"),
-                )
-            })
-    }
+/// The error a group API answers for a failed append or read (Kafka's mapping: a lost
+/// leadership or a storage error is NOT_COORDINATOR, too few in-sync replicas
+/// COORDINATOR_NOT_AVAILABLE, a record too large INVALID_COMMIT_OFFSET_SIZE, an ISR that did
+/// not acknowledge in time REQUEST_TIMED_OUT).
+fn group_error((error, message): LogFailure) -> StoreError {
+    let error = match error {
+        ResponseError::NotLeaderOrFollower | ResponseError::KafkaStorageError => {
+            ResponseError::NotCoordinator
+        }
+        ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge => {
+            ResponseError::InvalidCommitOffsetSize
+        }
+        ResponseError::RequestTimedOut => ResponseError::RequestTimedOut,
+        _ => ResponseError::CoordinatorNotAvailable,
+    };
+    StoreError::new(error, message)
 }
 
 impl OffsetsStore for LogOffsetsStore {
     fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<Appended, StoreError> {
-        let p = self.partition(partition)?;
-        if !p.is_leader() {
-            return Err(StoreError::new(
-                ResponseError::NotCoordinator,
-                format!("{} is not led by this broker", p.tp),
-            ));
-        }
         if records.is_empty() {
+            let end_offset = self.log.log_end(partition).map_err(group_error)?;
             return Ok(Appended {
-                end_offset: p.log.log_end_offset(),
+                end_offset,
                 durable: Box::pin(async { Ok(()) }),
             });
         }
-        // As an acks=all produce: NOT_ENOUGH_REPLICAS, which Kafka's coordinator answers as
-        // COORDINATOR_NOT_AVAILABLE.
-        let min_isr = self.min_isr.load(Ordering::Acquire);
-        let isr = i32::try_from(p.isr().len()).unwrap_or(i32::MAX);
-        if isr < min_isr {
-            return Err(StoreError::unavailable(format!(
-                "{}: min.insync.replicas is {min_isr} but the in-sync replica set has {isr} member(s)",
-                p.tp
-            )));
-        }
-        let now = self.clock.now_ms();
+        let now = self.log.now_ms();
         let buf = ferry_log::keyed_records::encode(records.iter().cloned(), now, Compression::None)
             .map_err(StoreError::unavailable)?;
-        let epoch = p.leader_epoch();
-        let info = p.append(&buf).map_err(|e| {
-            // Kafka: a storage error or lost leadership is NOT_COORDINATOR, a record too large
-            // INVALID_COMMIT_OFFSET_SIZE.
-            let error = match crate::errors::log_error(&e) {
-                ResponseError::MessageTooLarge => ResponseError::InvalidCommitOffsetSize,
-                ResponseError::KafkaStorageError => ResponseError::NotCoordinator,
-                _ => ResponseError::CoordinatorNotAvailable,
-            };
-            StoreError::new(error, e.to_string())
-        })?;
-        let end_offset = info.last_offset + 1;
+        let appended = self.log.append(partition, &buf).map_err(group_error)?;
         Ok(Appended {
-            end_offset,
-            durable: Box::pin(committed(p, epoch, end_offset, self.commit_timeout)),
+            end_offset: appended.end_offset,
+            durable: Box::pin(async move { appended.durable.await.map_err(group_error) }),
         })
     }
 
@@ -144,28 +104,12 @@ impl OffsetsStore for LogOffsetsStore {
     }
 
     fn read_all(&self, partition: i32) -> Result<Vec<(i64, StoredEntry)>, StoreError> {
-        let p = self.partition(partition)?;
         let mut out = Vec::new();
-        let mut offset = p.log.log_start_offset();
-        // Up to the log end, as Kafka's coordinator loads on election: a new leader's log is
-        // the partition's truth, and its high watermark catches up to it.
-        let end = p.log.log_end_offset();
-        while offset < end {
-            let data = p
-                .log
-                .read(offset, 1 << 20, end, true)
-                .map_err(|e| StoreError::unavailable(e.to_string()))?;
-            if data.records.is_empty() {
-                break;
-            }
-            let next = decode_entries(data.records, offset, &mut out).map_err(|e| {
-                StoreError::unavailable(format!("{OFFSETS_TOPIC}-{partition}: {e}"))
-            })?;
-            if next <= offset {
-                break;
-            }
-            offset = next;
-        }
+        self.log
+            .read_to_end(partition, |batches, from| {
+                decode_entries(batches, from, &mut out)
+            })
+            .map_err(group_error)?;
         Ok(out)
     }
 }
@@ -214,49 +158,4 @@ fn decode_entries(
         }
     }
     Ok(next)
-}
-
-/// Resolves when the high watermark of `p` reaches `end_offset` while this broker still leads
-/// it at `epoch`: NOT_COORDINATOR once leadership moved, REQUEST_TIMED_OUT after `timeout`.
-async fn committed(
-    p: Arc<Partition>,
-    epoch: i32,
-    end_offset: i64,
-    timeout: Duration,
-) -> Result<(), StoreError> {
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut changes = p.subscribe();
-    loop {
-        match p.commit_status(epoch, end_offset) {
-            CommitStatus::Committed => return Ok(()),
-            CommitStatus::LeadershipLost => {
-                return Err(StoreError::new(
-                    ResponseError::NotCoordinator,
-                    format!(
-                        "leadership of {} moved before the ISR held the records",
-                        p.tp
-                    ),
-                ))
-            }
-            CommitStatus::Pending => {}
-        }
-        match tokio::time::timeout_at(deadline, changes.changed()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => {
-                return Err(StoreError::new(
-                    ResponseError::NotCoordinator,
-                    format!("{} is no longer hosted here", p.tp),
-                ))
-            }
-            Err(_) => {
-                return Err(StoreError::new(
-                    ResponseError::RequestTimedOut,
-                    format!(
-                        "the in-sync replicas of {} did not acknowledge within offsets.commit.timeout.ms",
-                        p.tp
-                    ),
-                ))
-            }
-        }
-    }
 }

@@ -13,6 +13,7 @@ pub mod errors;
 pub mod group_store;
 pub mod handlers;
 pub mod inter_broker;
+pub mod internal_topic;
 pub mod liveness;
 pub mod remote_wal;
 pub mod replica_fetcher;
