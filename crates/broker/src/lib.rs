@@ -19,5 +19,6 @@ pub mod remote_wal;
 pub mod replica_fetcher;
 pub mod replica_manager;
 pub mod server;
+pub mod txn_store;
 
 pub use server::Server;

@@ -116,6 +116,14 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("offsets.commit.timeout.ms", Int, "5000", "How long an offset commit waits for the in-sync replicas of `__consumer_offsets` (REQUEST_TIMED_OUT after)."),
     def("offsets.retention.minutes", Int, "10080", "Committed offsets of a group that has been empty this long are deleted."),
     def("offset.metadata.max.bytes", Int, "4096", "Largest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE above)."),
+    def("transaction.state.log.num.partitions", Int, "50", "Partitions of `__transaction_state` (fixed once the topic exists)."),
+    def("transaction.state.log.replication.factor", Int, "3", "Replication factor of `__transaction_state`, capped at the number of live brokers."),
+    def("transaction.state.log.min.isr", Int, "2", "`min.insync.replicas` of `__transaction_state`, capped at its replication factor."),
+    def("transaction.state.log.segment.bytes", Int, "104857600", "Segment size of `__transaction_state`."),
+    def("transaction.max.timeout.ms", Int, "900000", "Largest `transaction.timeout.ms` a producer may ask for (INVALID_TRANSACTION_TIMEOUT above)."),
+    def("transactional.id.expiration.ms", Int, "604800000", "A transactional id with no transaction open for this long is forgotten."),
+    def("transaction.abort.timed.out.transaction.cleanup.interval.ms", Int, "10000", "How often the transaction coordinator aborts transactions open longer than their timeout."),
+    def("transaction.remove.expired.transaction.cleanup.interval.ms", Int, "3600000", "How often the transaction coordinator forgets expired transactional ids."),
     def("group.initial.rebalance.delay.ms", Int, "3000", "How long the first rebalance of an empty group waits for more members."),
     def("group.min.session.timeout.ms", Int, "6000", "Smallest session timeout a member may ask for."),
     def("group.max.session.timeout.ms", Int, "1800000", "Largest session timeout a member may ask for."),
@@ -419,6 +427,26 @@ impl BrokerConfig {
     }
     pub fn offsets_commit_timeout_ms(&self) -> u64 {
         self.long("offsets.commit.timeout.ms").max(1) as u64
+    }
+    /// The transaction coordinator's settings (Kafka's `transaction.*` names).
+    pub fn txn_config(&self) -> ferry_txn::TxnConfig {
+        ferry_txn::TxnConfig {
+            max_timeout_ms: self
+                .long("transaction.max.timeout.ms")
+                .clamp(1, i32::MAX as i64) as i32,
+            transactional_id_expiration_ms: self.long("transactional.id.expiration.ms").max(1),
+            state_log_partitions: self
+                .long("transaction.state.log.num.partitions")
+                .clamp(1, i32::MAX as i64) as i32,
+            abort_timed_out_interval_ms: self
+                .long("transaction.abort.timed.out.transaction.cleanup.interval.ms")
+                .max(1),
+            remove_expired_interval_ms: self
+                .long("transaction.remove.expired.transaction.cleanup.interval.ms")
+                .max(1),
+            offsets_topic_partitions: self.long("offsets.topic.num.partitions").max(1) as i32,
+            ..ferry_txn::TxnConfig::default()
+        }
     }
     pub fn group_config(&self) -> ferry_group::GroupConfig {
         ferry_group::GroupConfig {
