@@ -1,0 +1,188 @@
+"""Transactions with real clients (KIP-98, KIP-447): what a committed or aborted transaction
+looks like to read_committed and read_uncommitted consumers, consume-transform-produce with
+send_offsets_to_transaction, fencing of a zombie producer, and the coordinator aborting a
+transaction that outlives transaction.timeout.ms."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from conftest import (
+    assert_delivered,
+    ck_producer,
+    consume_partition,
+    create_topic,
+    produce_sync,
+    unique_topic,
+)
+
+T = 30
+
+
+def txn_producer(broker, txn_id: str, **conf):
+    p = ck_producer(broker, **{"transactional.id": txn_id, "linger.ms": 5, **conf})
+    p.init_transactions(T)
+    return p
+
+
+def send(p, topic: str, values, partition: int = 0):
+    for v in values:
+        p.produce(topic, value=v, partition=partition)
+    p.flush(T)
+
+
+def values(msgs):
+    return [m.value() for m in msgs]
+
+
+def test_commit_is_visible_and_abort_is_not_under_read_committed(broker):
+    topic = create_topic(broker, unique_topic("txn-vis"))
+    p = txn_producer(broker, unique_topic("tid"))
+    first = [f"c1-{i}".encode() for i in range(10)]
+    aborted = [f"a-{i}".encode() for i in range(10)]
+    last = [f"c2-{i}".encode() for i in range(5)]
+
+    p.begin_transaction()
+    send(p, topic, first)
+    p.commit_transaction(T)
+    p.begin_transaction()
+    send(p, topic, aborted)
+    p.abort_transaction(T)
+    p.begin_transaction()
+    send(p, topic, last)
+    p.commit_transaction(T)
+
+    committed = consume_partition(broker, topic, 0, expected=15,
+                                  **{"isolation.level": "read_committed"})
+    assert values(committed) == first + last
+    everything = consume_partition(broker, topic, 0, expected=25,
+                                   **{"isolation.level": "read_uncommitted"})
+    assert values(everything) == first + aborted + last
+    # each transaction ends with a marker, which takes an offset and is never delivered
+    assert [m.offset() for m in committed][-1] == 10 + 1 + 10 + 1 + 4
+
+
+def test_read_committed_stops_at_an_open_transaction(broker):
+    topic = create_topic(broker, unique_topic("txn-lso"))
+    before = [b"before"]
+    assert_delivered(produce_sync(ck_producer(broker, acks="all"), topic,
+                                  [{"value": v, "partition": 0} for v in before]))
+    p = txn_producer(broker, unique_topic("tid"))
+    p.begin_transaction()
+    send(p, topic, [b"open-1", b"open-2"])
+    # the last stable offset is held at the open transaction's first offset
+    got = consume_partition(broker, topic, 0, expected=1, timeout=10,
+                            **{"isolation.level": "read_committed"})
+    assert values(got) == before
+    p.commit_transaction(T)
+    got = consume_partition(broker, topic, 0, expected=3,
+                            **{"isolation.level": "read_committed"})
+    assert values(got) == before + [b"open-1", b"open-2"]
+
+
+def test_a_zombie_producer_is_fenced(broker):
+    topic = create_topic(broker, unique_topic("txn-zombie"))
+    tid = unique_topic("tid")
+    zombie = txn_producer(broker, tid)
+    zombie.begin_transaction()
+    send(zombie, topic, [b"zombie"])
+    # a new instance with the same transactional.id bumps the epoch and aborts the open one
+    fresh = txn_producer(broker, tid)
+    fresh.begin_transaction()
+    send(fresh, topic, [b"fresh"])
+    fresh.commit_transaction(T)
+    with pytest.raises(KafkaException) as e:
+        zombie.commit_transaction(T)
+    err = e.value.args[0]
+    assert err.fatal() or err.txn_requires_abort(), err
+    assert err.code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                          KafkaError.INVALID_PRODUCER_EPOCH), err
+    got = consume_partition(broker, topic, 0, expected=1, **{"isolation.level": "read_committed"})
+    assert values(got) == [b"fresh"]
+
+
+def test_an_expired_transaction_is_aborted_by_the_coordinator(broker):
+    topic = create_topic(broker, unique_topic("txn-timeout"))
+    p = txn_producer(broker, unique_topic("tid"), **{"transaction.timeout.ms": 3000})
+    p.begin_transaction()
+    send(p, topic, [b"never-committed"])
+    # the coordinator aborts it after transaction.timeout.ms; its abort marker moves the LSO
+    deadline = time.monotonic() + 40
+    while True:
+        got = consume_partition(broker, topic, 0, timeout=5,
+                                **{"isolation.level": "read_committed"})
+        assert got == []
+        lo, hi = stable_end(broker, topic)
+        if hi >= 2:  # the data and the abort marker
+            break
+        assert time.monotonic() < deadline, f"not aborted: committed end {hi}"
+        time.sleep(0.5)
+    with pytest.raises(KafkaException):
+        p.commit_transaction(T)
+
+
+def stable_end(broker, topic: str):
+    """(low, high) watermarks as a read_committed consumer sees them (high = LSO)."""
+    from conftest import ck_consumer
+
+    c = ck_consumer(broker, **{"isolation.level": "read_committed"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        c.close()
+
+
+def test_consume_transform_produce_is_exactly_once(broker):
+    from confluent_kafka import Consumer
+
+    src = create_topic(broker, unique_topic("ctp-in"), partitions=2)
+    dst = create_topic(broker, unique_topic("ctp-out"), partitions=2)
+    n = 200
+    inputs = [{"value": f"in-{i}".encode(), "partition": i % 2} for i in range(n)]
+    assert_delivered(produce_sync(ck_producer(broker, acks="all"), src, inputs))
+    group = unique_topic("ctp-group")
+
+    def run(limit: int | None, abort_last: bool):
+        """Process input in transactions of up to 25 records; stop after `limit` records
+        (the last transaction aborted if `abort_last`)."""
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "isolation.level": "read_committed"})
+        p = txn_producer(broker, f"{group}-tid")
+        c.subscribe([src])
+        done = 0
+        idle_since = time.monotonic()
+        try:
+            while limit is None or done < limit:
+                msgs = c.consume(25, 1.0)
+                msgs = [m for m in msgs if m.error() is None]
+                if not msgs:
+                    if limit is None and time.monotonic() - idle_since > 8:
+                        break
+                    continue
+                idle_since = time.monotonic()
+                p.begin_transaction()
+                for m in msgs:
+                    p.produce(dst, value=m.value().replace(b"in-", b"out-"),
+                              partition=m.partition())
+                positions = c.position(c.assignment())
+                p.send_offsets_to_transaction(positions, c.consumer_group_metadata(), T)
+                done += len(msgs)
+                if abort_last and limit is not None and done >= limit:
+                    p.abort_transaction(T)
+                    break
+                p.commit_transaction(T)
+        finally:
+            c.close()
+        return done
+
+    run(limit=60, abort_last=True)  # a crash after an aborted transaction
+    run(limit=None, abort_last=False)
+    out = []
+    for part in range(2):
+        out += values(consume_partition(broker, dst, part, expected=n // 2,
+                                        **{"isolation.level": "read_committed"}))
+    assert sorted(out) == sorted(f"out-{i}".encode() for i in range(n))
