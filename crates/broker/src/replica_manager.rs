@@ -201,9 +201,13 @@ impl Partition {
         self.high_watermark.load(Ordering::Acquire)
     }
 
-    /// Last stable offset: no transactions yet, so it equals the high watermark.
+    /// Last stable offset: the high watermark, held back at the first offset of the oldest
+    /// transaction still open (read_committed consumers read up to it).
     pub fn last_stable_offset(&self) -> i64 {
-        self.high_watermark()
+        // The high watermark first: a transaction whose marker the log has but the ISR does
+        // not is still unstable, and the log alone cannot tell (it ends at its marker).
+        let high_watermark = self.high_watermark();
+        self.log.last_stable_offset(high_watermark)
     }
 
     pub fn subscribe(&self) -> watch::Receiver<i64> {
@@ -239,19 +243,47 @@ impl Partition {
 
     /// Appends a producer's batches as leader.
     pub fn append(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
-        if !self.is_leader() {
-            return Err(LogError::KafkaStorage(format!(
+        self.check_leader()?;
+        let info = self.log.append_as_leader(records, self.leader_epoch())?;
+        self.appended_as_leader(&info);
+        Ok(info)
+    }
+
+    fn check_leader(&self) -> Result<(), LogError> {
+        if self.is_leader() {
+            Ok(())
+        } else {
+            Err(LogError::KafkaStorage(format!(
                 "{} is not led by this broker",
                 self.tp
-            )));
+            )))
         }
-        let info = self.log.append_as_leader(records, self.leader_epoch())?;
+    }
+
+    /// After a leader append: the high watermark may move (a lone replica) and waiters wake.
+    fn appended_as_leader(&self, info: &AppendInfo) {
         if !info.duplicate {
             let st = self.state();
             self.advance_high_watermark(&st);
             drop(st);
             self.notify();
         }
+    }
+
+    /// Writes a transaction marker as leader (WriteTxnMarkers) and runs `then` with the result
+    /// before the next append, in log order with the producers' appends.
+    pub fn append_marker_then(
+        &self,
+        marker: &ferry_log::TxnMarker,
+        then: impl FnOnce(&Self, &AppendInfo),
+    ) -> Result<AppendInfo, LogError> {
+        let _order = self.append_order();
+        self.check_leader()?;
+        let info = self
+            .log
+            .append_control_marker(marker, self.leader_epoch())?;
+        self.appended_as_leader(&info);
+        then(self, &info);
         Ok(info)
     }
 
@@ -494,6 +526,26 @@ impl Partition {
         min_one_batch: bool,
     ) -> Result<FetchData, LogError> {
         self.read_up_to(offset, max_bytes, min_one_batch, self.high_watermark())
+    }
+
+    /// Like [`Partition::read`] for a read_committed consumer: up to the last stable offset,
+    /// with the aborted transactions that overlap what was read (the consumer drops their
+    /// records).
+    pub fn read_committed(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+    ) -> Result<(FetchData, Vec<ferry_log::AbortedTxn>), LogError> {
+        let last_stable = self.last_stable_offset();
+        let data = self.read_up_to(offset, max_bytes, min_one_batch, last_stable)?;
+        let upper = last_offset_of(&data.records).map_or(offset, |last| last + 1);
+        let aborted = if upper > offset {
+            self.log.collect_aborted_transactions(offset, upper)
+        } else {
+            Vec::new()
+        };
+        Ok((data, aborted))
     }
 
     /// Like [`Partition::read`] for a follower's fetch: everything up to the log end offset.

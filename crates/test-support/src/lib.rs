@@ -31,6 +31,7 @@ pub struct Batches {
     one_batch: bool,
     compression: Compression,
     headers: Vec<(&'static str, Bytes)>,
+    transactional: bool,
 }
 
 impl Batches {
@@ -45,6 +46,7 @@ impl Batches {
             one_batch: true,
             compression: Compression::None,
             headers: Vec::new(),
+            transactional: false,
         }
     }
 
@@ -72,6 +74,12 @@ impl Batches {
     /// An idempotent producer's records: producer id, epoch and the first record's sequence.
     pub fn producer(mut self, id: i64, epoch: i16, base_sequence: i32) -> Self {
         self.producer = Some((id, epoch, base_sequence));
+        self
+    }
+
+    /// Part of the producer's transaction (with [`Batches::producer`]).
+    pub fn transactional(mut self) -> Self {
+        self.transactional = true;
         self
     }
 
@@ -109,7 +117,7 @@ impl Batches {
                     None => -1,
                 };
                 Record {
-                    transactional: false,
+                    transactional: self.transactional,
                     control: false,
                     delete_horizon: false,
                     partition_leader_epoch: 0,

@@ -18,9 +18,9 @@ use ferry_log::LogError;
 use futures::future::select_all;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
 };
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
 use tokio::sync::watch;
 
 use super::str_bytes;
@@ -462,16 +462,36 @@ fn read_records(
         return (data, 0);
     }
     let fetched = if replica.is_some() {
-        partition.read_for_replica(req.fetch_offset, max, first)
+        partition
+            .read_for_replica(req.fetch_offset, max, first)
+            .map(|f| (f, None))
+    } else if fetcher.read_committed {
+        partition
+            .read_committed(req.fetch_offset, max, first)
+            .map(|(f, aborted)| (f, Some(aborted)))
     } else {
-        partition.read(req.fetch_offset, max, first)
+        partition
+            .read(req.fetch_offset, max, first)
+            .map(|f| (f, None))
     };
     match fetched {
-        Ok(fetched) => {
+        Ok((fetched, aborted)) => {
             let bytes = fetched.records.len();
-            let data = data
+            let mut data = data
                 .with_log_start_offset(fetched.log_start_offset)
                 .with_records(Some(fetched.records));
+            if let Some(aborted) = aborted {
+                data = data.with_aborted_transactions(Some(
+                    aborted
+                        .into_iter()
+                        .map(|a| {
+                            AbortedTransaction::default()
+                                .with_producer_id(ProducerId(a.producer_id))
+                                .with_first_offset(a.first_offset)
+                        })
+                        .collect(),
+                ));
+            }
             (data, bytes)
         }
         Err(e @ LogError::OffsetOutOfRange { .. }) => {

@@ -23,6 +23,7 @@ pub fn handle(
     version: i16,
 ) -> ListOffsetsResponse {
     let replica_id = request.replica_id.0;
+    let read_committed = request.isolation_level == 1;
     let topics = request
         .topics
         .into_iter()
@@ -73,7 +74,11 @@ pub fn handle(
                             };
                             let found: Result<Option<(i64, i64)>, ResponseError> = match p.timestamp
                             {
-                                // Latest (and read-committed latest) is the high watermark.
+                                // Latest is the high watermark, or the last stable offset
+                                // for a read_committed consumer (isolation level 1).
+                                LATEST if read_committed => {
+                                    Ok(Some((part.last_stable_offset(), -1)))
+                                }
                                 LATEST => Ok(Some((part.high_watermark(), -1))),
                                 EARLIEST | EARLIEST_LOCAL => Ok(Some((log.log_start_offset(), -1))),
                                 // Nothing is tiered yet.

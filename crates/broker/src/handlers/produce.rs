@@ -287,6 +287,16 @@ impl PartitionAppend<'_> {
                     ),
                     None,
                 ),
+                // Kafka's rule: transactional records only in a request that names its
+                // transactional id (else no authorization for it can be checked).
+                Some(records) if !self.transactional && has_transactional_batch(&records) => (
+                    fail(
+                        ResponseError::TransactionalIdAuthorizationFailed,
+                        "transactional records in a produce request without a transactional id"
+                            .into(),
+                    ),
+                    None,
+                ),
                 Some(records) => match self.append_records(&partition, records) {
                     Ok((info, leader_epoch)) => {
                         let wait = self.appended(&partition, &info, leader_epoch);
@@ -553,4 +563,14 @@ mod tests {
         p.record_follower_fetch(3, 3);
         assert!(waiting.await.unwrap().is_empty(), "committed");
     }
+}
+
+/// Some whole batch of `records` has the transactional bit.
+fn has_transactional_batch(records: &[u8]) -> bool {
+    ferry_log::batch::whole_batches(records).any(|span| {
+        records
+            .get(span.bytes)
+            .and_then(ferry_log::batch::BatchHeader::parse)
+            .is_some_and(|h| h.is_transactional())
+    })
 }

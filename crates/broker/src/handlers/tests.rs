@@ -234,6 +234,82 @@ async fn acks_zero_sends_no_response_and_bad_acks_is_refused() {
     );
 }
 
+/// A read_committed fetch (isolation level 1) or ListOffsets.
+async fn fetch_committed(b: &Arc<Broker>, topic: &str) -> FetchResponse {
+    let body = FetchRequest::default()
+        .with_max_bytes(1 << 20)
+        .with_isolation_level(1)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    match super::handle(
+        b,
+        request(ApiKey::Fetch, 12, RequestKind::Fetch(body)),
+        &super::RequestContext::for_tests(),
+    )
+    .await
+    {
+        Some(ResponseKind::Fetch(r)) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn read_committed_stops_at_an_open_transaction_and_lists_aborted_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "").await;
+    create(&b, "t", 1, &[]).await;
+    let p = b.replicas.partition_of("t", 0).unwrap();
+    let txn = |values: &[&str], seq: i32| {
+        Batches::values(values.iter().map(|v| v.to_string()))
+            .producer(7, 0, seq)
+            .transactional()
+            .encode()
+    };
+    produce(&b, "t", 0, batch(&["plain"], None), 1)
+        .await
+        .unwrap();
+    // Transactional records need a transactional id in the request (Kafka's rule).
+    let r = produce(&b, "t", 0, txn(&["no-id"], 0), 1).await.unwrap();
+    assert_eq!(
+        produce_result(&r).0,
+        ResponseError::TransactionalIdAuthorizationFailed.code()
+    );
+    p.append(&txn(&["open-1", "open-2"], 0)).unwrap();
+    // Open: read_committed reads up to the transaction's first offset (the LSO).
+    let f = fetch_committed(&b, "t").await;
+    let d = &f.responses[0].partitions[0];
+    assert_eq!((d.high_watermark, d.last_stable_offset), (3, 1));
+    assert_eq!(values_of(d.records.as_ref().unwrap()), vec!["plain"]);
+    assert_eq!(d.aborted_transactions.as_deref(), Some(&[][..]));
+    // Aborted: everything is readable, with the transaction to drop.
+    let marker = ferry_log::TxnMarker {
+        producer_id: 7,
+        producer_epoch: 0,
+        coordinator_epoch: 0,
+        result: ferry_log::TxnResult::Abort,
+    };
+    p.append_marker_then(&marker, |_, _| {}).unwrap();
+    let f = fetch_committed(&b, "t").await;
+    let d = &f.responses[0].partitions[0];
+    assert_eq!((d.high_watermark, d.last_stable_offset), (4, 4));
+    let aborted = d.aborted_transactions.as_ref().unwrap();
+    assert_eq!(aborted.len(), 1);
+    assert_eq!((aborted[0].producer_id.0, aborted[0].first_offset), (7, 1));
+    // read_uncommitted has no aborted list and reads to the high watermark.
+    let f = fetch(&b, "t", 0, 0, 0, 0).await;
+    let d = &f.responses[0].partitions[0];
+    assert_eq!(d.aborted_transactions, None);
+    // (the marker's control batch too: clients skip it)
+    let values = values_of(d.records.as_ref().unwrap());
+    assert_eq!(values.len(), 4);
+    assert_eq!(values[..3], ["plain", "open-1", "open-2"]);
+}
+
 #[tokio::test]
 async fn a_refused_acks_zero_produce_names_its_failures() {
     let dir = tempfile::tempdir().unwrap();
