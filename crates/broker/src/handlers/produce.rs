@@ -498,6 +498,16 @@ async fn wait_for_high_watermark(waits: &[Wait], timeout: Duration) -> Vec<(Wait
     }
 }
 
+/// Some whole batch of `records` has the transactional bit.
+fn has_transactional_batch(records: &[u8]) -> bool {
+    ferry_log::batch::whole_batches(records).any(|span| {
+        records
+            .get(span.bytes)
+            .and_then(ferry_log::batch::BatchHeader::parse)
+            .is_some_and(|h| h.is_transactional())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -563,14 +573,4 @@ mod tests {
         p.record_follower_fetch(3, 3);
         assert!(waiting.await.unwrap().is_empty(), "committed");
     }
-}
-
-/// Some whole batch of `records` has the transactional bit.
-fn has_transactional_batch(records: &[u8]) -> bool {
-    ferry_log::batch::whole_batches(records).any(|span| {
-        records
-            .get(span.bytes)
-            .and_then(ferry_log::batch::BatchHeader::parse)
-            .is_some_and(|h| h.is_transactional())
-    })
 }
