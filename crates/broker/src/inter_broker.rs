@@ -121,6 +121,16 @@ impl Connection {
             .await
     }
 
+    /// Sends `request` (WriteTxnMarkers v1) and reads its response.
+    pub async fn write_txn_markers(
+        &mut self,
+        request: &kafka_protocol::messages::WriteTxnMarkersRequest,
+        client_id: &str,
+    ) -> anyhow::Result<kafka_protocol::messages::WriteTxnMarkersResponse> {
+        self.exchange(ApiKey::WriteTxnMarkers, 1, request, client_id)
+            .await
+    }
+
     /// One request and its response, counted under the connection's kind.
     async fn exchange<Req: Encodable, Resp: Decodable>(
         &mut self,

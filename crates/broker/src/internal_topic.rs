@@ -168,7 +168,7 @@ impl InternalTopicLog {
 /// Resolves when the high watermark of `p` reaches `end_offset` while this broker still leads
 /// it at `epoch`: NOT_LEADER_OR_FOLLOWER once leadership moved, REQUEST_TIMED_OUT after
 /// `timeout`.
-async fn committed(
+pub(crate) async fn committed(
     p: Arc<Partition>,
     epoch: i32,
     end_offset: i64,

@@ -19,6 +19,7 @@ pub mod remote_wal;
 pub mod replica_fetcher;
 pub mod replica_manager;
 pub mod server;
+pub mod txn_markers;
 pub mod txn_store;
 
 pub use server::Server;
