@@ -106,7 +106,8 @@ def test_a_zombie_producer_is_fenced(broker):
 
 def test_an_expired_transaction_is_aborted_by_the_coordinator(broker):
     topic = create_topic(broker, unique_topic("txn-timeout"))
-    p = txn_producer(broker, unique_topic("tid"), **{"transaction.timeout.ms": 3000})
+    p = txn_producer(broker, unique_topic("tid"),
+                     **{"transaction.timeout.ms": 3000, "message.timeout.ms": 3000})
     p.begin_transaction()
     send(p, topic, [b"never-committed"])
     # the coordinator aborts it after transaction.timeout.ms; its abort marker moves the LSO

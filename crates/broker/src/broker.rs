@@ -11,12 +11,13 @@ use kafka_protocol::error::ResponseError;
 use crate::errors;
 use crate::group_store::{LogOffsetsStore, OFFSETS_TOPIC};
 use crate::replica_fetcher::ReplicaFetcher;
-use crate::replica_manager::{IsrChange, IsrOutcome, ReplicaManager};
+use crate::replica_manager::{IsrChange, IsrOutcome, Partition, ReplicaManager};
 use ferry_cluster::metadata_store::{self as metadata, MetadataError, MetadataStore, TopicMeta};
 use ferry_config::broker_config::BrokerConfig;
 use ferry_config::topic_config;
 use ferry_metrics::Metrics;
 use ferry_replication::fetch_session::FetchSessionCache;
+use ferry_txn::TRANSACTION_STATE_TOPIC;
 
 /// Everything a request handler may touch.
 pub struct Broker {
@@ -39,6 +40,13 @@ pub struct Broker {
     /// reads, so two at once (the image task, start-up) could let a stale view act last, e.g.
     /// drop a partition the other call had just loaded.
     pub offsets_leadership: std::sync::Mutex<()>,
+    /// The transaction coordinator (ferry-txn) and its `__transaction_state` store.
+    pub txns: ferry_txn::TransactionCoordinator,
+    pub txn_store: Arc<crate::txn_store::LogTxnStateStore>,
+    /// Serializes the creation and loading of `__transaction_state`.
+    pub txn_init: std::sync::Mutex<()>,
+    /// Serializes [`Broker::follow_txn_leadership`] (as `offsets_leadership`).
+    pub txn_leadership: std::sync::Mutex<()>,
     /// How followed partitions get their bytes from their leaders.
     pub fetcher: Box<dyn ReplicaFetcher>,
     /// The remote WAL (KIP-1176): uploader, WAL fetcher, metadata publisher and GC.
@@ -239,6 +247,9 @@ impl Broker {
         if image.topic(OFFSETS_TOPIC).is_some() {
             self.follow_offsets_leadership();
         }
+        if image.topic(TRANSACTION_STATE_TOPIC).is_some() {
+            self.follow_txn_leadership();
+        }
     }
 
     /// Proposes a leader's ISR change to the controller (blocking), as Kafka's
@@ -352,34 +363,80 @@ impl Broker {
         if self.offsets_store.is_ready() {
             return Ok(());
         }
-        let meta = match self.metadata.topic(OFFSETS_TOPIC) {
-            Some(m) => m,
-            None => {
-                let mut configs = BTreeMap::new();
-                configs.insert("cleanup.policy".to_string(), "compact".to_string());
-                configs.insert(
-                    "segment.bytes".to_string(),
-                    self.config.raw("offsets.topic.segment.bytes").to_string(),
-                );
-                let rf = (self
-                    .config
-                    .raw("offsets.topic.replication.factor")
-                    .parse::<i32>()
-                    .unwrap_or(1))
-                .min(self.live_broker_count())
-                .max(1) as i16;
-                let partitions = self.groups.config().offsets_topic_partitions;
-                let meta = self
-                    .metadata
-                    .create_topic(OFFSETS_TOPIC, partitions, rf, configs)
-                    .map_err(|e| TopicError::new(errors::metadata_error(&e), e.to_string()))?;
-                tracing::info!(partitions, "created {OFFSETS_TOPIC}");
-                meta
-            }
-        };
+        let partitions = self.groups.config().offsets_topic_partitions;
+        let meta = self.internal_topic(OFFSETS_TOPIC, partitions, "offsets.topic", None)?;
         self.open_topic(&meta)?;
         self.follow_offsets_leadership();
         Ok(())
+    }
+
+    /// Creates `__transaction_state` on first use and loads the transactions it holds.
+    pub fn ensure_txn_coordinator(&self) -> Result<(), TopicError> {
+        if self.txn_store.is_ready() {
+            return Ok(());
+        }
+        let _guard = self.txn_init.lock().unwrap_or_else(|p| p.into_inner());
+        if self.txn_store.is_ready() {
+            return Ok(());
+        }
+        let partitions = self.txns.config().state_log_partitions;
+        let min_isr = self
+            .config
+            .raw("transaction.state.log.min.isr")
+            .parse::<i32>()
+            .unwrap_or(1);
+        let meta = self.internal_topic(
+            TRANSACTION_STATE_TOPIC,
+            partitions,
+            "transaction.state.log",
+            Some(min_isr),
+        )?;
+        self.open_topic(&meta)?;
+        self.follow_txn_leadership();
+        Ok(())
+    }
+
+    /// A coordinator's compacted internal topic, created if it does not exist yet: its
+    /// replication factor and segment size from `<prefix>.replication.factor` and
+    /// `<prefix>.segment.bytes`, the factor capped at the live brokers, and `min_isr` (if
+    /// given) capped at the factor.
+    fn internal_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        prefix: &str,
+        min_isr: Option<i32>,
+    ) -> Result<TopicMeta, TopicError> {
+        if let Some(meta) = self.metadata.topic(name) {
+            return Ok(meta);
+        }
+        let rf = (self
+            .config
+            .raw(&format!("{prefix}.replication.factor"))
+            .parse::<i32>()
+            .unwrap_or(1))
+        .min(self.live_broker_count())
+        .max(1);
+        let mut configs = BTreeMap::new();
+        configs.insert("cleanup.policy".to_string(), "compact".to_string());
+        configs.insert(
+            "segment.bytes".to_string(),
+            self.config
+                .raw(&format!("{prefix}.segment.bytes"))
+                .to_string(),
+        );
+        if let Some(min_isr) = min_isr {
+            configs.insert(
+                "min.insync.replicas".to_string(),
+                min_isr.clamp(1, rf).to_string(),
+            );
+        }
+        let meta = self
+            .metadata
+            .create_topic(name, partitions, rf as i16, configs)
+            .map_err(|e| TopicError::new(errors::metadata_error(&e), e.to_string()))?;
+        tracing::info!(partitions, "created {name}");
+        Ok(meta)
     }
 
     /// The group coordinator follows the leadership of `__consumer_offsets` (Kafka's
@@ -390,35 +447,90 @@ impl Broker {
             .offsets_leadership
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        let Some(meta) = self.metadata.topic(OFFSETS_TOPIC) else {
-            return;
-        };
-        let min_isr = topic_config::effective(&self.config, &meta.configs, "min.insync.replicas")
-            .and_then(|(v, _, _)| v.parse::<i32>().ok())
-            .unwrap_or(1);
-        let hosted: Vec<_> = (0..meta.partitions)
-            .filter_map(|p| self.replicas.partition_of(OFFSETS_TOPIC, p))
-            .collect();
-        self.offsets_store.set_partitions(hosted, min_isr);
         let led: std::collections::HashMap<i32, i32> =
             self.groups.led_partitions().into_iter().collect();
-        for p in 0..meta.partitions {
-            let leading = self
-                .replicas
-                .partition_of(OFFSETS_TOPIC, p)
-                .filter(|x| x.is_leader())
-                .map(|x| x.leader_epoch());
-            match leading {
-                Some(epoch) if led.get(&p) != Some(&epoch) => {
+        let Some((hosted, min_isr, changes)) = self.leadership_changes(OFFSETS_TOPIC, &led) else {
+            return;
+        };
+        self.offsets_store.set_partitions(hosted, min_isr);
+        for change in changes {
+            match change {
+                Leadership::Elected(p, epoch) => {
                     if let Err(e) = self.groups.on_election(p, epoch) {
                         tracing::error!(partition = p, error = %e, "cannot load consumer groups");
                     }
                 }
+                Leadership::Resigned(p) => self.groups.on_resignation(p),
+            }
+        }
+    }
+
+    /// The transaction coordinator follows the leadership of `__transaction_state`, as the
+    /// group coordinator follows `__consumer_offsets`.
+    pub fn follow_txn_leadership(&self) {
+        let _serial = self
+            .txn_leadership
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let led: std::collections::HashMap<i32, i32> =
+            self.txns.led_partitions().into_iter().collect();
+        let Some((hosted, min_isr, changes)) =
+            self.leadership_changes(TRANSACTION_STATE_TOPIC, &led)
+        else {
+            return;
+        };
+        self.txn_store.set_partitions(hosted, min_isr);
+        for change in changes {
+            match change {
+                Leadership::Elected(p, epoch) => {
+                    if let Err(e) = self.txns.on_election(p, epoch) {
+                        tracing::error!(partition = p, error = %e, "cannot load transactions");
+                    }
+                }
+                Leadership::Resigned(p) => self.txns.on_resignation(p),
+            }
+        }
+    }
+
+    /// For a coordinator's internal `topic`: the partitions hosted here, the topic's
+    /// `min.insync.replicas`, and the leaderships to take (led here at an epoch the coordinator
+    /// did not load, `led`) or give up. `None` if the topic does not exist.
+    fn leadership_changes(
+        &self,
+        topic: &str,
+        led: &std::collections::HashMap<i32, i32>,
+    ) -> Option<(Vec<Arc<Partition>>, i32, Vec<Leadership>)> {
+        let meta = self.metadata.topic(topic)?;
+        let min_isr = topic_config::effective(&self.config, &meta.configs, "min.insync.replicas")
+            .and_then(|(v, _, _)| v.parse::<i32>().ok())
+            .unwrap_or(1);
+        let hosted: Vec<_> = (0..meta.partitions)
+            .filter_map(|p| self.replicas.partition_of(topic, p))
+            .collect();
+        let mut changes = Vec::new();
+        for p in 0..meta.partitions {
+            let leading = self
+                .replicas
+                .partition_of(topic, p)
+                .filter(|x| x.is_leader())
+                .map(|x| x.leader_epoch());
+            match leading {
+                Some(epoch) if led.get(&p) != Some(&epoch) => {
+                    changes.push(Leadership::Elected(p, epoch));
+                }
                 Some(_) => {}
-                None if led.contains_key(&p) => self.groups.on_resignation(p),
+                None if led.contains_key(&p) => changes.push(Leadership::Resigned(p)),
                 None => {}
             }
         }
+        Some((hosted, min_isr, changes))
+    }
+
+    /// The transaction coordinator, once `__transaction_state` exists.
+    pub fn txn_coordinator(&self) -> Result<&ferry_txn::TransactionCoordinator, ResponseError> {
+        self.ensure_txn_coordinator()
+            .map(|_| &self.txns)
+            .map_err(|_| ResponseError::CoordinatorNotAvailable)
     }
 
     /// The group coordinator, once `__consumer_offsets` exists.
@@ -431,6 +543,12 @@ impl Broker {
     pub fn is_internal_topic(name: &str) -> bool {
         name.starts_with("__")
     }
+}
+
+/// A coordinator's partition that became led here (at a leader epoch) or is led elsewhere now.
+enum Leadership {
+    Elected(i32, i32),
+    Resigned(i32),
 }
 
 /// Every registered broker's rack as a metric label (`none` for a broker without one).

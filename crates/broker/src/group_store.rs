@@ -93,14 +93,25 @@ impl OffsetsStore for LogOffsetsStore {
         &self,
         partition: i32,
         producer_id: i64,
-        _producer_epoch: i16,
-        _records: &[StoredRecord],
+        producer_epoch: i16,
+        records: &[StoredRecord],
     ) -> Result<Appended, StoreError> {
-        // TxnOffsetCommit is not served until the transaction coordinator runs; the log's
-        // coordinator-origin append (no client sequence checks) comes with it.
-        Err(StoreError::unavailable(format!(
-            "transactional offsets of producer {producer_id} for partition {partition}: transactions are not served yet"
-        )))
+        let p = self.log.partition(partition).map_err(group_error)?;
+        // Numbered after the producer's last batch here: the coordinator's appends of one
+        // group partition are serialized by its lock.
+        let sequence = p.log.next_sequence(producer_id, producer_epoch);
+        let now = self.log.now_ms();
+        let buf = ferry_log::keyed_records::encode_transactional(
+            records.iter().cloned(),
+            now,
+            (producer_id, producer_epoch, sequence),
+        )
+        .map_err(StoreError::unavailable)?;
+        let appended = self.log.append(partition, &buf).map_err(group_error)?;
+        Ok(Appended {
+            end_offset: appended.end_offset,
+            durable: Box::pin(async move { appended.durable.await.map_err(group_error) }),
+        })
     }
 
     fn read_all(&self, partition: i32) -> Result<Vec<(i64, StoredEntry)>, StoreError> {

@@ -49,6 +49,45 @@ pub fn encode(
     Ok(buf.freeze())
 }
 
+/// One transactional v2 batch of `records` in the transaction of `producer` (id, epoch, base
+/// sequence), as a coordinator writes a TxnOffsetCommit.
+pub fn encode_transactional(
+    records: impl IntoIterator<Item = KeyValue>,
+    timestamp: i64,
+    (producer_id, producer_epoch, base_sequence): (i64, i16, i32),
+) -> Result<Bytes, String> {
+    let records: Vec<Record> = records
+        .into_iter()
+        .enumerate()
+        .map(|(i, (key, value))| Record {
+            transactional: true,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id,
+            producer_epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: crate::batch::seq_add(base_sequence, i as i32),
+            timestamp,
+            key: Some(key),
+            value,
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .map_err(|e| format!("encoding records: {e}"))?;
+    Ok(buf.freeze())
+}
+
 /// The keyed records at or after offset `from` in `batches` (keyless ones are skipped), and
 /// the offset after the last record seen (`from` if none).
 pub fn decode(mut batches: Bytes, from: i64) -> Result<(Vec<KeyValue>, i64), String> {

@@ -253,6 +253,19 @@ impl PartitionLog {
             .map_or(high_watermark, |f| f.min(high_watermark))
     }
 
+    /// The sequence the next batch of `producer_id` at `epoch` starts at (0 for a producer or
+    /// an epoch the log has not seen): how a coordinator writing in a producer's transaction
+    /// (TxnOffsetCommit) numbers its batch, its appends being serialized by the coordinator.
+    pub fn next_sequence(&self, producer_id: i64, epoch: i16) -> i32 {
+        match self.producers.lock().entry(producer_id) {
+            Some(e) if e.epoch == epoch => e
+                .batches
+                .back()
+                .map_or(0, |b| crate::batch::seq_add(b.last_seq, 1)),
+            _ => 0,
+        }
+    }
+
     /// First offset of `producer_id`'s ongoing transaction in this partition.
     pub fn ongoing_txn_first_offset(&self, producer_id: i64) -> Option<i64> {
         self.producers.lock().txn_first_offset(producer_id)

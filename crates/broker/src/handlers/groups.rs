@@ -42,19 +42,31 @@ pub fn find_coordinator(
                         "the group coordinator is not available",
                     )),
                 },
-                KEY_TRANSACTION => Err((
-                    ResponseError::CoordinatorNotAvailable,
-                    "transactions are not served by ferry yet",
-                )),
+                KEY_TRANSACTION if key.is_empty() && version >= 4 => {
+                    Err((ResponseError::InvalidRequest, "empty transactional id"))
+                }
+                KEY_TRANSACTION => match broker.ensure_txn_coordinator() {
+                    Ok(()) => Ok(()),
+                    Err(_) => Err((
+                        ResponseError::CoordinatorNotAvailable,
+                        "the transaction coordinator is not available",
+                    )),
+                },
                 _ => Err((
                     ResponseError::InvalidRequest,
                     "unknown coordinator key type",
                 )),
             };
-            // The coordinator of a group is the leader of its `__consumer_offsets` partition.
+            // The coordinator of a group is the leader of its `__consumer_offsets` partition,
+            // of a transactional id the leader of its `__transaction_state` partition.
             let result = result.and_then(|()| {
-                let partition = broker.groups.partition_for(&key);
-                let (leader, _) = broker.leader_of(crate::group_store::OFFSETS_TOPIC, partition);
+                let (leader, _) = if request.key_type == KEY_TRANSACTION {
+                    let partition = broker.txns.partition_for(&key);
+                    broker.leader_of(ferry_txn::TRANSACTION_STATE_TOPIC, partition)
+                } else {
+                    let partition = broker.groups.partition_for(&key);
+                    broker.leader_of(crate::group_store::OFFSETS_TOPIC, partition)
+                };
                 if leader == broker.node_id {
                     return Ok((broker.node_id, host.clone(), port));
                 }
@@ -64,7 +76,7 @@ pub fn find_coordinator(
                     .map(|(id, h, p, _)| (id, h, p))
                     .ok_or((
                         ResponseError::CoordinatorNotAvailable,
-                        "the group's coordinator has no live leader",
+                        "the coordinator's partition has no live leader",
                     ))
             });
             let c = match result {

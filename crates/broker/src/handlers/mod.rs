@@ -20,6 +20,7 @@ mod metadata;
 mod produce;
 mod records;
 mod topics;
+mod txn;
 
 /// Who sent a request.
 #[derive(Debug, Clone)]
@@ -105,6 +106,10 @@ pub async fn handle(
 ) -> Option<ResponseKind> {
     let v = request.header.request_api_version;
     let body = match cluster_request(broker, request.body, v) {
+        Routed::Answered(response) => return response,
+        Routed::NotOurs(body) => body,
+    };
+    let body = match txn::transaction_request(broker, body, v).await {
         Routed::Answered(response) => return response,
         Routed::NotOurs(body) => body,
     };

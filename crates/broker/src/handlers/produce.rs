@@ -350,12 +350,6 @@ impl PartitionAppend<'_> {
                 format!("acks must be -1, 0 or 1, got {acks}"),
             ));
         }
-        if self.transactional {
-            return Err((
-                ResponseError::TransactionalIdAuthorizationFailed,
-                "transactions are not served by this broker yet".into(),
-            ));
-        }
         match broker.replicas.partition_of(name, index) {
             None if *known
                 && broker.missing_partition_error(name, index)

@@ -86,6 +86,22 @@ pub async fn open_broker(
         offsets_store.clone(),
         Arc::new(crate::group_store::MetadataCatalog(metadata.clone())),
     );
+    let txn_store = Arc::new(crate::txn_store::LogTxnStateStore::new(
+        clock.clone(),
+        // Kafka's `transaction.state.log` appends wait as long as offset commits do.
+        Duration::from_millis(config.offsets_commit_timeout_ms()),
+    ));
+    let txn_markers = Arc::new(crate::txn_markers::BrokerMarkerWriter::default());
+    let txns = ferry_txn::TransactionCoordinator::new(
+        config.txn_config(),
+        clock.clone(),
+        ferry_txn::TxnSeams {
+            store: txn_store.clone(),
+            markers: txn_markers.clone(),
+            producer_ids: Arc::new(crate::txn_store::ControllerProducerIds(metadata.clone())),
+            catalog: Arc::new(crate::txn_store::ImagePartitions(metadata.clone())),
+        },
+    );
     let (isr_tx, isr_rx) = tokio::sync::mpsc::unbounded_channel();
     let peers = crate::inter_broker::PeerClient::new(metadata.clone(), metrics.clone());
     let remote_wal = Arc::new(crate::remote_wal::RemoteWal::with_stores(
@@ -122,6 +138,10 @@ pub async fn open_broker(
         groups,
         offsets_store,
         group_init: std::sync::Mutex::new(()),
+        txns,
+        txn_store,
+        txn_init: std::sync::Mutex::new(()),
+        txn_leadership: std::sync::Mutex::new(()),
         offsets_leadership: std::sync::Mutex::new(()),
         node_id: config.node_id(),
         config,
@@ -132,6 +152,7 @@ pub async fn open_broker(
         metrics,
         advertised,
     });
+    txn_markers.attach(&broker);
     open_known_topics(&broker, on_disk);
     Ok((broker, isr_rx))
 }
@@ -274,6 +295,7 @@ impl Server {
         }
         background.spawn(maintenance(broker.clone()));
         background.spawn(group_timers(broker.clone()));
+        background.spawn(txn_timers(broker.clone()));
         background.spawn(follow_image(broker.clone()));
         broker.remote_wal.clone().spawn(&mut background);
         background.spawn(isr_shrink(broker.clone()));
@@ -389,6 +411,18 @@ async fn group_timers(broker: Arc<Broker>) {
         tick.tick().await;
         if broker.offsets_store.is_ready() {
             broker.groups.tick();
+        }
+    }
+}
+
+/// Aborts of transactions past their timeout and expiry of idle transactional ids.
+async fn txn_timers(broker: Arc<Broker>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if broker.txn_store.is_ready() {
+            broker.txns.tick().await;
         }
     }
 }

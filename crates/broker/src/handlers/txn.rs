@@ -1,0 +1,192 @@
+//! The transaction APIs: the coordinator's (InitProducerId with a transactional id,
+//! AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions),
+//! answered by ferry-txn once `__transaction_state` exists; TxnOffsetCommit, answered by the
+//! group coordinator; and WriteTxnMarkers, which a coordinator sends to partition leaders.
+
+use std::sync::Arc;
+
+use ferry_common::TopicPartition;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::write_txn_markers_response::{
+    WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+    DescribeTransactionsResponse, EndTxnResponse, ListTransactionsResponse, RequestKind,
+    ResponseKind, TxnOffsetCommitRequest, TxnOffsetCommitResponse, WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+};
+
+use super::Routed;
+use crate::broker::Broker;
+
+/// Answers the transaction APIs; hands any other body back.
+pub async fn transaction_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Routed {
+    let response = match body {
+        RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {
+            let response = match broker.txn_coordinator() {
+                Ok(t) => t.init_producer_id(r, v).await,
+                Err(e) => kafka_protocol::messages::InitProducerIdResponse::default()
+                    .with_producer_id(kafka_protocol::messages::ProducerId(-1))
+                    .with_producer_epoch(-1)
+                    .with_error_code(e.code()),
+            };
+            broker.metrics.error("InitProducerId", response.error_code);
+            ResponseKind::InitProducerId(response)
+        }
+        RequestKind::AddPartitionsToTxn(r) => match broker.txn_coordinator() {
+            Ok(t) => ResponseKind::AddPartitionsToTxn(t.add_partitions_to_txn(r, v).await),
+            Err(e) => ResponseKind::AddPartitionsToTxn(add_partitions_error(&r, v, e)),
+        },
+        RequestKind::AddOffsetsToTxn(r) => match broker.txn_coordinator() {
+            Ok(t) => ResponseKind::AddOffsetsToTxn(t.add_offsets_to_txn(r, v).await),
+            Err(e) => ResponseKind::AddOffsetsToTxn(
+                AddOffsetsToTxnResponse::default().with_error_code(e.code()),
+            ),
+        },
+        RequestKind::EndTxn(r) => match broker.txn_coordinator() {
+            Ok(t) => ResponseKind::EndTxn(t.end_txn(r, v).await),
+            Err(e) => ResponseKind::EndTxn(EndTxnResponse::default().with_error_code(e.code())),
+        },
+        RequestKind::DescribeTransactions(r) => match broker.txn_coordinator() {
+            Ok(t) => ResponseKind::DescribeTransactions(t.describe_transactions(r, v)),
+            Err(_) => ResponseKind::DescribeTransactions(DescribeTransactionsResponse::default()),
+        },
+        RequestKind::ListTransactions(r) => match broker.txn_coordinator() {
+            Ok(t) => ResponseKind::ListTransactions(t.list_transactions(r, v)),
+            Err(e) => ResponseKind::ListTransactions(
+                ListTransactionsResponse::default().with_error_code(e.code()),
+            ),
+        },
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(txn_offset_commit(broker, r, v).await)
+        }
+        RequestKind::WriteTxnMarkers(r) => {
+            ResponseKind::WriteTxnMarkers(write_txn_markers(broker, r).await)
+        }
+        other => return Routed::NotOurs(other),
+    };
+    Routed::Answered(Some(response))
+}
+
+/// AddPartitionsToTxn answered with one error for every partition (the coordinator is not
+/// available); v4+ carries it per transaction.
+fn add_partitions_error(
+    r: &AddPartitionsToTxnRequest,
+    version: i16,
+    e: ResponseError,
+) -> AddPartitionsToTxnResponse {
+    let topic_results = |topics: &[AddPartitionsToTxnTopic]| {
+        topics
+            .iter()
+            .map(|t| {
+                AddPartitionsToTxnTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_results_by_partition(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                AddPartitionsToTxnPartitionResult::default()
+                                    .with_partition_index(*p)
+                                    .with_partition_error_code(e.code())
+                            })
+                            .collect(),
+                    )
+            })
+            .collect::<Vec<_>>()
+    };
+    if version >= 4 {
+        return AddPartitionsToTxnResponse::default().with_error_code(e.code());
+    }
+    AddPartitionsToTxnResponse::default()
+        .with_results_by_topic_v3_and_below(topic_results(&r.v3_and_below_topics))
+}
+
+/// TxnOffsetCommit, answered by the group coordinator.
+async fn txn_offset_commit(
+    broker: &Arc<Broker>,
+    r: TxnOffsetCommitRequest,
+    v: i16,
+) -> TxnOffsetCommitResponse {
+    match broker.group_coordinator() {
+        Ok(g) => g.txn_offset_commit(r, v).await,
+        Err(e) => TxnOffsetCommitResponse::default().with_topics(
+            r.topics
+                .iter()
+                .map(|t| {
+                    TxnOffsetCommitResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    TxnOffsetCommitResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(e.code())
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// WriteTxnMarkers: each marker written to each of its partitions this broker leads, answered
+/// once the in-sync replicas hold it.
+async fn write_txn_markers(
+    broker: &Arc<Broker>,
+    r: WriteTxnMarkersRequest,
+) -> WriteTxnMarkersResponse {
+    let mut results = Vec::with_capacity(r.markers.len());
+    for m in r.markers {
+        let marker = ferry_log::TxnMarker {
+            producer_id: m.producer_id.0,
+            producer_epoch: m.producer_epoch,
+            coordinator_epoch: m.coordinator_epoch,
+            result: if m.transaction_result {
+                ferry_log::TxnResult::Commit
+            } else {
+                ferry_log::TxnResult::Abort
+            },
+        };
+        let mut topics = Vec::with_capacity(m.topics.len());
+        for t in m.topics {
+            let mut partitions = Vec::with_capacity(t.partition_indexes.len());
+            for p in t.partition_indexes {
+                let tp = TopicPartition {
+                    topic: t.name.to_string(),
+                    partition: p,
+                };
+                let code = match crate::txn_markers::write_local(broker, &tp, marker).await {
+                    Ok(()) => 0,
+                    Err(e) => e.code(),
+                };
+                broker.metrics.error("WriteTxnMarkers", code);
+                partitions.push(
+                    WritableTxnMarkerPartitionResult::default()
+                        .with_partition_index(p)
+                        .with_error_code(code),
+                );
+            }
+            topics.push(
+                WritableTxnMarkerTopicResult::default()
+                    .with_name(t.name)
+                    .with_partitions(partitions),
+            );
+        }
+        results.push(
+            WritableTxnMarkerResult::default()
+                .with_producer_id(m.producer_id)
+                .with_topics(topics),
+        );
+    }
+    WriteTxnMarkersResponse::default().with_markers(results)
+}
