@@ -131,6 +131,17 @@ impl Connection {
             .await
     }
 
+    /// Sends `request` (AddPartitionsToTxn v4, the brokers' batched form) and reads its
+    /// response.
+    pub async fn add_partitions_to_txn(
+        &mut self,
+        request: &kafka_protocol::messages::AddPartitionsToTxnRequest,
+        client_id: &str,
+    ) -> anyhow::Result<kafka_protocol::messages::AddPartitionsToTxnResponse> {
+        self.exchange(ApiKey::AddPartitionsToTxn, 4, request, client_id)
+            .await
+    }
+
     /// One request and its response, counted under the connection's kind.
     async fn exchange<Req: Encodable, Resp: Decodable>(
         &mut self,

@@ -116,6 +116,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("offsets.commit.timeout.ms", Int, "5000", "How long an offset commit waits for the in-sync replicas of `__consumer_offsets` (REQUEST_TIMED_OUT after)."),
     def("offsets.retention.minutes", Int, "10080", "Committed offsets of a group that has been empty this long are deleted."),
     def("offset.metadata.max.bytes", Int, "4096", "Largest metadata string of a committed offset (OFFSET_METADATA_TOO_LARGE above)."),
+    def("transaction.partition.verification.enable", Boolean, "true", "Before the first transactional batch of a producer's transaction is appended to a partition, the leader asks the transaction coordinator whether the partition is in the transaction (KIP-890), so a late produce cannot open a transaction that never ends."),
     def("transaction.state.log.num.partitions", Int, "50", "Partitions of `__transaction_state` (fixed once the topic exists)."),
     def("transaction.state.log.replication.factor", Int, "3", "Replication factor of `__transaction_state`, capped at the number of live brokers."),
     def("transaction.state.log.min.isr", Int, "2", "`min.insync.replicas` of `__transaction_state`, capped at its replication factor."),

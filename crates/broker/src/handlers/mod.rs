@@ -21,6 +21,7 @@ mod produce;
 mod records;
 mod topics;
 mod txn;
+mod txn_verify;
 
 /// Who sent a request.
 #[derive(Debug, Clone)]
@@ -68,7 +69,9 @@ pub async fn handle_pipelined(
     } = request;
     match body {
         RequestKind::Produce(r) => {
-            let appended = produce::append(broker, r, header.request_api_version);
+            // The check is awaited here, before the append, so appends stay in request order.
+            let refused = txn_verify::verify(broker, &r).await;
+            let appended = produce::append(broker, r, header.request_api_version, &refused);
             if let Some(failures) = appended.acks_zero_failures() {
                 Handled::Close(failures)
             } else if appended.is_complete() {

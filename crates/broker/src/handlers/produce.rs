@@ -161,11 +161,19 @@ pub async fn handle(
     request: ProduceRequest,
     version: i16,
 ) -> Option<ProduceResponse> {
-    append(broker, request, version).respond().await
+    let refused = super::txn_verify::verify(broker, &request).await;
+    append(broker, request, version, &refused).respond().await
 }
 
-/// Appends every partition's batches (the part of a produce that must happen in request order).
-pub fn append(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> AppendedProduce {
+/// Appends every partition's batches (the part of a produce that must happen in request order),
+/// except those of `refused` partitions (a transaction's verification), answered with their
+/// error.
+pub fn append(
+    broker: &Arc<Broker>,
+    request: ProduceRequest,
+    version: i16,
+    refused: &super::txn_verify::Refused,
+) -> AppendedProduce {
     let acks = request.acks;
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     let transactional = request.transactional_id.is_some();
@@ -180,6 +188,7 @@ pub fn append(broker: &Arc<Broker>, request: ProduceRequest, version: i16) -> Ap
                 topic: &target,
                 acks,
                 transactional,
+                refused: refused.get(&(target.name.clone(), data.index)).copied(),
                 at: (responses.len(), partition_responses.len()),
             };
             let (response, wait) = append.answer(data);
@@ -258,6 +267,8 @@ struct PartitionAppend<'a> {
     acks: i16,
     /// The request has a `transactional_id`.
     transactional: bool,
+    /// The transaction coordinator's refusal of this partition (KIP-890), if any.
+    refused: Option<ResponseError>,
     /// Where its response is: topic index, partition index.
     at: (usize, usize),
 }
@@ -289,6 +300,13 @@ impl PartitionAppend<'_> {
                 ),
                 // Kafka's rule: transactional records only in a request that names its
                 // transactional id (else no authorization for it can be checked).
+                Some(_) if self.refused.is_some() => (
+                    fail(
+                        self.refused.unwrap_or(ResponseError::InvalidTxnState),
+                        "the partition is not in the producer's ongoing transaction".into(),
+                    ),
+                    None,
+                ),
                 Some(records) if !self.transactional && has_transactional_batch(&records) => (
                     fail(
                         ResponseError::TransactionalIdAuthorizationFailed,

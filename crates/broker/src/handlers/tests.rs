@@ -310,6 +310,124 @@ async fn read_committed_stops_at_an_open_transaction_and_lists_aborted_ones() {
     assert_eq!(values[..3], ["plain", "open-1", "open-2"]);
 }
 
+async fn call(b: &Arc<Broker>, key: ApiKey, version: i16, body: RequestKind) -> ResponseKind {
+    super::handle(
+        b,
+        request(key, version, body),
+        &super::RequestContext::for_tests(),
+    )
+    .await
+    .expect("a response")
+}
+
+/// A transaction end to end through the handlers: the coordinator hands out the producer id,
+/// a partition not added to the transaction is refused (KIP-890), an added one takes the
+/// records, and EndTxn's marker makes them visible to read_committed.
+#[tokio::test]
+async fn a_transaction_through_the_handlers() {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "\"transaction.state.log.num.partitions\" = 2").await;
+    create(&b, "t", 1, &[]).await;
+    let txn_id = || TransactionalId(StrBytes::from_static_str("tx"));
+    let ResponseKind::InitProducerId(init) = call(
+        &b,
+        ApiKey::InitProducerId,
+        4,
+        RequestKind::InitProducerId(
+            InitProducerIdRequest::default()
+                .with_transactional_id(Some(txn_id()))
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        ),
+    )
+    .await
+    else {
+        panic!("not an InitProducerId response")
+    };
+    assert_eq!(init.error_code, 0);
+    let (pid, epoch) = (init.producer_id.0, init.producer_epoch);
+    let produce_txn = |seq: i32| {
+        let records = Batches::values(["v"])
+            .producer(pid, epoch, seq)
+            .transactional()
+            .encode();
+        RequestKind::Produce(
+            ProduceRequest::default()
+                .with_transactional_id(Some(txn_id()))
+                .with_acks(-1)
+                .with_timeout_ms(5000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(name("t"))
+                    .with_partition_data(vec![PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(records))])]),
+        )
+    };
+    let ResponseKind::Produce(r) = call(&b, ApiKey::Produce, 9, produce_txn(0)).await else {
+        panic!("not a Produce response")
+    };
+    assert_eq!(produce_result(&r).0, ResponseError::InvalidTxnState.code());
+    let ResponseKind::AddPartitionsToTxn(added) = call(
+        &b,
+        ApiKey::AddPartitionsToTxn,
+        3,
+        RequestKind::AddPartitionsToTxn(
+            AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(txn_id())
+                .with_v3_and_below_producer_id(ProducerId(pid))
+                .with_v3_and_below_producer_epoch(epoch)
+                .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                    .with_name(name("t"))
+                    .with_partitions(vec![0])]),
+        ),
+    )
+    .await
+    else {
+        panic!("not an AddPartitionsToTxn response")
+    };
+    let code = added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code;
+    assert_eq!(code, 0);
+    let ResponseKind::Produce(r) = call(&b, ApiKey::Produce, 9, produce_txn(0)).await else {
+        panic!("not a Produce response")
+    };
+    assert_eq!(produce_result(&r), (0, 0));
+    let d = fetch_committed(&b, "t").await.responses[0].partitions[0].clone();
+    assert_eq!(d.last_stable_offset, 0, "open transaction");
+    let ResponseKind::EndTxn(end) = call(
+        &b,
+        ApiKey::EndTxn,
+        3,
+        RequestKind::EndTxn(
+            EndTxnRequest::default()
+                .with_transactional_id(txn_id())
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_committed(true),
+        ),
+    )
+    .await
+    else {
+        panic!("not an EndTxn response")
+    };
+    assert_eq!(end.error_code, 0);
+    // The marker is written after EndTxn is answered (PrepareCommit is durable).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let d = fetch_committed(&b, "t").await.responses[0].partitions[0].clone();
+        if d.last_stable_offset == 2 {
+            assert_eq!(values_of(d.records.as_ref().unwrap())[0], "v");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no commit marker: {d:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_refused_acks_zero_produce_names_its_failures() {
     let dir = tempfile::tempdir().unwrap();
@@ -327,15 +445,16 @@ async fn a_refused_acks_zero_produce_names_its_failures() {
     };
     // accepted: no failures, so the connection stays
     assert_eq!(
-        super::produce::append(&b, request(0, 0), 9).acks_zero_failures(),
+        super::produce::append(&b, request(0, 0), 9, &Default::default()).acks_zero_failures(),
         None
     );
     // refused at acks=0: the failures, so the connection closes (Kafka's rule)
-    let failures = super::produce::append(&b, request(7, 0), 9).acks_zero_failures();
+    let failures =
+        super::produce::append(&b, request(7, 0), 9, &Default::default()).acks_zero_failures();
     assert_eq!(failures.as_deref(), Some("t-7: UnknownTopicOrPartition"));
     // refused at acks=1: the error goes in the response instead
     assert_eq!(
-        super::produce::append(&b, request(7, 1), 9).acks_zero_failures(),
+        super::produce::append(&b, request(7, 1), 9, &Default::default()).acks_zero_failures(),
         None
     );
 }
