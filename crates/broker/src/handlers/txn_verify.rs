@@ -27,12 +27,12 @@ const CLIENT_PURPOSE: &str = "txn-verify";
 /// Partitions of a produce refused by the verification, by (topic, partition).
 pub type Refused = HashMap<(String, i32), ResponseError>;
 
+/// A producer: id and epoch.
+type Producer = (i64, i16);
+
 /// The transactional batches' producer (id, epoch) of partitions led here that have no open
 /// transaction of that producer yet: the ones to verify.
-fn to_verify(
-    broker: &Broker,
-    request: &ProduceRequest,
-) -> (Option<(i64, i16)>, Vec<(String, i32)>) {
+fn to_verify(broker: &Broker, request: &ProduceRequest) -> (Option<Producer>, Vec<(String, i32)>) {
     let mut producer = None;
     let mut partitions = Vec::new();
     for topic in &request.topic_data {
