@@ -65,6 +65,7 @@ pub use error::{ErrorKind, LogError, Result};
 pub use log::{AppendInfo, FetchData, PartitionLog};
 pub use manager::{LogManager, CLEAN_SHUTDOWN_FILE};
 pub use offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
+pub use producer_state::{BatchMetadata, ProducerEntry};
 pub use retention::SegmentDeletionReason;
 pub use timestamp::record_timestamps;
 pub use txn::{AbortedTxn, TxnMarker, TxnResult};

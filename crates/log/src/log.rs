@@ -229,6 +229,11 @@ impl PartitionLog {
         *self.recovery_point.lock()
     }
 
+    /// Every producer the log knows, by id (DescribeProducers).
+    pub fn active_producers(&self) -> Vec<(i64, crate::ProducerEntry)> {
+        self.producers.lock().entries()
+    }
+
     pub fn producer_epoch(&self, producer_id: i64) -> Option<i16> {
         self.producers.lock().epoch_of(producer_id)
     }

@@ -30,6 +30,13 @@ pub struct BatchMetadata {
     pub last_seq: i32,
     pub first_offset: i64,
     pub last_offset: i64,
+    /// The batch's max timestamp (DescribeProducers' last timestamp); -1 in older snapshots.
+    #[serde(default = "no_timestamp")]
+    pub max_timestamp: i64,
+}
+
+fn no_timestamp() -> i64 {
+    -1
 }
 
 /// Version of the snapshot files written; version 1 (no transaction fields) is still read.
@@ -101,6 +108,17 @@ impl ProducerStateManager {
 
     pub fn epoch_of(&self, producer_id: i64) -> Option<i16> {
         self.producers.get(&producer_id).map(|e| e.epoch)
+    }
+
+    /// Every producer's state, by ascending id.
+    pub fn entries(&self) -> Vec<(i64, ProducerEntry)> {
+        let mut all: Vec<(i64, ProducerEntry)> = self
+            .producers
+            .iter()
+            .map(|(id, e)| (*id, e.clone()))
+            .collect();
+        all.sort_by_key(|(id, _)| *id);
+        all
     }
 
     pub fn entry(&self, producer_id: i64) -> Option<&ProducerEntry> {
@@ -196,6 +214,7 @@ impl ProducerStateManager {
             last_seq: h.last_sequence(),
             first_offset: h.base_offset,
             last_offset: h.last_offset(),
+            max_timestamp: h.max_timestamp,
         });
         while entry.batches.len() > MAX_BATCHES_PER_PRODUCER {
             entry.batches.pop_front();

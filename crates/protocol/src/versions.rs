@@ -46,6 +46,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
+    (ApiKey::DescribeProducers, 0, 0),
 ];
 
 /// The version range ferry serves for `key`, if it serves the API at all.

@@ -395,6 +395,30 @@ async fn a_transaction_through_the_handlers() {
     assert_eq!(produce_result(&r), (0, 0));
     let d = fetch_committed(&b, "t").await.responses[0].partitions[0].clone();
     assert_eq!(d.last_stable_offset, 0, "open transaction");
+    // DescribeProducers shows the producer and where its transaction started.
+    let describe = || {
+        RequestKind::DescribeProducers(DescribeProducersRequest::default().with_topics(vec![
+            describe_producers_request::TopicRequest::default()
+                .with_name(name("t"))
+                .with_partition_indexes(vec![0]),
+        ]))
+    };
+    let ResponseKind::DescribeProducers(dp) =
+        call(&b, ApiKey::DescribeProducers, 0, describe()).await
+    else {
+        panic!("not a DescribeProducers response")
+    };
+    let state = &dp.topics[0].partitions[0].active_producers[0];
+    assert_eq!(
+        (
+            state.producer_id.0,
+            state.producer_epoch,
+            state.last_sequence,
+            state.current_txn_start_offset
+        ),
+        (pid, i32::from(epoch), 0, 0)
+    );
+    assert!(state.last_timestamp > 0);
     let ResponseKind::EndTxn(end) = call(
         &b,
         ApiKey::EndTxn,

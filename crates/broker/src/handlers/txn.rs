@@ -1,7 +1,8 @@
 //! The transaction APIs: the coordinator's (InitProducerId with a transactional id,
 //! AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions),
 //! answered by ferry-txn once `__transaction_state` exists; TxnOffsetCommit, answered by the
-//! group coordinator; and WriteTxnMarkers, which a coordinator sends to partition leaders.
+//! group coordinator; WriteTxnMarkers, which a coordinator sends to partition leaders; and
+//! DescribeProducers, a partition leader's producer state.
 
 use std::sync::Arc;
 
@@ -11,6 +12,9 @@ use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnT
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
 };
+use kafka_protocol::messages::describe_producers_response::{
+    PartitionResponse, ProducerState, TopicResponse,
+};
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
@@ -19,8 +23,9 @@ use kafka_protocol::messages::write_txn_markers_response::{
 };
 use kafka_protocol::messages::{
     AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
-    DescribeTransactionsResponse, EndTxnResponse, ListTransactionsResponse, RequestKind,
-    ResponseKind, TxnOffsetCommitRequest, TxnOffsetCommitResponse, WriteTxnMarkersRequest,
+    DescribeProducersRequest, DescribeProducersResponse, DescribeTransactionsResponse,
+    EndTxnResponse, ListTransactionsResponse, ProducerId, RequestKind, ResponseKind,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse, WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 };
 
@@ -70,6 +75,9 @@ pub async fn transaction_request(broker: &Arc<Broker>, body: RequestKind, v: i16
         }
         RequestKind::WriteTxnMarkers(r) => {
             ResponseKind::WriteTxnMarkers(write_txn_markers(broker, r).await)
+        }
+        RequestKind::DescribeProducers(r) => {
+            ResponseKind::DescribeProducers(describe_producers(broker, r))
         }
         other => return Routed::NotOurs(other),
     };
@@ -189,4 +197,58 @@ async fn write_txn_markers(
         );
     }
     WriteTxnMarkersResponse::default().with_markers(results)
+}
+
+/// DescribeProducers: the producers a partition leader knows, with their open transaction.
+fn describe_producers(
+    broker: &Arc<Broker>,
+    r: DescribeProducersRequest,
+) -> DescribeProducersResponse {
+    let topics = r
+        .topics
+        .into_iter()
+        .map(|t| {
+            let partitions = t
+                .partition_indexes
+                .iter()
+                .map(|&index| producers_of(broker, &t.name, index))
+                .collect();
+            TopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(partitions)
+        })
+        .collect();
+    DescribeProducersResponse::default().with_topics(topics)
+}
+
+fn producers_of(broker: &Arc<Broker>, topic: &str, index: i32) -> PartitionResponse {
+    let base = PartitionResponse::default().with_partition_index(index);
+    let error = match broker.replicas.partition_of(topic, index) {
+        None => Err(broker.missing_partition_error(topic, index)),
+        Some(p) if !p.is_leader() => Err(ResponseError::NotLeaderOrFollower),
+        Some(p) => Ok(p),
+    };
+    let p = match error {
+        Ok(p) => p,
+        Err(e) => {
+            broker.metrics.error("DescribeProducers", e.code());
+            return base.with_error_code(e.code());
+        }
+    };
+    let active = p
+        .log
+        .active_producers()
+        .into_iter()
+        .map(|(id, e)| {
+            let last = e.batches.back();
+            ProducerState::default()
+                .with_producer_id(ProducerId(id))
+                .with_producer_epoch(i32::from(e.epoch))
+                .with_last_sequence(last.map_or(-1, |b| b.last_seq))
+                .with_last_timestamp(last.map_or(-1, |b| b.max_timestamp))
+                .with_coordinator_epoch(e.coordinator_epoch)
+                .with_current_txn_start_offset(e.txn_first_offset.unwrap_or(-1))
+        })
+        .collect();
+    base.with_active_producers(active)
 }
