@@ -1,10 +1,12 @@
 """Transactions with real clients (KIP-98, KIP-447): what a committed or aborted transaction
 looks like to read_committed and read_uncommitted consumers, consume-transform-produce with
 send_offsets_to_transaction, fencing of a zombie producer, and the coordinator aborting a
-transaction that outlives transaction.timeout.ms."""
+transaction that outlives transaction.timeout.ms; with confluent-kafka (librdkafka), and
+commit/abort with aiokafka and kafkajs."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -187,3 +189,67 @@ def test_consume_transform_produce_is_exactly_once(broker):
         out += values(consume_partition(broker, dst, part, expected=n // 2,
                                         **{"isolation.level": "read_committed"}))
     assert sorted(out) == sorted(f"out-{i}".encode() for i in range(n))
+
+
+def test_aiokafka_commit_and_abort(broker):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition as TP
+    from aiokafka.structs import OffsetAndMetadata  # noqa: F401 - the API is there
+
+    topic = create_topic(broker, unique_topic("txn-aio"))
+
+    async def run():
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap,
+                             transactional_id=unique_topic("aio-tid"))
+        await p.start()
+        try:
+            async with p.transaction():
+                await p.send_and_wait(topic, b"aio-committed", partition=0)
+            await p.begin_transaction()
+            await p.send_and_wait(topic, b"aio-aborted", partition=0)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+        async def read(isolation: str, want: int):
+            c = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, isolation_level=isolation,
+                                 enable_auto_commit=False, auto_offset_reset="earliest")
+            await c.start()
+            try:
+                c.assign([TP(topic, 0)])
+                got = []
+                deadline = time.monotonic() + 20
+                while len(got) < want and time.monotonic() < deadline:
+                    batch = await c.getmany(timeout_ms=500)
+                    for msgs in batch.values():
+                        got += [m.value for m in msgs]
+                await asyncio.sleep(0.5)
+                for msgs in (await c.getmany(timeout_ms=500)).values():
+                    got += [m.value for m in msgs]
+                return got
+            finally:
+                await c.stop()
+
+        return await read("read_committed", 1), await read("read_uncommitted", 2)
+
+    committed, everything = asyncio.run(run())
+    assert committed == [b"aio-committed"]
+    assert everything == [b"aio-committed", b"aio-aborted"]
+
+
+def test_kafkajs_commit_and_abort(broker):
+    from test_produce_consume import kafkajs
+
+    topic = create_topic(broker, unique_topic("txn-js"))
+    out = kafkajs({
+        "op": "transactions", "brokers": [broker.bootstrap], "topic": topic,
+        "transactionalId": unique_topic("js-tid"),
+        "transactions": [
+            {"messages": [{"value": "js-1", "partition": 0}, {"value": "js-2", "partition": 0}],
+             "commit": True},
+            {"messages": [{"value": "js-aborted", "partition": 0}], "commit": False},
+            {"messages": [{"value": "js-3", "partition": 0}], "commit": True},
+        ],
+    })
+    assert out["ok"], out
+    got = consume_partition(broker, topic, 0, expected=3, **{"isolation.level": "read_committed"})
+    assert values(got) == [b"js-1", b"js-2", b"js-3"]

@@ -9,6 +9,9 @@
 //                                         {"do":"fetchTopicMetadata","topics":["t"]},
 //                                         {"do":"deleteTopics","topics":["t"]}]}
 //     -> {"ok":true,"results":[<one result per step>]}
+//   {"op":"transactions","brokers":[...],"transactionalId":"tx","topic":"t",
+//    "transactions":[{"messages":[{"value":"v","partition":0}],"commit":true}]}
+//     -> {"ok":true,"results":[true|false per transaction: committed]}
 // Errors: {"ok":false,"error":{"name","type","code","message"}} with exit code 0, so the test
 // can assert on the error itself; exit code 2 only for bad usage.
 import { Kafka, CompressionTypes, logLevel } from 'kafkajs';
@@ -90,8 +93,33 @@ async function admin() {
   }
 }
 
+async function transactions() {
+  const producer = kafka.producer({
+    transactionalId: cmd.transactionalId,
+    idempotent: true,
+    maxInFlightRequests: 1,
+  });
+  await producer.connect();
+  const results = [];
+  try {
+    for (const t of cmd.transactions) {
+      const txn = await producer.transaction();
+      await txn.send({ topic: cmd.topic, messages: t.messages, acks: -1 });
+      if (t.commit) {
+        await txn.commit();
+      } else {
+        await txn.abort();
+      }
+      results.push(t.commit);
+    }
+    return results;
+  } finally {
+    await producer.disconnect();
+  }
+}
+
 try {
-  const ops = { produce, admin };
+  const ops = { produce, admin, transactions };
   if (!ops[cmd.op]) throw new Error(`unknown op ${cmd.op}`);
   out({ ok: true, results: await ops[cmd.op]() });
 } catch (e) {
