@@ -113,7 +113,7 @@ case "$FERRY_BIN" in /*) ;; *) FERRY_BIN="$ROOT/$FERRY_BIN" ;; esac
 # Client suites that also run with the `broker` fixture as a three-broker cluster
 # (FERRY_E2E_CLUSTER=3); tests marked single_node are skipped there.
 CLUSTER_SUITES=(test_admin.py test_produce_consume.py test_offsets.py test_idempotence.py
-                test_durability.py test_groups.py test_groups_kip848.py)
+                test_durability.py test_groups.py test_groups_kip848.py test_transactions.py)
 
 run_pytest() {
     local rc

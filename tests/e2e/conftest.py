@@ -514,11 +514,9 @@ def ck_producer(broker: Broker, **conf):
 
 
 def ck_consumer(broker: Broker, **conf):
-    """A consumer for manual assignment only (ferry has no group coordinator yet).
-
-    confluent-kafka refuses to build a Consumer without group.id, so one is set, but it is only
-    used with assign() and explicit start offsets and never commits: librdkafka then needs no
-    group coordinator (ferry answers FindCoordinator as unsupported for now)."""
+    """A consumer for manual assignment only: confluent-kafka refuses to build a Consumer
+    without group.id, so one is set, but it is only used with assign() and explicit start
+    offsets and never commits."""
     from confluent_kafka import Consumer
 
     base = {

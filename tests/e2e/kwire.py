@@ -298,3 +298,21 @@ def init_producer_id_v1(conn: Conn, timeout_ms: int = 30000):
     pid = r.i64()
     epoch = r.i16()
     return err, pid, epoch
+
+
+# --- Metadata ----------------------------------------------------------------------------------
+
+
+def topic_known(conn: Conn, topic: str) -> bool:
+    """Whether the broker at the other end lists `topic` in its own metadata (Metadata v4,
+    which never auto-creates): each broker answers from its own image."""
+    body = i32(1) + string(topic) + i8(0)  # topics [topic], allow_auto_topic_creation false
+    r = conn.request(API_METADATA, 4, body)
+    r.i32()  # throttle
+    for _ in range(r.i32()):  # brokers
+        r.i32(), r.string(), r.i32(), r.string()
+    r.string()  # cluster id
+    r.i32()  # controller id
+    assert r.i32() == 1
+    return r.i16() == ERR_NONE
+

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import kwire
+
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import (
@@ -313,9 +315,22 @@ def test_delete_topic_then_produce_autocreates_fresh_topic(broker):
     assert_delivered(produce_sync(p, name, [{"value": b"old", "partition": 1}]))
     fs = ck_admin(broker).delete_topics([name], operation_timeout=T, request_timeout=T)
     fs[name].result(timeout=T)
+    # Every broker must have applied the deletion: one still showing the old topic to the new
+    # producer's first Metadata request would send it to the deleted partitions, and librdkafka
+    # then waits topic.metadata.propagation.max.ms (30 s) for a topic it believes is gone.
+    ports = [b.port for b in getattr(broker, "brokers", [broker])]
+
+    def known_somewhere() -> bool:
+        for port in ports:
+            with kwire.Conn("127.0.0.1", port) as c:
+                if kwire.topic_known(c, name):
+                    return True
+        return False
+
     deadline = time.monotonic() + T
-    while name in all_topic_names(broker) and time.monotonic() < deadline:
+    while known_somewhere() and time.monotonic() < deadline:
         time.sleep(0.2)
+    assert not known_somewhere()
     assert name not in all_topic_names(broker)
 
     # auto.create.topics.enable=true: producing recreates it, empty, with the default count
@@ -339,7 +354,6 @@ def test_delete_topic_then_produce_unknown_without_autocreate(broker_factory):
     err = produce_sync(p, name, [{"value": b"x"}])[0][0]
     assert err is not None and err.code() in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC,
                                               KafkaError._MSG_TIMED_OUT), err
-    import kwire
     with kwire.Conn.to(b) as c:  # the topic is gone: any broker answers for it
         code, _ = kwire.produce_v3(c, name, 0, kwire.record_batch([(None, b"x")]))
     assert code == kwire.ERR_UNKNOWN_TOPIC_OR_PARTITION

@@ -133,6 +133,13 @@ struct ProduceArgs {
     /// Fixed send rate in records per second (default: as fast as possible).
     #[arg(long)]
     rate: Option<f64>,
+    /// Produce in transactions of this `transactional.id` (committed every
+    /// --commit-interval-ms); implies idempotence.
+    #[arg(long)]
+    transactional_id: Option<String>,
+    /// How often a transactional run commits its transaction.
+    #[arg(long, default_value_t = 100)]
+    commit_interval_ms: u64,
 }
 
 #[derive(Args, Debug)]
@@ -434,7 +441,10 @@ fn produce(a: ProduceArgs) -> Result<()> {
         }
     }
     let partitions = ensure_topic(&a.common, a.producer.partitions)?;
-    let cfg = producer_config(&a.common, &a.producer)?;
+    let mut cfg = producer_config(&a.common, &a.producer)?;
+    if let Some(id) = &a.transactional_id {
+        cfg.set("transactional.id", id);
+    }
     let start = Instant::now();
     let ctx = ProduceCtx {
         log: LogCtx::default(),
@@ -452,13 +462,36 @@ fn produce(a: ProduceArgs) -> Result<()> {
         .fetch_metadata(Some(&a.common.topic), Duration::from_secs(10))
         .context("producer metadata")?;
 
+    let transactional = a.transactional_id.is_some();
+    let txn_timeout = Duration::from_secs(60);
+    if transactional {
+        producer
+            .init_transactions(txn_timeout)
+            .context("init_transactions")?;
+        producer
+            .begin_transaction()
+            .context("begin_transaction")?;
+    }
     let (stop, poller) = spawn_poller(&producer)?;
 
     let mut payload = make_payload(a.producer.record_size);
     let topic = a.common.topic.as_str();
     let t0 = Instant::now();
     let mut queue_full_waits = 0u64;
+    let commit_interval = Duration::from_millis(a.commit_interval_ms.max(1));
+    let mut last_commit = Instant::now();
+    let mut commits = 0u64;
     for i in 0..a.records {
+        if transactional && last_commit.elapsed() >= commit_interval {
+            producer
+                .commit_transaction(txn_timeout)
+                .context("commit_transaction")?;
+            producer
+                .begin_transaction()
+                .context("begin_transaction")?;
+            last_commit = Instant::now();
+            commits += 1;
+        }
         if let Some(rate) = a.rate {
             pace_until(t0 + Duration::from_secs_f64(i as f64 / rate));
         }
@@ -482,6 +515,13 @@ fn produce(a: ProduceArgs) -> Result<()> {
         }
     }
     let enqueue_secs = t0.elapsed().as_secs_f64();
+    if transactional {
+        producer
+            .commit_transaction(txn_timeout)
+            .context("commit_transaction")?;
+        commits += 1;
+        println!("transactions committed: {commits}");
+    }
     let flushed = producer.flush(Duration::from_secs(120));
     let secs = t0.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
