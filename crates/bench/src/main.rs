@@ -468,9 +468,7 @@ fn produce(a: ProduceArgs) -> Result<()> {
         producer
             .init_transactions(txn_timeout)
             .context("init_transactions")?;
-        producer
-            .begin_transaction()
-            .context("begin_transaction")?;
+        producer.begin_transaction().context("begin_transaction")?;
     }
     let (stop, poller) = spawn_poller(&producer)?;
 
@@ -486,9 +484,7 @@ fn produce(a: ProduceArgs) -> Result<()> {
             producer
                 .commit_transaction(txn_timeout)
                 .context("commit_transaction")?;
-            producer
-                .begin_transaction()
-                .context("begin_transaction")?;
+            producer.begin_transaction().context("begin_transaction")?;
             last_commit = Instant::now();
             commits += 1;
         }
