@@ -23,6 +23,7 @@ read_uncommitted consumer must see every committed id too.
 
 from __future__ import annotations
 
+import random
 import struct
 import threading
 import time
@@ -288,6 +289,55 @@ class TxnWorker(threading.Thread):
         return False
 
 
+class LiveReader(threading.Thread):
+    """A read_committed consumer reading every partition while the brokers die and come back:
+    what it reads must never include an aborted record or a record twice."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        super().__init__(daemon=True)
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap,
+            "group.id": unique_topic("live"),
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            # An out-of-range position is an error here, not a silent re-read.
+            "auto.offset.reset": "error",
+            "topic.metadata.refresh.interval.ms": 1000,
+        })
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
+                              for p in range(PARTITIONS)])
+        self.seen: Counter = Counter()
+        self.errors: list = []
+        self.stopping = threading.Event()
+
+    def run(self):
+        while not self.stopping.is_set():
+            for m in self.consumer.consume(500, timeout=0.2):
+                if m.error() is not None:
+                    self.errors.append(m.error())
+                else:
+                    self.seen[m.value().decode()] += 1
+        self.consumer.close()
+
+    def finish(self, w: "TxnWorker"):
+        wanted = [v for ids in w.committed.values() for v in ids]
+        try:
+            wait_for("the live reader reads every committed id",
+                     lambda: all(self.seen[v] for v in wanted), timeout=60, step=0.5)
+        finally:
+            self.stopping.set()
+            self.join(30)
+        duplicates = sorted(v for v, k in self.seen.items() if k > 1)
+        assert not duplicates, f"live reader: {len(duplicates)} read twice: {duplicates[:10]}"
+        visible = sorted(v for ids in w.aborted.values() for v in ids if self.seen[v])
+        assert not visible, f"live reader: {len(visible)} aborted ids read: {visible[:10]}"
+        # Transport errors while a broker is down are the client's business; a position out of
+        # range (a new leader without what the old one served) is not.
+        lost = [e for e in self.errors if e.fatal() or e.code() in (
+            KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)]
+        assert not lost, f"live reader errors: {lost[:5]}"
+
+
 # --- the checker --------------------------------------------------------------------------------
 
 
@@ -373,27 +423,37 @@ def wait_isr_full(cluster: Cluster, topics: list[str], timeout: float = 60):
 # --- the tests ----------------------------------------------------------------------------------
 
 
-def start_worker(cluster: Cluster, prefix: str) -> tuple[str, TxnWorker]:
+def start_worker(cluster: Cluster, prefix: str) -> tuple[str, TxnWorker, LiveReader]:
     topic = unique_topic(prefix)
     create_topic(cluster, topic, PARTITIONS, cluster.topic_config)
     w = TxnWorker(cluster.bootstrap, topic, unique_topic("tid"))
+    reader = LiveReader(cluster.bootstrap, topic)
     w.start()
+    reader.start()
     w.wait_committed(3)
-    return topic, w
+    return topic, w, reader
+
+
+def kill_in_phase(w: TxnWorker, victim, phase: str):
+    """SIGKILL `victim` once the producer is in `phase`, a random few milliseconds in (a
+    commit's EndTxn, its markers and its Complete record take about that long)."""
+    w.wait_phase(phase)
+    time.sleep(random.uniform(0, 0.03))
+    victim.kill9()
 
 
 def test_kill9_of_the_transaction_coordinator(txn_cluster):
     c = txn_cluster
-    topic, w = start_worker(c, "txn-coord")
+    topic, w, reader = start_worker(c, "txn-coord")
     try:
-        # First in the middle of a commit (EndTxn, markers, the Complete record), then while
-        # records are produced (AddPartitionsToTxn).
-        for phase in ("commit", "produce"):
+        # In the middle of a commit (EndTxn, markers, the Complete record), while records are
+        # produced (AddPartitionsToTxn), and in a commit again (the restarted broker may be
+        # the coordinator again once it leads its preferred partitions).
+        for phase in ("commit", "produce", "commit"):
             node = coordinator(c, w.txn_id)
             victim = c.by_id(node)
             before = w.committed_count()
-            w.wait_phase(phase)
-            victim.kill9()
+            kill_in_phase(w, victim, phase)
             coordinator(c, w.txn_id, exclude=node)
             w.wait_committed(before + 3, timeout=90)
             victim.start(wait=False)
@@ -402,11 +462,12 @@ def test_kill9_of_the_transaction_coordinator(txn_cluster):
     finally:
         w.finish()
     check_exactly_once(c, topic, w)
+    reader.finish(w)
 
 
 def test_kill9_of_a_partition_leader(txn_cluster):
     c = txn_cluster
-    topic, w = start_worker(c, "txn-leader")
+    topic, w, reader = start_worker(c, "txn-leader")
     try:
         for phase in ("commit", "produce"):
             # A leader of the data that is not the coordinator: markers and produce requests
@@ -416,8 +477,7 @@ def test_kill9_of_a_partition_leader(txn_cluster):
             node = min(leaders - {coord}) if leaders - {coord} else min(leaders)
             victim = c.by_id(node)
             before = w.committed_count()
-            w.wait_phase(phase)
-            victim.kill9()
+            kill_in_phase(w, victim, phase)
             wait_for(f"broker {node} leads no partition of {topic}", lambda: all(
                 leader not in (-1, node) for leader, _, _ in partitions_of(c, topic).values()))
             w.wait_committed(before + 3, timeout=90)
@@ -427,3 +487,4 @@ def test_kill9_of_a_partition_leader(txn_cluster):
     finally:
         w.finish()
     check_exactly_once(c, topic, w)
+    reader.finish(w)
