@@ -18,7 +18,13 @@ the same transactional.id (its InitProducerId fences the old one and ends its tr
 At the end, once every partition's last stable offset is its high watermark (no transaction
 left open), a read_committed consumer must see every committed id exactly once, no aborted id,
 each unknown transaction all or nothing, and per partition the transactions in order; a
-read_uncommitted consumer must see every committed id too.
+read_uncommitted consumer must see every committed id too. A read_committed consumer reading
+through the kills must never have read an aborted id or an id twice.
+
+The kills land a random few milliseconds into the producer's commit or produce phase; the
+broker logs show new coordinators resuming transactions they found prepared. librdkafka retries
+coordinator and leader changes itself, so the client usually reports no error at all and the
+abort/re-create branches are the fallback, not the common path.
 """
 
 from __future__ import annotations
