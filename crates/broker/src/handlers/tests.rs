@@ -280,7 +280,36 @@ async fn read_committed_stops_at_an_open_transaction_and_lists_aborted_ones() {
         ResponseError::TransactionalIdAuthorizationFailed.code()
     );
     p.append(&txn(&["open-1", "open-2"], 0)).unwrap();
-    // Open: read_committed reads up to the transaction's first offset (the LSO).
+    // Open: read_committed reads up to the transaction's first offset (the LSO), and its
+    // ListOffsets latest is the LSO.
+    let latest = |isolation: i8| {
+        request(
+            ApiKey::ListOffsets,
+            7,
+            RequestKind::ListOffsets(
+                ListOffsetsRequest::default()
+                    .with_replica_id(BrokerId(-1))
+                    .with_isolation_level(isolation)
+                    .with_topics(vec![ListOffsetsTopic::default()
+                        .with_name(name("t"))
+                        .with_partitions(vec![ListOffsetsPartition::default()
+                            .with_partition_index(0)
+                            .with_timestamp(-1)
+                            .with_current_leader_epoch(-1)])]),
+            ),
+        )
+    };
+    for (isolation, want) in [(0, 3), (1, 1)] {
+        match super::handle(&b, latest(isolation), &super::RequestContext::for_tests()).await {
+            Some(ResponseKind::ListOffsets(r)) => {
+                assert_eq!(
+                    r.topics[0].partitions[0].offset, want,
+                    "isolation {isolation}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
     let f = fetch_committed(&b, "t").await;
     let d = &f.responses[0].partitions[0];
     assert_eq!((d.high_watermark, d.last_stable_offset), (3, 1));
