@@ -461,6 +461,11 @@ def test_kafka_python_admin_roundtrip(broker):
                                                    configs={"retention.ms": "9000000"})],
                                   raise_on_unknown=False)
         assert res["topic"][name] == "OK", res
+        # Another broker may answer before it has applied the change (as in Kafka): poll.
+        deadline = time.monotonic() + T
+        while (describe_topic_configs(broker, name)["retention.ms"].value != "9000000"
+               and time.monotonic() < deadline):
+            time.sleep(0.2)
         assert describe_topic_configs(broker, name)["retention.ms"].value == "9000000"
 
         admin.create_partitions({name: 3})

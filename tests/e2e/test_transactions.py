@@ -241,7 +241,7 @@ def test_kafkajs_commit_and_abort(broker):
 
     topic = create_topic(broker, unique_topic("txn-js"))
     out = kafkajs({
-        "op": "transactions", "brokers": [broker.bootstrap], "topic": topic,
+        "op": "transactions", "brokers": broker.bootstrap.split(","), "topic": topic,
         "transactionalId": unique_topic("js-tid"),
         "transactions": [
             {"messages": [{"value": "js-1", "partition": 0}, {"value": "js-2", "partition": 0}],
