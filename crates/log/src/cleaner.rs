@@ -49,11 +49,25 @@
 //! leftover `<base>.log.swap` (renaming it over `<base>.log`, dropping that segment's index
 //! files so they are rebuilt), or deletes it if `<base>.log` is gone.
 //!
-//! Transaction markers (control batches) are always kept, so the aborted-transaction index
-//! stays valid as it is: a rewritten segment carries its entries unchanged. (Kafka also removes
-//! markers once their transaction's data is gone and `delete.retention.ms` has passed, dropping
-//! the index entry with them; ferry does not yet.)
-//!
+//! Transaction markers (control batches), Kafka's rule: the pass follows each producer's
+//! transaction through the range in offset order. A marker whose transaction has a batch left
+//! after the pass (a kept record, or an empty batch kept as a producer's or segment's last batch)
+//! is kept as is. Otherwise (aborted data removed, committed records all superseded, or no data
+//! at all) the first such pass sets its delete horizon as Kafka does (KIP-534: attribute bit
+//! 0x40, base timestamp = now + `delete.retention.ms`, record timestamps unchanged) and the
+//! first pass at or after the horizon removes it; a segment's last batch becomes an empty
+//! control batch keeping its span (replay and readers ignore those). The horizon starts when
+//! the data is gone, not at the marker's timestamp (the tombstone rule above would let a
+//! consumer that read the data miss the marker and keep the producer aborted), so the tombstone
+//! rule is not reused; only its background trigger is, firing at the earliest pending horizon.
+//! A producer's markers of its current epoch after its last data batch are never removed: they
+//! carry its epoch and coordinator epoch for a rebuild of producer state from the log (Kafka
+//! keeps them too). The `.txnindex` entry of an ABORT whose data is gone is dropped in the same
+//! rewrite that sets the horizon (as Kafka's cleaned index does): read_committed fetches need
+//! it only while aborted data can be returned, and the marker outlives it. An entry stays as
+//! long as any batch of its transaction does, so a replay after a crash rebuilds the same index.
+//! Nothing at or past the first unstable offset is in the cleanable range.
+
 //! Offsets never change; the log start offset, the leader-epoch cache and producer snapshots are
 //! untouched. Reads at an offset that was cleaned away return the next batch (the read path
 //! returns whole batches starting at the first batch whose last offset is >= the fetch offset).
@@ -64,7 +78,8 @@
 //! dirty ratio (bytes of cleanable segments at or after the checkpoint / bytes of all cleanable
 //! segments) is at least `min.cleanable.dirty.ratio`, or when the oldest record of the dirty
 //! range is older than `max.compaction.lag.ms`, or when a tombstone the previous pass of this
-//! process kept has since passed `delete.retention.ms` (so tombstones of a log that receives no
+//! process kept has since passed `delete.retention.ms` or a marker it kept reached its delete
+//! horizon (so tombstones of a log that receives no
 //! more writes still go; after a restart that happens with the next pass). [`crate::LogManager::clean_all`] and
 //! [`PartitionLog::clean`] run a pass regardless.
 
@@ -326,7 +341,8 @@ impl PartitionLog {
     /// Whether the background cleaner should clean this log now: compacted, and either
     /// something is dirty and the dirty ratio reaches `min.cleanable.dirty.ratio` or the oldest
     /// dirty record is older than `max.compaction.lag.ms`, or a tombstone kept by the last pass
-    /// (of this process) has passed `delete.retention.ms`.
+    /// (of this process) has passed `delete.retention.ms`, or a marker it kept reached its
+    /// delete horizon.
     pub fn needs_cleaning(&self) -> bool {
         let config = self.config();
         if !config.compact {

@@ -799,3 +799,41 @@ fn commit_marker_stays_while_any_record_of_its_transaction_does() {
     log.clean().unwrap();
     assert_eq!(contents(&log).1, vec![4]);
 }
+
+#[test]
+fn crash_in_the_middle_of_a_marker_cleaning_swap_recovers_the_same_log() {
+    let (_c, clock) = clock(1_000_000);
+    let config = compact_txn_config();
+    let build = |dir: &Path| {
+        let log = open(dir, config.clone(), true, &clock);
+        aborted_scenario(&log);
+        end(&log, marker(2, 0, Commit)); // 9
+        roll_log(&log);
+        log
+    };
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = build(dir_a.path());
+    let b = build(dir_b.path());
+    let bases = a.segment_base_offsets();
+    a.clean().unwrap();
+    assert_eq!(
+        a.collect_aborted_transactions(0, i64::MAX),
+        vec![aborted(3, 3, 4, 5)]
+    );
+    drop(b); // crash with every cleaned segment left as a finished swap file
+    for base in &bases[..bases.len() - 1] {
+        std::fs::copy(
+            crate::segment::segment_path(dir_a.path(), *base, "log"),
+            crate::segment::segment_path(dir_b.path(), *base, "log.swap"),
+        )
+        .unwrap();
+    }
+    let b = open(dir_b.path(), config.clone(), false, &clock);
+    assert_eq!(contents(&b), contents(&a));
+    assert_eq!(marker_records(&b), marker_records(&a));
+    assert_eq!(
+        b.collect_aborted_transactions(0, i64::MAX),
+        a.collect_aborted_transactions(0, i64::MAX)
+    );
+    assert_eq!(b.first_unstable_offset(), None);
+}
