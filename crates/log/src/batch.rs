@@ -29,6 +29,9 @@ pub const COMPRESSION_MASK: i16 = 0x07;
 pub const TIMESTAMP_TYPE_BIT: i16 = 0x08;
 pub const TRANSACTIONAL_BIT: i16 = 0x10;
 pub const CONTROL_BIT: i16 = 0x20;
+/// KIP-534: the batch's base timestamp is its delete horizon (set by the log cleaner on batches
+/// it will remove later: the record timestamps stay base timestamp + delta).
+pub const DELETE_HORIZON_BIT: i16 = 0x40;
 
 fn i16_at(b: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([b[at], b[at + 1]])
@@ -108,6 +111,10 @@ impl BatchHeader {
     }
     pub fn is_control(&self) -> bool {
         self.attributes & CONTROL_BIT != 0
+    }
+    /// The delete horizon the cleaner set on this batch (its base timestamp), if any.
+    pub fn delete_horizon_ms(&self) -> Option<i64> {
+        (self.attributes & DELETE_HORIZON_BIT != 0).then_some(self.base_timestamp)
     }
     pub fn has_producer_id(&self) -> bool {
         self.producer_id >= 0

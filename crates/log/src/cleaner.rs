@@ -49,11 +49,25 @@
 //! leftover `<base>.log.swap` (renaming it over `<base>.log`, dropping that segment's index
 //! files so they are rebuilt), or deletes it if `<base>.log` is gone.
 //!
-//! Transaction markers (control batches) are always kept, so the aborted-transaction index
-//! stays valid as it is: a rewritten segment carries its entries unchanged. (Kafka also removes
-//! markers once their transaction's data is gone and `delete.retention.ms` has passed, dropping
-//! the index entry with them; ferry does not yet.)
-//!
+//! Transaction markers (control batches), Kafka's rule: the pass follows each producer's
+//! transaction through the range in offset order. A marker whose transaction has a batch left
+//! after the pass (a kept record, or an empty batch kept as a producer's or segment's last batch)
+//! is kept as is. Otherwise (aborted data removed, committed records all superseded, or no data
+//! at all) the first such pass sets its delete horizon as Kafka does (KIP-534: attribute bit
+//! 0x40, base timestamp = now + `delete.retention.ms`, record timestamps unchanged) and the
+//! first pass at or after the horizon removes it; a segment's last batch becomes an empty
+//! control batch keeping its span (replay and readers ignore those). The horizon starts when
+//! the data is gone, not at the marker's timestamp (the tombstone rule above would let a
+//! consumer that read the data miss the marker and keep the producer aborted), so the tombstone
+//! rule is not reused; only its background trigger is, firing at the earliest pending horizon.
+//! A producer's markers of its current epoch after its last data batch are never removed: they
+//! carry its epoch and coordinator epoch for a rebuild of producer state from the log (Kafka
+//! keeps them too). The `.txnindex` entry of an ABORT whose data is gone is dropped in the same
+//! rewrite that sets the horizon (as Kafka's cleaned index does): read_committed fetches need
+//! it only while aborted data can be returned, and the marker outlives it. An entry stays as
+//! long as any batch of its transaction does, so a replay after a crash rebuilds the same index.
+//! Nothing at or past the first unstable offset is in the cleanable range.
+
 //! Offsets never change; the log start offset, the leader-epoch cache and producer snapshots are
 //! untouched. Reads at an offset that was cleaned away return the next batch (the read path
 //! returns whole batches starting at the first batch whose last offset is >= the fetch offset).
@@ -64,11 +78,12 @@
 //! dirty ratio (bytes of cleanable segments at or after the checkpoint / bytes of all cleanable
 //! segments) is at least `min.cleanable.dirty.ratio`, or when the oldest record of the dirty
 //! range is older than `max.compaction.lag.ms`, or when a tombstone the previous pass of this
-//! process kept has since passed `delete.retention.ms` (so tombstones of a log that receives no
+//! process kept has since passed `delete.retention.ms` or a marker it kept reached its delete
+//! horizon (so tombstones of a log that receives no
 //! more writes still go; after a restart that happens with the next pass). [`crate::LogManager::clean_all`] and
 //! [`PartitionLog::clean`] run a pass regardless.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -82,9 +97,9 @@ use crate::config::LogConfig;
 use crate::epoch_cache::{read_offset_checkpoint, write_offset_checkpoint};
 use crate::error::{LogError, Result};
 use crate::log::PartitionLog;
-use crate::records::{decode_batch, rebuild_batch, RecordView};
+use crate::records::{decode_batch, rebuild_batch, with_delete_horizon, RecordView};
 use crate::segment::{remove_if_exists, segment_path, BatchScanner, Segment, SegmentFile};
-use crate::txn::AbortedTxn;
+use crate::txn::{AbortedTxn, TxnMarker, TxnResult};
 
 /// Per-partition file holding the cleaner checkpoint (first offset not yet cleaned).
 pub const CLEANER_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
@@ -115,6 +130,13 @@ pub struct CleanStats {
     pub tombstones_kept: u64,
     /// Records removed because their transaction was aborted.
     pub aborted_removed: u64,
+    /// Transaction markers removed (their transaction's data gone and their delete horizon
+    /// passed).
+    pub markers_removed: u64,
+    /// Markers whose delete horizon this pass set (their transaction's data is gone).
+    pub marker_horizons_set: u64,
+    /// Aborted-transaction index entries dropped (their transaction's data is gone).
+    pub txn_index_entries_removed: u64,
     /// Sizes of the rewritten segments before and after.
     pub bytes_before: u64,
     pub bytes_after: u64,
@@ -141,7 +163,23 @@ struct Pass<'a> {
     /// Tombstones with a timestamp below this go.
     horizon: i64,
     aborted: &'a AbortedRanges,
+    /// Producer id -> (epoch, last data offset): its markers of that epoch past that offset
+    /// are kept whole (see [`crate::producer_state::ProducerStateManager::latest_marker_bounds`]).
+    marker_bounds: &'a HashMap<i64, (i16, i64)>,
+    now: i64,
     config: &'a LogConfig,
+}
+
+/// What the pass learns of transactions while it goes through the cleanable range in offset
+/// order (Kafka's `CleanedTransactionMetadata`).
+struct TxnTracker {
+    /// Producer id -> whether a batch of its current transaction (the batches since its last
+    /// marker) stays in the log after this pass, even as an empty batch.
+    open: HashMap<i64, bool>,
+    /// Offsets of the ABORT markers whose transaction has no batch left: their index entries go.
+    dropped_entries: HashSet<i64>,
+    /// Earliest delete horizon of a marker kept only until then (i64::MAX if none).
+    next_horizon: i64,
 }
 
 /// The aborted transactions overlapping the cleanable range, by producer id: `(first offset,
@@ -303,7 +341,8 @@ impl PartitionLog {
     /// Whether the background cleaner should clean this log now: compacted, and either
     /// something is dirty and the dirty ratio reaches `min.cleanable.dirty.ratio` or the oldest
     /// dirty record is older than `max.compaction.lag.ms`, or a tombstone kept by the last pass
-    /// (of this process) has passed `delete.retention.ms`.
+    /// (of this process) has passed `delete.retention.ms`, or a marker it kept reached its
+    /// delete horizon.
     pub fn needs_cleaning(&self) -> bool {
         let config = self.config();
         if !config.compact {
@@ -378,24 +417,39 @@ impl PartitionLog {
         }
         stats.keys_in_map = map.len();
 
-        let retain = self.producers.lock().last_batch_offsets();
+        let (retain, marker_bounds) = {
+            let producers = self.producers.lock();
+            (
+                producers.last_batch_offsets(),
+                producers.latest_marker_bounds(),
+            )
+        };
         let horizon = now.saturating_sub(config.delete_retention_ms.max(0));
         let pass = Pass {
             map: &map,
             retain: &retain,
             horizon,
             aborted: &aborted,
+            marker_bounds: &marker_bounds,
+            now,
             config: &config,
         };
         let mut oldest_kept_tombstone = i64::MAX;
+        let mut txns = TxnTracker {
+            open: HashMap::new(),
+            dropped_entries: HashSet::new(),
+            next_horizon: i64::MAX,
+        };
         for s in &c.segments {
-            self.clean_segment(s, &pass, &mut stats, &mut oldest_kept_tombstone)?;
+            self.clean_segment(s, &pass, &mut stats, &mut oldest_kept_tombstone, &mut txns)?;
         }
-        let expiry = if oldest_kept_tombstone == i64::MAX {
+        let tombstone_expiry = if oldest_kept_tombstone == i64::MAX {
             i64::MAX
         } else {
             oldest_kept_tombstone.saturating_add(config.delete_retention_ms.max(0))
         };
+        // A marker goes once `now >= horizon`; the trigger fires once `now > expiry`.
+        let expiry = tombstone_expiry.min(txns.next_horizon.saturating_sub(1));
         self.tombstone_expiry.store(expiry, Ordering::Release);
         let new_cp = c.first_uncleanable.max(cp);
         self.set_cleaner_checkpoint(new_cp)?;
@@ -414,6 +468,7 @@ impl PartitionLog {
         pass: &Pass<'_>,
         stats: &mut CleanStats,
         oldest_kept_tombstone: &mut i64,
+        txns: &mut TxnTracker,
     ) -> Result<()> {
         let Pass {
             map,
@@ -421,14 +476,19 @@ impl PartitionLog {
             horizon,
             aborted,
             config,
+            ..
         } = *pass;
+        let dropped_before = txns.dropped_entries.len();
         let cleaned_path = segment_path(&self.dir, s.base, "log.cleaned");
         let mut out: Option<BufWriter<File>> = None;
         let mut written = 0u64;
         let result = for_each_batch(s, |pos, h, bytes| {
             stats.records_read += h.records_count.max(0) as u64;
+            // The segment's last batch keeps its span so the segment still ends at the same
+            // offset: a fetch in a gap always finds a later batch.
+            let last_in_segment = pos + h.total_size() as u64 >= s.size;
             let new_bytes: Option<Vec<u8>> = if h.is_control() {
-                None
+                Self::clean_marker(h, bytes, last_in_segment, pass, stats, txns)?
             } else {
                 let d = decode_batch(bytes)?;
                 let mut kept: Vec<&RecordView> = Vec::with_capacity(d.records.len());
@@ -456,12 +516,9 @@ impl PartitionLog {
                         }
                     }
                 }
-                if kept.len() == d.records.len() {
+                let new_bytes = if kept.len() == d.records.len() {
                     None
                 } else {
-                    // The segment's last batch keeps its span so the segment still ends at
-                    // the same offset: a fetch in a gap always finds a later batch.
-                    let last_in_segment = pos + h.total_size() as u64 >= s.size;
                     let keep_header = last_in_segment
                         || (h.has_producer_id()
                             && retain.contains(&(h.producer_id, h.last_offset())));
@@ -470,7 +527,14 @@ impl PartitionLog {
                     } else {
                         Some(rebuild_batch(&d, &kept, keep_header)?)
                     }
+                };
+                if h.is_transactional() && h.has_producer_id() {
+                    // Any batch left, even empty, keeps the marker: a replay of producer state
+                    // would otherwise see a transaction that never ends.
+                    let stays = new_bytes.as_ref().is_none_or(|b| !b.is_empty());
+                    *txns.open.entry(h.producer_id).or_insert(false) |= stays;
                 }
+                new_bytes
             };
             match (new_bytes, out.as_mut()) {
                 (None, None) => {}
@@ -515,6 +579,9 @@ impl PartitionLog {
             return Err(e);
         }
         let Some(w) = out else {
+            if txns.dropped_entries.len() > dropped_before {
+                self.drop_txn_entries(s, &txns.dropped_entries, stats)?;
+            }
             return Ok(());
         };
         let file = w
@@ -523,7 +590,7 @@ impl PartitionLog {
         file.sync_all().map_err(LogError::io_at(&cleaned_path))?;
         stats.bytes_before += s.size;
         stats.bytes_after += written;
-        match self.swap_in(s, &cleaned_path, file, config) {
+        match self.swap_in(s, &cleaned_path, file, config, &txns.dropped_entries, stats) {
             Ok(true) => stats.segments_rewritten += 1,
             Ok(false) => stats.segments_aborted += 1,
             Err(e) => {
@@ -542,6 +609,8 @@ impl PartitionLog {
         cleaned_path: &Path,
         file: File,
         config: &LogConfig,
+        dropped_entries: &HashSet<i64>,
+        stats: &mut CleanStats,
     ) -> Result<bool> {
         let mut seg = Segment::from_rewritten(
             &self.dir,
@@ -563,8 +632,14 @@ impl PartitionLog {
             remove_if_exists(cleaned_path)?;
             return Ok(false);
         };
-        // Markers are never removed, so the segment's aborted transactions stay as they are.
-        seg.txn_index = self.state.read().segments[idx].txn_index.clone();
+        // The index keeps the aborted transactions that still have a batch in the log; an
+        // entry whose data is gone would only make read_committed consumers wait for a marker.
+        let (kept, dropped): (Vec<AbortedTxn>, Vec<AbortedTxn>) = self.state.read().segments[idx]
+            .txn_index
+            .iter()
+            .partition(|t| !dropped_entries.contains(&t.last_offset));
+        stats.txn_index_entries_removed += dropped.len() as u64;
+        seg.txn_index = kept;
         let swap: PathBuf = segment_path(&self.dir, view.base, "log.swap");
         fs::rename(cleaned_path, &swap).map_err(LogError::io_at(&swap))?;
         sync_dir(&self.dir);
@@ -578,5 +653,101 @@ impl PartitionLog {
         let old = std::mem::replace(&mut self.state.write().segments[idx], seg);
         debug!(tp = %self.tp, segment = view.base, old_size = old.size, "swapped in cleaned segment");
         Ok(true)
+    }
+
+    /// What becomes of one control batch: `None` keeps it as it is, `Some(empty)` removes it,
+    /// `Some(bytes)` replaces it (the delete horizon set, or an empty batch keeping the span).
+    fn clean_marker(
+        h: &BatchHeader,
+        bytes: &[u8],
+        last_in_segment: bool,
+        pass: &Pass<'_>,
+        stats: &mut CleanStats,
+        txns: &mut TxnTracker,
+    ) -> Result<Option<Vec<u8>>> {
+        if h.records_count <= 0 {
+            // A marker emptied by an earlier pass, kept for its segment's span.
+            return Ok(None);
+        }
+        let marker = match TxnMarker::from_control_batch(bytes) {
+            Ok(Some(m)) => m,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                warn!(offset = h.base_offset, error = %e, "cleaner: keeping an unreadable control batch");
+                return Ok(None);
+            }
+        };
+        if txns.open.remove(&h.producer_id).unwrap_or(false) {
+            // Its transaction still has data a reader may reach: kept, horizon unset.
+            return Ok(None);
+        }
+        if marker.result == TxnResult::Abort {
+            txns.dropped_entries.insert(h.base_offset);
+        }
+        // The producer's latest markers carry its epoch and coordinator epoch for a rebuild of
+        // producer state (Kafka keeps them as long as the producer is known too).
+        let latest_of_producer =
+            pass.marker_bounds
+                .get(&h.producer_id)
+                .is_some_and(|&(epoch, last_data)| {
+                    h.producer_epoch == epoch && h.base_offset > last_data
+                });
+        match h.delete_horizon_ms() {
+            None => {
+                // First pass that finds the marker removable: it stays for delete.retention.ms
+                // more, so a consumer that read its transaction's data still reaches it.
+                let horizon = pass
+                    .now
+                    .saturating_add(pass.config.delete_retention_ms.max(0));
+                if !latest_of_producer {
+                    txns.next_horizon = txns.next_horizon.min(horizon);
+                }
+                stats.marker_horizons_set += 1;
+                Ok(Some(with_delete_horizon(&decode_batch(bytes)?, horizon)?))
+            }
+            Some(horizon) if pass.now < horizon || latest_of_producer => {
+                if !latest_of_producer {
+                    txns.next_horizon = txns.next_horizon.min(horizon);
+                }
+                Ok(None)
+            }
+            Some(_) => {
+                stats.markers_removed += 1;
+                if last_in_segment {
+                    Ok(Some(rebuild_batch(&decode_batch(bytes)?, &[], true)?))
+                } else {
+                    Ok(Some(Vec::new()))
+                }
+            }
+        }
+    }
+
+    /// Drops the index entries in `dropped` from a segment that is not rewritten (its markers
+    /// got their horizon in an earlier pass, e.g. before a restart rebuilt nothing).
+    fn drop_txn_entries(
+        &self,
+        view: &SegView,
+        dropped: &HashSet<i64>,
+        stats: &mut CleanStats,
+    ) -> Result<()> {
+        let _writer = self.writer.lock();
+        let mut st = self.state.write();
+        let last = st.segments.len().saturating_sub(1);
+        let Some(seg) = st.segments[..last]
+            .iter_mut()
+            .find(|s| Arc::ptr_eq(&s.file, &view.file))
+        else {
+            return Ok(());
+        };
+        let before = seg.txn_index.len();
+        seg.txn_index.retain(|t| !dropped.contains(&t.last_offset));
+        if seg.txn_index.len() != before {
+            stats.txn_index_entries_removed += (before - seg.txn_index.len()) as u64;
+            crate::txn::write_txn_index(
+                &segment_path(&self.dir, view.base, "txnindex"),
+                &seg.txn_index,
+            )?;
+        }
+        Ok(())
     }
 }

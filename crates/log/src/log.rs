@@ -121,8 +121,9 @@ pub struct PartitionLog {
     pub(crate) cleaner_lock: Mutex<()>,
     /// The cleaner checkpoint, -1 when the log was never cleaned; see [`crate::cleaner`].
     pub(crate) cleaner_checkpoint: std::sync::atomic::AtomicI64,
-    /// Clock time at which the oldest tombstone kept by the last cleaning pass expires
-    /// (i64::MAX when none or unknown): the background cleaner then runs even without new dirt.
+    /// Clock time after which the oldest tombstone kept by the last cleaning pass expires or a
+    /// transaction marker it kept reaches its delete horizon (i64::MAX when none or unknown):
+    /// the background cleaner then runs even without new dirt.
     pub(crate) tombstone_expiry: std::sync::atomic::AtomicI64,
 }
 

@@ -134,6 +134,21 @@ impl ProducerStateManager {
             .collect()
     }
 
+    /// `producer id -> (epoch, last offset of its last data batch, -1 when none is known)`. The
+    /// cleaner keeps a producer's markers of its current epoch after that batch: they carry the
+    /// epoch and coordinator epoch that a rebuild of producer state from the log needs.
+    pub fn latest_marker_bounds(&self) -> HashMap<i64, (i16, i64)> {
+        self.producers
+            .iter()
+            .map(|(pid, e)| {
+                (
+                    *pid,
+                    (e.epoch, e.batches.back().map_or(-1, |b| b.last_offset)),
+                )
+            })
+            .collect()
+    }
+
     /// Checks a producer batch against `entry` (the producer's current state, if any), in
     /// Kafka's order: epoch fencing, duplicate lookup, sequence continuity, then that a producer
     /// inside a transaction writes only transactional batches.

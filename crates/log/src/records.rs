@@ -12,7 +12,8 @@ use bytes::{Buf, BufMut, Bytes};
 use kafka_protocol::compression::{self as codec, Compressor, Decompressor};
 
 use crate::batch::{
-    compute_crc, BatchHeader, COMPRESSION_MASK, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD,
+    compute_crc, BatchHeader, COMPRESSION_MASK, CRC_OFFSET, DELETE_HORIZON_BIT, HEADER_SIZE,
+    LOG_OVERHEAD,
 };
 use crate::error::{LogError, Result};
 
@@ -227,12 +228,29 @@ pub(crate) fn rebuild_batch(
     kept: &[&RecordView],
     keep_span: bool,
 ) -> Result<Vec<u8>> {
+    encode_batch(src, kept, keep_span, None)
+}
+
+/// The whole batch `src` with its span, records and max timestamp unchanged, and the delete
+/// horizon `horizon_ms` set (Kafka's KIP-534 layout: attribute bit and base timestamp; record
+/// timestamp deltas are rewritten relative to it, so every record keeps its timestamp).
+pub(crate) fn with_delete_horizon(src: &DecodedBatch, horizon_ms: i64) -> Result<Vec<u8>> {
+    let all: Vec<&RecordView> = src.records.iter().collect();
+    encode_batch(src, &all, true, Some(horizon_ms))
+}
+
+fn encode_batch(
+    src: &DecodedBatch,
+    kept: &[&RecordView],
+    keep_span: bool,
+    delete_horizon: Option<i64>,
+) -> Result<Vec<u8>> {
     let h = &src.header;
     let (base_offset, last_offset_delta, base_ts, max_ts) = if keep_span {
         (
             h.base_offset,
             h.last_offset_delta,
-            h.base_timestamp,
+            delete_horizon.unwrap_or(h.base_timestamp),
             h.max_timestamp,
         )
     } else {
@@ -269,11 +287,17 @@ pub(crate) fn rebuild_batch(
         write_varlong(&mut raw, body.len() as i64);
         raw.extend_from_slice(&body);
     }
-    let attributes = if kept.is_empty() {
+    let mut attributes = if kept.is_empty() {
         h.attributes & !COMPRESSION_MASK
     } else {
         h.attributes
     };
+    if delete_horizon.is_some() {
+        attributes |= DELETE_HORIZON_BIT;
+    } else if !keep_span {
+        // The base timestamp is now the smallest record timestamp, not a horizon.
+        attributes &= !DELETE_HORIZON_BIT;
+    }
     let records = if kept.is_empty() {
         Vec::new()
     } else {

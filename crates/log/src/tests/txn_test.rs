@@ -573,7 +573,9 @@ fn compaction_drops_aborted_data_and_keeps_markers_and_open_transactions() {
         ]
     );
     assert_eq!(markers, vec![3, 5, 7]);
-    assert_eq!(log.collect_aborted_transactions(0, i64::MAX), index);
+    // The aborted data is gone, so its index entry went with it; its marker stays until its
+    // delete horizon (see `aborted_marker_outlives_its_data_by_delete_retention`).
+    assert_eq!(log.collect_aborted_transactions(0, i64::MAX), vec![]);
     assert_eq!(log.first_unstable_offset(), Some(8));
 
     // Once the transaction commits and its segment closes, it is cleaned like any data.
@@ -591,10 +593,247 @@ fn compaction_drops_aborted_data_and_keeps_markers_and_open_transactions() {
             s(9, "k3", "w")
         ]
     );
-    // The index survives the rewrite and a restart.
+    // The shrunk index survives the rewrite and a restart.
     log.close().unwrap();
     drop(log);
     let log = open(dir.path(), config, true, &clock);
-    assert_eq!(log.collect_aborted_transactions(0, i64::MAX), index);
+    assert_eq!(log.collect_aborted_transactions(0, i64::MAX), vec![]);
     assert_eq!(contents(&log).1, vec![3, 5, 7, 10]);
+}
+
+/// `(offset, delete horizon bit, timestamp)` of every control record.
+fn marker_records(log: &PartitionLog) -> Vec<(i64, bool, i64)> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.log_end_offset() {
+        let data = log.read(offset, 1 << 20, i64::MAX, true).unwrap();
+        offset = batch_ranges(&data.records).last().unwrap().1 + 1;
+        let mut b = data.records.clone();
+        for set in RecordBatchDecoder::decode_all(&mut b).unwrap() {
+            for r in set.records.into_iter().filter(|r| r.control) {
+                out.push((r.offset, r.delete_horizon, r.timestamp));
+            }
+        }
+    }
+    out
+}
+
+fn compact_txn_config() -> LogConfig {
+    LogConfig {
+        compact: true,
+        retention_ms: -1,
+        delete_retention_ms: 10_000,
+        ..LogConfig::default()
+    }
+}
+
+fn roll_log(log: &PartitionLog) {
+    let _w = log.writer.lock();
+    log.roll_locked(log.clock.now_ms()).unwrap();
+}
+
+/// ```text
+/// 0 plain k1 | 1 P1 txn k1 | 2 P1 ABORT | 3 P3 txn k7 | 4 P3 ABORT | 5 P1 txn k3 | 6 P1 COMMIT
+/// 7 P2 txn k4 (open) || 8 plain k9 (active segment)
+/// ```
+/// P3's aborted batch is its last batch: the cleaner keeps it (empty) for producer state.
+fn aborted_scenario(log: &PartitionLog) {
+    append(log, &kv("k1", "a", -1, -1));
+    append(log, &kv("k1", "x", 1, 0));
+    assert_eq!(end(log, marker(1, 0, Abort)), 2);
+    append(log, &kv("k7", "p", 3, 0));
+    assert_eq!(end(log, marker(3, 0, Abort)), 4);
+    append(log, &kv("k3", "y", 1, 1));
+    assert_eq!(end(log, marker(1, 0, Commit)), 6);
+    assert_eq!(append(log, &kv("k4", "o", 2, 0)), (7, 7));
+    roll_log(log);
+    append(log, &kv("k9", "z", -1, -1));
+}
+
+#[test]
+fn aborted_marker_outlives_its_data_by_delete_retention() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, clock) = clock(1_000_000);
+    let config = compact_txn_config();
+    let log = open(dir.path(), config.clone(), true, &clock);
+    aborted_scenario(&log);
+    assert_eq!(
+        log.collect_aborted_transactions(0, i64::MAX),
+        vec![aborted(1, 1, 2, 3), aborted(3, 3, 4, 5)]
+    );
+
+    let stats = log.clean().unwrap();
+    // The open transaction's segment is not cleanable.
+    assert_eq!(stats.cleaned_up_to, -1);
+    end(&log, marker(2, 0, Commit)); // 9
+    roll_log(&log);
+    let stats = log.clean().unwrap();
+    assert_eq!(stats.cleaned_up_to, 10);
+    assert_eq!((stats.aborted_removed, stats.marker_horizons_set), (2, 1));
+    let s = |o: i64, k: &str, v: &str| (o, k.to_string(), v.to_string());
+    let (records, markers) = contents(&log);
+    assert_eq!(
+        records,
+        vec![
+            s(0, "k1", "a"),
+            s(5, "k3", "y"),
+            s(7, "k4", "o"),
+            s(8, "k9", "z")
+        ]
+    );
+    // P1's ABORT survives the first clean, with its delete horizon set and its timestamp kept;
+    // its index entry went with its data. P3's aborted batch stays (empty) as P3's last batch,
+    // so its marker and entry stay too.
+    assert_eq!(markers, vec![2, 4, 6, 9]);
+    let horizons = marker_records(&log);
+    assert_eq!(horizons[0], (2, true, 1_000_000));
+    assert!(horizons[1..].iter().all(|&(_, h, _)| !h), "{horizons:?}");
+    assert_eq!(
+        log.collect_aborted_transactions(0, i64::MAX),
+        vec![aborted(3, 3, 4, 5)]
+    );
+    assert_eq!(stats.txn_index_entries_removed, 1);
+
+    // Not before delete.retention.ms after the horizon was set.
+    assert!(!log.needs_cleaning());
+    c.set(1_009_999);
+    assert!(!log.needs_cleaning());
+    log.clean().unwrap();
+    assert_eq!(contents(&log).1, vec![2, 4, 6, 9]);
+    c.set(1_010_000);
+    assert!(log.needs_cleaning());
+    let stats = log.clean().unwrap();
+    assert_eq!(stats.markers_removed, 1);
+    assert_eq!(contents(&log), (records.clone(), vec![4, 6, 9]));
+    assert_eq!(
+        log.collect_aborted_transactions(0, i64::MAX),
+        vec![aborted(3, 3, 4, 5)]
+    );
+    assert!(!log.needs_cleaning());
+
+    // Much later, still: P3's marker guards its remaining (empty) batch.
+    c.set(5_000_000);
+    log.clean().unwrap();
+    assert_eq!(contents(&log), (records.clone(), vec![4, 6, 9]));
+
+    // Restarts agree: as is, and with the indexes and producer snapshots lost (the aborted
+    // transaction index is then rebuilt by a replay of the cleaned log).
+    log.close().unwrap();
+    drop(log);
+    for rebuilt in [false, true] {
+        if rebuilt {
+            for f in files_with_suffix(dir.path(), ".txnindex")
+                .into_iter()
+                .chain(files_with_suffix(dir.path(), ".index"))
+                .chain(files_with_suffix(dir.path(), ".snapshot"))
+            {
+                std::fs::remove_file(f).unwrap();
+            }
+        }
+        let log = open(dir.path(), config.clone(), true, &clock);
+        assert_eq!(
+            contents(&log),
+            (records.clone(), vec![4, 6, 9]),
+            "{rebuilt}"
+        );
+        assert_eq!(
+            log.collect_aborted_transactions(0, i64::MAX),
+            vec![aborted(3, 3, 4, 5)],
+            "{rebuilt}"
+        );
+        assert_eq!(log.first_unstable_offset(), None, "{rebuilt}");
+        // Producers continue their sequences.
+        assert_eq!(append(&log, &kv("k5", "n", 1, 2)).0, 10);
+        end(&log, marker(1, 0, Commit));
+        log.close().unwrap();
+        log.truncate_to(10).unwrap();
+        log.close().unwrap();
+    }
+}
+
+#[test]
+fn commit_marker_stays_while_any_record_of_its_transaction_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, clock) = clock(1_000_000);
+    let log = open(dir.path(), compact_txn_config(), true, &clock);
+    append(&log, &kv("k1", "a", 1, 0)); // 0
+    append(&log, &kv("k2", "b", 1, 1)); // 1
+    assert_eq!(end(&log, marker(1, 0, Commit)), 2);
+    append(&log, &kv("k5", "z", 1, 2)); // 3: P1's last batch
+    assert_eq!(end(&log, marker(1, 0, Commit)), 4);
+    append(&log, &kv("k1", "c", -1, -1)); // 5
+    roll_log(&log);
+
+    let stats = log.clean().unwrap();
+    assert_eq!(stats.superseded_removed, 1);
+    assert_eq!(stats.marker_horizons_set, 0);
+    assert_eq!(contents(&log).1, vec![2, 4]);
+    // k2 of the first transaction is still readable: its marker stays, however long.
+    c.advance(1_000_000);
+    log.clean().unwrap();
+    assert_eq!(contents(&log).1, vec![2, 4]);
+    assert!(marker_records(&log).iter().all(|&(_, h, _)| !h));
+
+    // Once compaction superseded k2 too, the marker gets its horizon, then goes.
+    append(&log, &kv("k2", "d", -1, -1)); // 6
+    roll_log(&log);
+    let stats = log.clean().unwrap();
+    assert_eq!(stats.marker_horizons_set, 1);
+    assert_eq!(contents(&log).1, vec![2, 4]);
+    c.advance(9_999);
+    log.clean().unwrap();
+    assert_eq!(contents(&log).1, vec![2, 4]);
+    c.advance(1);
+    let stats = log.clean().unwrap();
+    assert_eq!(stats.markers_removed, 1);
+    let s = |o: i64, k: &str, v: &str| (o, k.to_string(), v.to_string());
+    assert_eq!(
+        contents(&log),
+        (
+            vec![s(3, "k5", "z"), s(5, "k1", "c"), s(6, "k2", "d")],
+            vec![4]
+        )
+    );
+    // P1's latest marker stays: it carries the producer's epoch for a rebuild.
+    c.advance(1_000_000);
+    log.clean().unwrap();
+    assert_eq!(contents(&log).1, vec![4]);
+}
+
+#[test]
+fn crash_in_the_middle_of_a_marker_cleaning_swap_recovers_the_same_log() {
+    let (_c, clock) = clock(1_000_000);
+    let config = compact_txn_config();
+    let build = |dir: &Path| {
+        let log = open(dir, config.clone(), true, &clock);
+        aborted_scenario(&log);
+        end(&log, marker(2, 0, Commit)); // 9
+        roll_log(&log);
+        log
+    };
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = build(dir_a.path());
+    let b = build(dir_b.path());
+    let bases = a.segment_base_offsets();
+    a.clean().unwrap();
+    assert_eq!(
+        a.collect_aborted_transactions(0, i64::MAX),
+        vec![aborted(3, 3, 4, 5)]
+    );
+    drop(b); // crash with every cleaned segment left as a finished swap file
+    for base in &bases[..bases.len() - 1] {
+        std::fs::copy(
+            crate::segment::segment_path(dir_a.path(), *base, "log"),
+            crate::segment::segment_path(dir_b.path(), *base, "log.swap"),
+        )
+        .unwrap();
+    }
+    let b = open(dir_b.path(), config.clone(), false, &clock);
+    assert_eq!(contents(&b), contents(&a));
+    assert_eq!(marker_records(&b), marker_records(&a));
+    assert_eq!(
+        b.collect_aborted_transactions(0, i64::MAX),
+        a.collect_aborted_transactions(0, i64::MAX)
+    );
+    assert_eq!(b.first_unstable_offset(), None);
 }
