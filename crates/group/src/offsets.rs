@@ -482,36 +482,82 @@ fn commit_records(
     now: i64,
     max: usize,
 ) -> (Vec<StoredRecord>, AcceptedOffsets) {
-    let mut records: Vec<StoredRecord> = Vec::new();
-    let mut accepted: AcceptedOffsets = Vec::new();
+    let mut commit = CommitBuilder::new(group_id, now, max);
     for t in &req.topics {
         for p in &t.partitions {
-            let metadata = p.committed_metadata.as_deref().unwrap_or("");
-            if metadata.len() > max {
-                continue;
-            }
-            let value = OffsetValue {
-                offset: p.committed_offset,
-                leader_epoch: if version >= 6 {
-                    p.committed_leader_epoch
-                } else {
-                    -1
-                },
-                metadata: metadata.to_string(),
-                commit_timestamp: now,
+            // The leader epoch is in the request from v6.
+            let epoch = if version >= 6 {
+                p.committed_leader_epoch
+            } else {
+                -1
             };
-            records.push((
-                encode_key(&RecordKey::Offset {
-                    group: group_id.to_string(),
-                    topic: t.name.to_string(),
-                    partition: p.partition_index,
-                }),
-                Some(encode_value(&RecordValue::Offset(value.clone()))),
-            ));
-            accepted.push(((t.name.to_string(), p.partition_index), value));
+            let metadata = p.committed_metadata.as_deref();
+            commit.add(
+                &t.name,
+                p.partition_index,
+                p.committed_offset,
+                epoch,
+                metadata,
+            );
         }
     }
-    (records, accepted)
+    commit.finish()
+}
+
+/// The records of a commit (plain or transactional) and the offsets they hold, in request
+/// order. A partition whose metadata is longer than `max` bytes is left out: it is answered
+/// OFFSET_METADATA_TOO_LARGE.
+pub(crate) struct CommitBuilder<'a> {
+    group_id: &'a str,
+    now: i64,
+    max: usize,
+    records: Vec<StoredRecord>,
+    accepted: AcceptedOffsets,
+}
+
+impl<'a> CommitBuilder<'a> {
+    pub(crate) fn new(group_id: &'a str, now: i64, max: usize) -> Self {
+        Self {
+            group_id,
+            now,
+            max,
+            records: Vec::new(),
+            accepted: Vec::new(),
+        }
+    }
+
+    pub(crate) fn add(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        leader_epoch: i32,
+        metadata: Option<&str>,
+    ) {
+        let metadata = metadata.unwrap_or("");
+        if metadata.len() > self.max {
+            return;
+        }
+        let value = OffsetValue {
+            offset,
+            leader_epoch,
+            metadata: metadata.to_string(),
+            commit_timestamp: self.now,
+        };
+        self.records.push((
+            encode_key(&RecordKey::Offset {
+                group: self.group_id.to_string(),
+                topic: topic.to_string(),
+                partition,
+            }),
+            Some(encode_value(&RecordValue::Offset(value.clone()))),
+        ));
+        self.accepted.push(((topic.to_string(), partition), value));
+    }
+
+    pub(crate) fn finish(self) -> (Vec<StoredRecord>, AcceptedOffsets) {
+        (self.records, self.accepted)
+    }
 }
 
 /// The OffsetFetch answer (below v8) of a coordinator that does not serve the group.

@@ -14,8 +14,8 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 use crate::offsets_topic::partition_for;
-use crate::store::{Appended, OffsetsStore, StoreError, StoredEntry, StoredRecord};
-use crate::tests::{Catalog, MemStore, CLIENT};
+use crate::store::{OffsetsStore, StoreError};
+use crate::tests::{Catalog, MemStore, SlowStore, CLIENT};
 use crate::{GroupConfig, GroupCoordinator};
 
 const PARTITIONS: i32 = 5;
@@ -207,32 +207,6 @@ async fn a_commit_the_isr_does_not_acknowledge_is_not_visible() {
         ResponseError::RequestTimedOut.code()
     );
     assert_eq!(fetch(&c, "g"), (0, 5));
-}
-
-/// A store whose reads wait until the test lets them go.
-struct SlowStore {
-    inner: MemStore,
-    release: Mutex<mpsc::Receiver<()>>,
-}
-
-impl OffsetsStore for SlowStore {
-    fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<Appended, StoreError> {
-        self.inner.append(partition, records)
-    }
-    fn append_transactional(
-        &self,
-        partition: i32,
-        producer_id: i64,
-        producer_epoch: i16,
-        records: &[StoredRecord],
-    ) -> Result<Appended, StoreError> {
-        self.inner
-            .append_transactional(partition, producer_id, producer_epoch, records)
-    }
-    fn read_all(&self, partition: i32) -> Result<Vec<(i64, StoredEntry)>, StoreError> {
-        let _ = self.release.lock().unwrap().recv();
-        self.inner.read_all(partition)
-    }
 }
 
 #[test]

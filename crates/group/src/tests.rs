@@ -100,6 +100,32 @@ impl OffsetsStore for MemStore {
     }
 }
 
+/// A store whose reads wait until the test lets them go.
+pub(crate) struct SlowStore {
+    pub(crate) inner: MemStore,
+    pub(crate) release: Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl OffsetsStore for SlowStore {
+    fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<Appended, StoreError> {
+        self.inner.append(partition, records)
+    }
+    fn append_transactional(
+        &self,
+        partition: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        records: &[StoredRecord],
+    ) -> Result<Appended, StoreError> {
+        self.inner
+            .append_transactional(partition, producer_id, producer_epoch, records)
+    }
+    fn read_all(&self, partition: i32) -> Result<Vec<(i64, StoredEntry)>, StoreError> {
+        let _ = self.release.lock().unwrap().recv();
+        self.inner.read_all(partition)
+    }
+}
+
 /// Topics `t` (id 1, 4 partitions) and `u` (id 2, 2 partitions).
 pub(crate) struct Catalog;
 

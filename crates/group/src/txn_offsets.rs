@@ -20,9 +20,9 @@ use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 use crate::coordinator::GroupCoordinator;
 use crate::group::{Group, GroupState};
-use crate::offsets::AcceptedOffsets;
-use crate::offsets_topic::{decode_key, decode_value, encode_key, encode_value};
-use crate::offsets_topic::{OffsetValue, RecordKey, RecordValue};
+use crate::offsets::{AcceptedOffsets, CommitBuilder};
+use crate::offsets_topic::{decode_key, decode_value};
+use crate::offsets_topic::{RecordKey, RecordValue};
 use crate::store::{Appended, StoreError, StoredRecord};
 
 impl GroupCoordinator {
@@ -172,8 +172,7 @@ fn validate_txn_commit(group: &Group, req: &TxnOffsetCommitRequest) -> Result<()
     Ok(())
 }
 
-/// The records of a transactional commit and the offsets they hold. A partition whose metadata
-/// is longer than `max` bytes is left out: it is answered OFFSET_METADATA_TOO_LARGE.
+/// The records of a transactional commit and the offsets they hold (see [`CommitBuilder`]).
 fn txn_commit_records(
     group_id: &str,
     req: &TxnOffsetCommitRequest,
@@ -181,37 +180,26 @@ fn txn_commit_records(
     now: i64,
     max: usize,
 ) -> (Vec<StoredRecord>, AcceptedOffsets) {
-    let mut records = Vec::new();
-    let mut accepted = Vec::new();
+    let mut commit = CommitBuilder::new(group_id, now, max);
     for t in &req.topics {
         for p in &t.partitions {
-            let metadata = p.committed_metadata.as_deref().unwrap_or("");
-            if metadata.len() > max {
-                continue;
-            }
-            let value = OffsetValue {
-                offset: p.committed_offset,
-                // The leader epoch is in the request from v2.
-                leader_epoch: if version >= 2 {
-                    p.committed_leader_epoch
-                } else {
-                    -1
-                },
-                metadata: metadata.to_string(),
-                commit_timestamp: now,
+            // The leader epoch is in the request from v2.
+            let epoch = if version >= 2 {
+                p.committed_leader_epoch
+            } else {
+                -1
             };
-            records.push((
-                encode_key(&RecordKey::Offset {
-                    group: group_id.to_string(),
-                    topic: t.name.to_string(),
-                    partition: p.partition_index,
-                }),
-                Some(encode_value(&RecordValue::Offset(value.clone()))),
-            ));
-            accepted.push(((t.name.to_string(), p.partition_index), value));
+            let metadata = p.committed_metadata.as_deref();
+            commit.add(
+                &t.name,
+                p.partition_index,
+                p.committed_offset,
+                epoch,
+                metadata,
+            );
         }
     }
-    (records, accepted)
+    commit.finish()
 }
 
 /// A TxnOffsetCommit response with, for every partition of the request, the code `code_for`

@@ -17,8 +17,8 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 use crate::offsets_topic::partition_for;
-use crate::store::{Appended, OffsetsStore, StoreError, StoredEntry, StoredRecord};
-use crate::tests::{Catalog, MemStore};
+use crate::store::OffsetsStore;
+use crate::tests::{Catalog, MemStore, SlowStore};
 use crate::{GroupConfig, GroupCoordinator};
 
 const PARTITIONS: i32 = 5;
@@ -231,32 +231,6 @@ async fn a_transactional_commit_naming_a_member_is_checked_against_the_group() {
     store.write_marker(partition(), PRODUCER, true);
     c.complete_transaction(partition(), PRODUCER, true);
     assert_eq!(fetch(&c, true), (0, 3));
-}
-
-/// A store whose reads wait until the test lets them go.
-struct SlowStore {
-    inner: MemStore,
-    release: Mutex<mpsc::Receiver<()>>,
-}
-
-impl OffsetsStore for SlowStore {
-    fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<Appended, StoreError> {
-        self.inner.append(partition, records)
-    }
-    fn append_transactional(
-        &self,
-        partition: i32,
-        producer_id: i64,
-        producer_epoch: i16,
-        records: &[StoredRecord],
-    ) -> Result<Appended, StoreError> {
-        self.inner
-            .append_transactional(partition, producer_id, producer_epoch, records)
-    }
-    fn read_all(&self, partition: i32) -> Result<Vec<(i64, StoredEntry)>, StoreError> {
-        let _ = self.release.lock().unwrap().recv();
-        self.inner.read_all(partition)
-    }
 }
 
 #[tokio::test]

@@ -17,19 +17,39 @@ pub fn encode(
     timestamp: i64,
     compression: Compression,
 ) -> Result<Bytes, String> {
+    encode_batch(records, timestamp, compression, None)
+}
+
+/// One transactional v2 batch of `records` in the transaction of `producer` (id, epoch, base
+/// sequence), as a coordinator writes a TxnOffsetCommit.
+pub fn encode_transactional(
+    records: impl IntoIterator<Item = KeyValue>,
+    timestamp: i64,
+    producer: (i64, i16, i32),
+) -> Result<Bytes, String> {
+    encode_batch(records, timestamp, Compression::None, Some(producer))
+}
+
+/// One v2 batch; with `producer` (id, epoch, base sequence) a transactional one.
+fn encode_batch(
+    records: impl IntoIterator<Item = KeyValue>,
+    timestamp: i64,
+    compression: Compression,
+    producer: Option<(i64, i16, i32)>,
+) -> Result<Bytes, String> {
     let records: Vec<Record> = records
         .into_iter()
         .enumerate()
         .map(|(i, (key, value))| Record {
-            transactional: false,
+            transactional: producer.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id: producer.map_or(-1, |p| p.0),
+            producer_epoch: producer.map_or(-1, |p| p.1),
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            sequence: producer.map_or(-1, |p| crate::batch::seq_add(p.2, i as i32)),
             timestamp,
             key: Some(key),
             value,
@@ -43,45 +63,6 @@ pub fn encode(
         &RecordEncodeOptions {
             version: 2,
             compression,
-        },
-    )
-    .map_err(|e| format!("encoding records: {e}"))?;
-    Ok(buf.freeze())
-}
-
-/// One transactional v2 batch of `records` in the transaction of `producer` (id, epoch, base
-/// sequence), as a coordinator writes a TxnOffsetCommit.
-pub fn encode_transactional(
-    records: impl IntoIterator<Item = KeyValue>,
-    timestamp: i64,
-    (producer_id, producer_epoch, base_sequence): (i64, i16, i32),
-) -> Result<Bytes, String> {
-    let records: Vec<Record> = records
-        .into_iter()
-        .enumerate()
-        .map(|(i, (key, value))| Record {
-            transactional: true,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id,
-            producer_epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: crate::batch::seq_add(base_sequence, i as i32),
-            timestamp,
-            key: Some(key),
-            value,
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
         },
     )
     .map_err(|e| format!("encoding records: {e}"))?;
