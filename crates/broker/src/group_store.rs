@@ -9,7 +9,7 @@ use ferry_cluster::metadata_store::MetadataStore;
 use ferry_common::SharedClock;
 use ferry_group::{Appended, OffsetsStore, StoreError, StoredEntry, StoredRecord, TopicCatalog};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::records::{Compression, RecordBatchDecoder};
+use kafka_protocol::records::Compression;
 use uuid::Uuid;
 
 use crate::internal_topic::{InternalTopicLog, LogFailure};
@@ -129,44 +129,29 @@ impl OffsetsStore for LogOffsetsStore {
 /// transactional records (keyless ones skipped) and transaction markers. Returns the offset
 /// after the last record seen (`from` if none).
 fn decode_entries(
-    mut batches: bytes::Bytes,
+    batches: bytes::Bytes,
     from: i64,
     out: &mut Vec<(i64, StoredEntry)>,
 ) -> Result<i64, String> {
-    let sets = RecordBatchDecoder::decode_all(&mut batches)
-        .map_err(|e| format!("decoding records: {e}"))?;
-    let mut next = from;
-    for set in sets {
-        for r in set.records {
-            next = next.max(r.offset + 1);
-            if r.offset < from {
-                continue;
-            }
-            let Some(key) = r.key else { continue };
-            let entry = if r.control {
-                // A control record's key: version (i16), then type: 0 ABORT, 1 COMMIT.
-                match key.get(2..4).map(|t| i16::from_be_bytes([t[0], t[1]])) {
-                    Some(0) => StoredEntry::Marker {
-                        producer_id: r.producer_id,
-                        commit: false,
-                    },
-                    Some(1) => StoredEntry::Marker {
-                        producer_id: r.producer_id,
-                        commit: true,
-                    },
-                    // Other control records (none today) say nothing about offsets.
-                    _ => continue,
-                }
-            } else if r.transactional {
-                StoredEntry::Transactional {
-                    producer_id: r.producer_id,
-                    record: (key, r.value),
-                }
-            } else {
-                StoredEntry::Record((key, r.value))
+    ferry_log::keyed_records::for_each_record(batches, from, |r| {
+        let Some(key) = r.key else { return };
+        let entry = if r.control {
+            // Other control records (none today) say nothing about offsets.
+            let Some(result) = ferry_log::TxnResult::from_control_key(&key) else {
+                return;
             };
-            out.push((r.offset, entry));
-        }
-    }
-    Ok(next)
+            StoredEntry::Marker {
+                producer_id: r.producer_id,
+                commit: result == ferry_log::TxnResult::Commit,
+            }
+        } else if r.transactional {
+            StoredEntry::Transactional {
+                producer_id: r.producer_id,
+                record: (key, r.value),
+            }
+        } else {
+            StoredEntry::Record((key, r.value))
+        };
+        out.push((r.offset, entry));
+    })
 }

@@ -92,13 +92,7 @@ impl InternalTopicLog {
     /// Appends the record batches `records` to partition `p`, which this broker must lead with
     /// enough in-sync replicas (NOT_ENOUGH_REPLICAS otherwise, as for an acks=all produce).
     pub fn append(&self, p: i32, records: &[u8]) -> Result<InternalAppend, LogFailure> {
-        let p = self.partition(p)?;
-        if !p.is_leader() {
-            return Err((
-                ResponseError::NotLeaderOrFollower,
-                format!("{} is not led by this broker", p.tp),
-            ));
-        }
+        let p = self.led_partition(p)?;
         let min_isr = self.min_isr.load(Ordering::Acquire);
         let isr = i32::try_from(p.isr().len()).unwrap_or(i32::MAX);
         if isr < min_isr {
@@ -123,6 +117,11 @@ impl InternalTopicLog {
 
     /// The log end of partition `p` (its next offset), for an append with nothing to write.
     pub fn log_end(&self, p: i32) -> Result<i64, LogFailure> {
+        Ok(self.led_partition(p)?.log.log_end_offset())
+    }
+
+    /// A hosted partition this broker leads (NOT_LEADER_OR_FOLLOWER otherwise).
+    fn led_partition(&self, p: i32) -> Result<Arc<Partition>, LogFailure> {
         let p = self.partition(p)?;
         if !p.is_leader() {
             return Err((
@@ -130,7 +129,7 @@ impl InternalTopicLog {
                 format!("{} is not led by this broker", p.tp),
             ));
         }
-        Ok(p.log.log_end_offset())
+        Ok(p)
     }
 
     /// Reads partition `p` from its start to its log end, as Kafka's coordinators load on

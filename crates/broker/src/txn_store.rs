@@ -39,7 +39,7 @@ impl LogTxnStateStore {
 }
 
 fn txn_error((error, message): LogFailure) -> StoreError {
-    StoreError::from_append_error(error, message)
+    ferry_txn::append_error(error, message)
 }
 
 impl TxnStateStore for LogTxnStateStore {

@@ -735,23 +735,12 @@ fn replay_record(
     offset: i64,
     now: i64,
 ) {
-    let key = match decode_key(key) {
-        Ok(k) => k,
-        Err(e) => {
-            tracing::warn!(partition, error = %e, "skipping unreadable group record key");
-            return;
-        }
+    let Some((key, value)) = decode_record(partition, key, value) else {
+        return;
     };
     let group = groups
         .entry(key.group().to_string())
         .or_insert_with(|| Group::new(key.group(), now));
-    let value = match value.map(|v| decode_value(&key, v)).transpose() {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!(partition, error = %e, "skipping unreadable group record value");
-            return;
-        }
-    };
     if let RecordKey::Offset {
         topic, partition, ..
     } = &key
@@ -762,6 +751,26 @@ fn replay_record(
             .insert((topic.clone(), *partition), offset + 1);
     }
     apply_record(group, key, value, now);
+}
+
+/// A stored record's key and value (`None`: a tombstone), or `None` after a warning when
+/// either cannot be read (replay skips it).
+pub(crate) fn decode_record(
+    partition: i32,
+    key: Bytes,
+    value: Option<Bytes>,
+) -> Option<(RecordKey, Option<RecordValue>)> {
+    let key = decode_key(key)
+        .map_err(|e| tracing::warn!(partition, error = %e, "skipping unreadable group record key"))
+        .ok()?;
+    let value = value
+        .map(|v| decode_value(&key, v))
+        .transpose()
+        .map_err(
+            |e| tracing::warn!(partition, error = %e, "skipping unreadable group record value"),
+        )
+        .ok()?;
+    Some((key, value))
 }
 
 pub(crate) fn group_record(group: &Group) -> StoredRecord {

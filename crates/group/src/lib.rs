@@ -31,6 +31,7 @@ pub use config::GroupConfig;
 pub use consumer::{ConsumerProtocolConfig, TopicCatalog};
 pub use coordinator::{ClientInfo, GroupCoordinator};
 pub use store::{Appended, Durable, OffsetsStore, StoreError, StoredEntry, StoredRecord};
+pub use txn_offsets::txn_offset_commit_error;
 
 #[cfg(test)]
 mod consumer_test;

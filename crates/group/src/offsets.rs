@@ -43,16 +43,16 @@ impl GroupCoordinator {
             Ok(pending) => pending,
             Err(e) => return commit_response(&req, &|_, _, _| e.code()),
         };
-        let stored = self.settle_commit(&req.group_id, pending).await;
+        let stored = pending
+            .settle(|load, end_offset, accepted| {
+                self.materialize(&req.group_id, load, end_offset, accepted)
+            })
+            .await;
         if let Err(e) = &stored {
             tracing::warn!(group = %req.group_id.as_str(), error = %e, "offsets not committed");
         }
         commit_response(&req, &|_, _, metadata| {
-            if metadata.is_some_and(|m| m.len() > max) {
-                ResponseError::OffsetMetadataTooLarge.code()
-            } else {
-                stored.as_ref().err().map_or(0, |e| e.error.code())
-            }
+            partition_code(&stored, metadata, max)
         })
     }
 
@@ -82,25 +82,6 @@ impl GroupCoordinator {
             appended,
             accepted,
         })
-    }
-
-    /// Waits until the in-sync replicas hold a commit's append, then makes its offsets visible.
-    async fn settle_commit(
-        &self,
-        group_id: &str,
-        pending: PendingCommit,
-    ) -> Result<(), StoreError> {
-        match pending.appended {
-            None => Ok(()),
-            Some(Err(e)) => Err(e),
-            Some(Ok(a)) => match a.durable.await {
-                Ok(()) => {
-                    self.materialize(group_id, pending.load, a.end_offset, pending.accepted);
-                    Ok(())
-                }
-                Err(e) => Err(e),
-            },
-        }
     }
 
     /// Makes durable commits visible, unless the partition was loaded anew meanwhile (the load
@@ -431,11 +412,44 @@ fn validate_commit(
 
 /// A commit appended to the group's partition (or with nothing to append), waiting for the
 /// in-sync replicas before its offsets become visible.
-struct PendingCommit {
+pub(crate) struct PendingCommit {
     /// The load of the group's partition the commit was appended under.
-    load: u64,
-    appended: Option<Result<Appended, StoreError>>,
-    accepted: AcceptedOffsets,
+    pub(crate) load: u64,
+    pub(crate) appended: Option<Result<Appended, StoreError>>,
+    pub(crate) accepted: AcceptedOffsets,
+}
+
+impl PendingCommit {
+    /// Waits until the in-sync replicas hold the append, then hands its offsets to `durable`
+    /// (with the load appended under and the log end after the append).
+    pub(crate) async fn settle(
+        self,
+        durable: impl FnOnce(u64, i64, AcceptedOffsets),
+    ) -> Result<(), StoreError> {
+        match self.appended {
+            None => Ok(()),
+            Some(Err(e)) => Err(e),
+            Some(Ok(a)) => {
+                a.durable.await?;
+                durable(self.load, a.end_offset, self.accepted);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A committed partition's error code: OFFSET_METADATA_TOO_LARGE for metadata over `max`
+/// bytes (left out of the append), else the append's outcome.
+pub(crate) fn partition_code(
+    stored: &Result<(), StoreError>,
+    metadata: Option<&str>,
+    max: usize,
+) -> i16 {
+    if metadata.is_some_and(|m| m.len() > max) {
+        ResponseError::OffsetMetadataTooLarge.code()
+    } else {
+        stored.as_ref().err().map_or(0, |e| e.error.code())
+    }
 }
 
 /// The offsets of a commit by (topic, partition), made visible once the commit is durable.

@@ -4,38 +4,16 @@
 
 use std::sync::{mpsc, Arc, Mutex};
 
-use ferry_common::ManualClock;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 
 use crate::offsets_topic::partition_for;
-use crate::store::{OffsetsStore, StoreError};
-use crate::tests::{Catalog, MemStore, SlowStore, CLIENT};
-use crate::{GroupConfig, GroupCoordinator};
-
-const PARTITIONS: i32 = 5;
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
-
-fn coordinator(store: Arc<dyn OffsetsStore>) -> GroupCoordinator {
-    GroupCoordinator::new(
-        GroupConfig {
-            offsets_topic_partitions: PARTITIONS,
-            initial_rebalance_delay_ms: 0,
-            ..GroupConfig::default()
-        },
-        ManualClock::new(1_000_000),
-        store,
-        Arc::new(Catalog),
-    )
-}
+use crate::store::StoreError;
+use crate::tests::{
+    commit_offset as commit, coordinator, s, MemStore, SlowStore, CLIENT, PARTITIONS,
+};
+use crate::GroupCoordinator;
 
 /// Two group ids in different partitions.
 fn two_groups() -> (String, String) {
@@ -45,24 +23,6 @@ fn two_groups() -> (String, String) {
         .find(|g| partition_for(g, PARTITIONS) != partition_for(&a, PARTITIONS))
         .unwrap();
     (a, b)
-}
-
-async fn commit(c: &GroupCoordinator, group: &str, offset: i64) -> i16 {
-    c.offset_commit(
-        OffsetCommitRequest::default()
-            .with_group_id(GroupId(s(group)))
-            .with_generation_id_or_member_epoch(-1)
-            .with_topics(vec![OffsetCommitRequestTopic::default()
-                .with_name(TopicName(s("t")))
-                .with_partitions(vec![OffsetCommitRequestPartition::default()
-                    .with_partition_index(0)
-                    .with_committed_offset(offset)])]),
-        8,
-    )
-    .await
-    .topics[0]
-        .partitions[0]
-        .error_code
 }
 
 /// (top-level error, committed offset of t-0).

@@ -9,11 +9,12 @@ use kafka_protocol::error::ResponseError;
 /// A record of `__consumer_offsets`: key, and value or `None` for a tombstone.
 pub type StoredRecord = (Bytes, Option<Bytes>);
 
-/// A failed append or read, with the error a group API answers for it (Kafka's mapping: a lost
-/// leadership is NOT_COORDINATOR, too few in-sync replicas COORDINATOR_NOT_AVAILABLE, an ISR
-/// that did not acknowledge in time REQUEST_TIMED_OUT).
+/// A failed append to or read of a coordinator's internal topic, with the error its APIs
+/// answer (for groups, Kafka's mapping: a lost leadership is NOT_COORDINATOR, too few in-sync
+/// replicas COORDINATOR_NOT_AVAILABLE, an ISR that did not acknowledge in time
+/// REQUEST_TIMED_OUT). The transaction coordinator uses it too.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("__consumer_offsets: {message}")]
+#[error("{message}")]
 pub struct StoreError {
     pub error: ResponseError,
     pub message: String,

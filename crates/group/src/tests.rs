@@ -146,8 +146,44 @@ impl crate::TopicCatalog for Catalog {
     }
 }
 
-fn s(v: &str) -> StrBytes {
+pub(crate) fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
+}
+
+/// `__consumer_offsets` partitions of the coordinators of [`coordinator`].
+pub(crate) const PARTITIONS: i32 = 5;
+
+/// Commits offset `offset` of t-0 for `group` from outside any generation; the error code.
+pub(crate) async fn commit_offset(c: &GroupCoordinator, group: &str, offset: i64) -> i16 {
+    c.offset_commit(
+        OffsetCommitRequest::default()
+            .with_group_id(GroupId(s(group)))
+            .with_generation_id_or_member_epoch(-1)
+            .with_topics(vec![OffsetCommitRequestTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partitions(vec![OffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(offset)])]),
+        8,
+    )
+    .await
+    .topics[0]
+        .partitions[0]
+        .error_code
+}
+
+/// A coordinator over `store` that leads nothing yet (load or elect partitions first).
+pub(crate) fn coordinator(store: Arc<dyn OffsetsStore>) -> GroupCoordinator {
+    GroupCoordinator::new(
+        GroupConfig {
+            offsets_topic_partitions: PARTITIONS,
+            initial_rebalance_delay_ms: 0,
+            ..GroupConfig::default()
+        },
+        ManualClock::new(1_000_000),
+        store,
+        Arc::new(Catalog),
+    )
 }
 
 pub(crate) struct Fixture {

@@ -18,12 +18,11 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
-use crate::coordinator::GroupCoordinator;
+use crate::coordinator::{decode_record, GroupCoordinator};
 use crate::group::{Group, GroupState};
-use crate::offsets::{AcceptedOffsets, CommitBuilder};
-use crate::offsets_topic::{decode_key, decode_value};
+use crate::offsets::{partition_code, AcceptedOffsets, CommitBuilder, PendingCommit};
 use crate::offsets_topic::{RecordKey, RecordValue};
-use crate::store::{Appended, StoreError, StoredRecord};
+use crate::store::StoredRecord;
 
 impl GroupCoordinator {
     /// TxnOffsetCommit: appends the offsets to the group's partition as part of the producer's
@@ -42,29 +41,17 @@ impl GroupCoordinator {
             Ok(pending) => pending,
             Err(e) => return txn_commit_response(&req, &|_| e.code()),
         };
-        let stored = match pending.appended {
-            None => Ok(()),
-            Some(Err(e)) => Err(e),
-            Some(Ok(a)) => match a.durable.await {
-                Ok(()) => {
-                    self.hold_pending(&req, pending.load, a.end_offset, pending.accepted);
-                    Ok(())
-                }
-                Err(e) => Err(e),
-            },
-        };
+        let stored = pending
+            .settle(|load, end_offset, accepted| {
+                self.hold_pending(&req, load, end_offset, accepted)
+            })
+            .await;
         if let Err(e) = &stored {
             tracing::warn!(group = %req.group_id.as_str(), producer_id = req.producer_id.0,
                 error = %e, "transactional offsets not committed");
         }
         let max = self.config.offset_metadata_max_bytes;
-        txn_commit_response(&req, &|metadata| {
-            if metadata.is_some_and(|m| m.len() > max) {
-                ResponseError::OffsetMetadataTooLarge.code()
-            } else {
-                stored.as_ref().err().map_or(0, |e| e.error.code())
-            }
-        })
+        txn_commit_response(&req, &|metadata| partition_code(&stored, metadata, max))
     }
 
     /// Checks the commit against its group (created if unknown, as Kafka does) and appends its
@@ -74,7 +61,7 @@ impl GroupCoordinator {
         req: &TxnOffsetCommitRequest,
         version: i16,
         now: i64,
-    ) -> Result<PendingTxnCommit, ResponseError> {
+    ) -> Result<PendingCommit, ResponseError> {
         let mut groups = self.lock();
         let load = self.serves(&req.group_id)?;
         let group = groups
@@ -91,7 +78,7 @@ impl GroupCoordinator {
                 &records,
             )
         });
-        Ok(PendingTxnCommit {
+        Ok(PendingCommit {
             load,
             appended,
             accepted,
@@ -122,14 +109,6 @@ impl GroupCoordinator {
             pending.insert(k, (v, end_offset));
         }
     }
-}
-
-/// A transactional commit appended (or with nothing to append), waiting for the in-sync
-/// replicas.
-struct PendingTxnCommit {
-    load: u64,
-    appended: Option<Result<Appended, StoreError>>,
-    accepted: AcceptedOffsets,
 }
 
 /// Kafka's checks of a transactional commit: a commit naming no member and no generation is
@@ -202,6 +181,15 @@ fn txn_commit_records(
     commit.finish()
 }
 
+/// The TxnOffsetCommit answer of a broker whose group coordinator cannot serve: `error` for
+/// every partition of the request.
+pub fn txn_offset_commit_error(
+    req: &TxnOffsetCommitRequest,
+    error: ResponseError,
+) -> TxnOffsetCommitResponse {
+    txn_commit_response(req, &|_| error.code())
+}
+
 /// A TxnOffsetCommit response with, for every partition of the request, the code `code_for`
 /// gives it (from its metadata).
 fn txn_commit_response(
@@ -262,18 +250,17 @@ pub(crate) fn replay_pending(
     offset: i64,
     now: i64,
 ) {
-    let key = match decode_key(key) {
-        Ok(k) => k,
-        Err(e) => {
-            tracing::warn!(partition, error = %e, "skipping unreadable transactional offset key");
-            return;
-        }
+    let Some((key, value)) = decode_record(partition, key, value) else {
+        return;
     };
-    let RecordKey::Offset {
-        group,
-        topic,
-        partition: topic_partition,
-    } = &key
+    let (
+        RecordKey::Offset {
+            group,
+            topic,
+            partition: topic_partition,
+        },
+        Some(RecordValue::Offset(value)),
+    ) = (&key, value)
     else {
         tracing::warn!(
             partition,
@@ -281,21 +268,6 @@ pub(crate) fn replay_pending(
             "a transaction holds a record that is not an offset; skipped"
         );
         return;
-    };
-    let value = match value.map(|v| decode_value(&key, v)).transpose() {
-        Ok(Some(RecordValue::Offset(v))) => v,
-        Ok(_) => {
-            tracing::warn!(
-                partition,
-                ?key,
-                "transactional offset without an offset value; skipped"
-            );
-            return;
-        }
-        Err(e) => {
-            tracing::warn!(partition, error = %e, "skipping unreadable transactional offset value");
-            return;
-        }
     };
     groups
         .entry(group.clone())

@@ -4,42 +4,19 @@
 
 use std::sync::{mpsc, Arc, Mutex};
 
-use ferry_common::ManualClock;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::offset_commit_request::{
-    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
-};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 
 use crate::offsets_topic::partition_for;
 use crate::store::OffsetsStore;
-use crate::tests::{Catalog, MemStore, SlowStore};
-use crate::{GroupConfig, GroupCoordinator};
+use crate::tests::{commit_offset, coordinator, s, MemStore, SlowStore, PARTITIONS};
+use crate::GroupCoordinator;
 
-const PARTITIONS: i32 = 5;
 const PRODUCER: i64 = 4000;
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_string())
-}
-
-fn coordinator(store: Arc<dyn OffsetsStore>) -> GroupCoordinator {
-    GroupCoordinator::new(
-        GroupConfig {
-            offsets_topic_partitions: PARTITIONS,
-            initial_rebalance_delay_ms: 0,
-            ..GroupConfig::default()
-        },
-        ManualClock::new(1_000_000),
-        store,
-        Arc::new(Catalog),
-    )
-}
 
 fn partition() -> i32 {
     partition_for("g", PARTITIONS)
@@ -75,21 +52,7 @@ async fn txn_commit(c: &GroupCoordinator, producer_id: i64, offset: i64) -> i16 
 }
 
 async fn commit(c: &GroupCoordinator, offset: i64) -> i16 {
-    c.offset_commit(
-        OffsetCommitRequest::default()
-            .with_group_id(GroupId(s("g")))
-            .with_generation_id_or_member_epoch(-1)
-            .with_topics(vec![OffsetCommitRequestTopic::default()
-                .with_name(TopicName(s("t")))
-                .with_partitions(vec![OffsetCommitRequestPartition::default()
-                    .with_partition_index(0)
-                    .with_committed_offset(offset)])]),
-        8,
-    )
-    .await
-    .topics[0]
-        .partitions[0]
-        .error_code
+    commit_offset(c, "g", offset).await
 }
 
 /// (partition error, committed offset) of t-0, with `require_stable` as given (v7 and v8).

@@ -71,21 +71,34 @@ fn encode_batch(
 
 /// The keyed records at or after offset `from` in `batches` (keyless ones are skipped), and
 /// the offset after the last record seen (`from` if none).
-pub fn decode(mut batches: Bytes, from: i64) -> Result<(Vec<KeyValue>, i64), String> {
+pub fn decode(batches: Bytes, from: i64) -> Result<(Vec<KeyValue>, i64), String> {
+    let mut out = Vec::new();
+    let next = for_each_record(batches, from, |r| {
+        if let Some(key) = r.key {
+            out.push((key, r.value));
+        }
+    })?;
+    Ok((out, next))
+}
+
+/// Calls `each` with every record at or after offset `from` in `batches`, in order (with its
+/// batch's producer and control fields); returns the offset after the last record seen
+/// (`from` if none).
+pub fn for_each_record(
+    mut batches: Bytes,
+    from: i64,
+    mut each: impl FnMut(Record),
+) -> Result<i64, String> {
     let sets = RecordBatchDecoder::decode_all(&mut batches)
         .map_err(|e| format!("decoding records: {e}"))?;
-    let mut out = Vec::new();
     let mut next = from;
     for set in sets {
         for r in set.records {
             next = next.max(r.offset + 1);
-            if r.offset < from {
-                continue;
-            }
-            if let Some(key) = r.key {
-                out.push((key, r.value));
+            if r.offset >= from {
+                each(r);
             }
         }
     }
-    Ok((out, next))
+    Ok(next)
 }

@@ -115,6 +115,19 @@ fn scan_dir(dir: &Path) -> Result<Vec<i64>> {
     Ok(bases)
 }
 
+/// Where a replay from offset `from` starts reading `seg` (the index entry at or below it),
+/// `None` when the segment ends before `from` or is empty.
+fn replay_start(seg: &Segment, from: i64) -> Option<u64> {
+    if seg.next_offset <= from || seg.size == 0 {
+        return None;
+    }
+    if from <= seg.base_offset {
+        return Some(0);
+    }
+    let rel = (from - seg.base_offset).min(i64::from(u32::MAX)) as u32;
+    Some(u64::from(seg.offset_index.lookup(rel)))
+}
+
 /// Calls `f` with every batch header whose last offset is >= `from`, in log order.
 pub(crate) fn replay_headers(
     segments: &[Segment],
@@ -122,14 +135,8 @@ pub(crate) fn replay_headers(
     mut f: impl FnMut(&BatchHeader),
 ) -> Result<()> {
     for seg in segments {
-        if seg.next_offset <= from || seg.size == 0 {
+        let Some(start) = replay_start(seg, from) else {
             continue;
-        }
-        let start = if from > seg.base_offset {
-            let rel = (from - seg.base_offset).min(i64::from(u32::MAX)) as u32;
-            u64::from(seg.offset_index.lookup(rel))
-        } else {
-            0
         };
         let mut scanner = BatchScanner::new(&seg.file, start, seg.size);
         while let (crate::batch::Scan::Valid(h), _) = scanner.next_batch(false)? {
@@ -150,14 +157,8 @@ pub(crate) fn replay_producer_batches(
     mut f: impl FnMut(&BatchHeader, Option<&TxnMarker>),
 ) -> Result<()> {
     for seg in segments {
-        if seg.next_offset <= from || seg.size == 0 {
+        let Some(start) = replay_start(seg, from) else {
             continue;
-        }
-        let start = if from > seg.base_offset {
-            let rel = (from - seg.base_offset).min(i64::from(u32::MAX)) as u32;
-            u64::from(seg.offset_index.lookup(rel))
-        } else {
-            0
         };
         let mut scanner = BatchScanner::new(&seg.file, start, seg.size);
         loop {

@@ -35,6 +35,16 @@ impl TxnResult {
             TxnResult::Commit => 1,
         }
     }
+
+    /// The marker a control record's key (version i16, type i16) stands for; `None` for a
+    /// short key or another control type.
+    pub fn from_control_key(key: &[u8]) -> Option<TxnResult> {
+        match key.get(2..4).map(|t| i16::from_be_bytes([t[0], t[1]]))? {
+            0 => Some(TxnResult::Abort),
+            1 => Some(TxnResult::Commit),
+            _ => None,
+        }
+    }
 }
 
 /// An end-transaction marker for one partition (Kafka's `EndTransactionMarker` plus the
@@ -120,10 +130,8 @@ impl TxnMarker {
         if i16::from_be_bytes([key[0], key[1]]) < 0 {
             return Err(invalid("negative control record key version"));
         }
-        let result = match i16::from_be_bytes([key[2], key[3]]) {
-            0 => TxnResult::Abort,
-            1 => TxnResult::Commit,
-            _ => return Ok(None),
+        let Some(result) = TxnResult::from_control_key(key) else {
+            return Ok(None);
         };
         // Later value versions only add fields after these (Kafka parses them as version 0).
         if value.len() < 6 {

@@ -229,13 +229,7 @@ impl Core {
         let mut shared = self.lock();
         let led = shared.led(partition)?;
         let load = led.load;
-        let txn = led.txns.get_mut(id).ok_or(InvalidProducerIdMapping)?;
-        if txn.producer_id != producer_id {
-            return Err(InvalidProducerIdMapping);
-        }
-        if txn.producer_epoch != producer_epoch {
-            return Err(ProducerFenced);
-        }
+        let txn = led.owned_txn(id, producer_id, producer_epoch)?;
         if txn.transition_in_progress() || txn.state.is_prepared() {
             return Err(ConcurrentTransactions);
         }
@@ -264,15 +258,7 @@ impl Core {
         let mut shared = self.lock();
         let txn = shared
             .led(partition)?
-            .txns
-            .get(id)
-            .ok_or(InvalidProducerIdMapping)?;
-        if txn.producer_id != producer_id {
-            return Err(InvalidProducerIdMapping);
-        }
-        if txn.producer_epoch != producer_epoch {
-            return Err(ProducerFenced);
-        }
+            .owned_txn(id, producer_id, producer_epoch)?;
         if txn.state.is_prepared() {
             return Err(ConcurrentTransactions);
         }

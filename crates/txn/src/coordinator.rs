@@ -62,6 +62,31 @@ pub(crate) struct LedPartition {
     pub(crate) txns: HashMap<String, TransactionMetadata>,
 }
 
+impl LedPartition {
+    /// The transaction of `id`, if the producer `producer_id` at `producer_epoch` owns it:
+    /// INVALID_PRODUCER_ID_MAPPING for an unknown id or another producer id, PRODUCER_FENCED
+    /// for another epoch (transactions v1: the client never bumps its epoch itself, so only
+    /// the current one is valid; an older one belongs to a fenced producer).
+    pub(crate) fn owned_txn(
+        &mut self,
+        id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Result<&mut TransactionMetadata, ResponseError> {
+        let txn = self
+            .txns
+            .get_mut(id)
+            .ok_or(ResponseError::InvalidProducerIdMapping)?;
+        if txn.producer_id != producer_id {
+            return Err(ResponseError::InvalidProducerIdMapping);
+        }
+        if txn.producer_epoch != producer_epoch {
+            return Err(ResponseError::ProducerFenced);
+        }
+        Ok(txn)
+    }
+}
+
 impl Shared {
     /// The partition serving an id, if this broker serves it now.
     pub(crate) fn led(&mut self, partition: i32) -> Result<&mut LedPartition, ResponseError> {

@@ -78,15 +78,7 @@ impl Core {
         let mut shared = self.lock();
         let led = shared.led(partition)?;
         let load = led.load;
-        let txn = led.txns.get_mut(id).ok_or(InvalidProducerIdMapping)?;
-        if txn.producer_id != producer_id {
-            return Err(InvalidProducerIdMapping);
-        }
-        // Transactions v1: the client never bumps its epoch itself, so only the current one is
-        // valid; an older one belongs to a fenced producer.
-        if txn.producer_epoch != producer_epoch {
-            return Err(ProducerFenced);
-        }
+        let txn = led.owned_txn(id, producer_id, producer_epoch)?;
         if txn.transition_in_progress() {
             return Err(ConcurrentTransactions);
         }

@@ -45,7 +45,7 @@ pub use metadata::{
     NO_PRODUCER_ID,
 };
 pub use seams::{
-    Appended, Durable, MarkerOutcome, MarkerWriter, MarkersWritten, PartitionCatalog,
+    append_error, Appended, Durable, MarkerOutcome, MarkerWriter, MarkersWritten, PartitionCatalog,
     ProducerIdSource, StoreError, StoredRecord, TxnMarkers, TxnResult, TxnStateStore,
 };
 pub use state::TransactionState;

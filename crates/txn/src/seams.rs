@@ -6,56 +6,30 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use bytes::Bytes;
 use ferry_common::TopicPartition;
 use kafka_protocol::error::ResponseError;
 
-/// A record of `__transaction_state`: key, and value or `None` for a tombstone.
-pub type StoredRecord = (Bytes, Option<Bytes>);
+// The store seam's types are the group coordinator's: both coordinators write an internal
+// topic the same way (keyed records, acks=all).
+pub use ferry_group::{Appended, Durable, StoreError, StoredRecord};
 
-/// A failed append or read, with the error the transaction APIs answer for it.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("__transaction_state: {message}")]
-pub struct StoreError {
-    pub error: ResponseError,
-    pub message: String,
-}
-
-impl StoreError {
-    pub fn new(error: ResponseError, message: impl Into<String>) -> Self {
-        Self {
-            error,
-            message: message.into(),
-        }
-    }
-
-    /// Kafka's mapping from a log append's error to the coordinator's answer: a partition that
-    /// is not available or under-replicated, or a timed-out append, is COORDINATOR_NOT_AVAILABLE
-    /// (the client retries); a lost leadership or a broken disk is NOT_COORDINATOR (the client
-    /// looks the coordinator up again); a too-large record is UNKNOWN_SERVER_ERROR.
-    pub fn from_append_error(error: ResponseError, message: impl Into<String>) -> Self {
-        use ResponseError::*;
-        let mapped = match error {
-            UnknownTopicOrPartition
-            | NotEnoughReplicas
-            | NotEnoughReplicasAfterAppend
-            | RequestTimedOut => CoordinatorNotAvailable,
-            NotLeaderOrFollower | KafkaStorageError => NotCoordinator,
-            MessageTooLarge | RecordListTooLarge => UnknownServerError,
-            other => other,
-        };
-        Self::new(mapped, message)
-    }
-}
-
-/// Resolves once the in-sync replicas hold an append (acks=all).
-pub type Durable = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send>>;
-
-/// An append written to the leader's log.
-pub struct Appended {
-    /// The offset after the last record appended.
-    pub end_offset: i64,
-    pub durable: Durable,
+/// Kafka's mapping from a `__transaction_state` append's error to the coordinator's answer: a
+/// partition that is not available or under-replicated, or a timed-out append, is
+/// COORDINATOR_NOT_AVAILABLE (the client retries); a lost leadership or a broken disk is
+/// NOT_COORDINATOR (the client looks the coordinator up again); a too-large record is
+/// UNKNOWN_SERVER_ERROR.
+pub fn append_error(error: ResponseError, message: impl Into<String>) -> StoreError {
+    use ResponseError::*;
+    let mapped = match error {
+        UnknownTopicOrPartition
+        | NotEnoughReplicas
+        | NotEnoughReplicasAfterAppend
+        | RequestTimedOut => CoordinatorNotAvailable,
+        NotLeaderOrFollower | KafkaStorageError => NotCoordinator,
+        MessageTooLarge | RecordListTooLarge => UnknownServerError,
+        other => other,
+    };
+    StoreError::new(mapped, message)
 }
 
 /// Durable storage of transaction state, one partition per transactional id (see
@@ -64,7 +38,7 @@ pub struct Appended {
 pub trait TxnStateStore: Send + Sync {
     /// Appends records to a partition this broker leads. Returns once they are in the leader's
     /// log; [`Appended::durable`] resolves when the in-sync replicas hold them. Errors should
-    /// be mapped with [`StoreError::from_append_error`]. Called with the coordinator's lock
+    /// be mapped with [`append_error`]. Called with the coordinator's lock
     /// held, so that appends of one id stay in decision order: it must not block on the
     /// network.
     fn append(&self, partition: i32, records: &[StoredRecord]) -> Result<Appended, StoreError>;
@@ -159,7 +133,7 @@ mod tests {
 
     #[test]
     fn append_errors_map_to_coordinator_errors() {
-        let map = |e| StoreError::from_append_error(e, "").error;
+        let map = |e| append_error(e, "").error;
         assert_eq!(map(NotEnoughReplicas), CoordinatorNotAvailable);
         assert_eq!(map(RequestTimedOut), CoordinatorNotAvailable);
         assert_eq!(map(NotLeaderOrFollower), NotCoordinator);

@@ -14,7 +14,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::fakes::*;
 use crate::metadata::TransactionMetadata;
-use crate::seams::{MarkerOutcome, StoreError, TxnResult};
+use crate::seams::{MarkerOutcome, TxnResult};
 use crate::txn_log::{encode_key, encode_value, TxnLogValue};
 use crate::{TransactionState, TxnConfig};
 
@@ -632,7 +632,7 @@ async fn one_change_in_flight_per_transactional_id() {
 async fn a_failed_write_is_answered_and_leaves_nothing_pending() {
     let h = Harness::leading();
     let ids = h.init("tx").await;
-    *h.store.fail_next_durable.lock().unwrap() = Some(StoreError::from_append_error(
+    *h.store.fail_next_durable.lock().unwrap() = Some(crate::seams::append_error(
         NotEnoughReplicas,
         "too few in-sync replicas",
     ));

@@ -188,7 +188,10 @@ pub fn append(
                 topic: &target,
                 acks,
                 transactional,
-                refused: refused.get(&(target.name.clone(), data.index)).copied(),
+                // Almost always empty: no key is built then (a String per partition).
+                refused: (!refused.is_empty())
+                    .then(|| refused.get(&(target.name.clone(), data.index)).copied())
+                    .flatten(),
                 at: (responses.len(), partition_responses.len()),
             };
             let (response, wait) = append.answer(data);
@@ -298,42 +301,9 @@ impl PartitionAppend<'_> {
                     ),
                     None,
                 ),
-                // Kafka's rule: transactional records only in a request that names its
-                // transactional id (else no authorization for it can be checked).
-                Some(_) if self.refused.is_some() => (
-                    fail(
-                        self.refused.unwrap_or(ResponseError::InvalidTxnState),
-                        "the partition is not in the producer's ongoing transaction".into(),
-                    ),
-                    None,
-                ),
-                Some(records) if !self.transactional && has_transactional_batch(&records) => (
-                    fail(
-                        ResponseError::TransactionalIdAuthorizationFailed,
-                        "transactional records in a produce request without a transactional id"
-                            .into(),
-                    ),
-                    None,
-                ),
-                Some(records) => match self.append_records(&partition, records) {
-                    Ok((info, leader_epoch)) => {
-                        let wait = self.appended(&partition, &info, leader_epoch);
-                        let response = base
-                            .clone()
-                            .with_base_offset(info.first_offset)
-                            .with_log_append_time_ms(info.log_append_time)
-                            .with_log_start_offset(info.log_start_offset);
-                        (response, wait)
-                    }
-                    Err(e) => {
-                        let code = errors::log_error(&e);
-                        if code == ResponseError::KafkaStorageError {
-                            tracing::error!(partition = %partition.tp, error = %e, "append failed");
-                        } else {
-                            tracing::debug!(partition = %partition.tp, error = %e, "append refused");
-                        }
-                        (fail(code, e.to_string()), None)
-                    }
+                Some(records) => match self.refusal(&records) {
+                    Some((e, msg)) => (fail(e, msg), None),
+                    None => self.append_answer(&partition, records, base.clone()),
                 },
             },
         };
@@ -348,6 +318,57 @@ impl PartitionAppend<'_> {
                 .with_leader_epoch(epoch),
         );
         (response, wait)
+    }
+
+    /// Appends `records` to `partition` (led here) and answers: the offsets, or the log's
+    /// refusal; with the acks=all wait, if any.
+    fn append_answer(
+        &self,
+        partition: &Arc<Partition>,
+        records: Bytes,
+        base: PartitionProduceResponse,
+    ) -> (PartitionProduceResponse, Option<Wait>) {
+        match self.append_records(partition, records) {
+            Ok((info, leader_epoch)) => {
+                let wait = self.appended(partition, &info, leader_epoch);
+                let response = base
+                    .with_base_offset(info.first_offset)
+                    .with_log_append_time_ms(info.log_append_time)
+                    .with_log_start_offset(info.log_start_offset);
+                (response, wait)
+            }
+            Err(e) => {
+                let code = errors::log_error(&e);
+                if code == ResponseError::KafkaStorageError {
+                    tracing::error!(partition = %partition.tp, error = %e, "append failed");
+                } else {
+                    tracing::debug!(partition = %partition.tp, error = %e, "append refused");
+                }
+                let response = base
+                    .with_error_code(code.code())
+                    .with_error_message(message(e.to_string()));
+                (response, None)
+            }
+        }
+    }
+
+    /// Why this partition's records are refused before the append, if they are: the
+    /// coordinator said the partition is not in the producer's transaction (KIP-890), or the
+    /// records are transactional in a request without a transactional id (Kafka's rule: no
+    /// authorization for them can be checked then).
+    fn refusal(&self, records: &[u8]) -> Option<(ResponseError, String)> {
+        if let Some(e) = self.refused {
+            let msg = "the partition is not in the producer's ongoing transaction";
+            return Some((e, msg.into()));
+        }
+        if !self.transactional && has_transactional_batch(records) {
+            let msg = "transactional records in a produce request without a transactional id";
+            return Some((
+                ResponseError::TransactionalIdAuthorizationFailed,
+                msg.into(),
+            ));
+        }
+        None
     }
 
     /// The partition `index` whose leader takes this request's records, or why it is refused

@@ -157,16 +157,7 @@ async fn fetch(
                 .with_partition(partition)
                 .with_fetch_offset(offset)
                 .with_partition_max_bytes(1 << 20)])]);
-    match super::handle(
-        b,
-        request(ApiKey::Fetch, 12, RequestKind::Fetch(body)),
-        &super::RequestContext::for_tests(),
-    )
-    .await
-    {
-        Some(ResponseKind::Fetch(r)) => r,
-        other => panic!("{other:?}"),
-    }
+    send_fetch(b, body).await
 }
 
 fn values_of(records: &Bytes) -> Vec<String> {
@@ -234,7 +225,20 @@ async fn acks_zero_sends_no_response_and_bad_acks_is_refused() {
     );
 }
 
-/// A read_committed fetch (isolation level 1) or ListOffsets.
+async fn send_fetch(b: &Arc<Broker>, body: FetchRequest) -> FetchResponse {
+    match super::handle(
+        b,
+        request(ApiKey::Fetch, 12, RequestKind::Fetch(body)),
+        &super::RequestContext::for_tests(),
+    )
+    .await
+    {
+        Some(ResponseKind::Fetch(r)) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A read_committed fetch (isolation level 1) of partition 0 from offset 0.
 async fn fetch_committed(b: &Arc<Broker>, topic: &str) -> FetchResponse {
     let body = FetchRequest::default()
         .with_max_bytes(1 << 20)
@@ -246,16 +250,7 @@ async fn fetch_committed(b: &Arc<Broker>, topic: &str) -> FetchResponse {
                 .with_partition(0)
                 .with_fetch_offset(0)
                 .with_partition_max_bytes(1 << 20)])]);
-    match super::handle(
-        b,
-        request(ApiKey::Fetch, 12, RequestKind::Fetch(body)),
-        &super::RequestContext::for_tests(),
-    )
-    .await
-    {
-        Some(ResponseKind::Fetch(r)) => r,
-        other => panic!("{other:?}"),
-    }
+    send_fetch(b, body).await
 }
 
 #[tokio::test]

@@ -15,9 +15,6 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
 };
-use kafka_protocol::messages::txn_offset_commit_response::{
-    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
-};
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
@@ -125,25 +122,7 @@ async fn txn_offset_commit(
 ) -> TxnOffsetCommitResponse {
     match broker.group_coordinator() {
         Ok(g) => g.txn_offset_commit(r, v).await,
-        Err(e) => TxnOffsetCommitResponse::default().with_topics(
-            r.topics
-                .iter()
-                .map(|t| {
-                    TxnOffsetCommitResponseTopic::default()
-                        .with_name(t.name.clone())
-                        .with_partitions(
-                            t.partitions
-                                .iter()
-                                .map(|p| {
-                                    TxnOffsetCommitResponsePartition::default()
-                                        .with_partition_index(p.partition_index)
-                                        .with_error_code(e.code())
-                                })
-                                .collect(),
-                        )
-                })
-                .collect(),
-        ),
+        Err(e) => ferry_group::txn_offset_commit_error(&r, e),
     }
 }
 
