@@ -36,7 +36,8 @@ cat >"$OUT/ferry.toml" <<EOF
 EOF
 "$FERRY" serve --config "$OUT/ferry.toml" >>"$OUT/broker.log" 2>&1 &
 BROKER_PID=$!
-trap 'kill $BROKER_PID 2>/dev/null; wait $BROKER_PID 2>/dev/null || true' EXIT
+# Each round writes 2 GB; drop the broker's data when done so repeated runs do not fill the disk.
+trap 'kill $BROKER_PID 2>/dev/null; wait $BROKER_PID 2>/dev/null || true; rm -rf "$OUT/data"' EXIT
 for _ in $(seq 50); do
     (: </dev/tcp/127.0.0.1/"$PORT") 2>/dev/null && break
     sleep 0.1
@@ -50,7 +51,10 @@ ratio() { python3 -c "print(f'{$1/$2:.3f}')"; }
 
 echo "round  idempotent MB/s  transactional MB/s  ratio  |  read_uncommitted MB/s  read_committed MB/s  ratio"
 for r in $(seq "$ROUNDS"); do
+    # Write back the previous run's dirty pages now, not during the next run.
+    sync
     idem=$("$BENCH" produce "${COMMON[@]}" --topic "idem-$r" 2>>"$OUT/bench.err" | tee -a "$OUT/runs.log" | mbps)
+    sync
     txn=$("$BENCH" produce "${COMMON[@]}" --topic "txn-$r" --transactional-id "bench-$r" \
         --commit-interval-ms 100 2>>"$OUT/bench.err" | tee -a "$OUT/runs.log" | mbps)
     unc=$("$BENCH" consume --bootstrap "$B" --topic "txn-$r" --records "$RECORDS" \
