@@ -104,6 +104,33 @@ def test_frame_just_over_socket_request_max_bytes(broker_factory):
     assert_healthy(b)
 
 
+def test_a_stream_of_bad_frames_cannot_flood_the_log(broker_factory):
+    """Hundreds of malformed frames close hundreds of connections, but the warnings about them
+    are rate-limited: a hostile client must not be able to fill the disk with logs."""
+    b = broker_factory()
+    brokers = b.brokers if hasattr(b, "brokers") else [b]
+
+    def bad_frame_lines() -> int:
+        return sum(
+            p.read_text(errors="replace").count("closing connection: bad frame")
+            for x in brokers
+            for p in x.workdir.glob("ferry-*.log")
+        )
+
+    before = bad_frame_lines()
+    for _ in range(300):
+        with kwire.Conn.to(b) as c:
+            try:
+                c.send_raw(kwire.i32(-5) + b"\x00" * 8)
+                c.wait_closed(timeout=2)
+            except OSError:
+                pass
+    assert_healthy(b)
+    logged = bad_frame_lines() - before
+    # 10 lines per 10 s are let through; the test takes well under a minute.
+    assert 1 <= logged <= 60, f"{logged} bad-frame warnings for 300 bad frames"
+
+
 def test_negative_length_closes_connection(broker):
     for n in (-1, -0x80000000):
         with kwire.Conn.to(broker) as c:

@@ -22,6 +22,8 @@ pub enum ConfigType {
     String,
     List,
     Double,
+    /// A secret (Kafka's `PASSWORD`): described as sensitive with no value, never logged.
+    Password,
 }
 
 impl ConfigType {
@@ -33,7 +35,13 @@ impl ConfigType {
             ConfigType::String => "string",
             ConfigType::List => "list",
             ConfigType::Double => "double",
+            ConfigType::Password => "password",
         }
+    }
+
+    /// Whether values of this type are secrets (never returned by DescribeConfigs nor logged).
+    pub fn is_sensitive(self) -> bool {
+        self == ConfigType::Password
     }
 }
 
@@ -142,7 +150,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("remote.wal.s3.region", ConfigType::String, "us-east-1", "Region of the S3 buckets."),
     def("remote.wal.s3.path.style", Boolean, "false", "Path-style addressing (`endpoint/bucket/key`), needed by most S3-compatible servers."),
     def("remote.wal.s3.access.key.id", ConfigType::String, "", "Static S3 access key id. Empty (with the secret empty too): the AWS default credential chain."),
-    def("remote.wal.s3.secret.access.key", ConfigType::String, "", "Static S3 secret access key (set together with the key id)."),
+    def("remote.wal.s3.secret.access.key", ConfigType::Password, "", "Static S3 secret access key (set together with the key id)."),
     def("remote.wal.upload.interval.ms", Long, "10", "Longest time an appended byte waits before its WAL object is cut and uploaded."),
     def("remote.wal.upload.max.bytes", Int, "1048576", "Cut and upload a WAL object as soon as this many bytes wait."),
     def("remote.wal.buffer.max.bytes", Long, "268435456", "Bytes waiting or uploading at most; beyond this (slow or failing store) appends reach followers by the classic fetch. It must hold produce rate times PUT latency under load: at 150 MB/s and PUTs slowed to 0.5 s by a saturated host, 64 MiB overflowed and sent a tenth of the data across zones."),
@@ -167,10 +175,26 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
 ];
 
 /// A parsed, validated broker configuration.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct BrokerConfig {
     /// Values set in the file, by flattened key name (defaults are not stored here).
     explicit: BTreeMap<String, String>,
+}
+
+/// Shows every value set in the file except secrets (`password`-typed keys), so a config can
+/// be logged or printed in an error without leaking them.
+impl std::fmt::Debug for BrokerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut map = f.debug_map();
+        for (key, value) in &self.explicit {
+            if lookup_def(key).is_some_and(|d| d.ty.is_sensitive()) {
+                map.entry(key, &"[hidden]");
+            } else {
+                map.entry(key, value);
+            }
+        }
+        map.finish()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -236,7 +260,9 @@ impl BrokerConfig {
                 .parse::<bool>()
                 .map(toml::Value::Boolean)
                 .map_err(|e| e.to_string()),
-            ConfigType::String | List => Ok(toml::Value::String(value.to_string())),
+            ConfigType::String | ConfigType::Password | List => {
+                Ok(toml::Value::String(value.to_string()))
+            }
         };
         parsed.map_err(|detail| ConfigError::BadValue {
             key: key.to_string(),
@@ -604,7 +630,7 @@ fn value_to_string(def: &ConfigDef, value: &toml::Value) -> Result<String, Confi
         (Long, toml::Value::Integer(i)) => i.to_string(),
         (Double, toml::Value::Float(f)) => f.to_string(),
         (Double, toml::Value::Integer(i)) => i.to_string(),
-        (ConfigType::String, toml::Value::String(s)) => s.clone(),
+        (ConfigType::String | ConfigType::Password, toml::Value::String(s)) => s.clone(),
         (List, toml::Value::String(s)) => s.clone(),
         (List, toml::Value::Array(items)) => {
             let mut parts = Vec::new();
@@ -615,6 +641,10 @@ fn value_to_string(def: &ConfigDef, value: &toml::Value) -> Result<String, Confi
                 }
             }
             parts.join(",")
+        }
+        // A secret of the wrong type is still a secret: name its type, not its value.
+        (_, other) if def.ty.is_sensitive() => {
+            return Err(wrong(format!("got {}", other.type_str())))
         }
         (_, other) => return Err(wrong(format!("got {} `{other}`", other.type_str()))),
     };

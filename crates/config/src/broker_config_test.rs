@@ -142,3 +142,26 @@ fn controller_quorum_keys() {
     let dup = BrokerConfig::parse("\"controller.quorum.voters\" = \"1@a:1,1@b:2\"").unwrap();
     assert!(dup.controller_quorum_voters().is_err());
 }
+
+#[test]
+fn secrets_are_typed_password_and_never_shown() {
+    let c = BrokerConfig::parse(
+        "\"remote.wal.s3.secret.access.key\" = \"s3cr3t-value\"\n\"log.dirs\" = \"/a\"",
+    )
+    .unwrap();
+    let def = lookup_def("remote.wal.s3.secret.access.key").unwrap();
+    assert!(def.ty.is_sensitive());
+    let shown = format!("{c:?}");
+    assert!(!shown.contains("s3cr3t-value"), "{shown}");
+    assert!(
+        shown.contains("/a"),
+        "other values are still shown: {shown}"
+    );
+    // A secret of the wrong type is named in the error without its value.
+    let e = BrokerConfig::parse("\"remote.wal.s3.secret.access.key\" = 424242").unwrap_err();
+    assert!(!e.to_string().contains("424242"), "{e}");
+    assert!(
+        e.to_string().contains("remote.wal.s3.secret.access.key"),
+        "{e}"
+    );
+}

@@ -21,8 +21,25 @@ pub enum StoreKind {
         region: String,
         path_style: bool,
         access_key: Option<String>,
-        secret_key: Option<String>,
+        secret_key: Option<Secret>,
     },
+}
+
+/// A secret config value: `Debug` shows `[hidden]`, so a config struct can be logged whole.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl Secret {
+    /// The secret itself, for the one place that must hand it on (a credentials provider).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[hidden]")
+    }
 }
 
 /// `remote.wal.failover.republish`: what a new leader re-uploads to its own bucket.
@@ -201,7 +218,7 @@ impl RemoteWalConfig {
         let store = match c.raw("remote.wal.store") {
             "s3" => {
                 let access_key = opt(c, "remote.wal.s3.access.key.id");
-                let secret_key = opt(c, "remote.wal.s3.secret.access.key");
+                let secret_key = opt(c, "remote.wal.s3.secret.access.key").map(Secret);
                 if access_key.is_some() != secret_key.is_some() {
                     anyhow::bail!("set both remote.wal.s3.access.key.id and remote.wal.s3.secret.access.key, or neither");
                 }
@@ -324,9 +341,11 @@ mod tests {
         c.set("remote.wal.s3.access.key.id", "AK").unwrap();
         let err = RemoteWalConfig::from_broker(&c).unwrap_err();
         assert!(err.to_string().contains("secret"), "{err}");
-        c.set("remote.wal.s3.secret.access.key", "SK").unwrap();
+        c.set("remote.wal.s3.secret.access.key", "SK-secret")
+            .unwrap();
         let w = RemoteWalConfig::from_broker(&c).unwrap();
         assert_eq!(w.own_bucket(), Some("wal-b"));
+        assert!(!format!("{w:?}").contains("SK-secret"), "{w:?}");
         assert!(matches!(
             w.store,
             StoreKind::S3 {

@@ -179,7 +179,7 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
                 return Err(invalid("must be between 0 and 1"));
             }
         }
-        ConfigType::String | ConfigType::List => {}
+        ConfigType::String | ConfigType::List | ConfigType::Password => {}
     }
     let at_least = |min: i64| -> Result<(), TopicConfigError> {
         if number()? < min {

@@ -38,6 +38,7 @@ fn type_code(ty: ConfigType) -> i8 {
         ConfigType::Long => 5,
         ConfigType::List => 7,
         ConfigType::Double => 6,
+        ConfigType::Password => 9,
     }
 }
 
@@ -245,10 +246,18 @@ fn entry(
     include_documentation: bool,
     synonyms: Vec<DescribeConfigsSynonym>,
 ) -> DescribeConfigsResourceResult {
+    // A secret is described as Kafka does: sensitive, with no value, in its synonyms too.
+    let sensitive = ty.is_sensitive();
+    let synonyms = if sensitive {
+        synonyms.into_iter().map(|s| s.with_value(None)).collect()
+    } else {
+        synonyms
+    };
     let e = DescribeConfigsResourceResult::default()
         .with_name(str_bytes(name))
-        .with_value(Some(str_bytes(value)))
+        .with_value((!sensitive).then(|| str_bytes(value)))
         .with_read_only(read_only)
+        .with_is_sensitive(sensitive)
         .with_config_source(source.code())
         .with_synonyms(synonyms)
         .with_documentation(include_documentation.then(|| str_bytes(doc)));

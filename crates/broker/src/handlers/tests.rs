@@ -771,3 +771,52 @@ async fn topic_compression_type_reencodes_batches() {
         ResponseError::InvalidConfig.code()
     );
 }
+
+#[tokio::test]
+async fn describe_configs_never_returns_a_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(
+        dir.path(),
+        "\"remote.wal.s3.secret.access.key\" = \"very-secret-key\"",
+    )
+    .await;
+    let body = DescribeConfigsRequest::default()
+        .with_include_synonyms(true)
+        .with_resources(vec![
+            describe_configs_request::DescribeConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(StrBytes::from_static_str("1"))
+                .with_configuration_keys(None),
+        ]);
+    let ResponseKind::DescribeConfigs(r) = call(
+        &b,
+        ApiKey::DescribeConfigs,
+        4,
+        RequestKind::DescribeConfigs(body),
+    )
+    .await
+    else {
+        panic!("not a DescribeConfigs response");
+    };
+    assert_eq!(
+        r.results[0].error_code, 0,
+        "{:?}",
+        r.results[0].error_message
+    );
+    let configs = &r.results[0].configs;
+    let secret = configs
+        .iter()
+        .find(|c| c.name.as_str() == "remote.wal.s3.secret.access.key")
+        .unwrap_or_else(|| panic!("the secret is not listed among {} configs", configs.len()));
+    assert!(secret.is_sensitive);
+    assert_eq!(secret.value, None);
+    assert!(secret.synonyms.iter().all(|s| s.value.is_none()));
+    let plain = configs
+        .iter()
+        .find(|c| c.name.as_str() == "log.dirs")
+        .expect("log.dirs is listed");
+    assert!(!plain.is_sensitive);
+    assert!(plain.value.is_some());
+    let shown = format!("{r:?} {:?}", b.config);
+    assert!(!shown.contains("very-secret-key"), "{shown}");
+}

@@ -47,7 +47,7 @@ impl Stores {
                         endpoint: config.store.endpoint_of(rack).map(str::to_string),
                         force_path_style: *path_style,
                         access_key: access_key.clone(),
-                        secret_key: secret_key.clone(),
+                        secret_key: secret_key.as_ref().map(|s| s.expose().to_string()),
                         express_one_zone: false,
                     })
                     .await

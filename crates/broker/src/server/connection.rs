@@ -26,6 +26,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
+use super::log_budget::LogBudget;
 use crate::broker::Broker;
 use crate::handlers::{self, Handled};
 use ferry_metrics::{self as metrics, ApiLabels, Metrics};
@@ -36,6 +37,11 @@ use ferry_metrics::{self as metrics, ApiLabels, Metrics};
 /// have any number in flight, one per record at linger.ms=0, so this must cover a replication
 /// round trip's worth of them (Kafka's broker-wide `queued.max.requests` is 500).
 const MAX_QUEUED_RESPONSES: usize = 256;
+
+/// Warnings a client can cause by what it sends (bad frames, undecodable requests): a few per
+/// ten seconds for the whole broker, so a hostile client cannot fill the disk with logs. The
+/// `malformed_requests` metric still counts every one.
+static BAD_INPUT_WARNINGS: LogBudget = LogBudget::new(10, std::time::Duration::from_secs(10));
 
 /// A response frame the writer sends when its turn comes; `Err` closes the connection.
 type Outgoing = Pin<Box<dyn Future<Output = Result<Option<Bytes>, ()>> + Send>>;
@@ -123,7 +129,10 @@ pub async fn serve(
             }
             Err(e) => {
                 broker.metrics.malformed_requests.inc();
-                tracing::warn!(%peer, error = %e, "closing connection: request not served");
+                if let Some(left_out) = BAD_INPUT_WARNINGS.admit(Instant::now()) {
+                    tracing::warn!(%peer, error = %e, similar_warnings_left_out = left_out,
+                        "closing connection: request not served");
+                }
                 break;
             }
         };
@@ -180,7 +189,10 @@ async fn next_frame(
         }
         Err(e) => {
             broker.metrics.malformed_requests.inc();
-            tracing::warn!(%peer, error = %e, "closing connection: bad frame");
+            if let Some(left_out) = BAD_INPUT_WARNINGS.admit(Instant::now()) {
+                tracing::warn!(%peer, error = %e, similar_warnings_left_out = left_out,
+                    "closing connection: bad frame");
+            }
             None
         }
     }
@@ -244,8 +256,11 @@ async fn handle_request(
         }
         Handled::Later(body) => (Box::pin(async move { answer.frame(body.await) }), false),
         Handled::Close(reason) => {
-            tracing::info!(%peer, client_id = %ctx.client_id, correlation_id,
-                failures = %reason, "closing connection: an acks=0 produce request failed");
+            if let Some(left_out) = BAD_INPUT_WARNINGS.admit(Instant::now()) {
+                tracing::info!(%peer, client_id = %ctx.client_id, correlation_id,
+                    failures = %reason, similar_warnings_left_out = left_out,
+                    "closing connection: an acks=0 produce request failed");
+            }
             let _ = answer.frame(None);
             (Box::pin(async move { Err(()) }), true)
         }

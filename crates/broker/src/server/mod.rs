@@ -4,6 +4,7 @@
 //! connections and close every log cleanly (so the next start skips recovery).
 
 mod connection;
+mod log_budget;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
