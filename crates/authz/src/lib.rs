@@ -23,6 +23,7 @@
 
 // Tests may read the real clock (clippy.toml's clock seam binds the code under test).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
+#![deny(missing_docs)]
 
 pub mod authorizer;
 pub mod binding;
