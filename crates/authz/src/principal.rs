@@ -1,0 +1,91 @@
+//! Who asks and from where: the principal (`Type:name`, Kafka's `KafkaPrincipal`) and the host
+//! string an ACL's host is compared with.
+//!
+//! ACLs store principals and hosts as plain strings and Kafka compares them as strings, so the
+//! broker must present them exactly as Kafka would: the principal as `type:name` split at the
+//! first colon, the host as Java's `InetAddress.getHostAddress()` writes it ([`host_address`]).
+
+use std::fmt;
+use std::net::IpAddr;
+
+use crate::error::AclError;
+
+/// The principal type of users (`User:alice`).
+pub const USER_TYPE: &str = "User";
+
+/// The principal string of an ACL that matches every principal.
+pub const WILDCARD_PRINCIPAL: &str = "User:*";
+
+/// The host string of an ACL that matches every host.
+pub const WILDCARD_HOST: &str = "*";
+
+/// An authenticated identity: a type (`User` for SASL and TLS users) and a name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KafkaPrincipal {
+    /// The principal type, e.g. `User`.
+    pub principal_type: String,
+    /// The name within the type; may contain colons.
+    pub name: String,
+}
+
+impl KafkaPrincipal {
+    /// A principal of the given type and name.
+    pub fn new(principal_type: impl Into<String>, name: impl Into<String>) -> Self {
+        KafkaPrincipal {
+            principal_type: principal_type.into(),
+            name: name.into(),
+        }
+    }
+
+    /// A `User:` principal (what SASL/PLAIN, SCRAM and TLS produce).
+    pub fn user(name: impl Into<String>) -> Self {
+        Self::new(USER_TYPE, name)
+    }
+
+    /// The anonymous principal of unauthenticated listeners (`User:ANONYMOUS`).
+    pub fn anonymous() -> Self {
+        Self::user("ANONYMOUS")
+    }
+
+    /// Parses `Type:name`, split at the first colon (Kafka's `SecurityUtils.parseKafkaPrincipal`).
+    /// The name may be empty or contain further colons; a string without a colon is an error.
+    pub fn parse(s: &str) -> Result<Self, AclError> {
+        split_principal(s)
+            .map(|(t, n)| Self::new(t, n))
+            .ok_or_else(|| AclError::InvalidPrincipal(s.to_owned()))
+    }
+
+    /// True when `acl_principal` (an ACL's principal string) names this principal.
+    pub fn is(&self, acl_principal: &str) -> bool {
+        split_principal(acl_principal)
+            .is_some_and(|(t, n)| t == self.principal_type && n == self.name)
+    }
+}
+
+impl fmt::Display for KafkaPrincipal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.principal_type, self.name)
+    }
+}
+
+/// Splits `Type:name` at the first colon; `None` when empty or without a colon.
+pub(crate) fn split_principal(s: &str) -> Option<(&str, &str)> {
+    s.split_once(':')
+}
+
+/// The host string Kafka compares with an ACL's host: Java's `getHostAddress()`. IPv4 is
+/// dotted decimal; IPv6 is eight lower-case hex groups without zero compression
+/// (`0:0:0:0:0:0:0:1`, not `::1`); an IPv4-mapped IPv6 address is shown as IPv4, as Java
+/// turns it into an `Inet4Address`. (A link-local scope suffix such as `%eth0` is not added.)
+pub fn host_address(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let groups: Vec<String> = v6.segments().iter().map(|g| format!("{g:x}")).collect();
+                groups.join(":")
+            }
+        },
+    }
+}
