@@ -1,0 +1,351 @@
+//! [`QuotaManager`]: Kafka's `ClientQuotaManager` and `ClientRequestQuotaManager` without the
+//! threads: one sensor (a [`SampledRate`]) per usage bucket, recording and throttle decisions as
+//! functions of (state, value, now).
+//!
+//! What it owns: the [`QuotaConfig`] in force and the sensors. What it leaves to the broker:
+//! reading the clock, measuring request sizes and thread time, muting connections
+//! ([`crate::ChannelThrottle`]), and locking (the manager is a plain `&mut self` value; put it
+//! behind a mutex, or shard it by quota key).
+//!
+//! Invariants:
+//! - a sensor exists only for a (key, [`MetricKey`]) that some connection resolved to; each
+//!   record re-resolves, so a quota changed or removed in the metadata image applies to the next
+//!   request (a connection whose bucket changes starts a fresh sensor, as in Kafka where the
+//!   sensor name follows the bucket);
+//! - a connection with no quota for a key is neither recorded nor throttled (Kafka records such
+//!   clients under an unlimited sensor for metrics once any quota exists; ferry does not);
+//! - a sensor not recorded into for `inactive_sensor_expiration_ms` (an hour, as in Kafka) is
+//!   dropped, checked at most every [`EXPIRY_CHECK_INTERVAL_MS`] while recording and whenever
+//!   [`QuotaManager::expire_idle_sensors`] is called, so memory does not grow with client ids.
+
+use std::collections::HashMap;
+
+use crate::config::QuotaConfig;
+use crate::entity::{MetricKey, QuotaKey};
+use crate::rate::{RateConfig, SampledRate};
+use crate::throttle::{bounded_throttle_time_ms, nanos_to_percentage, throttle_time_ms};
+
+/// Kafka's `InactiveSensorExpirationTimeSeconds`: one hour, in milliseconds.
+pub const INACTIVE_SENSOR_EXPIRATION_MS: i64 = 3_600_000;
+
+/// How often recording also sweeps idle sensors (Kafka's metrics expiry task runs every 30 s).
+pub const EXPIRY_CHECK_INTERVAL_MS: i64 = 30_000;
+
+/// Settings of a [`QuotaManager`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaManagerConfig {
+    /// `quota.window.num` and `quota.window.size.seconds`.
+    pub rate: RateConfig,
+    /// How long a sensor may go without a record before it is dropped.
+    pub inactive_sensor_expiration_ms: i64,
+}
+
+impl Default for QuotaManagerConfig {
+    /// Kafka's defaults: 11 windows of 1 s, sensors dropped after an hour idle.
+    fn default() -> Self {
+        Self {
+            rate: RateConfig::default(),
+            inactive_sensor_expiration_ms: INACTIVE_SENSOR_EXPIRATION_MS,
+        }
+    }
+}
+
+/// The usage of one bucket for one quota key.
+#[derive(Debug, Clone)]
+struct Sensor {
+    rate: SampledRate,
+    /// The bound applied at the last record (for metrics).
+    bound: f64,
+    last_record_ms: i64,
+    throttle_count: u64,
+    throttle_time_ms_total: u64,
+}
+
+/// A read-only view of one sensor, for metrics (Kafka's `byte-rate`/`request-time` and
+/// `throttle-time` metrics, tagged `user` and `client-id`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SensorStats {
+    /// Which quota the sensor measures.
+    pub key: QuotaKey,
+    /// Whose usage it counts (the metric tags).
+    pub metric_key: MetricKey,
+    /// The measured rate at the time asked (bytes/s, or percent for `request_percentage`).
+    pub rate: f64,
+    /// The quota applied at the last record.
+    pub bound: f64,
+    /// How many records found the rate above the bound.
+    pub throttle_count: u64,
+    /// The sum of the throttle times returned for those records.
+    pub throttle_time_ms_total: u64,
+    /// When the sensor was last recorded into.
+    pub last_record_ms: i64,
+}
+
+/// Client-quota enforcement for one broker: the quotas in force and the usage of each bucket.
+#[derive(Debug, Clone, Default)]
+pub struct QuotaManager {
+    config: QuotaConfig,
+    settings: QuotaManagerConfig,
+    sensors: HashMap<(QuotaKey, MetricKey), Sensor>,
+    /// Request time of exempt principals (inter-broker, ClusterAction), never throttled.
+    exempt: SampledRate,
+    next_expiry_check_ms: Option<i64>,
+}
+
+impl QuotaManager {
+    /// A manager with no quotas and the given settings.
+    pub fn new(settings: QuotaManagerConfig) -> Self {
+        Self {
+            settings,
+            ..Self::default()
+        }
+    }
+
+    /// The settings this manager was built with.
+    pub fn settings(&self) -> &QuotaManagerConfig {
+        &self.settings
+    }
+
+    /// The quotas in force.
+    pub fn config(&self) -> &QuotaConfig {
+        &self.config
+    }
+
+    /// The quotas in force, for the broker to update from the metadata image. Changes apply to
+    /// the next record.
+    pub fn config_mut(&mut self) -> &mut QuotaConfig {
+        &mut self.config
+    }
+
+    /// Records `value` (bytes for the byte-rate keys, percent-seconds for `request_percentage`,
+    /// see [`nanos_to_percentage`]) for a connection of `user` with `client_id` at `now_ms`, and
+    /// returns how long to throttle it: 0 within quota or without one, else Kafka's throttle time
+    /// for the measured rate (capped at one window for `request_percentage`). The value is
+    /// counted even when the answer is to throttle, as in Kafka.
+    ///
+    /// `controller_mutation_rate` is measured here as a sampled rate like the others; Kafka
+    /// enforces it with a token bucket (KIP-599), which this crate does not provide.
+    pub fn record_and_get_throttle_ms(
+        &mut self,
+        key: QuotaKey,
+        user: &str,
+        client_id: &str,
+        value: f64,
+        now_ms: i64,
+    ) -> u64 {
+        self.maybe_expire(now_ms);
+        let Some((bound, metric_key)) = self.config.quota_for(key, user, client_id) else {
+            return 0;
+        };
+        let rate_config = self.settings.rate;
+        let sensor = self.sensor(key, metric_key, bound, now_ms);
+        sensor.rate.record(&rate_config, value, now_ms);
+        let observed = sensor.rate.measure(&rate_config, now_ms);
+        // Kafka's Quota.acceptable for an upper bound: value <= bound.
+        if observed <= bound {
+            return 0;
+        }
+        let window_ms = sensor.rate.window_size_ms(&rate_config, now_ms);
+        let throttle = if key == QuotaKey::RequestPercentage {
+            let one_window = u64::try_from(rate_config.window_ms()).unwrap_or(u64::MAX);
+            bounded_throttle_time_ms(observed, bound, window_ms, one_window)
+        } else {
+            throttle_time_ms(observed, bound, window_ms)
+        };
+        if throttle > 0 {
+            sensor.throttle_count += 1;
+            sensor.throttle_time_ms_total = sensor.throttle_time_ms_total.saturating_add(throttle);
+        }
+        throttle
+    }
+
+    /// Records `thread_time_nanos` of request-handler time against the `request_percentage`
+    /// quota and returns the throttle time (Kafka's
+    /// `ClientRequestQuotaManager.maybeRecordAndGetThrottleTimeMs`).
+    pub fn record_request_time_and_get_throttle_ms(
+        &mut self,
+        user: &str,
+        client_id: &str,
+        thread_time_nanos: u64,
+        now_ms: i64,
+    ) -> u64 {
+        self.record_and_get_throttle_ms(
+            QuotaKey::RequestPercentage,
+            user,
+            client_id,
+            nanos_to_percentage(thread_time_nanos),
+            now_ms,
+        )
+    }
+
+    /// Records `value` without deciding on a throttle; it counts against the next request
+    /// (Kafka's `recordNoThrottle`, used for network-thread time after a response is sent).
+    pub fn record_no_throttle(
+        &mut self,
+        key: QuotaKey,
+        user: &str,
+        client_id: &str,
+        value: f64,
+        now_ms: i64,
+    ) {
+        self.maybe_expire(now_ms);
+        if let Some((bound, metric_key)) = self.config.quota_for(key, user, client_id) {
+            let rate_config = self.settings.rate;
+            let sensor = self.sensor(key, metric_key, bound, now_ms);
+            sensor.rate.record(&rate_config, value, now_ms);
+        }
+    }
+
+    /// Takes back `value` recorded earlier (Kafka's `unrecordQuotaSensor`): a fetch that is
+    /// throttled is answered empty, so its bytes must not count.
+    pub fn unrecord(
+        &mut self,
+        key: QuotaKey,
+        user: &str,
+        client_id: &str,
+        value: f64,
+        now_ms: i64,
+    ) {
+        self.record_no_throttle(key, user, client_id, -value, now_ms);
+    }
+
+    /// Records request time of a principal exempt from request quotas (Kafka exempts requests
+    /// authorized by ClusterAction, i.e. inter-broker traffic), for the `exempt-request-time`
+    /// metric only.
+    pub fn record_exempt(&mut self, thread_time_nanos: u64, now_ms: i64) {
+        let rate_config = self.settings.rate;
+        self.exempt
+            .record(&rate_config, nanos_to_percentage(thread_time_nanos), now_ms);
+    }
+
+    /// The exempt request time as a percentage of one thread, at `now_ms`.
+    pub fn exempt_rate(&self, now_ms: i64) -> f64 {
+        self.exempt.peek(&self.settings.rate, now_ms)
+    }
+
+    /// The most that can be recorded at once without being throttled for certain, even by an
+    /// idle client: `bound × (samples − 1) × window seconds` (Kafka's
+    /// `getMaxValueInQuotaWindow`, which caps a fetch response's size). `None` without a quota.
+    pub fn max_value_in_quota_window(
+        &self,
+        key: QuotaKey,
+        user: &str,
+        client_id: &str,
+    ) -> Option<f64> {
+        let (bound, _) = self.config.quota_for(key, user, client_id)?;
+        let rate = &self.settings.rate;
+        Some(bound * f64::from(rate.samples() - 1) * (rate.window_ms() as f64 / 1000.0))
+    }
+
+    /// Drops every sensor idle for longer than the expiration time, returning how many.
+    pub fn expire_idle_sensors(&mut self, now_ms: i64) -> usize {
+        let limit = self.settings.inactive_sensor_expiration_ms;
+        let before = self.sensors.len();
+        // Kafka's Sensor.hasExpired: idle time strictly greater than the limit.
+        self.sensors
+            .retain(|_, s| now_ms.saturating_sub(s.last_record_ms) <= limit);
+        self.next_expiry_check_ms = Some(now_ms.saturating_add(EXPIRY_CHECK_INTERVAL_MS));
+        before - self.sensors.len()
+    }
+
+    /// How many sensors exist.
+    pub fn sensor_count(&self) -> usize {
+        self.sensors.len()
+    }
+
+    /// The stats of the sensor for `key` and `metric_key`, with its rate at `now_ms`.
+    pub fn sensor_stats(
+        &self,
+        key: QuotaKey,
+        metric_key: &MetricKey,
+        now_ms: i64,
+    ) -> Option<SensorStats> {
+        // The map is keyed by owned pairs; metrics are read rarely, so a clone here is cheap
+        // next to a second map.
+        let sensor = self.sensors.get(&(key, metric_key.clone()))?;
+        Some(self.stats_of(key, metric_key, sensor, now_ms))
+    }
+
+    /// The stats of every sensor at `now_ms`, sorted by key then bucket.
+    pub fn all_sensor_stats(&self, now_ms: i64) -> Vec<SensorStats> {
+        let mut out: Vec<SensorStats> = self
+            .sensors
+            .iter()
+            .map(|((key, mk), s)| self.stats_of(*key, mk, s, now_ms))
+            .collect();
+        out.sort_by(|a, b| (a.key, &a.metric_key).cmp(&(b.key, &b.metric_key)));
+        out
+    }
+
+    /// The measured rate of whatever bucket a connection of `user` and `client_id` is counted
+    /// in for `key`, at `now_ms`; `None` without a quota or before anything was recorded.
+    pub fn current_rate(
+        &self,
+        key: QuotaKey,
+        user: &str,
+        client_id: &str,
+        now_ms: i64,
+    ) -> Option<f64> {
+        let (_, metric_key) = self.config.quota_for(key, user, client_id)?;
+        let sensor = self.sensors.get(&(key, metric_key))?;
+        Some(sensor.rate.peek(&self.settings.rate, now_ms))
+    }
+
+    fn stats_of(
+        &self,
+        key: QuotaKey,
+        metric_key: &MetricKey,
+        s: &Sensor,
+        now_ms: i64,
+    ) -> SensorStats {
+        SensorStats {
+            key,
+            metric_key: metric_key.clone(),
+            rate: s.rate.peek(&self.settings.rate, now_ms),
+            bound: s.bound,
+            throttle_count: s.throttle_count,
+            throttle_time_ms_total: s.throttle_time_ms_total,
+            last_record_ms: s.last_record_ms,
+        }
+    }
+
+    /// The sensor of a bucket, created empty if absent, marked as recorded at `now_ms`.
+    fn sensor(
+        &mut self,
+        key: QuotaKey,
+        metric_key: MetricKey,
+        bound: f64,
+        now_ms: i64,
+    ) -> &mut Sensor {
+        let sensor = self
+            .sensors
+            .entry((key, metric_key))
+            .or_insert_with(|| Sensor {
+                rate: SampledRate::new(),
+                bound,
+                last_record_ms: now_ms,
+                throttle_count: 0,
+                throttle_time_ms_total: 0,
+            });
+        sensor.bound = bound;
+        sensor.last_record_ms = now_ms;
+        sensor
+    }
+
+    /// Sweeps idle sensors when the last sweep is [`EXPIRY_CHECK_INTERVAL_MS`] old.
+    fn maybe_expire(&mut self, now_ms: i64) {
+        match self.next_expiry_check_ms {
+            Some(next) if now_ms < next => {}
+            Some(_) => {
+                self.expire_idle_sensors(now_ms);
+            }
+            None => {
+                self.next_expiry_check_ms = Some(now_ms.saturating_add(EXPIRY_CHECK_INTERVAL_MS))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "manager_test.rs"]
+mod tests;
