@@ -175,8 +175,7 @@ impl SampledRate {
             .samples
             .iter()
             .filter(|s| !s.is_obsolete(config, now_ms))
-            .map(|s| s.value)
-            .sum();
+            .fold(0.0, |sum, s| sum + s.value);
         // Window sizes are whole milliseconds; the rate is per second.
         total / (self.peek_window_size_ms(config, now_ms) as f64 / 1000.0)
     }
