@@ -77,8 +77,8 @@ fn most_specific_of_all_set_levels_applies() {
             .unwrap();
         assert_eq!((r.level, r.bound), (QuotaLevel::PRECEDENCE[i], value_of(i)));
     }
-    for i in 0..8 {
-        config.remove(&es[i], QuotaKey::ConsumerByteRate);
+    for (i, entity) in es.iter().enumerate() {
+        config.remove(entity, QuotaKey::ConsumerByteRate);
         let r = config.resolve(QuotaKey::ConsumerByteRate, USER, CLIENT);
         match QuotaLevel::PRECEDENCE.get(i + 1) {
             Some(&next) => assert_eq!(r.map(|r| r.level), Some(next)),
