@@ -21,6 +21,9 @@
 //! and the precedence lookup), [`rate`] (Kafka's sampled rate), [`throttle`] (throttle time and
 //! the connection mute), [`manager`] (sensors, recording, expiry, metrics accessors).
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 pub mod config;
 pub mod entity;
 pub mod error;
