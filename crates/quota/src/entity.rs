@@ -22,8 +22,8 @@ pub enum QuotaKey {
     /// `request_percentage`: percent of one request-handler or network thread's time per
     /// second (KIP-124); a client may use `n × 100` on a broker with `n` threads.
     RequestPercentage,
-    /// `controller_mutation_rate`: partitions created or deleted per second (KIP-599). Stored
-    /// and resolved here; Kafka enforces it with a token bucket that this crate does not model.
+    /// `controller_mutation_rate`: partitions created or deleted per second (KIP-599),
+    /// enforced with a token bucket ([`crate::TokenBucket`]).
     ControllerMutationRate,
     /// `connection_creation_rate`: new connections per second from one IP (KIP-612). Known so
     /// that it is not reported as an unknown key; it belongs to IP entities, not to users or

@@ -14,12 +14,14 @@
 //!   and answer empty when throttled; fetch sizes capped by `max_value_in_quota_window`;
 //! - **every request**: `record_request_time_and_get_throttle_ms` with the handler thread time
 //!   (except exempt inter-broker principals: `record_exempt`);
+//! - **CreateTopics, CreatePartitions, DeleteTopics**: `record_controller_mutations` per topic
+//!   with its partition count (KIP-599's token bucket, strict or permissive by request version);
 //! - the response carries the larger throttle time in `throttle_time_ms`, is sent at once, and
 //!   the connection is muted for that long ([`ChannelThrottle`], KIP-219).
 //!
 //! Modules: [`entity`] (keys, entities, precedence levels, usage buckets), [`config`] (the store
 //! and the precedence lookup), [`rate`] (Kafka's sampled rate), [`throttle`] (throttle time and
-//! the connection mute), [`manager`] (sensors, recording, expiry, metrics accessors).
+//! the connection mute), [`token_bucket`] (controller mutations), [`manager`] (sensors, recording, expiry, metrics accessors).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -30,12 +32,14 @@ pub mod error;
 pub mod manager;
 pub mod rate;
 pub mod throttle;
+pub mod token_bucket;
 
 pub use config::{validate_quota, QuotaConfig, ResolvedQuota};
 pub use entity::{EntityName, MetricKey, QuotaEntity, QuotaKey, QuotaLevel};
 pub use error::QuotaError;
-pub use manager::{QuotaManager, QuotaManagerConfig, SensorStats};
+pub use manager::{MutationDecision, QuotaManager, QuotaManagerConfig, SensorStats};
 pub use rate::{RateConfig, SampledRate};
 pub use throttle::{
     bounded_throttle_time_ms, nanos_to_percentage, throttle_time_ms, ChannelThrottle,
 };
+pub use token_bucket::{token_bucket_throttle_ms, TokenBucket};

@@ -1,6 +1,7 @@
 //! [`QuotaManager`]: Kafka's `ClientQuotaManager` and `ClientRequestQuotaManager` without the
-//! threads: one sensor (a [`SampledRate`]) per usage bucket, recording and throttle decisions as
-//! functions of (state, value, now).
+//! threads, with `ControllerMutationQuotaManager`'s token bucket: one sensor (a [`SampledRate`],
+//! or a [`TokenBucket`] for `controller_mutation_rate`) per usage bucket, recording and throttle
+//! decisions as functions of (state, value, now).
 //!
 //! What it owns: the [`QuotaConfig`] in force and the sensors. What it leaves to the broker:
 //! reading the clock, measuring request sizes and thread time, muting connections
@@ -24,6 +25,7 @@ use crate::config::QuotaConfig;
 use crate::entity::{MetricKey, QuotaKey};
 use crate::rate::{RateConfig, SampledRate};
 use crate::throttle::{bounded_throttle_time_ms, nanos_to_percentage, throttle_time_ms};
+use crate::token_bucket::{token_bucket_throttle_ms, TokenBucket};
 
 /// Kafka's `InactiveSensorExpirationTimeSeconds`: one hour, in milliseconds.
 pub const INACTIVE_SENSOR_EXPIRATION_MS: i64 = 3_600_000;
@@ -50,15 +52,63 @@ impl Default for QuotaManagerConfig {
     }
 }
 
+/// How a sensor measures usage: a sampled rate for byte rates and request time, a token bucket
+/// for controller mutations (as in Kafka).
+#[derive(Debug, Clone)]
+enum Meter {
+    Rate(SampledRate),
+    Bucket(TokenBucket),
+}
+
+impl Meter {
+    fn for_key(key: QuotaKey) -> Self {
+        if key == QuotaKey::ControllerMutationRate {
+            Meter::Bucket(TokenBucket::new())
+        } else {
+            Meter::Rate(SampledRate::new())
+        }
+    }
+}
+
 /// The usage of one bucket for one quota key.
 #[derive(Debug, Clone)]
 struct Sensor {
-    rate: SampledRate,
+    meter: Meter,
     /// The bound applied at the last record (for metrics).
     bound: f64,
     last_record_ms: i64,
     throttle_count: u64,
     throttle_time_ms_total: u64,
+}
+
+/// What [`QuotaManager::record_controller_mutations`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MutationDecision {
+    /// Carry out the mutation; answer with this throttle time (0 when within quota).
+    Accepted {
+        /// How long to throttle the client.
+        throttle_ms: u64,
+    },
+    /// Refuse it with THROTTLING_QUOTA_EXCEEDED and this throttle time (strict mode only).
+    Rejected {
+        /// How long to throttle the client.
+        throttle_ms: u64,
+    },
+}
+
+impl MutationDecision {
+    /// The throttle time, accepted or not.
+    pub fn throttle_ms(&self) -> u64 {
+        match *self {
+            MutationDecision::Accepted { throttle_ms }
+            | MutationDecision::Rejected { throttle_ms } => throttle_ms,
+        }
+    }
+
+    /// Whether the mutation may go ahead.
+    pub fn is_accepted(&self) -> bool {
+        matches!(self, MutationDecision::Accepted { .. })
+    }
 }
 
 /// A read-only view of one sensor, for metrics (Kafka's `byte-rate`/`request-time` and
@@ -69,7 +119,8 @@ pub struct SensorStats {
     pub key: QuotaKey,
     /// Whose usage it counts (the metric tags).
     pub metric_key: MetricKey,
-    /// The measured rate at the time asked (bytes/s, or percent for `request_percentage`).
+    /// The measured rate at the time asked (bytes/s, or percent for `request_percentage`); for
+    /// `controller_mutation_rate`, the tokens left in the bucket (Kafka's `tokens` metric).
     pub rate: f64,
     /// The quota applied at the last record.
     pub bound: f64,
@@ -123,8 +174,8 @@ impl QuotaManager {
     /// for the measured rate (capped at one window for `request_percentage`). The value is
     /// counted even when the answer is to throttle, as in Kafka.
     ///
-    /// `controller_mutation_rate` is measured here as a sampled rate like the others; Kafka
-    /// enforces it with a token bucket (KIP-599), which this crate does not provide.
+    /// For `controller_mutation_rate` this is the permissive mode of
+    /// [`QuotaManager::record_controller_mutations`] (value = partitions mutated).
     pub fn record_and_get_throttle_ms(
         &mut self,
         key: QuotaKey,
@@ -133,19 +184,27 @@ impl QuotaManager {
         value: f64,
         now_ms: i64,
     ) -> u64 {
+        if key == QuotaKey::ControllerMutationRate {
+            return self
+                .record_controller_mutations(user, client_id, value, false, now_ms)
+                .throttle_ms();
+        }
         self.maybe_expire(now_ms);
         let Some((bound, metric_key)) = self.config.quota_for(key, user, client_id) else {
             return 0;
         };
         let rate_config = self.settings.rate;
         let sensor = self.sensor(key, metric_key, bound, now_ms);
-        sensor.rate.record(&rate_config, value, now_ms);
-        let observed = sensor.rate.measure(&rate_config, now_ms);
+        let Meter::Rate(rate) = &mut sensor.meter else {
+            return 0;
+        };
+        rate.record(&rate_config, value, now_ms);
+        let observed = rate.measure(&rate_config, now_ms);
         // Kafka's Quota.acceptable for an upper bound: value <= bound.
         if observed <= bound {
             return 0;
         }
-        let window_ms = sensor.rate.window_size_ms(&rate_config, now_ms);
+        let window_ms = rate.window_size_ms(&rate_config, now_ms);
         let throttle = if key == QuotaKey::RequestPercentage {
             let one_window = u64::try_from(rate_config.window_ms()).unwrap_or(u64::MAX);
             bounded_throttle_time_ms(observed, bound, window_ms, one_window)
@@ -192,8 +251,63 @@ impl QuotaManager {
         if let Some((bound, metric_key)) = self.config.quota_for(key, user, client_id) {
             let rate_config = self.settings.rate;
             let sensor = self.sensor(key, metric_key, bound, now_ms);
-            sensor.rate.record(&rate_config, value, now_ms);
+            match &mut sensor.meter {
+                Meter::Rate(rate) => rate.record(&rate_config, value, now_ms),
+                Meter::Bucket(bucket) => bucket.record(&rate_config, bound, value, now_ms),
+            }
         }
+    }
+
+    /// Records `partitions` created or deleted by CreateTopics, CreatePartitions or DeleteTopics
+    /// against the `controller_mutation_rate` quota (KIP-599), Kafka's token bucket.
+    ///
+    /// `strict` (request versions that know THROTTLING_QUOTA_EXCEEDED: CreateTopics v6+,
+    /// CreatePartitions v3+, DeleteTopics v5+): while the bucket is in debt the mutation is
+    /// [`MutationDecision::Rejected`] and not recorded; otherwise it is accepted whatever its
+    /// size, unthrottled. Permissive (older versions): always accepted and recorded, throttled
+    /// once the bucket is in debt. The throttle time is the time for the bucket to get back to
+    /// zero; Kafka reports it, less the time since, in the response's `throttle_time_ms`.
+    pub fn record_controller_mutations(
+        &mut self,
+        user: &str,
+        client_id: &str,
+        partitions: f64,
+        strict: bool,
+        now_ms: i64,
+    ) -> MutationDecision {
+        self.maybe_expire(now_ms);
+        let key = QuotaKey::ControllerMutationRate;
+        let Some((bound, metric_key)) = self.config.quota_for(key, user, client_id) else {
+            return MutationDecision::Accepted { throttle_ms: 0 };
+        };
+        let rate_config = self.settings.rate;
+        let sensor = self.sensor(key, metric_key, bound, now_ms);
+        let Meter::Bucket(bucket) = &mut sensor.meter else {
+            return MutationDecision::Accepted { throttle_ms: 0 };
+        };
+        let decision = if strict {
+            let tokens = bucket.measure(&rate_config, bound, now_ms);
+            if tokens < 0.0 {
+                MutationDecision::Rejected {
+                    throttle_ms: token_bucket_throttle_ms(tokens, bound),
+                }
+            } else {
+                bucket.record(&rate_config, bound, partitions, now_ms);
+                MutationDecision::Accepted { throttle_ms: 0 }
+            }
+        } else {
+            bucket.record(&rate_config, bound, partitions, now_ms);
+            let tokens = bucket.measure(&rate_config, bound, now_ms);
+            MutationDecision::Accepted {
+                throttle_ms: token_bucket_throttle_ms(tokens, bound),
+            }
+        };
+        let throttle = decision.throttle_ms();
+        if throttle > 0 {
+            sensor.throttle_count += 1;
+            sensor.throttle_time_ms_total = sensor.throttle_time_ms_total.saturating_add(throttle);
+        }
+        decision
     }
 
     /// Takes back `value` recorded earlier (Kafka's `unrecordQuotaSensor`): a fetch that is
@@ -288,7 +402,7 @@ impl QuotaManager {
     ) -> Option<f64> {
         let (_, metric_key) = self.config.quota_for(key, user, client_id)?;
         let sensor = self.sensors.get(&(key, metric_key))?;
-        Some(sensor.rate.peek(&self.settings.rate, now_ms))
+        Some(self.peek(sensor, now_ms))
     }
 
     fn stats_of(
@@ -301,11 +415,18 @@ impl QuotaManager {
         SensorStats {
             key,
             metric_key: metric_key.clone(),
-            rate: s.rate.peek(&self.settings.rate, now_ms),
+            rate: self.peek(s, now_ms),
             bound: s.bound,
             throttle_count: s.throttle_count,
             throttle_time_ms_total: s.throttle_time_ms_total,
             last_record_ms: s.last_record_ms,
+        }
+    }
+
+    fn peek(&self, sensor: &Sensor, now_ms: i64) -> f64 {
+        match &sensor.meter {
+            Meter::Rate(rate) => rate.peek(&self.settings.rate, now_ms),
+            Meter::Bucket(bucket) => bucket.peek(&self.settings.rate, sensor.bound, now_ms),
         }
     }
 
@@ -321,7 +442,7 @@ impl QuotaManager {
             .sensors
             .entry((key, metric_key))
             .or_insert_with(|| Sensor {
-                rate: SampledRate::new(),
+                meter: Meter::for_key(key),
                 bound,
                 last_record_ms: now_ms,
                 throttle_count: 0,

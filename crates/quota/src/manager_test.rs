@@ -321,3 +321,59 @@ fn all_sensor_stats_for_metrics() {
     let again = m.all_sensor_stats(5_000);
     assert_eq!(again, m.all_sensor_stats(5_000));
 }
+
+#[test]
+fn controller_mutations_permissive() {
+    // controller_mutation_rate 10/s: a bucket of 11 × 1 × 10 = 110 tokens, starting full.
+    // 100 partitions leave 10; 30 more leave −20, which takes 20 / 10 s = 2000 ms to repay.
+    let k = QuotaKey::ControllerMutationRate;
+    let mut m = with_quota(QuotaEntity::user("alice"), k, 10.0);
+    assert_eq!(m.record_and_get_throttle_ms(k, "alice", "c", 100.0, 0), 0);
+    assert_eq!(
+        m.record_controller_mutations("alice", "c", 30.0, false, 0),
+        MutationDecision::Accepted { throttle_ms: 2000 }
+    );
+    // The metric is the tokens left: −20 at t=0, −10 a second later.
+    assert_eq!(m.current_rate(k, "alice", "c", 0), Some(-20.0));
+    assert_eq!(
+        m.current_rate(k, "alice", "other-client", 1000),
+        Some(-10.0)
+    );
+    let stats = m.sensor_stats(k, &MetricKey::new("alice", ""), 0).unwrap();
+    assert_eq!(
+        (stats.throttle_count, stats.throttle_time_ms_total),
+        (1, 2000)
+    );
+}
+
+#[test]
+fn controller_mutations_strict() {
+    let k = QuotaKey::ControllerMutationRate;
+    let mut m = with_quota(QuotaEntity::user("alice"), k, 10.0);
+    // Not in debt: accepted whatever the size, and not throttled (110 → 10 → −20).
+    let accepted = MutationDecision::Accepted { throttle_ms: 0 };
+    assert_eq!(
+        m.record_controller_mutations("alice", "c", 100.0, true, 0),
+        accepted
+    );
+    assert_eq!(
+        m.record_controller_mutations("alice", "c", 30.0, true, 0),
+        accepted
+    );
+    // In debt (−20 + 10 refilled = −10 at t=1 s): rejected, not recorded, 10 / 10 s = 1000 ms.
+    let d = m.record_controller_mutations("alice", "c", 1.0, true, 1000);
+    assert_eq!(d, MutationDecision::Rejected { throttle_ms: 1000 });
+    assert!(!d.is_accepted());
+    assert_eq!(m.current_rate(k, "alice", "c", 1000), Some(-10.0));
+    // At t=2 s the bucket is back at 0: accepted again (leaving −1).
+    assert_eq!(
+        m.record_controller_mutations("alice", "c", 1.0, true, 2000),
+        accepted
+    );
+    assert_eq!(m.current_rate(k, "alice", "c", 2000), Some(-1.0));
+    // Without a quota nothing is held back.
+    assert_eq!(
+        m.record_controller_mutations("bob", "c", 1e9, true, 0),
+        accepted
+    );
+}
