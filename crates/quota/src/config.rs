@@ -209,6 +209,19 @@ impl QuotaConfig {
         })
     }
 
+    /// The bound and the borrowed usage-bucket tags (`user`, `client-id`), without allocating:
+    /// the per-request form of [`QuotaConfig::quota_for`].
+    pub fn quota_tags_for<'a>(
+        &self,
+        key: QuotaKey,
+        user: &'a str,
+        client_id: &'a str,
+    ) -> Option<(f64, &'a str, &'a str)> {
+        let (bound, level) = self.resolve_level(key, user, client_id)?;
+        let (u, c) = level.tags(user, client_id);
+        Some((bound, u, c))
+    }
+
     /// Walks the eight levels in Kafka's order; the first one with `key` set wins.
     fn resolve_level(
         &self,

@@ -249,6 +249,12 @@ impl QuotaLevel {
     /// user's client ids, a client-level quota (7 or 8) by all users of that client id, and the
     /// (user, client) levels (1, 2, 4, 5) count each pair on its own.
     pub fn metric_key(self, user: &str, client_id: &str) -> MetricKey {
+        let (u, c) = self.tags(user, client_id);
+        MetricKey::new(u, c)
+    }
+
+    /// The `user` and `client-id` tags of [`QuotaLevel::metric_key`], borrowed.
+    pub fn tags<'a>(self, user: &'a str, client_id: &'a str) -> (&'a str, &'a str) {
         let (has_user, has_client) = match self {
             QuotaLevel::UserClient
             | QuotaLevel::UserDefaultClient
@@ -257,18 +263,10 @@ impl QuotaLevel {
             QuotaLevel::User | QuotaLevel::DefaultUser => (true, false),
             QuotaLevel::Client | QuotaLevel::DefaultClient => (false, true),
         };
-        MetricKey {
-            user: if has_user {
-                user.to_owned()
-            } else {
-                String::new()
-            },
-            client_id: if has_client {
-                client_id.to_owned()
-            } else {
-                String::new()
-            },
-        }
+        (
+            if has_user { user } else { "" },
+            if has_client { client_id } else { "" },
+        )
     }
 }
 

@@ -18,6 +18,9 @@
 //! - a sensor not recorded into for `inactive_sensor_expiration_ms` (an hour, as in Kafka) is
 //!   dropped, checked at most every [`EXPIRY_CHECK_INTERVAL_MS`] while recording and whenever
 //!   [`QuotaManager::expire_idle_sensors`] is called, so memory does not grow with client ids.
+//!
+//! The record path runs for every request: it resolves the quota on borrowed names and finds
+//! the sensor by borrowed tags, allocating only when a usage bucket is first seen.
 
 use std::collections::HashMap;
 
@@ -132,12 +135,66 @@ pub struct SensorStats {
     pub last_record_ms: i64,
 }
 
+/// The sensors of one quota key, by `user` tag then `client-id` tag, so that the per-request
+/// lookup borrows the names and allocates only when a bucket is first seen.
+#[derive(Debug, Clone, Default)]
+struct SensorTable {
+    by_user: HashMap<String, HashMap<String, Sensor>>,
+    len: usize,
+}
+
+impl SensorTable {
+    fn get(&self, user: &str, client_id: &str) -> Option<&Sensor> {
+        self.by_user.get(user)?.get(client_id)
+    }
+
+    /// The sensor of (`user`, `client_id`), made by `make` if absent.
+    fn get_or_insert(
+        &mut self,
+        user: &str,
+        client_id: &str,
+        make: impl FnOnce() -> Sensor,
+    ) -> Option<&mut Sensor> {
+        if !self.by_user.contains_key(user) {
+            self.by_user.insert(user.to_owned(), HashMap::new());
+        }
+        let clients = self.by_user.get_mut(user)?;
+        if !clients.contains_key(client_id) {
+            clients.insert(client_id.to_owned(), make());
+            self.len += 1;
+        }
+        clients.get_mut(client_id)
+    }
+
+    /// Keeps the sensors for which `keep` holds, dropping emptied users; returns how many went.
+    fn retain(&mut self, mut keep: impl FnMut(&Sensor) -> bool) -> usize {
+        let before = self.len;
+        let mut len = 0;
+        self.by_user.retain(|_, clients| {
+            clients.retain(|_, s| keep(s));
+            len += clients.len();
+            !clients.is_empty()
+        });
+        self.len = len;
+        before - len
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&str, &str, &Sensor)> {
+        self.by_user.iter().flat_map(|(u, clients)| {
+            clients
+                .iter()
+                .map(move |(c, s)| (u.as_str(), c.as_str(), s))
+        })
+    }
+}
+
 /// Client-quota enforcement for one broker: the quotas in force and the usage of each bucket.
 #[derive(Debug, Clone, Default)]
 pub struct QuotaManager {
     config: QuotaConfig,
     settings: QuotaManagerConfig,
-    sensors: HashMap<(QuotaKey, MetricKey), Sensor>,
+    /// Indexed by [`QuotaKey::index`].
+    sensors: [SensorTable; QuotaKey::ALL.len()],
     /// Request time of exempt principals (inter-broker, ClusterAction), never throttled.
     exempt: SampledRate,
     next_expiry_check_ms: Option<i64>,
@@ -190,12 +247,17 @@ impl QuotaManager {
                 .throttle_ms();
         }
         self.maybe_expire(now_ms);
-        let Some((bound, metric_key)) = self.config.quota_for(key, user, client_id) else {
+        let Some((bound, u, c)) = self.config.quota_tags_for(key, user, client_id) else {
             return 0;
         };
         let rate_config = self.settings.rate;
-        let sensor = self.sensor(key, metric_key, bound, now_ms);
-        let Meter::Rate(rate) = &mut sensor.meter else {
+        let Some(Sensor {
+            meter: Meter::Rate(rate),
+            throttle_count,
+            throttle_time_ms_total,
+            ..
+        }) = self.sensor(key, u, c, bound, now_ms)
+        else {
             return 0;
         };
         rate.record(&rate_config, value, now_ms);
@@ -212,8 +274,8 @@ impl QuotaManager {
             throttle_time_ms(observed, bound, window_ms)
         };
         if throttle > 0 {
-            sensor.throttle_count += 1;
-            sensor.throttle_time_ms_total = sensor.throttle_time_ms_total.saturating_add(throttle);
+            *throttle_count += 1;
+            *throttle_time_ms_total = throttle_time_ms_total.saturating_add(throttle);
         }
         throttle
     }
@@ -248,13 +310,14 @@ impl QuotaManager {
         now_ms: i64,
     ) {
         self.maybe_expire(now_ms);
-        if let Some((bound, metric_key)) = self.config.quota_for(key, user, client_id) {
-            let rate_config = self.settings.rate;
-            let sensor = self.sensor(key, metric_key, bound, now_ms);
-            match &mut sensor.meter {
-                Meter::Rate(rate) => rate.record(&rate_config, value, now_ms),
-                Meter::Bucket(bucket) => bucket.record(&rate_config, bound, value, now_ms),
-            }
+        let Some((bound, u, c)) = self.config.quota_tags_for(key, user, client_id) else {
+            return;
+        };
+        let rate_config = self.settings.rate;
+        match self.sensor(key, u, c, bound, now_ms).map(|s| &mut s.meter) {
+            Some(Meter::Rate(rate)) => rate.record(&rate_config, value, now_ms),
+            Some(Meter::Bucket(bucket)) => bucket.record(&rate_config, bound, value, now_ms),
+            None => {}
         }
     }
 
@@ -277,12 +340,17 @@ impl QuotaManager {
     ) -> MutationDecision {
         self.maybe_expire(now_ms);
         let key = QuotaKey::ControllerMutationRate;
-        let Some((bound, metric_key)) = self.config.quota_for(key, user, client_id) else {
+        let Some((bound, u, c)) = self.config.quota_tags_for(key, user, client_id) else {
             return MutationDecision::Accepted { throttle_ms: 0 };
         };
         let rate_config = self.settings.rate;
-        let sensor = self.sensor(key, metric_key, bound, now_ms);
-        let Meter::Bucket(bucket) = &mut sensor.meter else {
+        let Some(Sensor {
+            meter: Meter::Bucket(bucket),
+            throttle_count,
+            throttle_time_ms_total,
+            ..
+        }) = self.sensor(key, u, c, bound, now_ms)
+        else {
             return MutationDecision::Accepted { throttle_ms: 0 };
         };
         let decision = if strict {
@@ -304,8 +372,8 @@ impl QuotaManager {
         };
         let throttle = decision.throttle_ms();
         if throttle > 0 {
-            sensor.throttle_count += 1;
-            sensor.throttle_time_ms_total = sensor.throttle_time_ms_total.saturating_add(throttle);
+            *throttle_count += 1;
+            *throttle_time_ms_total = throttle_time_ms_total.saturating_add(throttle);
         }
         decision
     }
@@ -354,17 +422,17 @@ impl QuotaManager {
     /// Drops every sensor idle for longer than the expiration time, returning how many.
     pub fn expire_idle_sensors(&mut self, now_ms: i64) -> usize {
         let limit = self.settings.inactive_sensor_expiration_ms;
-        let before = self.sensors.len();
+        self.next_expiry_check_ms = Some(now_ms.saturating_add(EXPIRY_CHECK_INTERVAL_MS));
         // Kafka's Sensor.hasExpired: idle time strictly greater than the limit.
         self.sensors
-            .retain(|_, s| now_ms.saturating_sub(s.last_record_ms) <= limit);
-        self.next_expiry_check_ms = Some(now_ms.saturating_add(EXPIRY_CHECK_INTERVAL_MS));
-        before - self.sensors.len()
+            .iter_mut()
+            .map(|t| t.retain(|s| now_ms.saturating_sub(s.last_record_ms) <= limit))
+            .sum()
     }
 
     /// How many sensors exist.
     pub fn sensor_count(&self) -> usize {
-        self.sensors.len()
+        self.sensors.iter().map(|t| t.len).sum()
     }
 
     /// The stats of the sensor for `key` and `metric_key`, with its rate at `now_ms`.
@@ -374,18 +442,19 @@ impl QuotaManager {
         metric_key: &MetricKey,
         now_ms: i64,
     ) -> Option<SensorStats> {
-        // The map is keyed by owned pairs; metrics are read rarely, so a clone here is cheap
-        // next to a second map.
-        let sensor = self.sensors.get(&(key, metric_key.clone()))?;
-        Some(self.stats_of(key, metric_key, sensor, now_ms))
+        let sensor = self.sensors[key.index()].get(&metric_key.user, &metric_key.client_id)?;
+        Some(self.stats_of(key, &metric_key.user, &metric_key.client_id, sensor, now_ms))
     }
 
     /// The stats of every sensor at `now_ms`, sorted by key then bucket.
     pub fn all_sensor_stats(&self, now_ms: i64) -> Vec<SensorStats> {
-        let mut out: Vec<SensorStats> = self
-            .sensors
-            .iter()
-            .map(|((key, mk), s)| self.stats_of(*key, mk, s, now_ms))
+        let mut out: Vec<SensorStats> = QuotaKey::ALL
+            .into_iter()
+            .flat_map(|key| {
+                self.sensors[key.index()]
+                    .iter()
+                    .map(move |(u, c, s)| self.stats_of(key, u, c, s, now_ms))
+            })
             .collect();
         out.sort_by(|a, b| (a.key, &a.metric_key).cmp(&(b.key, &b.metric_key)));
         out
@@ -400,21 +469,22 @@ impl QuotaManager {
         client_id: &str,
         now_ms: i64,
     ) -> Option<f64> {
-        let (_, metric_key) = self.config.quota_for(key, user, client_id)?;
-        let sensor = self.sensors.get(&(key, metric_key))?;
+        let (_, u, c) = self.config.quota_tags_for(key, user, client_id)?;
+        let sensor = self.sensors[key.index()].get(u, c)?;
         Some(self.peek(sensor, now_ms))
     }
 
     fn stats_of(
         &self,
         key: QuotaKey,
-        metric_key: &MetricKey,
+        user_tag: &str,
+        client_tag: &str,
         s: &Sensor,
         now_ms: i64,
     ) -> SensorStats {
         SensorStats {
             key,
-            metric_key: metric_key.clone(),
+            metric_key: MetricKey::new(user_tag, client_tag),
             rate: self.peek(s, now_ms),
             bound: s.bound,
             throttle_count: s.throttle_count,
@@ -430,27 +500,27 @@ impl QuotaManager {
         }
     }
 
-    /// The sensor of a bucket, created empty if absent, marked as recorded at `now_ms`.
+    /// The sensor of the bucket tagged (`user_tag`, `client_tag`), created empty if absent,
+    /// marked as recorded at `now_ms` under `bound`. Always `Some`; an `Option` only so that no
+    /// code path can panic.
     fn sensor(
         &mut self,
         key: QuotaKey,
-        metric_key: MetricKey,
+        user_tag: &str,
+        client_tag: &str,
         bound: f64,
         now_ms: i64,
-    ) -> &mut Sensor {
-        let sensor = self
-            .sensors
-            .entry((key, metric_key))
-            .or_insert_with(|| Sensor {
-                meter: Meter::for_key(key),
-                bound,
-                last_record_ms: now_ms,
-                throttle_count: 0,
-                throttle_time_ms_total: 0,
-            });
+    ) -> Option<&mut Sensor> {
+        let sensor = self.sensors[key.index()].get_or_insert(user_tag, client_tag, || Sensor {
+            meter: Meter::for_key(key),
+            bound,
+            last_record_ms: now_ms,
+            throttle_count: 0,
+            throttle_time_ms_total: 0,
+        })?;
         sensor.bound = bound;
         sensor.last_record_ms = now_ms;
-        sensor
+        Some(sensor)
     }
 
     /// Sweeps idle sensors when the last sweep is [`EXPIRY_CHECK_INTERVAL_MS`] old.

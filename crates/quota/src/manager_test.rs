@@ -264,6 +264,8 @@ fn idle_sensors_expire_after_an_hour() {
         .is_some());
     assert_eq!(m.expire_idle_sensors(3_601_001), 1);
     assert_eq!(m.sensor_count(), 0);
+    // No empty per-user tables are left behind either.
+    assert!(m.sensors.iter().all(|t| t.by_user.is_empty()));
 }
 
 #[test]
