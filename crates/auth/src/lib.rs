@@ -9,6 +9,32 @@
 //! [`AuthError::kind`]. Authorization (ACLs) lives elsewhere: this crate only says *who* a
 //! connection is ([`KafkaPrincipal`]), never what it may do.
 //!
+//! One SCRAM exchange, as the broker (server) and another broker (client) drive it:
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use ferry_auth::{SaslServer, ScramClient, ScramCredential, ScramMechanism, ScramServer};
+//! use ferry_auth::{Secret, ServerReply};
+//!
+//! let m = ScramMechanism::Sha256;
+//! let mut credentials = HashMap::new();
+//! let alice = ScramCredential::from_password(m, "alice-secret", 4096)?;
+//! credentials.insert(("alice".to_owned(), m), alice);
+//!
+//! let mut server = ScramServer::new(m, credentials);
+//! let mut client = ScramClient::new(m, "alice", Secret::new("alice-secret"));
+//! let ServerReply::Challenge(server_first) = server.step(&client.client_first()?)? else {
+//!     unreachable!("SCRAM's first reply is a challenge")
+//! };
+//! let client_final = client.handle_server_first(&server_first)?;
+//! let ServerReply::Complete { response, principal } = server.step(&client_final)? else {
+//!     unreachable!("a valid proof completes the exchange")
+//! };
+//! client.handle_server_final(&response)?;
+//! assert_eq!(principal.to_string(), "User:alice");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! What must always hold:
 //! - a secret (password, salted password, stored key) never appears in `Debug` output or in an
 //!   error message ([`Secret`], the hand-written `Debug` of [`ScramCredential`]);
@@ -16,6 +42,9 @@
 //!   password and fails with the same error at the same step;
 //! - nothing read from a client or from configuration text is `unwrap`ped: malformed input is an
 //!   error value.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod error;
 pub mod jaas;
@@ -27,6 +56,7 @@ mod secret;
 pub mod ssl_mapping;
 
 pub use error::{AuthError, AuthErrorKind};
+pub use jaas::{JaasError, JaasLogin, PlainJaasConfig, ScramJaasConfig};
 pub use mechanism::{Mechanism, ScramMechanism};
 pub use plain::{PlainAuthenticator, PlainServer, PlainUsers};
 pub use principal::{KafkaPrincipal, PrincipalParseError};
@@ -34,6 +64,7 @@ pub use scram::{
     ClientError, CredentialError, ScramClient, ScramCredential, ScramCredentialSource, ScramServer,
 };
 pub use secret::Secret;
+pub use ssl_mapping::{distinguished_name, DnAttribute, DnValue, SslPrincipalMapper};
 
 /// One SASL mechanism's server side of an exchange, driven by the broker one client message
 /// (the `auth_bytes` of a SaslAuthenticate request) at a time.
@@ -62,4 +93,30 @@ pub enum ServerReply {
         /// Who the client is.
         principal: KafkaPrincipal,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn servers_of_every_mechanism_fit_behind_one_trait_object() {
+        let mut users = PlainUsers::new();
+        users.insert("alice", &Secret::new("pw"));
+        let credentials: Arc<HashMap<(String, ScramMechanism), ScramCredential>> =
+            Arc::new(HashMap::new());
+        let servers: Vec<Box<dyn SaslServer>> = vec![
+            Box::new(PlainServer::new(users)),
+            Box::new(ScramServer::new(
+                ScramMechanism::Sha256,
+                credentials.clone(),
+            )),
+            Box::new(ScramServer::new(ScramMechanism::Sha512, credentials)),
+        ];
+        let mechanisms: Vec<Mechanism> = servers.iter().map(|s| s.mechanism()).collect();
+        assert_eq!(mechanisms, Mechanism::ALL);
+    }
 }

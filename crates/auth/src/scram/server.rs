@@ -153,12 +153,6 @@ impl<S: ScramCredentialSource> ScramServer<S> {
         AuthError::invalid(self.mechanism, reason)
     }
 
-    fn crypto_fault(&self) -> impl Fn(KeyLengthFault) -> AuthError {
-        |_| AuthError::Internal {
-            reason: "HMAC key setup failed",
-        }
-    }
-
     fn on_client_first(&mut self, message: &[u8]) -> Result<(Box<Exchange>, Vec<u8>), AuthError> {
         let text = std::str::from_utf8(message)
             .map_err(|_| self.invalid("client-first message is not UTF-8"))?;
@@ -194,13 +188,14 @@ impl<S: ScramCredentialSource> ScramServer<S> {
                 reason: "no secure random bytes for a nonce",
             })?,
         };
+        let nonce = format!("{}{}", first.nonce, server_nonce);
         let server_first = messages::format_server_first(&ServerFirst {
-            nonce: format!("{}{}", first.nonce, server_nonce),
+            nonce: nonce.clone(),
             salt: credential.salt.clone(),
             iterations: credential.iterations,
         });
         let exchange = Exchange {
-            nonce: format!("{}{}", first.nonce, server_nonce),
+            nonce,
             username: first.username,
             gs2_header: first.gs2_header,
             client_first_bare: first.bare,
@@ -226,7 +221,7 @@ impl<S: ScramCredentialSource> ScramServer<S> {
         let auth = auth_message(&ex.client_first_bare, &ex.server_first, &last.without_proof);
         let client_signature = alg
             .hmac(stored_key, auth.as_bytes())
-            .map_err(self.crypto_fault())?;
+            .map_err(crypto_fault)?;
         if last.proof.len() != client_signature.len() {
             return Err(self.invalid("client proof has the wrong length"));
         }
@@ -238,7 +233,7 @@ impl<S: ScramCredentialSource> ScramServer<S> {
         }
         let server_signature = alg
             .hmac(&ex.credential.server_key, auth.as_bytes())
-            .map_err(self.crypto_fault())?;
+            .map_err(crypto_fault)?;
         Ok(ServerReply::Complete {
             response: messages::format_server_final(&server_signature).into_bytes(),
             principal: KafkaPrincipal::user(ex.username.clone()),
@@ -254,13 +249,19 @@ impl<S: ScramCredentialSource> ScramServer<S> {
             let data = format!("{label}\0{}\0{username}", self.mechanism);
             self.alg.hmac(key, data.as_bytes())
         };
-        let fault = self.crypto_fault();
         Ok(ScramCredential {
-            salt: derive("salt").map_err(&fault)?,
-            stored_key: derive("stored key").map_err(&fault)?,
-            server_key: derive("server key").map_err(&fault)?,
+            salt: derive("salt").map_err(crypto_fault)?,
+            stored_key: derive("stored key").map_err(crypto_fault)?,
+            server_key: derive("server key").map_err(crypto_fault)?,
             iterations: ScramMechanism::MIN_ITERATIONS,
         })
+    }
+}
+
+/// The impossible HMAC key failure, as an error rather than a panic.
+fn crypto_fault(_: KeyLengthFault) -> AuthError {
+    AuthError::Internal {
+        reason: "HMAC key setup failed",
     }
 }
 
