@@ -11,9 +11,6 @@ use std::fmt;
 use super::crypto::{Alg, KeyLengthFault};
 use crate::mechanism::ScramMechanism;
 
-/// Bytes of random salt in a credential made from a password here.
-const SALT_LEN: usize = 32;
-
 /// A SCRAM credential: salt, StoredKey, ServerKey and iteration count for one user and mechanism.
 /// Its `Debug` hides every field, as Kafka's `toString` does.
 #[derive(Clone, PartialEq, Eq)]
@@ -134,15 +131,16 @@ pub fn salted_password(
 }
 
 impl ScramCredential {
-    /// A credential for `password` with a fresh random salt (e.g. for a user configured in a
-    /// file, or in tests).
+    /// A credential for `password` with a fresh random salt in Kafka's format (e.g. for a user
+    /// configured in a file, or in tests).
     pub fn from_password(
         mechanism: ScramMechanism,
         password: &str,
         iterations: i64,
     ) -> Result<Self, CredentialError> {
-        let mut salt = vec![0u8; SALT_LEN];
-        super::os_random(&mut salt).map_err(|_| CredentialError::Random)?;
+        let mut seed = [0u8; super::SALT_SEED_LEN];
+        super::os_random(&mut seed).map_err(|_| CredentialError::Random)?;
+        let salt = super::kafka_style_salt(&seed);
         Self::from_password_and_salt(mechanism, password, &salt, iterations)
     }
 

@@ -51,3 +51,30 @@ pub(crate) fn random_nonce() -> Result<String, ()> {
     os_random(&mut bytes)?;
     Ok(b64_encode(&bytes))
 }
+
+/// Random bytes a salt is made from: 130 bits are kept, as Kafka draws them.
+pub(crate) const SALT_SEED_LEN: usize = 17;
+
+/// A salt in Kafka's format: 130 random bits written in base 36 (`0-9a-z`, no leading zeros), as
+/// UTF-8 bytes, usually 25 or 26 of them (Kafka's `ScramFormatter.secureRandomBytes`). Salts made
+/// here, real or fake, thus look like those Kafka's tools make.
+pub(crate) fn kafka_style_salt(seed: &[u8; SALT_SEED_LEN]) -> Vec<u8> {
+    let mut number = *seed;
+    number[0] &= 0x03; // 2 + 16 * 8 = 130 bits
+    let mut digits = Vec::with_capacity(26);
+    while number.iter().any(|&b| b != 0) {
+        // Long division of the big-endian number by 36, keeping the remainder.
+        let mut remainder = 0u32;
+        for byte in number.iter_mut() {
+            let value = (remainder << 8) | u32::from(*byte);
+            *byte = (value / 36) as u8;
+            remainder = value % 36;
+        }
+        digits.push(b"0123456789abcdefghijklmnopqrstuvwxyz"[remainder as usize]);
+    }
+    if digits.is_empty() {
+        digits.push(b'0');
+    }
+    digits.reverse();
+    digits
+}

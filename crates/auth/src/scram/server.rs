@@ -7,8 +7,9 @@
 //!          +------------- any error ------------+--------------------------> Failed
 //! ```
 //!
-//! An unknown user gets a fake credential (a salt derived from a per-process secret and the user
-//! name, so it is stable across attempts, and Kafka's minimum iterations) and the exchange goes on
+//! An unknown user gets a fake credential (a salt in Kafka's format derived from a per-process
+//! secret and the user name, so it is stable across attempts, and 4096 iterations, the default
+//! of Kafka's tools) and the exchange goes on
 //! exactly as for a wrong password: same server-first shape, same proof computation, same error at
 //! the same step. A requested authorization id different from the user name is refused *before*
 //! the credential lookup, so that answer does not depend on whether the user exists either.
@@ -23,7 +24,7 @@ use subtle::ConstantTimeEq;
 use super::credential::ScramCredential;
 use super::crypto::{auth_message, xor, Alg, KeyLengthFault};
 use super::messages::{self, ClientFirst, ServerFirst};
-use super::{os_random, random_nonce};
+use super::{kafka_style_salt, os_random, random_nonce, SALT_SEED_LEN};
 use crate::error::AuthError;
 use crate::mechanism::{Mechanism, ScramMechanism};
 use crate::principal::KafkaPrincipal;
@@ -249,8 +250,11 @@ impl<S: ScramCredentialSource> ScramServer<S> {
             let data = format!("{label}\0{}\0{username}", self.mechanism);
             self.alg.hmac(key, data.as_bytes())
         };
+        let mut seed = [0u8; SALT_SEED_LEN];
+        let derived = derive("salt").map_err(crypto_fault)?;
+        seed.iter_mut().zip(&derived).for_each(|(s, d)| *s = *d);
         Ok(ScramCredential {
-            salt: derive("salt").map_err(crypto_fault)?,
+            salt: kafka_style_salt(&seed),
             stored_key: derive("stored key").map_err(crypto_fault)?,
             server_key: derive("server key").map_err(crypto_fault)?,
             iterations: ScramMechanism::MIN_ITERATIONS,

@@ -560,3 +560,32 @@ fn client_rejects_a_bad_server() {
     let err = client.client_first().unwrap_err();
     assert!(matches!(err, ClientError::IllegalState(_)));
 }
+
+#[test]
+fn salts_look_like_kafkas() {
+    use super::{kafka_style_salt, SALT_SEED_LEN};
+    assert_eq!(kafka_style_salt(&[0; SALT_SEED_LEN]), b"0");
+    let mut one = [0; SALT_SEED_LEN];
+    one[SALT_SEED_LEN - 1] = 35;
+    assert_eq!(kafka_style_salt(&one), b"z");
+    one[SALT_SEED_LEN - 1] = 36;
+    assert_eq!(kafka_style_salt(&one), b"10");
+    // 2^130 - 1 in base 36 (only 130 bits of the seed count).
+    let max = kafka_style_salt(&[0xff; SALT_SEED_LEN]);
+    assert_eq!(max, b"1omfro7zwmumr3umxudzyj6scf");
+
+    let credential = ScramCredential::from_password(ScramMechanism::Sha512, "pw", 4096).unwrap();
+    assert!((20..=26).contains(&credential.salt.len()));
+    assert!(credential
+        .salt
+        .iter()
+        .all(|b| b.is_ascii_digit() || b.is_ascii_lowercase()));
+
+    // An unknown user's salt has the same shape.
+    let store = Store::new();
+    let mut server = ScramServer::new(ScramMechanism::Sha512, &store);
+    let first = challenge(server.step(b"n,,n=ghost,r=abc").unwrap());
+    let first = super::messages::parse_server_first(std::str::from_utf8(&first).unwrap()).unwrap();
+    assert!((20..=26).contains(&first.salt.len()));
+    assert!(first.salt.iter().all(|b| b.is_ascii_alphanumeric()));
+}
