@@ -278,6 +278,11 @@ impl Lexer {
     }
 }
 
+/// Whether the token starting at `at` is an unquoted word (safe to quote in an error).
+fn token_was_word(lexer: &Lexer, at: usize) -> bool {
+    lexer.chars.get(at).is_some_and(|&c| is_word_start(c))
+}
+
 /// Parses a JAAS text into its entries (at least one).
 pub fn parse(text: &str) -> Result<Vec<JaasEntry>, JaasError> {
     let mut lexer = Lexer::new(text);
@@ -291,35 +296,43 @@ pub fn parse(text: &str) -> Result<Vec<JaasEntry>, JaasError> {
         };
         let (token, at) = lexer.next()?;
         let control_flag = match token {
-            Token::Eof => {
-                return Err(lexer.error_at(at, "Login module control flag not specified"))
+            Token::Eof => return Err(lexer.error_at(at, "Login module control flag not specified")),
+            Token::Word(flag) | Token::Quoted(flag) => {
+                ControlFlag::parse(&flag).ok_or_else(|| {
+                    // A quoted string here is likely a misplaced value: never echo it.
+                    let shown = if token_was_word(&lexer, at) {
+                        format!("'{flag}'")
+                    } else {
+                        "(a quoted string)".to_owned()
+                    };
+                    lexer.error_at(
+                        at,
+                        format!("Invalid login module control flag {shown} (expected required, requisite, sufficient or optional)"),
+                    )
+                })?
             }
-            Token::Word(flag) | Token::Quoted(flag) => ControlFlag::parse(&flag).ok_or_else(|| {
-                lexer.error_at(
-                    at,
-                    format!("Invalid login module control flag '{flag}' (expected required, requisite, sufficient or optional)"),
-                )
-            })?,
             _ => return Err(lexer.error_at(at, "Login module control flag not specified")),
         };
         let mut options: Vec<(String, Secret)> = Vec::new();
         loop {
             let (token, key_at) = lexer.next()?;
-            let key = match token {
+            let (key, shown) = match token {
                 Token::Char(';') => break,
                 Token::Eof => {
                     return Err(
                         lexer.error_at(key_at, "JAAS config entry not terminated by semi-colon")
                     )
                 }
-                Token::Word(key) | Token::Quoted(key) => key,
+                Token::Word(key) => (key.clone(), format!("'{key}'")),
+                // A quoted name may be a value that lost its key: never echo it.
+                Token::Quoted(key) => (key, "(quoted)".to_owned()),
                 _ => return Err(lexer.error_at(key_at, "expected an option name or ';'")),
             };
             let (token, at) = lexer.next()?;
             if token != Token::Char('=') {
                 return Err(lexer.error_at(
                     at,
-                    format!("Value not specified for key '{key}' (expected '=')"),
+                    format!("Value not specified for key {shown} (expected '=')"),
                 ));
             }
             let (token, at) = lexer.next()?;
@@ -328,13 +341,13 @@ pub fn parse(text: &str) -> Result<Vec<JaasEntry>, JaasError> {
                 Token::Number => {
                     return Err(lexer.error_at(
                         at,
-                        format!("value of '{key}' must be quoted: unquoted values may not start with a digit, '.' or '-'"),
+                        format!("value of {shown} must be quoted: unquoted values may not start with a digit, '.' or '-'"),
                     ))
                 }
-                _ => return Err(lexer.error_at(at, format!("Value not specified for key '{key}'"))),
+                _ => return Err(lexer.error_at(at, format!("Value not specified for key {shown}"))),
             };
             if options.iter().any(|(k, _)| *k == key) {
-                return Err(lexer.error_at(key_at, format!("option '{key}' is set twice")));
+                return Err(lexer.error_at(key_at, format!("option {shown} is set twice")));
             }
             options.push((key, Secret::new(value)));
         }

@@ -182,6 +182,9 @@ fn secrets_never_reach_debug_or_errors() {
         "a.B required password=\"hunter2\" oops;",
         "a.B required password=\"hunter2\"",
         "org.apache.kafka.common.security.scram.ScramLoginModule required password=\"hunter2\";",
+        "a.B required username=\"u\" \"hunter2\";",
+        "a.B required \"hunter2\" = 12;",
+        "a.B \"hunter2\" x=\"y\";",
     ];
     for text in failing {
         let err = match parse_single(text) {
