@@ -168,6 +168,17 @@ pub fn authenticate(
     Ok(KafkaPrincipal::user(authcid))
 }
 
+/// The client's PLAIN message for `username` and `password` (no authorization id), for ferry's
+/// own connections to brokers that use PLAIN. The bytes hold the password: do not log them.
+pub fn client_message(username: &str, password: &Secret) -> Vec<u8> {
+    let mut message = Vec::with_capacity(username.len() + password.expose().len() + 2);
+    message.push(0);
+    message.extend_from_slice(username.as_bytes());
+    message.push(0);
+    message.extend_from_slice(password.expose().as_bytes());
+    message
+}
+
 /// The PLAIN exchange as a [`SaslServer`]: one message, then complete or failed.
 pub struct PlainServer<A> {
     authenticator: A,
@@ -263,6 +274,14 @@ mod tests {
         // An authzid equal to the authcid is accepted.
         let p = authenticate(&users(), b"alice\0alice\0alice-secret").unwrap();
         assert_eq!(p.to_string(), "User:alice");
+    }
+
+    #[test]
+    fn client_message_is_what_the_server_reads() {
+        let message = client_message("alice", &Secret::new("alice-secret"));
+        assert_eq!(message, b"\0alice\0alice-secret");
+        let p = authenticate(&users(), &message).unwrap();
+        assert_eq!(p.name(), "alice");
     }
 
     #[test]
