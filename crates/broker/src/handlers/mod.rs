@@ -343,4 +343,7 @@ pub(crate) fn message(m: impl Into<String>) -> Option<StrBytes> {
 }
 
 #[cfg(test)]
+#[path = "listeners_test.rs"]
+mod listeners_test;
+#[cfg(test)]
 mod tests;
