@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import Broker, Cluster, free_port, unique_topic
+from conftest import Broker, Cluster, free_port, toml_value, unique_topic
 
 pytestmark = [
     pytest.mark.single_node("starts its own brokers with their own listeners"),
@@ -296,3 +296,31 @@ def test_three_brokers_replicate_over_an_ssl_inter_broker_listener(tmp_path, pki
         assert got == [f"v{i}".encode() for i in range(100)]
     finally:
         cluster.stop()
+
+
+def test_inline_pem_keystore_and_secrets_stay_secret(make_broker, pki):
+    """`ssl.keystore.certificate.chain` + `ssl.keystore.key` as PEM text serve TLS, and
+    DescribeConfigs never returns the key."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+    cert, key, _ = pki.leaf("server", "inline")
+    b = make_broker({
+        "ssl.keystore.certificate.chain": cert.read_text(),
+        "ssl.keystore.key": key.read_text(),
+    }, "SSL://127.0.0.1:{ssl_port}", start=False)
+
+    def write_config():
+        # PEM text spans lines: TOML multi-line strings.
+        lines = [f'"{k}" = """\n{v}"""' if isinstance(v, str) and "\n" in v
+                 else f"{toml_value(k)} = {toml_value(v)}" for k, v in b.config().items()]
+        b.config_path.write_text("\n".join(lines) + "\n")
+
+    b.write_config = write_config
+    b.start()
+    assert server_cert_cn(b.ssl_port, pki.ca) == "inline"
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{b.ssl_port}", **ssl_client(pki.ca)})
+    res = ConfigResource(ResourceType.BROKER, "1")
+    entries = admin.describe_configs([res])[res].result(timeout=10)
+    secret = entries["ssl.keystore.key"]
+    assert secret.is_sensitive and secret.value is None
+    assert "PRIVATE KEY" not in "".join(str(e.value) for e in entries.values())
+    assert entries["ssl.keystore.certificate.chain"].value.startswith("-----BEGIN CERTIFICATE")
