@@ -324,3 +324,18 @@ def test_inline_pem_keystore_and_secrets_stay_secret(make_broker, pki):
     assert secret.is_sensitive and secret.value is None
     assert "PRIVATE KEY" not in "".join(str(e.value) for e in entries.values())
     assert entries["ssl.keystore.certificate.chain"].value.startswith("-----BEGIN CERTIFICATE")
+
+
+def test_an_encrypted_key_stops_start_up_saying_so(make_broker, pki):
+    cert, key, _ = pki.leaf("server", "encrypted")
+    _openssl("pkcs8", "-topk8", "-in", key.name, "-out", "enc.key", "-v2", "aes256",
+             "-passout", "pass:secret", cwd=pki.dir)
+    keystore = pki.dir / "enc-keystore.pem"
+    keystore.write_text((pki.dir / "enc.key").read_text() + cert.read_text())
+    b = make_broker({"ssl.keystore.location": str(keystore), "ssl.key.password": "secret"},
+                    "SSL://127.0.0.1:{ssl_port}", start=False)
+    b.start(wait=False)
+    assert b.wait_exit(timeout=30) not in (0, None)
+    log = b.log_tail()
+    assert "encrypted" in log and "not supported" in log, log
+    assert "secret" not in log.replace("ssl.key.password", ""), log
