@@ -30,8 +30,8 @@ pub struct Broker {
     pub metrics: Arc<Metrics>,
     /// Connections to the other brokers (replication, WAL metadata).
     pub peers: crate::inter_broker::PeerClient,
-    /// (host, port) given to clients.
-    pub advertised: (String, u16),
+    /// The advertised endpoint of each listener, as registered.
+    pub endpoints: Vec<ferry_cluster::Endpoint>,
     pub groups: ferry_group::GroupCoordinator,
     pub offsets_store: Arc<LogOffsetsStore>,
     /// Serializes the creation and loading of `__consumer_offsets`.
@@ -84,6 +84,14 @@ pub struct NewTopic {
 }
 
 impl Broker {
+    /// This broker's advertised (host, port) on `listener`, `None` if it has no such listener.
+    pub fn advertised(&self, listener: &str) -> Option<(String, u16)> {
+        self.endpoints
+            .iter()
+            .find(|e| e.name == listener)
+            .map(|e| (e.host.clone(), e.port))
+    }
+
     /// Registered, unfenced brokers in the controller's image (this one at least).
     pub fn live_broker_count(&self) -> i32 {
         self.metadata.live_broker_count().max(1)

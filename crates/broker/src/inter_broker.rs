@@ -1,4 +1,6 @@
-//! The client one broker uses towards another: a plain connection to a peer's Kafka listener,
+//! The client one broker uses towards another: a connection to a peer's inter-broker listener
+//! (`inter.broker.listener.name`; TLS with this broker's key store as client certificate when
+//! that listener is `SSL`),
 //! one request in flight, each exchange counted in `ferry_inter_broker_bytes_total` under the
 //! connection's [`TrafficKind`]. The replica fetcher (Fetch as a follower, `replica_id` = this
 //! broker), the remote WAL metadata reader (Fetch as a consumer, `replica_id` = -1) and the
@@ -20,7 +22,7 @@ use kafka_protocol::messages::{
     ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use ferry_cluster::metadata_store::MetadataStore;
@@ -35,9 +37,13 @@ pub const PRODUCE_VERSION: i16 = 9;
 const MAX_RESPONSE: usize = 256 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The byte stream of a peer connection: TCP, or TLS over TCP.
+trait PeerIo: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> PeerIo for T {}
+
 /// A connection to one peer broker.
 pub struct Connection {
-    stream: TcpStream,
+    stream: Box<dyn PeerIo>,
     correlation_id: i32,
     peer: BrokerId,
     kind: TrafficKind,
@@ -59,6 +65,10 @@ impl std::fmt::Debug for Connection {
 pub struct PeerClient {
     metadata: Arc<MetadataStore>,
     metrics: Arc<Metrics>,
+    /// The listener peers are reached on (`inter.broker.listener.name`).
+    listener: Arc<str>,
+    /// The TLS client config when that listener is SSL (or SASL_SSL).
+    tls: Option<Arc<crate::tls::ClientTls>>,
 }
 
 impl std::fmt::Debug for PeerClient {
@@ -68,23 +78,56 @@ impl std::fmt::Debug for PeerClient {
 }
 
 impl PeerClient {
-    pub fn new(metadata: Arc<MetadataStore>, metrics: Arc<Metrics>) -> Self {
-        Self { metadata, metrics }
+    /// Peers are reached on `listener`, over TLS with `tls` when given.
+    pub fn new(
+        metadata: Arc<MetadataStore>,
+        metrics: Arc<Metrics>,
+        listener: &str,
+        tls: Option<Arc<crate::tls::ClientTls>>,
+    ) -> Self {
+        Self {
+            metadata,
+            metrics,
+            listener: listener.into(),
+            tls,
+        }
     }
 
-    /// Connects to `peer`'s listener as the current metadata image registers it.
+    /// The TLS client config towards the inter-broker listener, when it uses TLS.
+    pub fn tls(&self) -> Option<Arc<crate::tls::ClientTls>> {
+        self.tls.clone()
+    }
+
+    /// Connects to `peer`'s inter-broker listener as the current metadata image registers it.
     pub async fn connect(&self, peer: BrokerId, kind: TrafficKind) -> anyhow::Result<Connection> {
-        let addr = {
+        let (host, port) = {
             let image = self.metadata.image();
             let Some(reg) = image.brokers.get(&peer) else {
                 anyhow::bail!("broker {peer} is not registered");
             };
-            format!("{}:{}", reg.host, reg.port)
+            let Some((host, port)) = reg.endpoint(&self.listener) else {
+                anyhow::bail!(
+                    "broker {peer} has no endpoint on the inter-broker listener `{}`",
+                    self.listener
+                );
+            };
+            (host.to_string(), port)
         };
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&addr))
-            .await
-            .map_err(|_| anyhow::anyhow!("connect to {addr} timed out"))??;
-        let _ = stream.set_nodelay(true);
+        let addr = format!("{host}:{port}");
+        let stream: Box<dyn PeerIo> = tokio::time::timeout(CONNECT_TIMEOUT, async {
+            let tcp = TcpStream::connect(&addr).await?;
+            let _ = tcp.set_nodelay(true);
+            let Some(tls) = &self.tls else {
+                return Ok::<Box<dyn PeerIo>, anyhow::Error>(Box::new(tcp));
+            };
+            let name = rustls::pki_types::ServerName::try_from(host.clone())
+                .map_err(|e| anyhow::anyhow!("`{host}` is not a TLS server name: {e}"))?;
+            let connector = tokio_rustls::TlsConnector::from(tls.current());
+            let stream = connector.connect(name, tcp).await?;
+            Ok(Box::new(stream))
+        })
+        .await
+        .map_err(|_| anyhow::anyhow!("connect to {addr} timed out"))??;
         Ok(Connection {
             stream,
             correlation_id: 0,
@@ -163,6 +206,7 @@ impl Connection {
         frame.put_i32(i32::try_from(body.len())?);
         frame.extend_from_slice(&body);
         self.stream.write_all(&frame).await?;
+        self.stream.flush().await?;
         let size = self.stream.read_i32().await?;
         let size = usize::try_from(size)?;
         if size == 0 || size > MAX_RESPONSE {

@@ -18,8 +18,11 @@ pub mod liveness;
 pub mod remote_wal;
 pub mod replica_fetcher;
 pub mod replica_manager;
+pub mod security;
 pub mod server;
+pub mod tls;
 pub mod txn_markers;
 pub mod txn_store;
 
+pub use security::ConnectionSecurity;
 pub use server::Server;

@@ -1,7 +1,7 @@
 //! The cluster metadata image: everything the controller quorum agrees on, as a deterministic
 //! state machine over [`MetadataRecord`]s.
 //!
-//! Owns: registered brokers (rack, endpoint, broker epoch, fenced or not), topics (name, id,
+//! Owns: registered brokers (rack, endpoints per listener, broker epoch, fenced or not), topics (name, id,
 //! config overrides, partitions with replicas, leader, leader epoch, partition epoch and ISR),
 //! the next unallocated producer id, and the cluster id.
 //!
@@ -32,17 +32,54 @@ pub type BrokerId = i32;
 /// "No leader", as Kafka writes it.
 pub const NO_LEADER: BrokerId = -1;
 
+/// One listener of a broker as registered: clients that connected on listener `name` are told
+/// to reach this broker at `host:port`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// The listener name (`PLAINTEXT`, `CLIENT`, ...).
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    /// `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` or `SASL_SSL`.
+    pub security_protocol: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerRegistration {
     pub id: BrokerId,
     pub rack: Option<String>,
+    /// The inter-broker listener's endpoint (the only one registrations before named listeners
+    /// carried).
     pub host: String,
     pub port: u16,
+    /// Every listener's endpoint; empty in registrations written before named listeners.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<Endpoint>,
     /// Grows with every registration of this broker id, so requests from a previous
     /// incarnation can be told apart.
     pub epoch: i64,
     /// A fenced broker leads nothing and joins no ISR. Brokers register fenced.
     pub fenced: bool,
+}
+
+impl BrokerRegistration {
+    /// Where clients of `listener` reach this broker: its endpoint on that listener, `None`
+    /// when it has none (Kafka leaves such a broker out of the answer). A registration from
+    /// before named listeners has one endpoint, given on every listener.
+    pub fn endpoint(&self, listener: &str) -> Option<(&str, u16)> {
+        if self.endpoints.is_empty() {
+            return Some((self.host.as_str(), self.port));
+        }
+        self.endpoints
+            .iter()
+            .find(|e| e.name == listener)
+            .map(|e| (e.host.as_str(), e.port))
+    }
+
+    /// This broker's endpoint on `listener` with its security protocol (inter-broker clients).
+    pub fn endpoint_with_protocol(&self, listener: &str) -> Option<&Endpoint> {
+        self.endpoints.iter().find(|e| e.name == listener)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,8 +119,12 @@ pub enum MetadataRecord {
     RegisterBroker {
         id: BrokerId,
         rack: Option<String>,
+        /// The inter-broker endpoint.
         host: String,
         port: u16,
+        /// Every listener's endpoint; absent in records written before named listeners.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        endpoints: Vec<Endpoint>,
     },
     FenceBroker {
         id: BrokerId,
@@ -229,6 +270,7 @@ impl Image {
                 rack,
                 host,
                 port,
+                endpoints,
             } => {
                 self.last_broker_epoch += 1;
                 let epoch = self.last_broker_epoch;
@@ -239,6 +281,7 @@ impl Image {
                         rack: rack.clone(),
                         host: host.clone(),
                         port: *port,
+                        endpoints: endpoints.clone(),
                         epoch,
                         fenced: true,
                     },

@@ -7,6 +7,7 @@ pub(crate) fn register(image: &mut Image, id: BrokerId, rack: &str) {
             rack: Some(rack.to_string()),
             host: "127.0.0.1".into(),
             port: 9092 + id as u16,
+            endpoints: Vec::new(),
         })
         .unwrap();
     image.apply(&MetadataRecord::UnfenceBroker { id }).unwrap();
@@ -268,6 +269,7 @@ fn broker_epoch_grows_with_every_registration() {
         rack: None,
         host: "h".into(),
         port: 1,
+        endpoints: Vec::new(),
     };
     assert_eq!(image.apply(&reg), Ok(Applied::BrokerEpoch(1)));
     assert_eq!(image.apply(&reg), Ok(Applied::BrokerEpoch(2)));
@@ -316,4 +318,47 @@ fn records_round_trip_through_json() {
         serde_json::from_str::<MetadataRecord>(&json).unwrap(),
         record
     );
+}
+
+/// Registrations written before named listeners (no `endpoints`) still load, and give their one
+/// endpoint on every listener; new ones give each listener its own.
+#[test]
+fn registrations_without_endpoints_still_load() {
+    let old = r#"{"type":"RegisterBroker","id":1,"rack":null,"host":"h","port":9092}"#;
+    let record: MetadataRecord = serde_json::from_str(old).unwrap();
+    let mut image = Image::default();
+    image.apply(&record).unwrap();
+    let reg = &image.brokers[&1];
+    assert_eq!(reg.endpoint("ANY"), Some(("h", 9092)));
+    let snapshot = r#"{"id":1,"rack":null,"host":"h","port":9092,"epoch":3,"fenced":false}"#;
+    let reg: crate::image::BrokerRegistration = serde_json::from_str(snapshot).unwrap();
+    assert!(reg.endpoints.is_empty());
+
+    let new = MetadataRecord::RegisterBroker {
+        id: 2,
+        rack: None,
+        host: "10.0.0.2".into(),
+        port: 9093,
+        endpoints: vec![
+            crate::image::Endpoint {
+                name: "CLIENT".into(),
+                host: "kafka.example.com".into(),
+                port: 9092,
+                security_protocol: "SSL".into(),
+            },
+            crate::image::Endpoint {
+                name: "INTERNAL".into(),
+                host: "10.0.0.2".into(),
+                port: 9093,
+                security_protocol: "PLAINTEXT".into(),
+            },
+        ],
+    };
+    let json = serde_json::to_string(&new).unwrap();
+    assert_eq!(serde_json::from_str::<MetadataRecord>(&json).unwrap(), new);
+    image.apply(&new).unwrap();
+    let reg = &image.brokers[&2];
+    assert_eq!(reg.endpoint("CLIENT"), Some(("kafka.example.com", 9092)));
+    assert_eq!(reg.endpoint("INTERNAL"), Some(("10.0.0.2", 9093)));
+    assert_eq!(reg.endpoint("OTHER"), None);
 }

@@ -22,7 +22,7 @@ pub mod placement;
 pub mod raft;
 
 pub use error::{ClusterError, ErrorKind};
-pub use image::{Applied, BrokerId, Image, ImageError, MetadataRecord};
+pub use image::{Applied, BrokerId, Endpoint, Image, ImageError, MetadataRecord};
 pub use raft::{
     BrokerHeartbeat, Committed, Controller, ControllerConfig, HeartbeatCall, HeartbeatError,
     HeartbeatInbox, HeartbeatReply, Traffic, TrafficObserver,

@@ -19,6 +19,7 @@ fn image(parts: usize) -> Image {
             rack: None,
             host: "h".into(),
             port: 1,
+            endpoints: Vec::new(),
         })
         .unwrap();
         img.apply(&MetadataRecord::UnfenceBroker { id }).unwrap();
@@ -85,6 +86,7 @@ fn a_stale_incarnation_is_refused_and_does_not_extend_the_session() {
         rack: None,
         host: "h".into(),
         port: 1,
+        endpoints: Vec::new(),
     })
     .unwrap();
     img.apply(&MetadataRecord::UnfenceBroker { id: 2 }).unwrap();

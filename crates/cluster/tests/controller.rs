@@ -39,6 +39,7 @@ fn register(id: i32) -> MetadataRecord {
         rack: Some(format!("az{id}")),
         host: "127.0.0.1".into(),
         port: 9000 + id as u16,
+        endpoints: Vec::new(),
     }
 }
 

@@ -77,8 +77,23 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("process.roles", List, "broker,controller", "Roles of this node: `broker`, `controller` or both. Only `broker,controller` is supported yet."),
     def("controller.quorum.voters", List, "", "Voters of the controller quorum, `id@host:port,...` (KRaft format). Each voter's controller listens on its own `host:port` here, which must differ from its Kafka `listeners`. Empty: this node is its own single-voter quorum."),
     def("metadata.log.dir", ConfigType::String, "", "Directory of the controller's Raft log and snapshots. Empty: `__cluster_metadata` in the first of `log.dirs`."),
-    def("listeners", ConfigType::String, "PLAINTEXT://127.0.0.1:9092", "Address the Kafka listener binds, `PLAINTEXT://host:port`. Port 0 picks a free port."),
-    def("advertised.listeners", ConfigType::String, "", "Address given to clients in Metadata. Empty: the bound listener address."),
+    def("listeners", List, "PLAINTEXT://127.0.0.1:9092", "Kafka listeners this broker binds, `NAME://host:port,...`. Each name must be unique and appear in `listener.security.protocol.map`, each port too (port 0 picks a free port). An empty host binds every interface, `localhost` the loopback. A listener named in `controller.listener.names` is not bound here: the controller listens on its `controller.quorum.voters` address."),
+    def("advertised.listeners", List, "", "Addresses given to clients, `NAME://host:port,...`, each name one of `listeners`. A listener not listed advertises its bound address (an empty or wildcard host: the bound IP; port 0: the bound port). Metadata, FindCoordinator and DescribeCluster answer each client with the addresses of the listener it connected on, leaving out brokers without that listener."),
+    def("listener.security.protocol.map", List, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Security protocol of each listener name, `NAME:PROTOCOL,...`; the protocols are `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` and `SASL_SSL`."),
+    def("inter.broker.listener.name", ConfigType::String, "", "Listener other brokers connect to (replica fetch, remote WAL metadata, transaction markers); it must be one of `listeners`. Empty: the listener named after `security.inter.broker.protocol`. Do not set both."),
+    def("security.inter.broker.protocol", ConfigType::String, "PLAINTEXT", "Security protocol between brokers when `inter.broker.listener.name` is not set: the listener of that name is used."),
+    def("controller.listener.names", List, "", "Listener names of the controller (KRaft). ferry's controller quorum listens on the `controller.quorum.voters` addresses over plaintext; a listener named here may also appear in `listeners` (as Kafka configs have it), must then be PLAINTEXT and, when this node is a voter, have its voter port, and is not served as a Kafka listener. It may not be the inter-broker listener."),
+    def("ssl.keystore.type", ConfigType::String, "PEM", "Format of the key store; only `PEM` is supported. Every `ssl.*` key may be set for one listener as `listener.name.<lowercase name>.ssl.*`, which wins over the plain key for that listener."),
+    def("ssl.keystore.location", ConfigType::String, "", "PEM file holding this broker's private key and its certificate chain (leaf first), for `SSL` and `SASL_SSL` listeners and, on an SSL inter-broker listener, as client certificate towards other brokers. Re-read when it changes (checked every few seconds)."),
+    def("ssl.keystore.certificate.chain", ConfigType::String, "", "The certificate chain as PEM text, instead of `ssl.keystore.location` (together with `ssl.keystore.key`)."),
+    def("ssl.keystore.key", ConfigType::String, "", "The private key as PEM text (PKCS#8, PKCS#1 or SEC1), instead of `ssl.keystore.location`."),
+    def("ssl.key.password", ConfigType::String, "", "Password of an encrypted private key. Encrypted keys are not supported: start-up stops with an error naming the key; decrypt it (`openssl pkcs8 -nocrypt`) instead."),
+    def("ssl.truststore.type", ConfigType::String, "PEM", "Format of the trust store; only `PEM` is supported."),
+    def("ssl.truststore.location", ConfigType::String, "", "PEM file of the CA certificates that client certificates (`ssl.client.auth`) and, on an SSL inter-broker listener, other brokers' certificates are verified against. Re-read when it changes."),
+    def("ssl.truststore.certificates", ConfigType::String, "", "The trusted CA certificates as PEM text, instead of `ssl.truststore.location`."),
+    def("ssl.client.auth", ConfigType::String, "none", "Client certificates on SSL listeners: `none`, `requested` (verified when given) or `required` (a client without one is refused). The subject of a verified certificate is passed to authentication as the connection's peer."),
+    def("ssl.endpoint.identification.algorithm", ConfigType::String, "https", "How a broker checks another broker's certificate on an SSL inter-broker listener: `https` checks that it names the host connected to; empty checks only the chain."),
+    def("ssl.principal.mapping.rules", ConfigType::String, "DEFAULT", "Rules turning a client certificate's subject into a principal, as Kafka's (applied by authentication)."),
     def("log.dirs", List, "./data", "Comma-separated directories holding partition logs; the first also holds the controller's metadata log unless `metadata.log.dir` is set."),
     def("num.partitions", Int, "1", "Partitions of an auto-created topic, and of CreateTopics requests that give -1."),
     def("default.replication.factor", Int, "1", "Replication factor of auto-created topics and of CreateTopics requests that give -1."),
@@ -220,6 +235,32 @@ pub fn lookup_def(name: &str) -> Option<&'static ConfigDef> {
     BROKER_CONFIGS.iter().find(|d| d.name == name)
 }
 
+/// Whether a key holds a secret (Kafka's PASSWORD type): never returned by DescribeConfigs nor
+/// logged. Per-listener overrides of such keys are secrets too.
+pub fn is_sensitive(name: &str) -> bool {
+    let key = name
+        .strip_prefix(crate::listeners::LISTENER_PREFIX)
+        .and_then(|rest| rest.split_once('.'))
+        .map_or(name, |(_, key)| key);
+    matches!(
+        key,
+        "ssl.keystore.key" | "ssl.key.password" | "remote.wal.s3.secret.access.key"
+    )
+}
+
+/// The declaration of a key in a config file: a declared key, or a per-listener override
+/// `listener.name.<name>.<key>` of a declared `ssl.*` key (which it shares type and checks with).
+fn lookup_key(name: &str) -> Option<&'static ConfigDef> {
+    if let Some(rest) = name.strip_prefix(crate::listeners::LISTENER_PREFIX) {
+        let (listener, key) = rest.split_once('.')?;
+        if listener.is_empty() || !key.starts_with("ssl.") {
+            return None;
+        }
+        return lookup_def(key);
+    }
+    lookup_def(name)
+}
+
 impl BrokerConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
@@ -237,7 +278,7 @@ impl BrokerConfig {
         flatten("", &toml::Value::Table(table), &mut flat);
         let mut explicit = BTreeMap::new();
         for (key, value) in flat {
-            let def = lookup_def(&key).ok_or_else(|| ConfigError::UnknownKey(key.clone()))?;
+            let def = lookup_key(&key).ok_or_else(|| ConfigError::UnknownKey(key.clone()))?;
             let text = value_to_string(def, &value)?;
             explicit.insert(key, text);
         }
@@ -246,7 +287,7 @@ impl BrokerConfig {
 
     /// Sets a key programmatically (tests, command-line overrides), with the same validation.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
-        let def = lookup_def(key).ok_or_else(|| ConfigError::UnknownKey(key.to_string()))?;
+        let def = lookup_key(key).ok_or_else(|| ConfigError::UnknownKey(key.to_string()))?;
         let parsed = match def.ty {
             Int | Long => value
                 .parse::<i64>()
@@ -272,6 +313,11 @@ impl BrokerConfig {
         check_range(def, value)?;
         self.explicit.insert(key.to_string(), value.to_string());
         Ok(())
+    }
+
+    /// The keys set in the file.
+    pub fn explicit_keys(&self) -> impl Iterator<Item = &str> {
+        self.explicit.keys().map(String::as_str)
     }
 
     pub fn is_set(&self, key: &str) -> bool {
@@ -365,31 +411,6 @@ impl BrokerConfig {
     pub fn rack(&self) -> Option<String> {
         let r = self.raw("broker.rack");
         (!r.is_empty()).then(|| r.to_string())
-    }
-
-    pub fn listener(&self) -> Result<SocketAddr, ConfigError> {
-        parse_listener("listeners", self.raw("listeners"))
-    }
-
-    /// The advertised (host, port); port 0 means "the port actually bound".
-    pub fn advertised_listener(&self) -> Result<(String, u16), ConfigError> {
-        let key = if self.raw("advertised.listeners").is_empty() {
-            "listeners"
-        } else {
-            "advertised.listeners"
-        };
-        let value = self.raw(key);
-        let hostport = strip_scheme(key, value)?;
-        let (host, port) = hostport
-            .rsplit_once(':')
-            .ok_or_else(|| bad(key, "string", format!("`{value}` has no port")))?;
-        let port = port
-            .parse::<u16>()
-            .map_err(|e| bad(key, "string", format!("bad port in `{value}`: {e}")))?;
-        Ok((
-            host.trim_matches(|c| c == '[' || c == ']').to_string(),
-            port,
-        ))
     }
 
     pub fn log_dirs(&self) -> Vec<PathBuf> {
@@ -564,43 +585,12 @@ fn scale(v: &str, factor: i64) -> String {
     }
 }
 
-fn bad(key: &str, expected: &'static str, detail: String) -> ConfigError {
+pub(crate) fn bad(key: &str, expected: &'static str, detail: String) -> ConfigError {
     ConfigError::BadValue {
         key: key.to_string(),
         expected,
         detail,
     }
-}
-
-fn strip_scheme<'a>(key: &str, value: &'a str) -> Result<&'a str, ConfigError> {
-    let first = value.split(',').next().unwrap_or("").trim();
-    match first.split_once("://") {
-        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("PLAINTEXT") => Ok(rest),
-        Some((scheme, _)) => Err(bad(
-            key,
-            "string",
-            format!("security protocol `{scheme}` is not served yet; use PLAINTEXT://host:port"),
-        )),
-        None => Ok(first),
-    }
-}
-
-fn parse_listener(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
-    let hostport = strip_scheme(key, value)?;
-    let hostport = if let Some(rest) = hostport.strip_prefix("localhost:") {
-        format!("127.0.0.1:{rest}")
-    } else if let Some(rest) = hostport.strip_prefix(':') {
-        format!("0.0.0.0:{rest}")
-    } else {
-        hostport.to_string()
-    };
-    hostport.parse().map_err(|e| {
-        bad(
-            key,
-            "string",
-            format!("`{value}` is not PLAINTEXT://ip:port: {e}"),
-        )
-    })
 }
 
 fn flatten(prefix: &str, value: &toml::Value, out: &mut Vec<(String, toml::Value)>) {
@@ -652,7 +642,7 @@ fn value_to_string(def: &ConfigDef, value: &toml::Value) -> Result<String, Confi
     Ok(text)
 }
 
-fn split_list(value: &str) -> Vec<String> {
+pub(crate) fn split_list(value: &str) -> Vec<String> {
     value
         .split(',')
         .map(str::trim)
@@ -737,6 +727,9 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
         }
         "controller.quorum.voters" => split_list(text).iter().all(|v| parse_voter(v).is_ok()),
         "replica.selector.class" => ReplicaSelector::from_class_name(text).is_some(),
+        "ssl.keystore.type" | "ssl.truststore.type" => text.eq_ignore_ascii_case("PEM"),
+        "ssl.client.auth" => matches!(text, "none" | "requested" | "required"),
+        "ssl.endpoint.identification.algorithm" => matches!(text, "" | "https" | "HTTPS"),
         "replica.high.watermark.checkpoint.interval.ms" => n.is_some_and(|n| n >= 1),
         "group.consumer.heartbeat.interval.ms" | "group.consumer.session.timeout.ms" => {
             n.is_some_and(|n| n >= 1)

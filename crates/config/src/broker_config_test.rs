@@ -4,7 +4,10 @@ use crate::reference::reference_markdown;
 #[test]
 fn defaults_need_no_file() {
     let c = BrokerConfig::default();
-    assert_eq!(c.listener().unwrap(), "127.0.0.1:9092".parse().unwrap());
+    assert_eq!(
+        c.listeners().unwrap().listeners[0].bind,
+        "127.0.0.1:9092".parse().unwrap()
+    );
     assert_eq!(c.log_dirs(), vec![PathBuf::from("./data")]);
     assert_eq!(c.node_id(), 1);
     assert!(c.auto_create_topics());
@@ -46,24 +49,6 @@ fn ill_typed_key_is_named_in_the_error() {
     assert!(e.to_string().contains("num.partitions"), "{e}");
     let e = BrokerConfig::parse("\"log.message.timestamp.type\" = \"Now\"").unwrap_err();
     assert!(e.to_string().contains("log.message.timestamp.type"), "{e}");
-}
-
-#[test]
-fn listeners_and_advertised_listeners() {
-    let c = BrokerConfig::parse(
-        "listeners = \"PLAINTEXT://127.0.0.1:0\"\n\"advertised.listeners\" = \"PLAINTEXT://broker1:19092\"",
-    )
-    .unwrap();
-    assert_eq!(c.listener().unwrap().port(), 0);
-    assert_eq!(
-        c.advertised_listener().unwrap(),
-        ("broker1".to_string(), 19092)
-    );
-    let e = BrokerConfig::parse("listeners = \"SSL://127.0.0.1:9093\"")
-        .unwrap()
-        .listener()
-        .unwrap_err();
-    assert!(e.to_string().contains("listeners"));
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //!
 //! - [`broker_config`]: the broker's one TOML file ([`BrokerConfig`]); every key declared once in
 //!   [`broker_config::BROKER_CONFIGS`] with its type, default and documentation.
+//! - [`listeners`]: named listeners, their security protocols and `ssl.*` settings.
 //! - [`topic_config`]: topic-level keys, how a topic's effective value is resolved (override,
 //!   else the broker default) and turned into the log's `LogConfig`.
 //! - [`remote_wal_config`]: the `remote.wal.*` keys as one typed struct, checked at start-up.
@@ -12,6 +13,7 @@
 //! through this crate.
 
 pub mod broker_config;
+pub mod listeners;
 pub mod reference;
 pub mod remote_wal_config;
 pub mod topic_config;

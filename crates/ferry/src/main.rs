@@ -107,7 +107,8 @@ fn serve(config_path: Option<PathBuf>) -> ExitCode {
         Some(path) => BrokerConfig::load(path),
         None => Ok(BrokerConfig::default()),
     };
-    let config = match config {
+    // Listeners are checked together (names, protocols, ports, the inter-broker listener).
+    let config = match config.and_then(|c| c.listeners().map(|_| c)) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("ferry: invalid configuration: {e}");

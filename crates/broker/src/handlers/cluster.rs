@@ -23,6 +23,7 @@ pub fn describe_cluster(
     broker: &Arc<Broker>,
     request: DescribeClusterRequest,
     version: i16,
+    listener: &str,
 ) -> DescribeClusterResponse {
     let response = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&broker.metadata.cluster_id()))
@@ -44,7 +45,7 @@ pub fn describe_cluster(
                 "Only brokers endpoints are served on this listener",
             ));
     }
-    let brokers = super::metadata::live_brokers(broker)
+    let brokers = super::metadata::live_brokers(broker, listener)
         .into_iter()
         .map(|(id, host, port, rack)| {
             DescribeClusterBroker::default()

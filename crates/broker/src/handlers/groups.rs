@@ -17,13 +17,13 @@ pub fn find_coordinator(
     broker: &Arc<Broker>,
     request: FindCoordinatorRequest,
     version: i16,
+    listener: &str,
 ) -> FindCoordinatorResponse {
     let keys: Vec<StrBytes> = if version >= 4 {
         request.coordinator_keys.clone()
     } else {
         vec![request.key.clone()]
     };
-    let (host, port) = broker.advertised.clone();
     let coordinators: Vec<Coordinator> = keys
         .into_iter()
         .map(|key| {
@@ -67,10 +67,7 @@ pub fn find_coordinator(
                     let partition = broker.groups.partition_for(&key);
                     broker.leader_of(crate::group_store::OFFSETS_TOPIC, partition)
                 };
-                if leader == broker.node_id {
-                    return Ok((broker.node_id, host.clone(), port));
-                }
-                super::metadata::live_brokers(broker)
+                super::metadata::live_brokers(broker, listener)
                     .into_iter()
                     .find(|b| b.0 == leader)
                     .map(|(id, h, p, _)| (id, h, p))

@@ -19,7 +19,13 @@ const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 const ALL_TOPIC_OPERATIONS: i32 = 0b1_1111_1111_1000;
 const ALL_CLUSTER_OPERATIONS: i32 = 0b1_1111_1111_1000;
 
-pub fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16) -> MetadataResponse {
+/// Answers with the brokers' endpoints on `listener`, the one the client connected on.
+pub fn handle(
+    broker: &Arc<Broker>,
+    request: MetadataRequest,
+    version: i16,
+    listener: &str,
+) -> MetadataResponse {
     let auto_create = version < 4 || request.allow_auto_topic_creation;
     let topics: Vec<MetadataResponseTopic> = match request.topics {
         // v0: an empty list means all topics; v1+: null means all topics.
@@ -47,7 +53,7 @@ pub fn handle(broker: &Arc<Broker>, request: MetadataRequest, version: i16) -> M
     for t in &topics {
         broker.metrics.error("Metadata", t.error_code);
     }
-    let brokers = live_brokers(broker)
+    let brokers = live_brokers(broker, listener)
         .into_iter()
         .map(|(id, host, port, rack)| {
             MetadataResponseBroker::default()
@@ -101,22 +107,31 @@ fn by_id(broker: &Broker, id: Uuid) -> MetadataResponseTopic {
     }
 }
 
-/// The registered, unfenced brokers of the image as (id, host, port, rack); this broker alone
-/// (as configured) if the image has none yet.
-pub fn live_brokers(broker: &Broker) -> Vec<(i32, String, u16, Option<String>)> {
+/// The registered, unfenced brokers of the image as (id, host, port, rack) on `listener`,
+/// leaving out brokers without that listener (as Kafka does); this broker (as configured) is
+/// added if the image does not show it live yet.
+pub fn live_brokers(broker: &Broker, listener: &str) -> Vec<(i32, String, u16, Option<String>)> {
     let image = broker.metadata.image();
     let live: Vec<_> = image
         .brokers
         .values()
         .filter(|b| !b.fenced)
-        .map(|b| (b.id, b.host.clone(), b.port, b.rack.clone()))
+        .filter_map(|b| {
+            let (host, port) = b.endpoint(listener)?;
+            Some((b.id, host.to_string(), port, b.rack.clone()))
+        })
         .collect();
-    if live.iter().any(|b| b.0 == broker.node_id) {
+    if image
+        .brokers
+        .get(&broker.node_id)
+        .is_some_and(|b| !b.fenced)
+    {
         return live;
     }
-    let (host, port) = &broker.advertised;
     let mut all = live;
-    all.push((broker.node_id, host.clone(), *port, broker.config.rack()));
+    if let Some((host, port)) = broker.advertised(listener) {
+        all.push((broker.node_id, host, port, broker.config.rack()));
+    }
     all
 }
 

@@ -29,6 +29,8 @@ pub struct RequestContext {
     pub client_id: String,
     /// The peer address as Kafka reports client hosts (`/127.0.0.1`).
     pub client_host: String,
+    /// The listener and security of the connection the request came on.
+    pub security: std::sync::Arc<crate::security::ConnectionSecurity>,
 }
 
 impl RequestContext {
@@ -36,7 +38,15 @@ impl RequestContext {
         Self {
             client_id: "test".into(),
             client_host: "/127.0.0.1".into(),
+            security: std::sync::Arc::new(crate::security::ConnectionSecurity::plaintext(
+                "PLAINTEXT",
+            )),
         }
+    }
+
+    /// The listener the request came on.
+    pub fn listener(&self) -> &str {
+        &self.security.listener
     }
 }
 
@@ -108,7 +118,7 @@ pub async fn handle(
     ctx: &RequestContext,
 ) -> Option<ResponseKind> {
     let v = request.header.request_api_version;
-    let body = match cluster_request(broker, request.body, v) {
+    let body = match cluster_request(broker, request.body, v, ctx.listener()) {
         Routed::Answered(response) => return response,
         Routed::NotOurs(body) => body,
     };
@@ -151,20 +161,22 @@ enum Routed {
 
 /// What the cluster is and where to send requests: API versions, metadata, the cluster and
 /// its log dirs, and the coordinator of a group.
-fn cluster_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Routed {
+fn cluster_request(broker: &Arc<Broker>, body: RequestKind, v: i16, listener: &str) -> Routed {
     let response = match body {
         RequestKind::ApiVersions(_) => {
             ResponseKind::ApiVersions(ferry_protocol::api_versions_response(0))
         }
-        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v)),
+        RequestKind::Metadata(r) => {
+            ResponseKind::Metadata(metadata::handle(broker, r, v, listener))
+        }
         RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(cluster::describe_cluster(broker, r, v))
+            ResponseKind::DescribeCluster(cluster::describe_cluster(broker, r, v, listener))
         }
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(cluster::describe_log_dirs(broker, r))
         }
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, v))
+            ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, v, listener))
         }
         other => return Routed::NotOurs(other),
     };
@@ -330,5 +342,8 @@ pub(crate) fn message(m: impl Into<String>) -> Option<StrBytes> {
     Some(StrBytes::from_string(m.into()))
 }
 
+#[cfg(test)]
+#[path = "listeners_test.rs"]
+mod listeners_test;
 #[cfg(test)]
 mod tests;

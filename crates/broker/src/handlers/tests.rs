@@ -29,7 +29,7 @@ fn config(dir: &std::path::Path, extra: &str) -> BrokerConfig {
 /// The handlers' context without a listener or a controller: the metadata is a local quorum
 /// (kept in memory), and no background task runs.
 async fn broker(dir: &std::path::Path, extra: &str) -> Arc<Broker> {
-    let advertised = ("127.0.0.1".to_string(), 9092);
+    let advertised = crate::server::Advertised::plaintext("127.0.0.1", 9092);
     open_broker(
         config(dir, extra),
         ferry_common::system_clock(),

@@ -167,6 +167,7 @@ mod tests {
                 rack: Some(rack.into()),
                 host: "h".into(),
                 port: 1,
+                endpoints: Vec::new(),
             })
             .unwrap();
             img.apply(&MetadataRecord::UnfenceBroker { id }).unwrap();

@@ -9,6 +9,10 @@
 //! other request is handled to completion before the next is read, as in Kafka.
 //!
 //! A malformed, oversized or unsupported frame closes this connection only, with a log line.
+//!
+//! On a TLS listener the handshake runs here, in the connection's own task (never in the accept
+//! loop), bounded by [`TLS_HANDSHAKE_TIMEOUT`]; the connection then knows its
+//! [`ConnectionSecurity`], which every request's context carries.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -21,14 +25,14 @@ use ferry_protocol::frame::{read_frame, FrameError};
 use ferry_protocol::{decode_request, encode_response, DecodeError, DecodedRequest};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use super::log_budget::LogBudget;
 use crate::broker::Broker;
 use crate::handlers::{self, Handled};
+use crate::security::ConnectionSecurity;
 use ferry_metrics::{self as metrics, ApiLabels, Metrics};
 
 /// Responses queued for the writer, at most this many: it bounds the produce requests of one
@@ -94,14 +98,60 @@ impl Answer {
     }
 }
 
+/// Longest time a client may take to complete its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serves one accepted connection on a listener: `tls` is the listener's current TLS config
+/// (`None`: plaintext), `security` what is known before any handshake.
 pub async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: SocketAddr,
-    mut stop: watch::Receiver<bool>,
+    mut security: ConnectionSecurity,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    stop: watch::Receiver<bool>,
 ) {
+    let Some(tls) = tls else {
+        let (read_half, write_half) = stream.into_split();
+        return serve_stream(broker, read_half, write_half, peer, security, stop).await;
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::info!(%peer, listener = %security.listener, error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::info!(%peer, listener = %security.listener, "TLS handshake timed out");
+            return;
+        }
+    };
+    security.peer_cert_subject = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .and_then(|cert| crate::tls::subject::subject_dn(cert));
+    let (read_half, write_half) = tokio::io::split(stream);
+    serve_stream(broker, read_half, write_half, peer, security, stop).await
+}
+
+/// Reads requests from `read_half` and writes their responses to `write_half` until either
+/// side closes or the broker stops.
+async fn serve_stream<R, W>(
+    broker: Arc<Broker>,
+    read_half: R,
+    write_half: W,
+    peer: SocketAddr,
+    security: ConnectionSecurity,
+    mut stop: watch::Receiver<bool>,
+) where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     broker.metrics.connections.inc();
-    let (read_half, write_half) = stream.into_split();
+    let security = Arc::new(security);
     let mut reader = BufReader::with_capacity(256 * 1024, read_half);
     let (tx, rx) = mpsc::channel::<Outgoing>(MAX_QUEUED_RESPONSES);
     let writer = tokio::spawn(write_responses(write_half, rx, broker.metrics.clone()));
@@ -137,7 +187,7 @@ pub async fn serve(
             }
         };
         let (outgoing, then_close) =
-            handle_request(&broker, request, peer, started, request_bytes).await;
+            handle_request(&broker, request, peer, &security, started, request_bytes).await;
         if tx.send(outgoing).await.is_err() || then_close {
             break;
         }
@@ -149,8 +199,8 @@ pub async fn serve(
 
 /// The writer task: sends each queued response when it is ready, in queue order, until the
 /// queue closes, a response cannot be framed, or the client stops reading.
-async fn write_responses(
-    mut write_half: OwnedWriteHalf,
+async fn write_responses<W: AsyncWrite + Unpin>(
+    mut write_half: W,
     mut rx: mpsc::Receiver<Outgoing>,
     metrics: Arc<Metrics>,
 ) {
@@ -160,7 +210,8 @@ async fn write_responses(
             Ok(None) => continue,
             Err(()) => break,
         };
-        if write_half.write_all(&frame).await.is_err() {
+        // The flush sends what TLS buffered (a no-op on TCP).
+        if write_half.write_all(&frame).await.is_err() || write_half.flush().await.is_err() {
             break;
         }
         metrics.network_bytes_out.inc_by(frame.len() as u64);
@@ -170,9 +221,9 @@ async fn write_responses(
 
 /// The next request frame; `None` when the connection is to close: the client closed it, the
 /// broker stops, or the frame is bad or cannot be read (logged).
-async fn next_frame(
+async fn next_frame<R: AsyncRead + Unpin>(
     broker: &Broker,
-    reader: &mut BufReader<OwnedReadHalf>,
+    reader: &mut BufReader<R>,
     max: usize,
     stop: &mut watch::Receiver<bool>,
     peer: SocketAddr,
@@ -217,6 +268,7 @@ async fn handle_request(
     broker: &Arc<Broker>,
     request: DecodedRequest,
     peer: SocketAddr,
+    security: &Arc<ConnectionSecurity>,
     started: Instant,
     request_bytes: u64,
 ) -> (Outgoing, bool) {
@@ -234,6 +286,7 @@ async fn handle_request(
             .map(|c| c.to_string())
             .unwrap_or_default(),
         client_host: format!("/{}", peer.ip()),
+        security: security.clone(),
     };
     // Requests from other brokers are counted by the sender's rack (cross-AZ traffic).
     let from_broker = metrics::inter_broker_peer(&ctx.client_id).filter(|id| *id != broker.node_id);

@@ -14,15 +14,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use ferry_cluster::Endpoint;
 use ferry_common::SharedClock;
+use ferry_config::listeners::SecurityProtocol;
 use ferry_log::LogManager;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
 use crate::replica_fetcher::{ClassicFetcher, FetcherContext, FetcherSettings};
 use crate::replica_manager::{IsrChange, IsrOutcome, ReplicaManager};
+use crate::security::ConnectionSecurity;
+use crate::tls::{ClientTls, ServerTls};
 use ferry_cluster::metadata_store::{MetadataOptions, MetadataStore};
 use ferry_config::broker_config::BrokerConfig;
 use ferry_metrics::{self as metrics, Metrics, TrafficKind};
@@ -31,11 +35,59 @@ use ferry_replication::fetch_session::FetchSessionCache;
 /// A running broker.
 pub struct Server {
     pub broker: Arc<Broker>,
+    /// The bound address of the first listener.
     pub local_addr: SocketAddr,
     pub metrics_addr: Option<SocketAddr>,
-    listener: TcpListener,
+    listeners: Vec<BoundListener>,
     metrics_listener: Option<TcpListener>,
     isr_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<IsrChange>>>,
+}
+
+/// One bound Kafka listener.
+struct BoundListener {
+    name: Arc<str>,
+    protocol: SecurityProtocol,
+    tcp: TcpListener,
+    local_addr: SocketAddr,
+    /// The TLS config of an `SSL` / `SASL_SSL` listener.
+    tls: Option<Arc<ServerTls>>,
+}
+
+/// This broker's advertised endpoints, registered in the cluster metadata, and which of them
+/// other brokers use.
+#[derive(Debug, Clone)]
+pub struct Advertised {
+    pub endpoints: Vec<Endpoint>,
+    /// `inter.broker.listener.name`; one of `endpoints`.
+    pub inter_broker: String,
+}
+
+impl Advertised {
+    /// One `PLAINTEXT` listener at `host:port` (tests, and the default config).
+    pub fn plaintext(host: &str, port: u16) -> Self {
+        Self {
+            endpoints: vec![Endpoint {
+                name: "PLAINTEXT".into(),
+                host: host.into(),
+                port,
+                security_protocol: "PLAINTEXT".into(),
+            }],
+            inter_broker: "PLAINTEXT".into(),
+        }
+    }
+
+    /// The inter-broker listener's endpoint.
+    fn inter_broker_endpoint(&self) -> anyhow::Result<&Endpoint> {
+        self.endpoints
+            .iter()
+            .find(|e| e.name == self.inter_broker)
+            .with_context(|| {
+                format!(
+                    "inter-broker listener `{}` has no endpoint",
+                    self.inter_broker
+                )
+            })
+    }
 }
 
 /// Where a broker keeps the cluster metadata.
@@ -52,14 +104,15 @@ pub enum MetadataQuorum {
 /// Opens the logs, the remote WAL's stores and the metadata, and wires the broker's state
 /// together (the handles, the WAL, the replica fetcher and the `Broker`, in that order). Binds
 /// nothing and starts no task: [`Server::start`] adds the listeners, [`Server::run`] the tasks,
-/// and a handler test can use the `Broker` as it is. `advertised` is this broker's endpoint as
+/// and a handler test can use the `Broker` as it is. `advertised` is this broker's endpoints as
 /// registered in the metadata. Returns the broker and the receiving end of its ISR changes.
 pub async fn open_broker(
     config: BrokerConfig,
     clock: SharedClock,
-    advertised: (String, u16),
+    advertised: Advertised,
     quorum: MetadataQuorum,
 ) -> anyhow::Result<(Arc<Broker>, tokio::sync::mpsc::UnboundedReceiver<IsrChange>)> {
+    let peer_tls = inter_broker_tls(&config, &advertised)?;
     let dirs = config.log_dirs();
     // An older ferry's metadata file lives in the first log dir.
     let legacy_dir = dirs.first().context("log.dirs is empty")?.clone();
@@ -106,7 +159,12 @@ pub async fn open_broker(
         },
     );
     let (isr_tx, isr_rx) = tokio::sync::mpsc::unbounded_channel();
-    let peers = crate::inter_broker::PeerClient::new(metadata.clone(), metrics.clone());
+    let peers = crate::inter_broker::PeerClient::new(
+        metadata.clone(),
+        metrics.clone(),
+        &advertised.inter_broker,
+        peer_tls,
+    );
     let remote_wal = Arc::new(crate::remote_wal::RemoteWal::with_stores(
         wal_config,
         wal_stores,
@@ -153,11 +211,28 @@ pub async fn open_broker(
         replicas,
         fetch_sessions: FetchSessionCache::default(),
         metrics,
-        advertised,
+        endpoints: advertised.endpoints,
     });
     txn_markers.attach(&broker);
     open_known_topics(&broker, on_disk);
     Ok((broker, isr_rx))
+}
+
+/// The TLS client towards the inter-broker listener when its protocol uses TLS.
+fn inter_broker_tls(
+    config: &BrokerConfig,
+    advertised: &Advertised,
+) -> anyhow::Result<Option<Arc<ClientTls>>> {
+    let endpoint = advertised.inter_broker_endpoint()?;
+    let protocol = SecurityProtocol::parse(&endpoint.security_protocol)
+        .with_context(|| format!("security protocol `{}`", endpoint.security_protocol))?;
+    if !protocol.uses_tls() {
+        return Ok(None);
+    }
+    let settings = config.ssl_settings(&endpoint.name)?;
+    let tls = crate::tls::client(&endpoint.name, settings)
+        .context("setting up TLS towards other brokers (inter.broker.listener.name)")?;
+    Ok(Some(Arc::new(tls)))
 }
 
 /// Opens the cluster metadata on `quorum`, registering this broker at `advertised`; the
@@ -166,7 +241,7 @@ async fn open_metadata(
     config: &BrokerConfig,
     metrics: &Arc<Metrics>,
     legacy_dir: PathBuf,
-    advertised: (String, u16),
+    advertised: Advertised,
     quorum: MetadataQuorum,
 ) -> anyhow::Result<MetadataStore> {
     let voters = config.controller_quorum_voters()?;
@@ -178,7 +253,8 @@ async fn open_metadata(
         let peer = peer.and_then(|p| i32::try_from(p).ok());
         controller_metrics.inter_broker(TrafficKind::Controller, peer, t.sent, t.received);
     });
-    let (host, port) = advertised;
+    let inter_broker = advertised.inter_broker_endpoint()?;
+    let (host, port) = (inter_broker.host.clone(), inter_broker.port);
     let options = MetadataOptions {
         traffic: Some(traffic),
         node_id: config.node_id(),
@@ -188,6 +264,7 @@ async fn open_metadata(
         rack: config.rack(),
         host,
         port,
+        endpoints: advertised.endpoints,
         unclean_leader_election: config.unclean_leader_election(),
     };
     Ok(match quorum {
@@ -233,7 +310,8 @@ fn open_known_topics(broker: &Arc<Broker>, on_disk: Vec<ferry_common::TopicParti
 }
 
 impl Server {
-    /// Binds the listener, opens the broker's state on the controller quorum
+    /// Binds the listeners (their TLS files read and checked), opens the broker's state on the
+    /// controller quorum
     /// ([`open_broker`]), then binds the metrics listener; no connection is accepted until
     /// [`Server::run`].
     pub async fn start(config: BrokerConfig, clock: SharedClock) -> anyhow::Result<Self> {
@@ -244,21 +322,48 @@ impl Server {
                 roles.join(",")
             );
         }
-        let listen = config.listener()?;
-        let listener = TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("binding listener {listen}"))?;
-        let local_addr = listener.local_addr()?;
-        let (mut host, mut port) = config.advertised_listener()?;
-        if port == 0 {
-            port = local_addr.port();
+        let configured = config.listeners()?;
+        let mut listeners = Vec::new();
+        let mut endpoints = Vec::new();
+        for l in &configured.listeners {
+            let tls = if l.protocol.uses_tls() {
+                let settings = config.ssl_settings(&l.name)?;
+                let tls = crate::tls::server(&l.name, settings)
+                    .with_context(|| format!("setting up TLS for listener `{}`", l.name))?;
+                Some(Arc::new(tls))
+            } else {
+                None
+            };
+            let tcp = TcpListener::bind(l.bind)
+                .await
+                .with_context(|| format!("binding listener `{}` on {}", l.name, l.bind))?;
+            let local_addr = tcp.local_addr()?;
+            let (host, port) = l.advertised(local_addr);
+            endpoints.push(Endpoint {
+                name: l.name.clone(),
+                host,
+                port,
+                security_protocol: l.protocol.name().into(),
+            });
+            listeners.push(BoundListener {
+                name: l.name.as_str().into(),
+                protocol: l.protocol,
+                tcp,
+                local_addr,
+                tls,
+            });
         }
-        if host.is_empty() || host == "0.0.0.0" {
-            host = local_addr.ip().to_string();
-        }
+        let local_addr = listeners
+            .first()
+            .map(|l| l.local_addr)
+            .context("no listener")?;
+        let advertised = Advertised {
+            endpoints,
+            inter_broker: configured.inter_broker.clone(),
+        };
         let metrics_address = config.metrics_address()?;
         let (broker, isr_rx) =
-            open_broker(config, clock, (host, port), MetadataQuorum::Controller).await?;
+            open_broker(config, clock, advertised, MetadataQuorum::Controller).await?;
         let metrics_listener = match metrics_address {
             Some(addr) => Some(
                 metrics::bind(addr)
@@ -276,17 +381,32 @@ impl Server {
             broker,
             local_addr,
             metrics_addr,
-            listener,
+            listeners,
             metrics_listener,
         })
+    }
+
+    /// The bound address of each listener, by name.
+    pub fn listener_addrs(&self) -> Vec<(String, SocketAddr)> {
+        self.listeners
+            .iter()
+            .map(|l| (l.name.to_string(), l.local_addr))
+            .collect()
     }
 
     /// Serves until `shutdown` turns true, then drains connections and closes the logs.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
         let broker = self.broker;
+        for l in &self.listeners {
+            let advertised = broker
+                .advertised(&l.name)
+                .map(|(h, p)| format!("{h}:{p}"))
+                .unwrap_or_default();
+            tracing::info!(listener = %l.name, protocol = %l.protocol, bound = %l.local_addr,
+                %advertised, "listener bound");
+        }
         tracing::info!(
             listener = %self.local_addr,
-            advertised = %format!("{}:{}", broker.advertised.0, broker.advertised.1),
             metrics = ?self.metrics_addr,
             cluster_id = %broker.metadata.cluster_id(),
             "ferry listening on {}",
@@ -309,6 +429,23 @@ impl Server {
             background.spawn(propose_isr_changes(broker.clone(), rx));
         }
 
+        let tls_configs: Vec<Arc<ServerTls>> = self
+            .listeners
+            .iter()
+            .filter_map(|l| l.tls.clone())
+            .collect();
+        if !tls_configs.is_empty() || broker.peers.tls().is_some() {
+            background.spawn(reload_tls(tls_configs, broker.peers.tls()));
+        }
+        let (accepted_tx, mut accepted_rx) = mpsc::channel(64);
+        let mut accepting = JoinSet::new();
+        let mut on_listener = Vec::new();
+        for (i, l) in self.listeners.into_iter().enumerate() {
+            accepting.spawn(accept(l.tcp, i, accepted_tx.clone()));
+            on_listener.push((l.name, l.protocol, l.tls));
+        }
+        drop(accepted_tx);
+
         let mut connections = JoinSet::new();
         let (stop_tx, stop_rx) = watch::channel(false);
         // Set once shutdown is asked for: the controlled shutdown, during which clients and
@@ -318,17 +455,16 @@ impl Server {
         > = None;
         loop {
             tokio::select! {
-                accepted = self.listener.accept() => match accepted {
-                    Ok((stream, peer)) => {
-                        let _ = stream.set_nodelay(true);
-                        connections.spawn(connection::serve(broker.clone(), stream, peer, stop_rx.clone()));
-                    }
-                    Err(e) => {
-                        // Typically EMFILE; back off instead of spinning.
-                        tracing::warn!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                },
+                Some((stream, peer, i)) = accepted_rx.recv() => {
+                    let (name, protocol, tls): &(Arc<str>, SecurityProtocol, Option<Arc<ServerTls>>) = &on_listener[i];
+                    let security = ConnectionSecurity {
+                        listener: name.clone(),
+                        protocol: *protocol,
+                        peer_cert_subject: None,
+                    };
+                    let tls = tls.as_ref().map(|t| t.current());
+                    connections.spawn(connection::serve(broker.clone(), stream, peer, security, tls, stop_rx.clone()));
+                }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 _ = shutdown.changed(), if handing_over.is_none() => {
                     if *shutdown.borrow() {
@@ -344,7 +480,7 @@ impl Server {
             }
         }
         tracing::info!("shutting down: draining connections");
-        drop(self.listener);
+        accepting.abort_all();
         let _ = stop_tx.send(true);
         let drained = tokio::time::timeout(Duration::from_secs(10), async {
             while connections.join_next().await.is_some() {}
@@ -368,6 +504,53 @@ impl Server {
             .context("controller shutdown task")?;
         tracing::info!("controller stopped");
         Ok(())
+    }
+}
+
+/// Accepts connections on listener number `index` and hands them to the server loop.
+async fn accept(
+    listener: TcpListener,
+    index: usize,
+    accepted: mpsc::Sender<(TcpStream, SocketAddr, usize)>,
+) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                if accepted.send((stream, peer, index)).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                // Typically EMFILE; back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Every [`crate::tls::RELOAD_CHECK`], rebuilds the TLS configs whose key store or trust store
+/// files changed, off the async workers; new connections then use them.
+async fn reload_tls(servers: Vec<Arc<ServerTls>>, client: Option<Arc<ClientTls>>) {
+    let mut tick = tokio::time::interval(crate::tls::RELOAD_CHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let (servers, client) = (servers.clone(), client.clone());
+        let checked = tokio::task::spawn_blocking(move || {
+            for s in &servers {
+                s.reload_if_changed();
+            }
+            if let Some(c) = &client {
+                c.reload_if_changed();
+            }
+        })
+        .await;
+        if let Err(e) = checked {
+            tracing::error!(error = %e, "TLS reload task panicked");
+        }
     }
 }
 

@@ -107,9 +107,11 @@ pub struct MetadataOptions {
     /// `controller.quorum.voters`; empty: this node alone.
     pub voters: BTreeMap<u64, String>,
     pub rack: Option<String>,
-    /// The advertised endpoint of this broker.
+    /// The advertised endpoint of this broker's inter-broker listener.
     pub host: String,
     pub port: u16,
+    /// The advertised endpoint of every listener of this broker.
+    pub endpoints: Vec<crate::image::Endpoint>,
     /// Told the bytes of the controller's traffic with each peer.
     pub traffic: Option<crate::TrafficObserver>,
     /// `unclean.leader.election.enable`, the default for topics that do not set it.
@@ -209,6 +211,7 @@ impl MetadataStore {
             rack: options.rack.clone(),
             host: options.host.clone(),
             port: options.port,
+            endpoints: options.endpoints.clone(),
         })?;
         if let Applied::BrokerEpoch(epoch) = registered {
             store

@@ -12,6 +12,7 @@ fn options(dir: &Path, node_id: i32) -> MetadataOptions {
         rack: Some("az1".into()),
         host: "127.0.0.1".into(),
         port: 9092,
+        endpoints: Vec::new(),
         unclean_leader_election: false,
     }
 }
