@@ -86,8 +86,8 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("ssl.keystore.type", ConfigType::String, "PEM", "Format of the key store; only `PEM` is supported. Every `ssl.*` key may be set for one listener as `listener.name.<lowercase name>.ssl.*`, which wins over the plain key for that listener."),
     def("ssl.keystore.location", ConfigType::String, "", "PEM file holding this broker's private key and its certificate chain (leaf first), for `SSL` and `SASL_SSL` listeners and, on an SSL inter-broker listener, as client certificate towards other brokers. Re-read when it changes (checked every few seconds)."),
     def("ssl.keystore.certificate.chain", ConfigType::String, "", "The certificate chain as PEM text, instead of `ssl.keystore.location` (together with `ssl.keystore.key`)."),
-    def("ssl.keystore.key", ConfigType::String, "", "The private key as PEM text (PKCS#8, PKCS#1 or SEC1), instead of `ssl.keystore.location`."),
-    def("ssl.key.password", ConfigType::String, "", "Password of an encrypted private key. Encrypted keys are not supported: start-up stops with an error naming the key; decrypt it (`openssl pkcs8 -nocrypt`) instead."),
+    def("ssl.keystore.key", ConfigType::Password, "", "The private key as PEM text (PKCS#8, PKCS#1 or SEC1), instead of `ssl.keystore.location`."),
+    def("ssl.key.password", ConfigType::Password, "", "Password of an encrypted private key. Encrypted keys are not supported: start-up stops with an error naming the key; decrypt it (`openssl pkcs8 -nocrypt`) instead."),
     def("ssl.truststore.type", ConfigType::String, "PEM", "Format of the trust store; only `PEM` is supported."),
     def("ssl.truststore.location", ConfigType::String, "", "PEM file of the CA certificates that client certificates (`ssl.client.auth`) and, on an SSL inter-broker listener, other brokers' certificates are verified against. Re-read when it changes."),
     def("ssl.truststore.certificates", ConfigType::String, "", "The trusted CA certificates as PEM text, instead of `ssl.truststore.location`."),
@@ -202,7 +202,7 @@ impl std::fmt::Debug for BrokerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut map = f.debug_map();
         for (key, value) in &self.explicit {
-            if lookup_def(key).is_some_and(|d| d.ty.is_sensitive()) {
+            if is_sensitive(key) {
                 map.entry(key, &"[hidden]");
             } else {
                 map.entry(key, value);
@@ -242,10 +242,7 @@ pub fn is_sensitive(name: &str) -> bool {
         .strip_prefix(crate::listeners::LISTENER_PREFIX)
         .and_then(|rest| rest.split_once('.'))
         .map_or(name, |(_, key)| key);
-    matches!(
-        key,
-        "ssl.keystore.key" | "ssl.key.password" | "remote.wal.s3.secret.access.key"
-    )
+    lookup_def(key).is_some_and(|d| d.ty.is_sensitive())
 }
 
 /// The declaration of a key in a config file: a declared key, or a per-listener override

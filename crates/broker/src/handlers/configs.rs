@@ -214,7 +214,8 @@ fn broker_entry(
     } else {
         Vec::new()
     };
-    let e = entry(
+    // A secret (a `password` key) comes back without its value: `entry` sees to it.
+    entry(
         d.name,
         value,
         source,
@@ -224,21 +225,7 @@ fn broker_entry(
         asked.version,
         asked.include_documentation,
         synonyms,
-    );
-    // Secrets (Kafka's PASSWORD keys) are never returned: null value, marked sensitive.
-    if ferry_config::broker_config::is_sensitive(d.name) {
-        let synonyms = e
-            .synonyms
-            .iter()
-            .cloned()
-            .map(|s| s.with_value(None))
-            .collect();
-        return e
-            .with_value(None)
-            .with_is_sensitive(true)
-            .with_synonyms(synonyms);
-    }
-    e
+    )
 }
 
 fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSynonym {
