@@ -363,4 +363,6 @@ pub(crate) fn message(m: impl Into<String>) -> Option<StrBytes> {
 }
 
 #[cfg(test)]
+mod security_tests;
+#[cfg(test)]
 mod tests;
