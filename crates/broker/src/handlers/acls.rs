@@ -39,7 +39,7 @@ pub async fn create(
         } else {
             Some((ResponseError::ClusterAuthorizationFailed, String::new()))
         };
-        let mut result = AclCreationResult::default();
+        let mut result = AclCreationResult::default().with_error_message(None);
         if let Some((e, why)) = error {
             broker.metrics.error("CreateAcls", e.code());
             result = result.with_error_code(e.code());
@@ -92,7 +92,9 @@ pub fn describe(
 ) -> DescribeAclsResponse {
     let refuse = |e: ResponseError, why: &str| {
         broker.metrics.error("DescribeAcls", e.code());
-        let response = DescribeAclsResponse::default().with_error_code(e.code());
+        let response = DescribeAclsResponse::default()
+            .with_error_message(None)
+            .with_error_code(e.code());
         if why.is_empty() {
             response
         } else {
@@ -142,7 +144,9 @@ pub fn describe(
                 .with_acls(acls)
         })
         .collect();
-    DescribeAclsResponse::default().with_resources(resources)
+    DescribeAclsResponse::default()
+        .with_error_message(None)
+        .with_resources(resources)
 }
 
 pub async fn delete(
@@ -211,5 +215,7 @@ async fn delete_matching(broker: &Broker, filter: &AclFilter) -> DeleteAclsFilte
         }
         matching.push(acl);
     }
-    DeleteAclsFilterResult::default().with_matching_acls(matching)
+    DeleteAclsFilterResult::default()
+        .with_error_message(None)
+        .with_matching_acls(matching)
 }

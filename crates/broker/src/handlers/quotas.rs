@@ -106,7 +106,9 @@ pub fn describe(
                 )
         })
         .collect();
-    DescribeClientQuotasResponse::default().with_entries(Some(entries))
+    DescribeClientQuotasResponse::default()
+        .with_error_message(None)
+        .with_entries(Some(entries))
 }
 
 /// A describe filter: entity types that must have a given name (`None`: the default entity),
@@ -208,17 +210,19 @@ pub async fn alter(
                 Ok((entity, ops)) => write(broker, &entity, ops).await,
             }
         };
-        let mut result = alter_response::EntryData::default().with_entity(
-            entry
-                .entity
-                .iter()
-                .map(|e| {
-                    alter_response::EntityData::default()
-                        .with_entity_type(e.entity_type.clone())
-                        .with_entity_name(e.entity_name.clone())
-                })
-                .collect(),
-        );
+        let mut result = alter_response::EntryData::default()
+            .with_error_message(None)
+            .with_entity(
+                entry
+                    .entity
+                    .iter()
+                    .map(|e| {
+                        alter_response::EntityData::default()
+                            .with_entity_type(e.entity_type.clone())
+                            .with_entity_name(e.entity_name.clone())
+                    })
+                    .collect(),
+            );
         if let Some((e, why)) = error {
             broker.metrics.error("AlterClientQuotas", e.code());
             result = result

@@ -129,7 +129,9 @@ pub async fn alter(
             Some(Err(e)) => Some(e),
             None => None,
         };
-        let mut result = AlterUserScramCredentialsResult::default().with_user(str_bytes(&user));
+        let mut result = AlterUserScramCredentialsResult::default()
+            .with_user(str_bytes(&user))
+            .with_error_message(None);
         if let Some((e, why)) = error {
             broker.metrics.error("AlterUserScramCredentials", e.code());
             result = result.with_error_code(e.code());
@@ -178,7 +180,9 @@ pub fn describe(
 ) -> DescribeUserScramCredentialsResponse {
     if !broker.authorize_cluster(ctx, ClusterOperation::DescribeConfigs) {
         let e = ResponseError::ClusterAuthorizationFailed;
-        return DescribeUserScramCredentialsResponse::default().with_error_code(e.code());
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_message(None)
+            .with_error_code(e.code());
     }
     let image = broker.metadata.image();
     // User to "named more than once".
@@ -200,7 +204,9 @@ pub fn describe(
     let results = users
         .into_iter()
         .map(|(user, duplicate)| {
-            let result = DescribeUserScramCredentialsResult::default().with_user(str_bytes(&user));
+            let result = DescribeUserScramCredentialsResult::default()
+                .with_user(str_bytes(&user))
+                .with_error_message(None);
             if duplicate {
                 return result
                     .with_error_code(ResponseError::DuplicateResource.code())
@@ -227,7 +233,9 @@ pub fn describe(
             }
         })
         .collect();
-    DescribeUserScramCredentialsResponse::default().with_results(results)
+    DescribeUserScramCredentialsResponse::default()
+        .with_error_message(None)
+        .with_results(results)
 }
 
 #[cfg(test)]
