@@ -36,6 +36,23 @@ pub fn metadata_error(e: &MetadataError) -> ResponseError {
     }
 }
 
+/// The Kafka error for a failed write of a security record (SCRAM credential, ACL, client
+/// quota): the image's refusal in Kafka's terms, or the controller being unreachable.
+pub fn security_record_error(e: &MetadataError) -> ResponseError {
+    use ferry_cluster::{ClusterError, ImageError};
+    match e {
+        MetadataError::Controller(ClusterError::Rejected(rejected)) => match rejected {
+            ImageError::InvalidCredential(_) => ResponseError::UnacceptableCredential,
+            ImageError::UnknownCredential(..) | ImageError::UnknownAcl(_) => {
+                ResponseError::ResourceNotFound
+            }
+            _ => ResponseError::InvalidRequest,
+        },
+        e if e.is_retriable() => ResponseError::NotController,
+        _ => ResponseError::UnknownServerError,
+    }
+}
+
 /// Kafka's AlterPartition error codes.
 pub fn alter_partition_error(e: &AlterIsrError) -> ResponseError {
     match e {

@@ -3,7 +3,8 @@
 //!
 //! Owns: registered brokers (rack, endpoints per listener, broker epoch, fenced or not), topics (name, id,
 //! config overrides, partitions with replicas, leader, leader epoch, partition epoch and ISR),
-//! the next unallocated producer id, and the cluster id.
+//! the next unallocated producer id, the cluster id, and the security records (SCRAM
+//! credentials, ACLs, client quotas; see [`crate::security`] for their invariants).
 //!
 //! Invariants, checked by [`Image::apply`] before it changes anything (a rejected record leaves the
 //! image untouched, so every replica of the Raft log ends in the same image):
@@ -25,6 +26,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+use crate::security::{
+    AclBinding, ClientQuotas, QuotaEntity, QuotaValue, ScramCredential, ScramMechanism,
+};
 
 /// A Kafka broker id (`node.id`).
 pub type BrokerId = i32;
@@ -172,6 +177,32 @@ pub enum MetadataRecord {
         broker: BrokerId,
         count: i64,
     },
+    /// Creates or replaces the SCRAM credential of `user` for `mechanism`.
+    UpsertScramCredential {
+        user: String,
+        mechanism: ScramMechanism,
+        credential: ScramCredential,
+    },
+    /// Removes the SCRAM credential of `user` for `mechanism`; rejected if there is none.
+    DeleteScramCredential {
+        user: String,
+        mechanism: ScramMechanism,
+    },
+    /// Stores an ACL binding under `id` (a no-op if the same binding is stored already).
+    CreateAcl {
+        id: Uuid,
+        binding: AclBinding,
+    },
+    /// Removes the ACL binding with `id`; rejected if there is none.
+    DeleteAcl {
+        id: Uuid,
+    },
+    /// Sets (`Some`) or removes (`None`) one quota of a client quota entity.
+    AlterClientQuota {
+        entity: QuotaEntity,
+        key: String,
+        value: Option<QuotaValue>,
+    },
 }
 
 /// What applying an accepted record produced, beyond the change itself.
@@ -216,6 +247,18 @@ pub enum ImageError {
     InvalidLeader { leader: BrokerId, why: String },
     #[error("invalid producer id count {0}")]
     InvalidProducerIdCount(i64),
+    #[error("invalid SCRAM credential: {0}")]
+    InvalidCredential(String),
+    #[error("user `{0}` has no {1:?} credential")]
+    UnknownCredential(String, ScramMechanism),
+    #[error("invalid ACL binding: {0}")]
+    InvalidAcl(String),
+    #[error("ACL id {0} is nil or already in use")]
+    InvalidAclId(Uuid),
+    #[error("ACL {0} does not exist")]
+    UnknownAcl(Uuid),
+    #[error("invalid client quota: {0}")]
+    InvalidQuota(String),
 }
 
 /// The metadata image. Cheap to share as `Arc<Image>`; a new image is published after each
@@ -232,6 +275,15 @@ pub struct Image {
     /// The Raft log index of the last entry applied to this image (0 before any). Set by the
     /// state machine, not by records.
     pub applied_index: u64,
+    /// SCRAM credentials by user, then mechanism. (Absent from images written before ferry
+    /// kept security records, hence the serde defaults.)
+    #[serde(default)]
+    pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+    /// ACL bindings by id.
+    #[serde(default)]
+    pub acls: BTreeMap<Uuid, AclBinding>,
+    #[serde(default)]
+    pub client_quotas: ClientQuotas,
 }
 
 impl Image {
@@ -392,6 +444,19 @@ impl Image {
                     first,
                     count: *count,
                 })
+            }
+            MetadataRecord::UpsertScramCredential {
+                user,
+                mechanism,
+                credential,
+            } => self.upsert_scram(user, *mechanism, credential),
+            MetadataRecord::DeleteScramCredential { user, mechanism } => {
+                self.delete_scram(user, *mechanism)
+            }
+            MetadataRecord::CreateAcl { id, binding } => self.create_acl(*id, binding),
+            MetadataRecord::DeleteAcl { id } => self.delete_acl(*id),
+            MetadataRecord::AlterClientQuota { entity, key, value } => {
+                self.alter_client_quota(entity, key, value.map(|v| v.0))
             }
         }
     }

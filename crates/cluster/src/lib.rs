@@ -4,6 +4,7 @@
 //!
 //! Layers, each depending only on the ones above it:
 //! - [`image`]: the metadata image and [`MetadataRecord`], a deterministic state machine;
+//! - [`security`]: SCRAM credentials, ACL bindings and client quotas in the image;
 //! - [`placement`]: rack-aware replica assignment;
 //! - [`election`]: leader election, preferred-leader restoration and ISR rules, as functions
 //!   of (image, event) returning records;
@@ -20,6 +21,7 @@ pub mod liveness;
 pub mod metadata_store;
 pub mod placement;
 pub mod raft;
+pub mod security;
 
 pub use error::{ClusterError, ErrorKind};
 pub use image::{Applied, BrokerId, Endpoint, Image, ImageError, MetadataRecord};

@@ -11,6 +11,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::Broker;
 
+mod acl_filter;
+mod acls;
 mod cluster;
 mod configs;
 mod fetch;
@@ -18,7 +20,9 @@ mod groups;
 mod list_offsets;
 mod metadata;
 mod produce;
+mod quotas;
 mod records;
+mod scram;
 mod topics;
 mod txn;
 mod txn_verify;
@@ -134,6 +138,10 @@ pub async fn handle(
         Routed::Answered(response) => return response,
         Routed::NotOurs(body) => body,
     };
+    let body = match security_request(broker, body, ctx).await {
+        Routed::Answered(response) => return response,
+        Routed::NotOurs(body) => body,
+    };
     match body {
         body @ (RequestKind::JoinGroup(_)
         | RequestKind::SyncGroup(_)
@@ -231,6 +239,30 @@ fn admin_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Routed {
         }
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(configs::incremental_alter_configs(broker, r))
+        }
+        other => return Routed::NotOurs(other),
+    };
+    Routed::Answered(Some(response))
+}
+
+/// Security administration: SCRAM credentials, ACLs and client quotas, kept in the controller
+/// quorum.
+async fn security_request(broker: &Arc<Broker>, body: RequestKind, ctx: &RequestContext) -> Routed {
+    let response = match body {
+        RequestKind::AlterUserScramCredentials(r) => {
+            ResponseKind::AlterUserScramCredentials(scram::alter(broker, r, ctx).await)
+        }
+        RequestKind::DescribeUserScramCredentials(r) => {
+            ResponseKind::DescribeUserScramCredentials(scram::describe(broker, r, ctx))
+        }
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create(broker, r, ctx).await),
+        RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(acls::describe(broker, r, ctx)),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete(broker, r, ctx).await),
+        RequestKind::AlterClientQuotas(r) => {
+            ResponseKind::AlterClientQuotas(quotas::alter(broker, r, ctx).await)
+        }
+        RequestKind::DescribeClientQuotas(r) => {
+            ResponseKind::DescribeClientQuotas(quotas::describe(broker, r, ctx))
         }
         other => return Routed::NotOurs(other),
     };
@@ -345,5 +377,7 @@ pub(crate) fn message(m: impl Into<String>) -> Option<StrBytes> {
 #[cfg(test)]
 #[path = "listeners_test.rs"]
 mod listeners_test;
+#[cfg(test)]
+mod security_tests;
 #[cfg(test)]
 mod tests;

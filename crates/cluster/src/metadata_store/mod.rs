@@ -21,6 +21,7 @@
 
 mod legacy;
 mod quorum;
+mod security;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
