@@ -26,6 +26,8 @@ as_root() {
 setup_apt() {
     local missing=()
     command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+    # The TLS tests make their CA and certificates with the openssl CLI.
+    command -v openssl >/dev/null 2>&1 || missing+=(openssl)
     if [ ${#missing[@]} -gt 0 ]; then
         log "apt-get install ${missing[*]}"
         export DEBIAN_FRONTEND=noninteractive
