@@ -13,26 +13,40 @@ use kafka_protocol::messages::{
     DescribeLogDirsResponse, TopicName,
 };
 
-use super::{message, str_bytes};
+use super::{message, str_bytes, RequestContext};
 use crate::broker::Broker;
+use ferry_authz::{AclOperation, ResourceType, CLUSTER_NAME};
 
 const ENDPOINT_BROKERS: i8 = 1;
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+/// Every cluster operation: the mask answered when no authorizer is configured.
+const ALL_CLUSTER_OPERATIONS: i32 = 0b1_1111_1111_1000;
 
 pub fn describe_cluster(
     broker: &Arc<Broker>,
     request: DescribeClusterRequest,
     version: i16,
+    ctx: &RequestContext,
 ) -> DescribeClusterResponse {
     let response = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&broker.metadata.cluster_id()))
         .with_controller_id(BrokerId(broker.node_id))
         .with_endpoint_type(ENDPOINT_BROKERS)
         .with_cluster_authorized_operations(if request.include_cluster_authorized_operations {
-            0b1_1111_1111_1000
+            broker
+                .acls
+                .authorized_operations(ctx, ResourceType::Cluster, CLUSTER_NAME)
+                .unwrap_or(ALL_CLUSTER_OPERATIONS)
         } else {
             AUTHORIZED_OPERATIONS_OMITTED
         });
+    if !ctx.may_cluster(broker, AclOperation::Describe) {
+        let e = ResponseError::ClusterAuthorizationFailed;
+        broker.metrics.error("DescribeCluster", e.code());
+        return response
+            .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+            .with_error_code(e.code());
+    }
     if version >= 1 && request.endpoint_type != ENDPOINT_BROKERS {
         broker.metrics.error(
             "DescribeCluster",
@@ -60,7 +74,13 @@ pub fn describe_cluster(
 pub fn describe_log_dirs(
     broker: &Arc<Broker>,
     request: DescribeLogDirsRequest,
+    ctx: &RequestContext,
 ) -> DescribeLogDirsResponse {
+    if !ctx.may_cluster(broker, AclOperation::Describe) {
+        let e = ResponseError::ClusterAuthorizationFailed;
+        broker.metrics.error("DescribeLogDirs", e.code());
+        return DescribeLogDirsResponse::default().with_error_code(e.code());
+    }
     let wanted = |topic: &str, partition: i32| match &request.topics {
         None => true,
         Some(ts) => ts

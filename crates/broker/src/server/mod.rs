@@ -130,6 +130,7 @@ pub async fn open_broker(
         },
         observer: remote_wal.clone(),
     });
+    let acls = crate::acl::AclAuthority::new(config.authorizer_config());
     let broker = Arc::new(Broker {
         fetcher: Box::new(fetcher),
         peers,
@@ -152,6 +153,7 @@ pub async fn open_broker(
         fetch_sessions: FetchSessionCache::default(),
         metrics,
         advertised,
+        acls,
     });
     txn_markers.attach(&broker);
     open_known_topics(&broker, on_disk);
