@@ -15,15 +15,14 @@ use uuid::Uuid;
 
 use super::{str_bytes, RequestContext, TOPIC_DENIED};
 use crate::broker::Broker;
-use ferry_authz::{AclOperation, ResourceType, CLUSTER_NAME};
+use ferry_authz::{AclOperation, ResourceType};
 use ferry_cluster::metadata_store::TopicMeta;
 
 /// Sentinel for "authorized operations not requested".
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
-/// All operations a principal could hold on a topic / the cluster: the masks answered when no
-/// authorizer is configured.
+/// All operations a principal could hold on a topic: the mask answered when no authorizer is
+/// configured.
 const ALL_TOPIC_OPERATIONS: i32 = 0b1_1111_1111_1000;
-const ALL_CLUSTER_OPERATIONS: i32 = 0b1_1111_1111_1000;
 
 pub fn handle(
     broker: &Arc<Broker>,
@@ -81,10 +80,7 @@ pub fn handle(
         .with_controller_id(BrokerId(broker.node_id))
         .with_topics(topics)
         .with_cluster_authorized_operations(if request.include_cluster_authorized_operations {
-            broker
-                .acls
-                .authorized_operations(ctx, ResourceType::Cluster, CLUSTER_NAME)
-                .unwrap_or(ALL_CLUSTER_OPERATIONS)
+            super::cluster::cluster_authorized_operations(broker, ctx)
         } else {
             AUTHORIZED_OPERATIONS_OMITTED
         })
