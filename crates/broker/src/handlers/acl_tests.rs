@@ -665,3 +665,42 @@ async fn allow_everyone_if_no_acl_found() {
     assert_eq!(produce_as(&b, "bob", to("closed")).await, DENIED_TOPIC);
     assert_eq!(produce_as(&b, "alice", to("closed")).await, 0);
 }
+
+#[tokio::test]
+async fn acl_hosts_are_compared_as_java_writes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = acl_broker(dir.path()).await;
+    let entry = AccessControlEntry::new(
+        "User:alice",
+        "0:0:0:0:0:0:0:1",
+        Op::Write,
+        AclPermissionType::Allow,
+    );
+    set(
+        &b,
+        vec![AclBinding::new(
+            ResourcePattern::literal(Rt::Topic, "orders"),
+            entry,
+        )],
+    );
+    let mut v6 = RequestContext::new("c".into(), "::1".parse().unwrap());
+    v6.principal = ferry_authz::KafkaPrincipal::user("alice");
+    assert_eq!(v6.client_host, "/0:0:0:0:0:0:0:1");
+    assert!(v6.may_topic(&b, Op::Write, "orders"));
+    // The same principal from 127.0.0.1 is not allowed.
+    assert!(!ctx("alice").may_topic(&b, Op::Write, "orders"));
+}
+
+#[tokio::test]
+async fn new_bindings_replace_the_old_and_keep_the_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = acl_broker(dir.path()).await;
+    set(&b, vec![allow("alice", Op::Write, Rt::Topic, "orders")]);
+    assert!(ctx("alice").may_topic(&b, Op::Write, "orders"));
+    set(&b, vec![allow("bob", Op::Write, Rt::Topic, "orders")]);
+    assert!(!ctx("alice").may_topic(&b, Op::Write, "orders"));
+    assert!(ctx("bob").may_topic(&b, Op::Write, "orders"));
+    // super.users survives the replacement.
+    assert!(ctx("ANONYMOUS").may_topic(&b, Op::Write, "orders"));
+    assert_eq!(b.acls.bindings().len(), 1);
+}
