@@ -432,6 +432,25 @@ async fn group_apis_need_the_group_and_topic_operations() {
             other => panic!("{other:?}"),
         }
     }
+    // KIP-848 heartbeats: READ on the group, DESCRIBE on every subscribed topic.
+    let cg = |topic: &str| {
+        RequestKind::ConsumerGroupHeartbeat(
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(GroupId(s("g")))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(30_000)
+                .with_subscribed_topic_names(Some(vec![name(topic)])),
+        )
+    };
+    for (who, topic, want) in [
+        ("bob", "orders", DENIED_GROUP),
+        ("alice", "secret", DENIED_TOPIC),
+    ] {
+        match call_as(&b, who, ApiKey::ConsumerGroupHeartbeat, 0, cg(topic)).await {
+            ResponseKind::ConsumerGroupHeartbeat(r) => assert_eq!(r.error_code, want, "{who}"),
+            other => panic!("{other:?}"),
+        }
+    }
     let heartbeat =
         RequestKind::Heartbeat(HeartbeatRequest::default().with_group_id(GroupId(s("g"))));
     match call_as(&b, "bob", ApiKey::Heartbeat, 4, heartbeat).await {

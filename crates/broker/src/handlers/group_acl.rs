@@ -2,7 +2,8 @@
 //! request may not touch is taken out before the coordinator sees it and answered with its
 //! error after ([`check`], then [`amend`]), as Kafka's `KafkaApis` does.
 //!
-//! - JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat: READ on the group.
+//! - JoinGroup, SyncGroup, Heartbeat, LeaveGroup, ConsumerGroupHeartbeat: READ on the group;
+//!   ConsumerGroupHeartbeat also DESCRIBE on every subscribed topic (TOPIC_AUTHORIZATION_FAILED).
 //! - OffsetCommit: READ on the group, READ on each topic.
 //! - OffsetFetch: DESCRIBE on the group; topics without DESCRIBE are left out of an all-topics
 //!   answer and answered TOPIC_AUTHORIZATION_FAILED when named.
@@ -85,6 +86,15 @@ pub fn check(
             if !may_group(AclOperation::Read, &r.group_id) =>
         {
             return Err(refused(body))
+        }
+        // Kafka: every subscribed topic must be describable, else the heartbeat is refused.
+        RequestKind::ConsumerGroupHeartbeat(ref r)
+            if r.subscribed_topic_names.as_ref().is_some_and(|ts| {
+                ts.iter()
+                    .any(|t| !ctx.may_topic(broker, AclOperation::Describe, t))
+            }) =>
+        {
+            return Err(refused_with(body, TOPIC_DENIED))
         }
         RequestKind::OffsetFetch(ref r)
             if r.groups.is_empty() && !may_group(AclOperation::Describe, &r.group_id) =>
@@ -334,6 +344,11 @@ fn commit_errors(topics: Vec<(TopicName, Vec<i32>)>, error: ResponseError) -> Of
 /// A group request refused as a whole: GROUP_AUTHORIZATION_FAILED where the response has a
 /// top-level error.
 fn refused(body: RequestKind) -> ResponseKind {
-    super::group_unavailable(body, GROUP_DENIED.code())
+    refused_with(body, GROUP_DENIED)
+}
+
+/// A group request refused as a whole with `error`.
+fn refused_with(body: RequestKind, error: ResponseError) -> ResponseKind {
+    super::group_unavailable(body, error.code())
         .unwrap_or(ResponseKind::OffsetCommit(Default::default()))
 }
