@@ -1,7 +1,7 @@
 //! The authorization seam of the security admin APIs (SCRAM credentials, ACLs, client quotas):
 //! Kafka checks an operation on the CLUSTER resource for each of them. Every handler asks
 //! [`Broker::authorize_cluster`] before acting; with no authorizer configured every request is
-//! allowed, as Kafka does without `authorizer.class.name`. The authorizer plugs in here.
+//! allowed, as Kafka does without `authorizer.class.name`; with one, the ACLs decide (`crate::acl`).
 
 use crate::broker::Broker;
 use crate::handlers::RequestContext;
@@ -33,10 +33,9 @@ impl ClusterOperation {
 }
 
 impl Broker {
-    /// Whether the client of `ctx` may perform `op` on the cluster. Without an authorizer,
-    /// everyone may.
+    /// Whether the client of `ctx` may perform `op` on the cluster, as the ACLs say. Without
+    /// an authorizer, everyone may.
     pub fn authorize_cluster(&self, ctx: &RequestContext, op: ClusterOperation) -> bool {
-        let _ = (ctx, op);
-        true
+        ctx.may_cluster(self, ferry_authz::AclOperation::from_code(op.code()))
     }
 }

@@ -55,6 +55,8 @@ pub struct Broker {
     pub replication: Arc<dyn crate::replica_manager::ReplicationObserver>,
     /// ISR changes the partitions led here want; proposed to the controller by a task.
     pub isr_changes: tokio::sync::mpsc::UnboundedSender<IsrChange>,
+    /// The authorizer requests are checked with (`authorizer.class.name`), if any.
+    pub acls: crate::acl::AclAuthority,
 }
 
 /// A topic-level failure with the Kafka error and a message for the client.

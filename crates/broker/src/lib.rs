@@ -9,6 +9,7 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod authorize;
+pub mod acl;
 pub mod broker;
 pub mod errors;
 pub mod group_store;

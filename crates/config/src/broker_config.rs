@@ -186,6 +186,9 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("remote.wal.cost.upload.per.gb", Double, "0.0032", "Price in USD per GB uploaded (S3 Express One Zone)."),
     def("remote.wal.cost.retrieval.per.gb", Double, "0.0006", "Price in USD per GB retrieved (S3 Express One Zone)."),
     def("remote.wal.cost.cross.az.per.gb", Double, "0.01", "Price in USD per GB crossing availability zones, each way."),
+    def("authorizer.class.name", ConfigType::String, "", "The authorizer every request is checked with. Empty: none, every client may do everything. `org.apache.kafka.metadata.authorizer.StandardAuthorizer` (or its older name `kafka.security.authorizer.AclAuthorizer`): Kafka's ACL rules over the ACLs stored in the cluster metadata. Any other class is a start-up error."),
+    def("super.users", ConfigType::String, "", "Principals the authorizer allows everything, `User:admin;User:ops` (semicolon-separated `Type:name`)."),
+    def("allow.everyone.if.no.acl.found", Boolean, "false", "With an authorizer: whether an operation on a resource no ACL applies to is allowed (true) or denied (false, Kafka's default)."),
     def("metrics.address", ConfigType::String, "127.0.0.1:9308", "host:port of the Prometheus endpoint (`/metrics`). Empty disables it."),
 ];
 
@@ -343,6 +346,21 @@ impl BrokerConfig {
     pub fn replica_selector(&self) -> ReplicaSelector {
         ReplicaSelector::from_class_name(self.raw("replica.selector.class"))
             .unwrap_or(ReplicaSelector::RackAware)
+    }
+
+    /// The authorizer's settings when `authorizer.class.name` names Kafka's standard
+    /// authorizer; `None` when no authorizer is configured (every request allowed).
+    pub fn authorizer_config(&self) -> Option<ferry_authz::AuthorizerConfig> {
+        if self.raw("authorizer.class.name").is_empty() {
+            return None;
+        }
+        // Both values were validated on parse.
+        let super_users =
+            ferry_authz::parse_super_users(self.raw("super.users")).unwrap_or_default();
+        Some(ferry_authz::AuthorizerConfig {
+            super_users,
+            allow_everyone_if_no_acl_found: self.boolean("allow.everyone.if.no.acl.found"),
+        })
     }
 
     /// `replica.high.watermark.checkpoint.interval.ms`.
@@ -670,6 +688,17 @@ fn parse_voter(entry: &str) -> Result<(u64, String), ConfigError> {
 }
 
 /// Value checks beyond the type, for keys where a wrong value would only fail later.
+/// Kafka's `StandardAuthorizer` and the ZooKeeper-era class name operators still write; both
+/// mean ferry-authz's authorizer.
+pub const STANDARD_AUTHORIZER_CLASSES: &[&str] = &[
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka.security.authorizer.AclAuthorizer",
+];
+
+fn is_standard_authorizer(class: &str) -> bool {
+    STANDARD_AUTHORIZER_CLASSES.contains(&class.trim())
+}
+
 fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
     let n = text.parse::<i64>().ok();
     let ok = match def.name {
@@ -727,6 +756,8 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
         "ssl.keystore.type" | "ssl.truststore.type" => text.eq_ignore_ascii_case("PEM"),
         "ssl.client.auth" => matches!(text, "none" | "requested" | "required"),
         "ssl.endpoint.identification.algorithm" => matches!(text, "" | "https" | "HTTPS"),
+        "authorizer.class.name" => text.is_empty() || is_standard_authorizer(text),
+        "super.users" => ferry_authz::parse_super_users(text).is_ok(),
         "replica.high.watermark.checkpoint.interval.ms" => n.is_some_and(|n| n >= 1),
         "group.consumer.heartbeat.interval.ms" | "group.consumer.session.timeout.ms" => {
             n.is_some_and(|n| n >= 1)

@@ -150,3 +150,27 @@ fn secrets_are_typed_password_and_never_shown() {
         "{e}"
     );
 }
+
+#[test]
+fn authorizer_is_off_by_default_and_standard_when_named() {
+    assert!(BrokerConfig::default().authorizer_config().is_none());
+    for class in STANDARD_AUTHORIZER_CLASSES {
+        let c = BrokerConfig::parse(&format!(
+            "\"authorizer.class.name\" = \"{class}\"\n\"super.users\" = \"User:admin; User:ops\"\n\"allow.everyone.if.no.acl.found\" = true"
+        ))
+        .unwrap();
+        let a = c.authorizer_config().unwrap();
+        assert!(a.allow_everyone_if_no_acl_found);
+        assert_eq!(a.super_users.len(), 2);
+    }
+}
+
+#[test]
+fn unknown_authorizer_class_and_bad_super_users_are_named_at_start_up() {
+    let e = BrokerConfig::parse("\"authorizer.class.name\" = \"com.example.MyAuthorizer\"")
+        .unwrap_err();
+    assert!(e.to_string().contains("authorizer.class.name"), "{e}");
+    assert!(e.to_string().contains("com.example.MyAuthorizer"), "{e}");
+    let e = BrokerConfig::parse("\"super.users\" = \"admin\"").unwrap_err();
+    assert!(e.to_string().contains("super.users"), "{e}");
+}

@@ -13,24 +13,27 @@ use kafka_protocol::messages::{
     DescribeLogDirsResponse, TopicName,
 };
 
-use super::{message, str_bytes};
+use super::{message, str_bytes, RequestContext};
 use crate::broker::Broker;
+use ferry_authz::{AclOperation, ResourceType, CLUSTER_NAME};
 
 const ENDPOINT_BROKERS: i8 = 1;
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+/// Every cluster operation: the mask answered when no authorizer is configured.
+const ALL_CLUSTER_OPERATIONS: i32 = 0b1_1111_1111_1000;
 
 pub fn describe_cluster(
     broker: &Arc<Broker>,
     request: DescribeClusterRequest,
     version: i16,
-    listener: &str,
+    ctx: &RequestContext,
 ) -> DescribeClusterResponse {
     let response = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&broker.metadata.cluster_id()))
         .with_controller_id(BrokerId(broker.node_id))
         .with_endpoint_type(ENDPOINT_BROKERS)
         .with_cluster_authorized_operations(if request.include_cluster_authorized_operations {
-            0b1_1111_1111_1000
+            cluster_authorized_operations(broker, ctx)
         } else {
             AUTHORIZED_OPERATIONS_OMITTED
         });
@@ -45,7 +48,7 @@ pub fn describe_cluster(
                 "Only brokers endpoints are served on this listener",
             ));
     }
-    let brokers = super::metadata::live_brokers(broker, listener)
+    let brokers = super::metadata::live_brokers(broker, ctx.listener())
         .into_iter()
         .map(|(id, host, port, rack)| {
             DescribeClusterBroker::default()
@@ -58,10 +61,29 @@ pub fn describe_cluster(
     response.with_brokers(brokers)
 }
 
+/// The cluster's authorized-operations mask for the request's principal, as Kafka answers it in
+/// DescribeCluster and Metadata: 0 without DESCRIBE on the cluster (the brokers are still
+/// listed); every operation when no authorizer is configured.
+pub fn cluster_authorized_operations(broker: &Broker, ctx: &RequestContext) -> i32 {
+    if !ctx.may_cluster(broker, AclOperation::Describe) {
+        return 0;
+    }
+    broker
+        .acls
+        .authorized_operations(ctx, ResourceType::Cluster, CLUSTER_NAME)
+        .unwrap_or(ALL_CLUSTER_OPERATIONS)
+}
+
 pub fn describe_log_dirs(
     broker: &Arc<Broker>,
     request: DescribeLogDirsRequest,
+    ctx: &RequestContext,
 ) -> DescribeLogDirsResponse {
+    if !ctx.may_cluster(broker, AclOperation::Describe) {
+        let e = ResponseError::ClusterAuthorizationFailed;
+        broker.metrics.error("DescribeLogDirs", e.code());
+        return DescribeLogDirsResponse::default().with_error_code(e.code());
+    }
     let wanted = |topic: &str, partition: i32| match &request.topics {
         None => true,
         Some(ts) => ts

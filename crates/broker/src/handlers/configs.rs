@@ -17,8 +17,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{message, str_bytes};
+use super::{message, str_bytes, RequestContext};
 use crate::broker::{Broker, TopicError};
+use ferry_authz::AclOperation;
 use ferry_config::broker_config::{ConfigDef, ConfigType, BROKER_CONFIGS};
 use ferry_config::topic_config::{self, ConfigSource, TopicConfigDef, TOPIC_CONFIGS};
 
@@ -46,6 +47,7 @@ pub fn describe_configs(
     broker: &Arc<Broker>,
     request: DescribeConfigsRequest,
     version: i16,
+    ctx: &RequestContext,
 ) -> DescribeConfigsResponse {
     let asked = Describing {
         version,
@@ -56,7 +58,15 @@ pub fn describe_configs(
         .resources
         .into_iter()
         .map(|r| {
-            let result = describe_resource(broker, &asked, r);
+            let op = AclOperation::DescribeConfigs;
+            let result = match config_denied(broker, ctx, r.resource_type, &r.resource_name, op) {
+                Some(e) => DescribeConfigsResult::default()
+                    .with_resource_type(r.resource_type)
+                    .with_resource_name(r.resource_name)
+                    .with_error_code(e.error.code())
+                    .with_error_message(message(e.message)),
+                None => describe_resource(broker, &asked, r),
+            };
             broker.metrics.error("DescribeConfigs", result.error_code);
             result
         })
@@ -291,11 +301,35 @@ fn apply(
     Ok(())
 }
 
+/// Kafka's check of a config resource: `op` on the topic, or on the cluster for a broker.
+fn config_denied(
+    broker: &Broker,
+    ctx: &RequestContext,
+    resource_type: i8,
+    name: &str,
+    op: AclOperation,
+) -> Option<TopicError> {
+    let (allowed, error) = match resource_type {
+        TOPIC => (ctx.may_topic(broker, op, name), super::TOPIC_DENIED),
+        BROKER => (
+            ctx.may_cluster(broker, op),
+            ResponseError::ClusterAuthorizationFailed,
+        ),
+        _ => (true, ResponseError::InvalidRequest),
+    };
+    (!allowed).then(|| TopicError::new(error, format!("not authorized to {op} this resource")))
+}
+
+/// The current overrides of a resource whose configs the request may alter.
 fn resource_check(
     broker: &Broker,
+    ctx: &RequestContext,
     resource_type: i8,
     name: &StrBytes,
 ) -> Result<BTreeMap<String, String>, TopicError> {
+    if let Some(e) = config_denied(broker, ctx, resource_type, name, AclOperation::AlterConfigs) {
+        return Err(e);
+    }
     match resource_type {
         TOPIC => broker
             .metadata
@@ -318,13 +352,17 @@ fn resource_check(
     }
 }
 
-pub fn alter_configs(broker: &Arc<Broker>, request: AlterConfigsRequest) -> AlterConfigsResponse {
+pub fn alter_configs(
+    broker: &Arc<Broker>,
+    request: AlterConfigsRequest,
+    ctx: &RequestContext,
+) -> AlterConfigsResponse {
     let responses = request
         .resources
         .into_iter()
         .map(|r| {
             let outcome =
-                resource_check(broker, r.resource_type, &r.resource_name).and_then(|_| {
+                resource_check(broker, ctx, r.resource_type, &r.resource_name).and_then(|_| {
                     // AlterConfigs replaces the whole set of overrides.
                     let mut configs = BTreeMap::new();
                     for c in &r.configs {
@@ -353,12 +391,13 @@ pub fn alter_configs(broker: &Arc<Broker>, request: AlterConfigsRequest) -> Alte
 pub fn incremental_alter_configs(
     broker: &Arc<Broker>,
     request: IncrementalAlterConfigsRequest,
+    ctx: &RequestContext,
 ) -> IncrementalAlterConfigsResponse {
     let responses = request
         .resources
         .into_iter()
         .map(|r| {
-            let outcome = resource_check(broker, r.resource_type, &r.resource_name).and_then(|mut configs| {
+            let outcome = resource_check(broker, ctx, r.resource_type, &r.resource_name).and_then(|mut configs| {
                 for c in &r.configs {
                     let name = c.name.to_string();
                     let def = topic_config::lookup(&name).ok_or_else(|| {

@@ -23,10 +23,11 @@ use kafka_protocol::messages::fetch_response::{
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId, TopicName};
 use tokio::sync::watch;
 
-use super::str_bytes;
+use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::errors;
 use crate::replica_manager::Partition;
+use ferry_authz::AclOperation;
 use ferry_replication::fetch_session::{FetchPartition, PartKey, PartitionOutcome, SessionMode};
 use ferry_replication::replica_selector::{ReplicaSelector, ReplicaView};
 
@@ -41,6 +42,18 @@ struct Fetcher<'a> {
     replica: Option<i32>,
     client_rack: &'a str,
     read_committed: bool,
+    ctx: &'a RequestContext,
+    /// A follower's fetch without CLUSTER_ACTION on the cluster: every partition is refused.
+    follower_denied: bool,
+}
+
+impl Fetcher<'_> {
+    /// Whether the fetch may not read `topic` (TOPIC_AUTHORIZATION_FAILED): a follower needs
+    /// CLUSTER_ACTION on the cluster, a consumer READ on the topic.
+    fn denied(&self, broker: &Broker, topic: &str) -> bool {
+        self.follower_denied
+            || (self.replica.is_none() && !self.ctx.may_topic(broker, AclOperation::Read, topic))
+    }
 }
 
 struct PartitionRead {
@@ -52,7 +65,12 @@ struct PartitionRead {
     by_leader: bool,
 }
 
-pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -> FetchResponse {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: FetchRequest,
+    version: i16,
+    ctx: &RequestContext,
+) -> FetchResponse {
     let (mode, partitions) = match broker.fetch_sessions.begin(&request, version) {
         Ok(x) => x,
         Err(e) => {
@@ -70,7 +88,9 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let deadline = tokio::time::Instant::now() + max_wait;
     let replica = fetching_replica(&request, version);
-    if let Some(replica) = replica {
+    let follower_denied =
+        replica.is_some() && !ctx.may_cluster(broker, AclOperation::ClusterAction);
+    if let Some(replica) = replica.filter(|_| !follower_denied) {
         record_follower_positions(broker, replica, &partitions, version);
     }
 
@@ -84,6 +104,8 @@ pub async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -
         replica,
         client_rack,
         read_committed,
+        ctx,
+        follower_denied,
     };
     let wanted = Wanted {
         response_max,
@@ -325,6 +347,17 @@ fn read_one(
         bytes: 0,
         by_leader: true,
     };
+    let name = match partition {
+        Some(p) => p.tp.topic.as_str(),
+        None if fetcher.version < 13 => req.key.topic.as_str(),
+        // An unknown topic id has no name to check: UNKNOWN_TOPIC_ID, as Kafka answers.
+        None => "",
+    };
+    if !name.is_empty() && fetcher.denied(broker, name) {
+        read.topic_name = name.to_string();
+        read.data = data.with_error_code(ResponseError::TopicAuthorizationFailed.code());
+        return read;
+    }
     let Some(partition) = partition else {
         read.data = not_hosted(broker, req, fetcher.version, data);
         return read;

@@ -7,8 +7,9 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::{message, str_bytes};
+use super::{message, str_bytes, RequestContext};
 use crate::broker::Broker;
+use ferry_authz::AclOperation;
 
 const KEY_GROUP: i8 = 0;
 const KEY_TRANSACTION: i8 = 1;
@@ -17,7 +18,7 @@ pub fn find_coordinator(
     broker: &Arc<Broker>,
     request: FindCoordinatorRequest,
     version: i16,
-    listener: &str,
+    ctx: &RequestContext,
 ) -> FindCoordinatorResponse {
     let keys: Vec<StrBytes> = if version >= 4 {
         request.coordinator_keys.clone()
@@ -35,6 +36,10 @@ pub fn find_coordinator(
                 KEY_GROUP if key.is_empty() && version >= 4 => {
                     Err((ResponseError::InvalidRequest, "empty group id"))
                 }
+                KEY_GROUP if !ctx.may_group(broker, AclOperation::Describe, &key) => Err((
+                    ResponseError::GroupAuthorizationFailed,
+                    "not authorized to describe the group",
+                )),
                 KEY_GROUP => match broker.ensure_group_coordinator() {
                     Ok(()) => Ok(()),
                     Err(_) => Err((
@@ -45,6 +50,10 @@ pub fn find_coordinator(
                 KEY_TRANSACTION if key.is_empty() && version >= 4 => {
                     Err((ResponseError::InvalidRequest, "empty transactional id"))
                 }
+                KEY_TRANSACTION if !ctx.may_txn(broker, AclOperation::Describe, &key) => Err((
+                    ResponseError::TransactionalIdAuthorizationFailed,
+                    "not authorized to describe the transactional id",
+                )),
                 KEY_TRANSACTION => match broker.ensure_txn_coordinator() {
                     Ok(()) => Ok(()),
                     Err(_) => Err((
@@ -67,7 +76,7 @@ pub fn find_coordinator(
                     let partition = broker.groups.partition_for(&key);
                     broker.leader_of(crate::group_store::OFFSETS_TOPIC, partition)
                 };
-                super::metadata::live_brokers(broker, listener)
+                super::metadata::live_brokers(broker, ctx.listener())
                     .into_iter()
                     .find(|b| b.0 == leader)
                     .map(|(id, h, p, _)| (id, h, p))

@@ -8,8 +8,10 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
+use super::{RequestContext, TOPIC_DENIED};
 use crate::broker::Broker;
 use crate::errors;
+use ferry_authz::AclOperation;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -21,6 +23,7 @@ pub fn handle(
     broker: &Arc<Broker>,
     request: ListOffsetsRequest,
     version: i16,
+    ctx: &RequestContext,
 ) -> ListOffsetsResponse {
     let replica_id = request.replica_id.0;
     let read_committed = request.isolation_level == 1;
@@ -28,6 +31,7 @@ pub fn handle(
         .topics
         .into_iter()
         .map(|topic| {
+            let denied = !ctx.may_topic(broker, AclOperation::Describe, &topic.name);
             let partitions = topic
                 .partitions
                 .into_iter()
@@ -39,6 +43,7 @@ pub fn handle(
                         .with_leader_epoch(-1);
                     let result = match broker.replicas.partition_of(&topic.name, p.partition_index)
                     {
+                        _ if denied => base.with_error_code(TOPIC_DENIED.code()),
                         None => base.with_error_code(
                             broker
                                 .missing_partition_error(&topic.name, p.partition_index)

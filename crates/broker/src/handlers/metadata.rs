@@ -1,4 +1,8 @@
 //! Metadata: brokers, and the topics a client asks for (auto-creating them when allowed).
+//!
+//! With an authorizer, as Kafka: a topic the principal may not DESCRIBE is left out of an
+//! all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when asked for (by name or id), so
+//! its existence is not revealed; auto-creation needs CREATE on the cluster or the topic.
 
 use std::sync::Arc;
 
@@ -9,43 +13,51 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use uuid::Uuid;
 
-use super::str_bytes;
+use super::{str_bytes, RequestContext, TOPIC_DENIED};
 use crate::broker::Broker;
+use ferry_authz::{AclOperation, ResourceType};
 use ferry_cluster::metadata_store::TopicMeta;
 
 /// Sentinel for "authorized operations not requested".
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
-/// All operations a principal could hold on a topic / the cluster; ferry has no ACLs yet.
+/// All operations a principal could hold on a topic: the mask answered when no authorizer is
+/// configured.
 const ALL_TOPIC_OPERATIONS: i32 = 0b1_1111_1111_1000;
-const ALL_CLUSTER_OPERATIONS: i32 = 0b1_1111_1111_1000;
 
-/// Answers with the brokers' endpoints on `listener`, the one the client connected on.
+/// Answers with the brokers' endpoints on the listener the client connected on.
 pub fn handle(
     broker: &Arc<Broker>,
     request: MetadataRequest,
     version: i16,
-    listener: &str,
+    ctx: &RequestContext,
 ) -> MetadataResponse {
     let auto_create = version < 4 || request.allow_auto_topic_creation;
     let topics: Vec<MetadataResponseTopic> = match request.topics {
         // v0: an empty list means all topics; v1+: null means all topics.
-        None => all_topics(broker),
-        Some(list) if list.is_empty() && version == 0 => all_topics(broker),
+        None => all_topics(broker, ctx),
+        Some(list) if list.is_empty() && version == 0 => all_topics(broker, ctx),
         Some(list) => list
             .into_iter()
             .map(|t| match t.name {
-                Some(name) => by_name(broker, &name, auto_create),
-                None => by_id(broker, t.topic_id),
+                Some(name) => by_name(broker, ctx, &name, auto_create),
+                None => by_id(broker, ctx, t.topic_id),
             })
             .collect(),
     };
     let topics = topics
         .into_iter()
         .map(|mut t| {
-            t.topic_authorized_operations = if request.include_topic_authorized_operations {
-                ALL_TOPIC_OPERATIONS
-            } else {
-                AUTHORIZED_OPERATIONS_OMITTED
+            t.topic_authorized_operations = match &t.name {
+                Some(name) if request.include_topic_authorized_operations && t.error_code == 0 => {
+                    broker
+                        .acls
+                        .authorized_operations(ctx, ResourceType::Topic, name)
+                        .unwrap_or(ALL_TOPIC_OPERATIONS)
+                }
+                _ if request.include_topic_authorized_operations && !broker.acls.is_enabled() => {
+                    ALL_TOPIC_OPERATIONS
+                }
+                _ => AUTHORIZED_OPERATIONS_OMITTED,
             };
             t
         })
@@ -53,7 +65,7 @@ pub fn handle(
     for t in &topics {
         broker.metrics.error("Metadata", t.error_code);
     }
-    let brokers = live_brokers(broker, listener)
+    let brokers = live_brokers(broker, ctx.listener())
         .into_iter()
         .map(|(id, host, port, rack)| {
             MetadataResponseBroker::default()
@@ -69,24 +81,33 @@ pub fn handle(
         .with_controller_id(BrokerId(broker.node_id))
         .with_topics(topics)
         .with_cluster_authorized_operations(if request.include_cluster_authorized_operations {
-            ALL_CLUSTER_OPERATIONS
+            super::cluster::cluster_authorized_operations(broker, ctx)
         } else {
             AUTHORIZED_OPERATIONS_OMITTED
         })
 }
 
-fn all_topics(broker: &Broker) -> Vec<MetadataResponseTopic> {
+/// Every topic the principal may describe.
+fn all_topics(broker: &Broker, ctx: &RequestContext) -> Vec<MetadataResponseTopic> {
     broker
         .metadata
         .topics()
         .iter()
+        .filter(|t| ctx.may_topic(broker, AclOperation::Describe, &t.name))
         .map(|t| describe(broker, t))
         .collect()
 }
 
-fn by_name(broker: &Broker, name: &TopicName, auto_create: bool) -> MetadataResponseTopic {
+fn by_name(
+    broker: &Broker,
+    ctx: &RequestContext,
+    name: &TopicName,
+    auto_create: bool,
+) -> MetadataResponseTopic {
     let found = match broker.metadata.topic(name) {
+        _ if !ctx.may_topic(broker, AclOperation::Describe, name) => Err(TOPIC_DENIED),
         Some(t) => Ok(t),
+        None if auto_create && !ctx.may_create_topic(broker, name) => Err(TOPIC_DENIED),
         None if auto_create => broker.auto_create(name).map_err(|e| e.error),
         None => Err(ResponseError::UnknownTopicOrPartition),
     };
@@ -98,8 +119,14 @@ fn by_name(broker: &Broker, name: &TopicName, auto_create: bool) -> MetadataResp
     }
 }
 
-fn by_id(broker: &Broker, id: Uuid) -> MetadataResponseTopic {
+fn by_id(broker: &Broker, ctx: &RequestContext, id: Uuid) -> MetadataResponseTopic {
     match broker.metadata.topic_by_id(id) {
+        // Kafka: ids are not secret, so the error may confirm the id; the name stays hidden.
+        Some(t) if !ctx.may_topic(broker, AclOperation::Describe, &t.name) => {
+            MetadataResponseTopic::default()
+                .with_topic_id(id)
+                .with_error_code(TOPIC_DENIED.code())
+        }
         Some(t) => describe(broker, &t),
         None => MetadataResponseTopic::default()
             .with_topic_id(id)

@@ -1,11 +1,19 @@
 //! Request handlers: one module per family of APIs. Each takes the decoded request and its
 //! version and returns the response body; the connection layer adds the header and framing.
+//!
+//! Every handler checks what the request's principal ([`RequestContext::principal`]) may do
+//! with the broker's authorizer (`crate::acl`), as Kafka's `KafkaApis` does, through the
+//! context's helpers (`ctx.may_topic(broker, AclOperation::Read, name)`, ...); the group and
+//! transaction APIs are checked around their coordinators (`group_acl`, `txn_acl`). Without an
+//! authorizer every check is one branch and answers allowed.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use ferry_authz::KafkaPrincipal;
 use ferry_protocol::DecodedRequest;
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 
@@ -16,6 +24,7 @@ mod acls;
 mod cluster;
 mod configs;
 mod fetch;
+mod group_acl;
 mod groups;
 mod list_offsets;
 mod metadata;
@@ -25,27 +34,44 @@ mod records;
 mod scram;
 mod topics;
 mod txn;
+mod txn_acl;
 mod txn_verify;
 
 /// Who sent a request.
 #[derive(Debug, Clone)]
 pub struct RequestContext {
     pub client_id: String,
-    /// The peer address as Kafka reports client hosts (`/127.0.0.1`).
+    /// The peer address as Kafka reports client hosts (`/127.0.0.1`, IPv6 uncompressed as
+    /// Java writes it: `/0:0:0:0:0:0:0:1`); ACL hosts are compared with it without the `/`.
     pub client_host: String,
     /// The listener and security of the connection the request came on.
     pub security: std::sync::Arc<crate::security::ConnectionSecurity>,
+    /// Who the connection authenticated as; `User:ANONYMOUS` on unauthenticated listeners.
+    pub principal: KafkaPrincipal,
 }
 
 impl RequestContext {
-    pub fn for_tests() -> Self {
+    /// The context of a request from `peer` on a connection with `security`, before
+    /// authentication.
+    pub fn new(
+        client_id: String,
+        peer: std::net::IpAddr,
+        security: std::sync::Arc<crate::security::ConnectionSecurity>,
+    ) -> Self {
         Self {
-            client_id: "test".into(),
-            client_host: "/127.0.0.1".into(),
-            security: std::sync::Arc::new(crate::security::ConnectionSecurity::plaintext(
-                "PLAINTEXT",
-            )),
+            client_id,
+            client_host: format!("/{}", ferry_authz::host_address(peer)),
+            security,
+            principal: KafkaPrincipal::anonymous(),
         }
+    }
+
+    pub fn for_tests() -> Self {
+        Self::new(
+            "test".into(),
+            std::net::Ipv4Addr::LOCALHOST.into(),
+            std::sync::Arc::new(crate::security::ConnectionSecurity::plaintext("PLAINTEXT")),
+        )
     }
 
     /// The listener the request came on.
@@ -85,7 +111,7 @@ pub async fn handle_pipelined(
         RequestKind::Produce(r) => {
             // The check is awaited here, before the append, so appends stay in request order.
             let refused = txn_verify::verify(broker, &r).await;
-            let appended = produce::append(broker, r, header.request_api_version, &refused);
+            let appended = produce::append(broker, r, header.request_api_version, &refused, ctx);
             if let Some(failures) = appended.acks_zero_failures() {
                 Handled::Close(failures)
             } else if appended.is_complete() {
@@ -122,19 +148,19 @@ pub async fn handle(
     ctx: &RequestContext,
 ) -> Option<ResponseKind> {
     let v = request.header.request_api_version;
-    let body = match cluster_request(broker, request.body, v, ctx.listener()) {
+    let body = match cluster_request(broker, request.body, v, ctx) {
         Routed::Answered(response) => return response,
         Routed::NotOurs(body) => body,
     };
-    let body = match txn::transaction_request(broker, body, v).await {
+    let body = match txn::transaction_request(broker, body, v, ctx).await {
         Routed::Answered(response) => return response,
         Routed::NotOurs(body) => body,
     };
-    let body = match records_request(broker, body, v).await {
+    let body = match records_request(broker, body, v, ctx).await {
         Routed::Answered(response) => return response,
         Routed::NotOurs(body) => body,
     };
-    let body = match admin_request(broker, body, v) {
+    let body = match admin_request(broker, body, v, ctx) {
         Routed::Answered(response) => return response,
         Routed::NotOurs(body) => body,
     };
@@ -169,22 +195,25 @@ enum Routed {
 
 /// What the cluster is and where to send requests: API versions, metadata, the cluster and
 /// its log dirs, and the coordinator of a group.
-fn cluster_request(broker: &Arc<Broker>, body: RequestKind, v: i16, listener: &str) -> Routed {
+fn cluster_request(
+    broker: &Arc<Broker>,
+    body: RequestKind,
+    v: i16,
+    ctx: &RequestContext,
+) -> Routed {
     let response = match body {
         RequestKind::ApiVersions(_) => {
             ResponseKind::ApiVersions(ferry_protocol::api_versions_response(0))
         }
-        RequestKind::Metadata(r) => {
-            ResponseKind::Metadata(metadata::handle(broker, r, v, listener))
-        }
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v, ctx)),
         RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(cluster::describe_cluster(broker, r, v, listener))
+            ResponseKind::DescribeCluster(cluster::describe_cluster(broker, r, v, ctx))
         }
         RequestKind::DescribeLogDirs(r) => {
-            ResponseKind::DescribeLogDirs(cluster::describe_log_dirs(broker, r))
+            ResponseKind::DescribeLogDirs(cluster::describe_log_dirs(broker, r, ctx))
         }
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, v, listener))
+            ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, v, ctx))
         }
         other => return Routed::NotOurs(other),
     };
@@ -192,27 +221,32 @@ fn cluster_request(broker: &Arc<Broker>, body: RequestKind, v: i16, listener: &s
 }
 
 /// Reading and writing a partition's records, and what producers and followers ask about them.
-async fn records_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Routed {
+async fn records_request(
+    broker: &Arc<Broker>,
+    body: RequestKind,
+    v: i16,
+    ctx: &RequestContext,
+) -> Routed {
     let response = match body {
         RequestKind::Produce(r) => {
             return Routed::Answered(
-                produce::handle(broker, r, v)
+                produce::handle(broker, r, v, ctx)
                     .await
                     .map(ResponseKind::Produce),
             )
         }
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, r, v).await),
+        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, r, v, ctx).await),
         RequestKind::ListOffsets(r) => {
-            ResponseKind::ListOffsets(list_offsets::handle(broker, r, v))
+            ResponseKind::ListOffsets(list_offsets::handle(broker, r, v, ctx))
         }
         RequestKind::DeleteRecords(r) => {
-            ResponseKind::DeleteRecords(records::delete_records(broker, r))
+            ResponseKind::DeleteRecords(records::delete_records(broker, r, ctx))
         }
         RequestKind::OffsetForLeaderEpoch(r) => {
-            ResponseKind::OffsetForLeaderEpoch(records::offset_for_leader_epoch(broker, r))
+            ResponseKind::OffsetForLeaderEpoch(records::offset_for_leader_epoch(broker, r, ctx))
         }
         RequestKind::InitProducerId(r) => {
-            ResponseKind::InitProducerId(records::init_producer_id(broker, r))
+            ResponseKind::InitProducerId(records::init_producer_id(broker, r, ctx))
         }
         other => return Routed::NotOurs(other),
     };
@@ -220,26 +254,26 @@ async fn records_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Rou
 }
 
 /// Topic and config administration.
-fn admin_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Routed {
+fn admin_request(broker: &Arc<Broker>, body: RequestKind, v: i16, ctx: &RequestContext) -> Routed {
     let response = match body {
         RequestKind::CreateTopics(r) => {
-            ResponseKind::CreateTopics(topics::create_topics(broker, r, v))
+            ResponseKind::CreateTopics(topics::create_topics(broker, r, v, ctx))
         }
         RequestKind::DeleteTopics(r) => {
-            ResponseKind::DeleteTopics(topics::delete_topics(broker, r, v))
+            ResponseKind::DeleteTopics(topics::delete_topics(broker, r, v, ctx))
         }
         RequestKind::CreatePartitions(r) => {
-            ResponseKind::CreatePartitions(topics::create_partitions(broker, r))
+            ResponseKind::CreatePartitions(topics::create_partitions(broker, r, ctx))
         }
         RequestKind::DescribeConfigs(r) => {
-            ResponseKind::DescribeConfigs(configs::describe_configs(broker, r, v))
+            ResponseKind::DescribeConfigs(configs::describe_configs(broker, r, v, ctx))
         }
         RequestKind::AlterConfigs(r) => {
-            ResponseKind::AlterConfigs(configs::alter_configs(broker, r))
+            ResponseKind::AlterConfigs(configs::alter_configs(broker, r, ctx))
         }
-        RequestKind::IncrementalAlterConfigs(r) => {
-            ResponseKind::IncrementalAlterConfigs(configs::incremental_alter_configs(broker, r))
-        }
+        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+            configs::incremental_alter_configs(broker, r, ctx),
+        ),
         other => return Routed::NotOurs(other),
     };
     Routed::Answered(Some(response))
@@ -277,14 +311,19 @@ async fn group_request(
     v: i16,
     ctx: &RequestContext,
 ) -> Option<ResponseKind> {
+    let (body, denied) = match group_acl::check(broker, ctx, body) {
+        Ok(checked) => checked,
+        Err(refused) => return Some(refused),
+    };
     let client = ferry_group::ClientInfo {
         client_id: &ctx.client_id,
         client_host: &ctx.client_host,
     };
-    match broker.group_coordinator() {
+    let response = match broker.group_coordinator() {
         Ok(g) => group_response(g, body, v, client).await,
         Err(e) => group_unavailable(body, e.code()),
-    }
+    };
+    response.map(|r| group_acl::amend(broker, ctx, r, denied))
 }
 
 /// A group API's answer from the coordinator.
@@ -366,6 +405,9 @@ fn unserved(other: RequestKind) -> Option<ResponseKind> {
     None
 }
 
+/// The error of a topic the request may not act on.
+pub(crate) const TOPIC_DENIED: ResponseError = ResponseError::TopicAuthorizationFailed;
+
 pub(crate) fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
@@ -379,5 +421,7 @@ pub(crate) fn message(m: impl Into<String>) -> Option<StrBytes> {
 mod listeners_test;
 #[cfg(test)]
 mod security_tests;
+#[cfg(test)]
+mod acl_tests;
 #[cfg(test)]
 mod tests;

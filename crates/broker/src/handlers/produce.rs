@@ -26,10 +26,11 @@ use bytes::Bytes;
 use ferry_log::{AppendInfo, LogError};
 use futures::future::select_all;
 
-use super::{message, str_bytes};
+use super::{message, str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::errors;
 use crate::replica_manager::{CommitStatus, Partition};
+use ferry_authz::AclOperation;
 use ferry_config::topic_config;
 
 /// A partition whose response waits for the high watermark.
@@ -160,9 +161,39 @@ pub async fn handle(
     broker: &Arc<Broker>,
     request: ProduceRequest,
     version: i16,
+    ctx: &RequestContext,
 ) -> Option<ProduceResponse> {
     let refused = super::txn_verify::verify(broker, &request).await;
-    append(broker, request, version, &refused).respond().await
+    append(broker, request, version, &refused, ctx)
+        .respond()
+        .await
+}
+
+/// Kafka's request-level checks of a produce: WRITE on its transactional id, else, for
+/// idempotent records, IDEMPOTENT_WRITE on the cluster or WRITE on some topic. The error every
+/// partition then answers, if denied.
+fn request_denied(
+    broker: &Broker,
+    request: &ProduceRequest,
+    ctx: &RequestContext,
+) -> Option<ResponseError> {
+    if !broker.acls.is_enabled() {
+        return None;
+    }
+    if let Some(id) = &request.transactional_id {
+        return (!ctx.may_txn(broker, AclOperation::Write, id))
+            .then_some(ResponseError::TransactionalIdAuthorizationFailed);
+    }
+    let idempotent = request.topic_data.iter().any(|t| {
+        t.partition_data.iter().any(|p| {
+            p.records
+                .as_ref()
+                .and_then(|r| ferry_log::batch::BatchHeader::parse(r))
+                .is_some_and(|h| h.producer_id >= 0)
+        })
+    });
+    (idempotent && !ctx.may_idempotent_write(broker))
+        .then_some(ResponseError::ClusterAuthorizationFailed)
 }
 
 /// Appends every partition's batches (the part of a produce that must happen in request order),
@@ -173,7 +204,9 @@ pub fn append(
     request: ProduceRequest,
     version: i16,
     refused: &super::txn_verify::Refused,
+    ctx: &RequestContext,
 ) -> AppendedProduce {
+    let request_denied = request_denied(broker, &request, ctx);
     let acks = request.acks;
     let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
     let transactional = request.transactional_id.is_some();
@@ -182,7 +215,16 @@ pub fn append(
     for topic in request.topic_data {
         let target = TopicTarget::resolve(broker, &topic, version);
         let mut partition_responses = Vec::with_capacity(topic.partition_data.len());
+        let denied = request_denied.or_else(|| {
+            (!target.name.is_empty() && !ctx.may_topic(broker, AclOperation::Write, &target.name))
+                .then_some(super::TOPIC_DENIED)
+        });
         for data in topic.partition_data {
+            if let Some(e) = denied {
+                broker.metrics.error("Produce", e.code());
+                partition_responses.push(refused_partition(data.index, e, None));
+                continue;
+            }
             let append = PartitionAppend {
                 broker,
                 topic: &target,
@@ -212,6 +254,26 @@ pub fn append(
         waits,
         responses,
     }
+}
+
+/// A partition's answer before anything is known (no offsets, no error).
+fn partition_base(index: i32) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
+}
+
+/// A partition's answer when its records are refused with `e`.
+fn refused_partition(
+    index: i32,
+    e: ResponseError,
+    msg: Option<String>,
+) -> PartitionProduceResponse {
+    partition_base(index)
+        .with_error_code(e.code())
+        .with_error_message(msg.and_then(message))
 }
 
 /// What a produce needs to know of one topic, resolved once for all its partitions.
@@ -281,16 +343,8 @@ impl PartitionAppend<'_> {
     /// response, and the acks=all wait it needs, if any.
     fn answer(&self, data: PartitionProduceData) -> (PartitionProduceResponse, Option<Wait>) {
         let broker = self.broker;
-        let base = PartitionProduceResponse::default()
-            .with_index(data.index)
-            .with_base_offset(-1)
-            .with_log_append_time_ms(-1)
-            .with_log_start_offset(-1);
-        let fail = |e: ResponseError, msg: String| {
-            base.clone()
-                .with_error_code(e.code())
-                .with_error_message(message(msg))
-        };
+        let base = partition_base(data.index);
+        let fail = |e: ResponseError, msg: String| refused_partition(data.index, e, Some(msg));
         let (response, wait) = match self.writable_partition(data.index) {
             Err((e, msg)) => (fail(e, msg), None),
             Ok(partition) => match data.records {

@@ -14,8 +14,10 @@ use kafka_protocol::messages::{
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ProducerId,
 };
 
+use super::{RequestContext, TOPIC_DENIED};
 use crate::broker::Broker;
 use crate::errors;
+use ferry_authz::AclOperation;
 
 /// DeleteRecords with offset -1 means "up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;
@@ -23,11 +25,13 @@ const HIGH_WATERMARK: i64 = -1;
 pub fn delete_records(
     broker: &Arc<Broker>,
     request: DeleteRecordsRequest,
+    ctx: &RequestContext,
 ) -> DeleteRecordsResponse {
     let topics = request
         .topics
         .into_iter()
         .map(|topic| {
+            let denied = !ctx.may_topic(broker, AclOperation::Delete, &topic.name);
             let partitions = topic
                 .partitions
                 .into_iter()
@@ -36,6 +40,7 @@ pub fn delete_records(
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
                     let r = match broker.replicas.partition_of(&topic.name, p.partition_index) {
+                        _ if denied => base.with_error_code(TOPIC_DENIED.code()),
                         None => base.with_error_code(
                             broker
                                 .missing_partition_error(&topic.name, p.partition_index)
@@ -76,11 +81,16 @@ pub fn delete_records(
 pub fn offset_for_leader_epoch(
     broker: &Arc<Broker>,
     request: OffsetForLeaderEpochRequest,
+    ctx: &RequestContext,
 ) -> OffsetForLeaderEpochResponse {
+    // As Kafka: CLUSTER_ACTION on the cluster (followers) allows every topic, else DESCRIBE.
+    let cluster_action = ctx.may_cluster(broker, AclOperation::ClusterAction);
     let topics = request
         .topics
         .into_iter()
         .map(|topic| {
+            let denied =
+                !cluster_action && !ctx.may_topic(broker, AclOperation::Describe, &topic.topic);
             let partitions = topic
                 .partitions
                 .into_iter()
@@ -90,6 +100,7 @@ pub fn offset_for_leader_epoch(
                         .with_leader_epoch(-1)
                         .with_end_offset(-1);
                     let r = match broker.replicas.partition_of(&topic.topic, p.partition) {
+                        _ if denied => base.with_error_code(TOPIC_DENIED.code()),
                         None => base.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
                         Some(part)
                             if errors::leader_epoch_error(
@@ -128,6 +139,7 @@ pub fn offset_for_leader_epoch(
 pub fn init_producer_id(
     broker: &Arc<Broker>,
     request: InitProducerIdRequest,
+    ctx: &RequestContext,
 ) -> InitProducerIdResponse {
     let response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
@@ -136,6 +148,8 @@ pub fn init_producer_id(
         .with_ongoing_txn_producer_epoch(-1);
     let response = if request.transactional_id.is_some() {
         response.with_error_code(ResponseError::NotCoordinator.code())
+    } else if !ctx.may_idempotent_write(broker) {
+        response.with_error_code(ResponseError::ClusterAuthorizationFailed.code())
     } else {
         match broker.metadata.allocate_producer_id() {
             Ok(id) => response

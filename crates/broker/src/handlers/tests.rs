@@ -18,7 +18,7 @@ use crate::broker::Broker;
 use crate::server::{open_broker, MetadataQuorum, Server};
 use ferry_config::broker_config::BrokerConfig;
 
-fn config(dir: &std::path::Path, extra: &str) -> BrokerConfig {
+pub(super) fn config(dir: &std::path::Path, extra: &str) -> BrokerConfig {
     let text = format!(
         "listeners = \"PLAINTEXT://127.0.0.1:0\"\n\"metrics.address\" = \"\"\n\"log.dirs\" = \"{}\"\n{extra}",
         dir.display()
@@ -28,7 +28,7 @@ fn config(dir: &std::path::Path, extra: &str) -> BrokerConfig {
 
 /// The handlers' context without a listener or a controller: the metadata is a local quorum
 /// (kept in memory), and no background task runs.
-async fn broker(dir: &std::path::Path, extra: &str) -> Arc<Broker> {
+pub(super) async fn broker(dir: &std::path::Path, extra: &str) -> Arc<Broker> {
     let advertised = crate::server::Advertised::plaintext("127.0.0.1", 9092);
     open_broker(
         config(dir, extra),
@@ -50,7 +50,7 @@ async fn broker_with_controller(dir: &std::path::Path) -> Arc<Broker> {
         .broker
 }
 
-fn request(key: ApiKey, version: i16, body: RequestKind) -> DecodedRequest {
+pub(super) fn request(key: ApiKey, version: i16, body: RequestKind) -> DecodedRequest {
     DecodedRequest {
         api_key: key,
         header: RequestHeader::default()
@@ -60,12 +60,12 @@ fn request(key: ApiKey, version: i16, body: RequestKind) -> DecodedRequest {
     }
 }
 
-fn name(s: &str) -> TopicName {
+pub(super) fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
 
 /// One record per value, keyed `k{i}`; without a producer, one batch per record.
-fn batch(values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
+pub(super) fn batch(values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
     let records = Batches::values(values.iter().map(|v| v.to_string())).keys(Keys::Indexed);
     match producer {
         Some((id, epoch, sequence)) => records.producer(id, epoch, sequence),
@@ -74,7 +74,7 @@ fn batch(values: &[&str], producer: Option<(i64, i16, i32)>) -> Bytes {
     .encode()
 }
 
-async fn create(
+pub(super) async fn create(
     b: &Arc<Broker>,
     topic: &str,
     partitions: i32,
@@ -105,7 +105,7 @@ async fn create(
     }
 }
 
-async fn produce(
+pub(super) async fn produce(
     b: &Arc<Broker>,
     topic: &str,
     partition: i32,
@@ -133,12 +133,12 @@ async fn produce(
     }
 }
 
-fn produce_result(r: &ProduceResponse) -> (i16, i64) {
+pub(super) fn produce_result(r: &ProduceResponse) -> (i16, i64) {
     let p = &r.responses[0].partition_responses[0];
     (p.error_code, p.base_offset)
 }
 
-async fn fetch(
+pub(super) async fn fetch(
     b: &Arc<Broker>,
     topic: &str,
     partition: i32,
@@ -225,7 +225,7 @@ async fn acks_zero_sends_no_response_and_bad_acks_is_refused() {
     );
 }
 
-async fn send_fetch(b: &Arc<Broker>, body: FetchRequest) -> FetchResponse {
+pub(super) async fn send_fetch(b: &Arc<Broker>, body: FetchRequest) -> FetchResponse {
     match super::handle(
         b,
         request(ApiKey::Fetch, 12, RequestKind::Fetch(body)),
@@ -493,16 +493,36 @@ async fn a_refused_acks_zero_produce_names_its_failures() {
     };
     // accepted: no failures, so the connection stays
     assert_eq!(
-        super::produce::append(&b, request(0, 0), 9, &Default::default()).acks_zero_failures(),
+        super::produce::append(
+            &b,
+            request(0, 0),
+            9,
+            &Default::default(),
+            &super::RequestContext::for_tests()
+        )
+        .acks_zero_failures(),
         None
     );
     // refused at acks=0: the failures, so the connection closes (Kafka's rule)
-    let failures =
-        super::produce::append(&b, request(7, 0), 9, &Default::default()).acks_zero_failures();
+    let failures = super::produce::append(
+        &b,
+        request(7, 0),
+        9,
+        &Default::default(),
+        &super::RequestContext::for_tests(),
+    )
+    .acks_zero_failures();
     assert_eq!(failures.as_deref(), Some("t-7: UnknownTopicOrPartition"));
     // refused at acks=1: the error goes in the response instead
     assert_eq!(
-        super::produce::append(&b, request(7, 1), 9, &Default::default()).acks_zero_failures(),
+        super::produce::append(
+            &b,
+            request(7, 1),
+            9,
+            &Default::default(),
+            &super::RequestContext::for_tests()
+        )
+        .acks_zero_failures(),
         None
     );
 }

@@ -18,16 +18,19 @@ use kafka_protocol::messages::{
 };
 use uuid::Uuid;
 
-use super::{message, str_bytes};
+use super::{message, str_bytes, RequestContext, TOPIC_DENIED};
 use crate::broker::{Broker, TopicError};
+use ferry_authz::AclOperation;
 use ferry_config::topic_config::{self, TOPIC_CONFIGS};
 
 pub fn create_topics(
     broker: &Arc<Broker>,
     request: CreateTopicsRequest,
     version: i16,
+    ctx: &RequestContext,
 ) -> CreateTopicsResponse {
     let mut seen = HashSet::new();
+    let cluster_create = ctx.may_cluster(broker, AclOperation::Create);
     let topics = request
         .topics
         .into_iter()
@@ -36,7 +39,16 @@ pub fn create_topics(
                 .with_name(t.name.clone())
                 .with_num_partitions(-1)
                 .with_replication_factor(-1);
-            let result = match create_one(broker, &mut seen, t, request.validate_only) {
+            let outcome = if cluster_create || ctx.may_topic(broker, AclOperation::Create, &t.name)
+            {
+                create_one(broker, &mut seen, t, request.validate_only)
+            } else {
+                Err(TopicError::new(
+                    TOPIC_DENIED,
+                    "not authorized to create the topic",
+                ))
+            };
+            let result = match outcome {
                 Ok(created) => created_result(broker, result, created, version),
                 Err(e) => result
                     .with_error_code(e.error.code())
@@ -245,7 +257,9 @@ pub fn delete_topics(
     broker: &Arc<Broker>,
     request: DeleteTopicsRequest,
     version: i16,
+    ctx: &RequestContext,
 ) -> DeleteTopicsResponse {
+    let denied = |name: &str| !ctx.may_topic(broker, AclOperation::Delete, name);
     // v6+ names topics by name or id; older versions by name only.
     let wanted: Vec<(Option<TopicName>, Uuid)> = if version >= 6 {
         request
@@ -264,14 +278,16 @@ pub fn delete_topics(
         .into_iter()
         .map(|(name, id)| {
             let found = match &name {
+                Some(n) if denied(n) => Err(TOPIC_DENIED),
                 Some(n) => broker
                     .metadata
                     .topic(n)
                     .ok_or(ResponseError::UnknownTopicOrPartition),
-                None => broker
-                    .metadata
-                    .topic_by_id(id)
-                    .ok_or(ResponseError::UnknownTopicId),
+                None => match broker.metadata.topic_by_id(id) {
+                    Some(meta) if denied(&meta.name) => Err(TOPIC_DENIED),
+                    Some(meta) => Ok(meta),
+                    None => Err(ResponseError::UnknownTopicId),
+                },
             };
             let result = match found {
                 Ok(meta) if meta.name == crate::group_store::OFFSETS_TOPIC => {
@@ -310,12 +326,16 @@ pub fn delete_topics(
 pub fn create_partitions(
     broker: &Arc<Broker>,
     request: CreatePartitionsRequest,
+    ctx: &RequestContext,
 ) -> CreatePartitionsResponse {
     let results = request
         .topics
         .into_iter()
         .map(|t| {
             let outcome: Result<(), TopicError> = (|| {
+                if !ctx.may_topic(broker, AclOperation::Alter, &t.name) {
+                    return Err(TopicError::new(TOPIC_DENIED, "not authorized to alter the topic"));
+                }
                 let meta = broker.metadata.topic(&t.name).ok_or_else(|| {
                     TopicError::new(
                         ResponseError::UnknownTopicOrPartition,

@@ -26,11 +26,20 @@ use kafka_protocol::messages::{
     WriteTxnMarkersResponse,
 };
 
-use super::Routed;
+use super::{RequestContext, Routed};
 use crate::broker::Broker;
 
 /// Answers the transaction APIs; hands any other body back.
-pub async fn transaction_request(broker: &Arc<Broker>, body: RequestKind, v: i16) -> Routed {
+pub async fn transaction_request(
+    broker: &Arc<Broker>,
+    body: RequestKind,
+    v: i16,
+    ctx: &RequestContext,
+) -> Routed {
+    let (body, denied) = match super::txn_acl::check(broker, ctx, body, v) {
+        Ok(checked) => checked,
+        Err(refused) => return Routed::Answered(Some(refused)),
+    };
     let response = match body {
         RequestKind::InitProducerId(r) if r.transactional_id.is_some() => {
             let response = match broker.txn_coordinator() {
@@ -78,6 +87,7 @@ pub async fn transaction_request(broker: &Arc<Broker>, body: RequestKind, v: i16
         }
         other => return Routed::NotOurs(other),
     };
+    let response = super::txn_acl::amend(broker, ctx, response, denied);
     Routed::Answered(Some(response))
 }
 
@@ -88,30 +98,33 @@ fn add_partitions_error(
     version: i16,
     e: ResponseError,
 ) -> AddPartitionsToTxnResponse {
-    let topic_results = |topics: &[AddPartitionsToTxnTopic]| {
-        topics
-            .iter()
-            .map(|t| {
-                AddPartitionsToTxnTopicResult::default()
-                    .with_name(t.name.clone())
-                    .with_results_by_partition(
-                        t.partitions
-                            .iter()
-                            .map(|p| {
-                                AddPartitionsToTxnPartitionResult::default()
-                                    .with_partition_index(*p)
-                                    .with_partition_error_code(e.code())
-                            })
-                            .collect(),
-                    )
-            })
-            .collect::<Vec<_>>()
-    };
     if version >= 4 {
         return AddPartitionsToTxnResponse::default().with_error_code(e.code());
     }
-    AddPartitionsToTxnResponse::default()
-        .with_results_by_topic_v3_and_below(topic_results(&r.v3_and_below_topics))
+    add_partitions_errors(&r.v3_and_below_topics, |_| e)
+}
+
+/// AddPartitionsToTxn v0-3 answered with `error(topic)` for every partition of each topic.
+pub(super) fn add_partitions_errors(
+    topics: &[AddPartitionsToTxnTopic],
+    error: impl Fn(&AddPartitionsToTxnTopic) -> ResponseError,
+) -> AddPartitionsToTxnResponse {
+    let results = topics.iter().map(|t| {
+        let code = error(t).code();
+        AddPartitionsToTxnTopicResult::default()
+            .with_name(t.name.clone())
+            .with_results_by_partition(
+                t.partitions
+                    .iter()
+                    .map(|p| {
+                        AddPartitionsToTxnPartitionResult::default()
+                            .with_partition_index(*p)
+                            .with_partition_error_code(code)
+                    })
+                    .collect(),
+            )
+    });
+    AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results.collect())
 }
 
 /// TxnOffsetCommit, answered by the group coordinator.

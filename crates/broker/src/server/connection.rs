@@ -278,16 +278,13 @@ async fn handle_request(
     let api = format!("{api_key:?}");
     let labels = ApiLabels { api };
     broker.metrics.requests.get_or_create(&labels).inc();
-    let ctx = handlers::RequestContext {
-        client_id: request
-            .header
-            .client_id
-            .as_ref()
-            .map(|c| c.to_string())
-            .unwrap_or_default(),
-        client_host: format!("/{}", peer.ip()),
-        security: security.clone(),
-    };
+    let client_id = request
+        .header
+        .client_id
+        .as_ref()
+        .map(|c| c.to_string())
+        .unwrap_or_default();
+    let ctx = handlers::RequestContext::new(client_id, peer.ip(), security.clone());
     // Requests from other brokers are counted by the sender's rack (cross-AZ traffic).
     let from_broker = metrics::inter_broker_peer(&ctx.client_id).filter(|id| *id != broker.node_id);
     let answer = Answer {

@@ -190,6 +190,7 @@ pub async fn open_broker(
         },
         observer: remote_wal.clone(),
     });
+    let acls = crate::acl::AclAuthority::new(config.authorizer_config());
     let broker = Arc::new(Broker {
         fetcher: Box::new(fetcher),
         peers,
@@ -212,6 +213,7 @@ pub async fn open_broker(
         fetch_sessions: FetchSessionCache::default(),
         metrics,
         endpoints: advertised.endpoints,
+        acls,
     });
     txn_markers.attach(&broker);
     open_known_topics(&broker, on_disk);
