@@ -8,8 +8,8 @@
 // Tests may read the real clock (clippy.toml's clock seam binds the code under test).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
-pub mod authorize;
 pub mod acl;
+pub mod authorize;
 pub mod broker;
 pub mod errors;
 pub mod group_store;

@@ -702,7 +702,11 @@ async fn acl_hosts_are_compared_as_java_writes_them() {
             entry,
         )],
     );
-    let mut v6 = RequestContext::new("c".into(), "::1".parse().unwrap());
+    let mut v6 = RequestContext::new(
+        "c".into(),
+        "::1".parse().unwrap(),
+        Arc::new(crate::security::ConnectionSecurity::plaintext("PLAINTEXT")),
+    );
     v6.principal = ferry_authz::KafkaPrincipal::user("alice");
     assert_eq!(v6.client_host, "/0:0:0:0:0:0:0:1");
     assert!(v6.may_topic(&b, Op::Write, "orders"));

@@ -417,11 +417,11 @@ pub(crate) fn message(m: impl Into<String>) -> Option<StrBytes> {
 }
 
 #[cfg(test)]
+mod acl_tests;
+#[cfg(test)]
 #[path = "listeners_test.rs"]
 mod listeners_test;
 #[cfg(test)]
 mod security_tests;
-#[cfg(test)]
-mod acl_tests;
 #[cfg(test)]
 mod tests;
