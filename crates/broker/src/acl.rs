@@ -12,11 +12,14 @@
 //! Invariant: checks only read. The lock is a `RwLock` held for one decision at a time, so a
 //! metadata update waits at most one check and requests never wait for each other.
 
-use std::sync::RwLock;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, RwLock};
 
 use ferry_authz::{
-    AclBinding, AclError, AclOperation, Authorizer, AuthorizerConfig, ResourceType, CLUSTER_NAME,
+    AccessControlEntry, AclBinding, AclError, AclOperation, AclPermissionType, Authorizer,
+    AuthorizerConfig, PatternType, ResourcePattern, ResourceType, CLUSTER_NAME,
 };
+use uuid::Uuid;
 
 use kafka_protocol::error::ResponseError;
 
@@ -27,6 +30,9 @@ use crate::handlers::RequestContext;
 #[derive(Debug, Default)]
 pub struct AclAuthority {
     authorizer: Option<RwLock<Authorizer>>,
+    /// The image's ACLs last applied, so an image change that leaves them alone (most do: ISR
+    /// and leader changes) does not rebuild the authorizer.
+    applied: Mutex<Option<BTreeMap<Uuid, ferry_cluster::security::AclBinding>>>,
 }
 
 impl AclAuthority {
@@ -34,6 +40,7 @@ impl AclAuthority {
     pub fn new(config: Option<AuthorizerConfig>) -> Self {
         Self {
             authorizer: config.map(|c| RwLock::new(Authorizer::new(c))),
+            applied: Mutex::new(None),
         }
     }
 
@@ -109,6 +116,26 @@ impl AclAuthority {
         Ok(())
     }
 
+    /// Follows the ACLs of a new metadata image (every broker applies every image): replaces
+    /// the authorizer's ACLs when they differ from the last image's.
+    pub fn follow_image(&self, acls: &BTreeMap<Uuid, ferry_cluster::security::AclBinding>) {
+        if self.authorizer.is_none() {
+            return;
+        }
+        let mut applied = self.applied.lock().unwrap_or_else(|e| e.into_inner());
+        if applied.as_ref() == Some(acls) {
+            return;
+        }
+        match self.set_bindings(acls.values().map(to_authz_binding)) {
+            Ok(()) => *applied = Some(acls.clone()),
+            // The controller validated every binding it stored, so this is a bug or a newer
+            // controller's code: keep the ACLs in force and say so.
+            Err(e) => {
+                tracing::error!(error = %e, "cannot apply the metadata image's ACLs; the previous ACLs stay in force")
+            }
+        }
+    }
+
     /// The stored ACLs (for DescribeAcls); empty without an authorizer.
     pub fn bindings(&self) -> Vec<AclBinding> {
         self.read(Authorizer::bindings).unwrap_or_default()
@@ -176,4 +203,21 @@ impl RequestContext {
             .strip_prefix('/')
             .unwrap_or(&self.client_host)
     }
+}
+
+/// An ACL as the cluster metadata stores it (Kafka's wire codes) in ferry-authz's terms.
+pub fn to_authz_binding(b: &ferry_cluster::security::AclBinding) -> AclBinding {
+    AclBinding::new(
+        ResourcePattern::new(
+            ResourceType::from_code(b.resource_type),
+            b.resource_name.clone(),
+            PatternType::from_code(b.pattern_type),
+        ),
+        AccessControlEntry::new(
+            b.principal.clone(),
+            b.host.clone(),
+            AclOperation::from_code(b.operation),
+            AclPermissionType::from_code(b.permission_type),
+        ),
+    )
 }

@@ -249,6 +249,7 @@ impl Broker {
             tracing::info!(topic = %topic, "deleted the local replicas of a deleted topic");
         }
         self.remote_wal.on_image(image);
+        self.acls.follow_image(&image.acls);
         // Every change of a leader's ISR or replica set arrives through the image.
         self.metrics
             .under_replicated_partitions

@@ -727,3 +727,61 @@ async fn new_bindings_replace_the_old_and_keep_the_settings() {
     assert!(ctx("ANONYMOUS").may_topic(&b, Op::Write, "orders"));
     assert_eq!(b.acls.bindings().len(), 1);
 }
+
+/// The whole path: CreateAcls stores a binding in the cluster metadata, the broker applies the
+/// new image (as its image-following task does), and the authorizer then decides with it;
+/// DeleteAcls takes it away again.
+#[tokio::test]
+async fn acls_created_through_the_api_decide_once_the_image_is_applied() {
+    use kafka_protocol::messages::create_acls_request::AclCreation;
+    use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
+    let dir = tempfile::tempdir().unwrap();
+    let b = acl_broker(dir.path()).await;
+    assert!(!ctx("alice").may_topic(&b, Op::Write, "orders"));
+    let create = CreateAclsRequest::default().with_creations(vec![AclCreation::default()
+        .with_resource_type(Rt::Topic.code())
+        .with_resource_name(s("orders"))
+        .with_resource_pattern_type(3)
+        .with_principal(s("User:alice"))
+        .with_host(s("*"))
+        .with_operation(Op::Write.code())
+        .with_permission_type(AclPermissionType::Allow.code())]);
+    let ResponseKind::CreateAcls(r) = call_as(
+        &b,
+        "ANONYMOUS",
+        ApiKey::CreateAcls,
+        3,
+        RequestKind::CreateAcls(create),
+    )
+    .await
+    else {
+        panic!("not a CreateAcls response");
+    };
+    assert_eq!(r.results[0].error_code, 0);
+    b.apply_image(&b.metadata.image());
+    assert!(ctx("alice").may_topic(&b, Op::Write, "orders"));
+    assert!(!ctx("bob").may_topic(&b, Op::Write, "orders"));
+
+    let delete = DeleteAclsRequest::default().with_filters(vec![DeleteAclsFilter::default()
+        .with_resource_type_filter(Rt::Topic.code())
+        .with_resource_name_filter(Some(s("orders")))
+        .with_pattern_type_filter(3)
+        .with_principal_filter(Some(s("User:alice")))
+        .with_host_filter(None)
+        .with_operation(Op::Any.code())
+        .with_permission_type(AclPermissionType::Any.code())]);
+    let ResponseKind::DeleteAcls(r) = call_as(
+        &b,
+        "ANONYMOUS",
+        ApiKey::DeleteAcls,
+        3,
+        RequestKind::DeleteAcls(delete),
+    )
+    .await
+    else {
+        panic!("not a DeleteAcls response");
+    };
+    assert_eq!(r.filter_results[0].error_code, 0);
+    b.apply_image(&b.metadata.image());
+    assert!(!ctx("alice").may_topic(&b, Op::Write, "orders"));
+}
