@@ -87,7 +87,7 @@ pub fn parse_super_users(value: &str) -> Result<BTreeSet<KafkaPrincipal>, AclErr
         .map(str::trim)
         .filter(|item| !item.is_empty())
         .map(|item| {
-            KafkaPrincipal::parse(item).map_err(|_| AclError::InvalidConfig {
+            crate::principal::parse_principal(item).map_err(|_| AclError::InvalidConfig {
                 key: SUPER_USERS_CONFIG,
                 value: value.to_owned(),
                 reason: format!("{item:?} is not of the form principalType:principalName"),
@@ -283,7 +283,8 @@ impl Authorizer {
         };
         let relevant = |entry: &AccessControlEntry| {
             (entry.host == host || entry.host == WILDCARD_HOST)
-                && (principal.is(&entry.principal) || entry.principal == WILDCARD_PRINCIPAL)
+                && (crate::principal::names(principal, &entry.principal)
+                    || entry.principal == WILDCARD_PRINCIPAL)
                 && (entry.operation == operation || entry.operation == AclOperation::All)
         };
         // name -> (allowed, denied) for the caller and this operation.
@@ -344,7 +345,9 @@ fn entry_result(
     host: &str,
     operation: AclOperation,
 ) -> Option<AuthorizationResult> {
-    if entry.principal != WILDCARD_PRINCIPAL && !principal.is(&entry.principal) {
+    if entry.principal != WILDCARD_PRINCIPAL
+        && !crate::principal::names(principal, &entry.principal)
+    {
         return None;
     }
     if entry.host != WILDCARD_HOST && entry.host != host {

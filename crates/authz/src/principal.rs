@@ -5,7 +5,6 @@
 //! broker must present them exactly as Kafka would: the principal as `type:name` split at the
 //! first colon, the host as Java's `InetAddress.getHostAddress()` writes it ([`host_address`]).
 
-use std::fmt;
 use std::net::IpAddr;
 
 use crate::error::AclError;
@@ -19,53 +18,21 @@ pub const WILDCARD_PRINCIPAL: &str = "User:*";
 /// The host string of an ACL that matches every host.
 pub const WILDCARD_HOST: &str = "*";
 
-/// An authenticated identity: a type (`User` for SASL and TLS users) and a name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct KafkaPrincipal {
-    /// The principal type, e.g. `User`.
-    pub principal_type: String,
-    /// The name within the type; may contain colons.
-    pub name: String,
+/// Who asks: ferry-auth's principal, the one authentication produces, so that the principal
+/// a connection proved and the one ACLs are checked for are the same type.
+pub use ferry_auth::KafkaPrincipal;
+
+/// Parses `Type:name` as an ACL or `super.users` entry names a principal (split at the first
+/// colon; Kafka's `SecurityUtils.parseKafkaPrincipal`).
+pub fn parse_principal(s: &str) -> Result<KafkaPrincipal, AclError> {
+    s.parse()
+        .map_err(|_| AclError::InvalidPrincipal(s.to_owned()))
 }
 
-impl KafkaPrincipal {
-    /// A principal of the given type and name.
-    pub fn new(principal_type: impl Into<String>, name: impl Into<String>) -> Self {
-        KafkaPrincipal {
-            principal_type: principal_type.into(),
-            name: name.into(),
-        }
-    }
-
-    /// A `User:` principal (what SASL/PLAIN, SCRAM and TLS produce).
-    pub fn user(name: impl Into<String>) -> Self {
-        Self::new(USER_TYPE, name)
-    }
-
-    /// The anonymous principal of unauthenticated listeners (`User:ANONYMOUS`).
-    pub fn anonymous() -> Self {
-        Self::user("ANONYMOUS")
-    }
-
-    /// Parses `Type:name`, split at the first colon (Kafka's `SecurityUtils.parseKafkaPrincipal`).
-    /// The name may be empty or contain further colons; a string without a colon is an error.
-    pub fn parse(s: &str) -> Result<Self, AclError> {
-        split_principal(s)
-            .map(|(t, n)| Self::new(t, n))
-            .ok_or_else(|| AclError::InvalidPrincipal(s.to_owned()))
-    }
-
-    /// True when `acl_principal` (an ACL's principal string) names this principal.
-    pub fn is(&self, acl_principal: &str) -> bool {
-        split_principal(acl_principal)
-            .is_some_and(|(t, n)| t == self.principal_type && n == self.name)
-    }
-}
-
-impl fmt::Display for KafkaPrincipal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.principal_type, self.name)
-    }
+/// True when `acl_principal` (an ACL's principal string) names `principal`.
+pub(crate) fn names(principal: &KafkaPrincipal, acl_principal: &str) -> bool {
+    split_principal(acl_principal)
+        .is_some_and(|(t, n)| t == principal.principal_type() && n == principal.name())
 }
 
 /// Splits `Type:name` at the first colon; `None` when empty or without a colon.

@@ -62,7 +62,7 @@ impl RequestContext {
             client_id,
             client_host: format!("/{}", ferry_authz::host_address(peer)),
             security,
-            principal: KafkaPrincipal::anonymous(),
+            principal: KafkaPrincipal::ANONYMOUS,
         }
     }
 
