@@ -9,7 +9,6 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod acl;
-pub mod authorize;
 pub mod broker;
 pub mod errors;
 pub mod group_store;

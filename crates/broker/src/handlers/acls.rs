@@ -1,7 +1,7 @@
 //! CreateAcls, DescribeAcls and DeleteAcls, with Kafka's validation and error codes
 //! (`AclApis`, `AclControlManager`). Bindings live in the controller quorum; creating one that
 //! exists already succeeds without a change. Describe reads this broker's image (it may lag a
-//! change made through another broker, as in Kafka); filters match as in [`super::acl_filter`].
+//! change made through another broker, as in Kafka); filters match as ferry-authz's `AclBindingFilter` (Kafka's rules), the authorizer's own.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,10 +19,13 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::acl_filter::AclFilter;
 use super::{message, str_bytes, RequestContext};
-use crate::authorize::ClusterOperation;
+
 use crate::broker::Broker;
+use ferry_authz::{
+    AccessControlEntryFilter, AclBindingFilter, AclOperation, AclPermissionType, PatternType,
+    ResourcePatternFilter, ResourceType,
+};
 use ferry_cluster::security::acl_codes::{CLUSTER_NAME, RESOURCE_CLUSTER};
 use ferry_cluster::security::AclBinding;
 
@@ -31,7 +34,7 @@ pub async fn create(
     request: CreateAclsRequest,
     ctx: &RequestContext,
 ) -> CreateAclsResponse {
-    let allowed = broker.authorize_cluster(ctx, ClusterOperation::Alter);
+    let allowed = ctx.may_cluster(broker, ferry_authz::AclOperation::Alter);
     let mut results = Vec::with_capacity(request.creations.len());
     for creation in request.creations {
         let error = if allowed {
@@ -101,18 +104,18 @@ pub fn describe(
             response.with_error_message(message(why))
         }
     };
-    if !broker.authorize_cluster(ctx, ClusterOperation::Describe) {
+    if !ctx.may_cluster(broker, ferry_authz::AclOperation::Describe) {
         return refuse(ResponseError::ClusterAuthorizationFailed, "");
     }
-    let filter = AclFilter {
-        resource_type: r.resource_type_filter,
-        resource_name: r.resource_name_filter.map(|s| s.to_string()),
-        pattern_type: r.pattern_type_filter,
-        principal: r.principal_filter.map(|s| s.to_string()),
-        host: r.host_filter.map(|s| s.to_string()),
-        operation: r.operation,
-        permission_type: r.permission_type,
-    };
+    let filter = acl_filter(
+        r.resource_type_filter,
+        r.resource_name_filter,
+        r.pattern_type_filter,
+        r.principal_filter,
+        r.host_filter,
+        r.operation,
+        r.permission_type,
+    );
     if filter.is_unknown() {
         return refuse(
             ResponseError::InvalidRequest,
@@ -122,7 +125,11 @@ pub fn describe(
     let image = broker.metadata.image();
     // Grouped by resource pattern, as Kafka answers.
     let mut by_resource: BTreeMap<(i8, &str, i8), Vec<AclDescription>> = BTreeMap::new();
-    for b in image.acl_bindings().values().filter(|b| filter.matches(b)) {
+    for b in image
+        .acl_bindings()
+        .values()
+        .filter(|b| selects(&filter, b))
+    {
         by_resource
             .entry((b.resource_type, b.resource_name.as_str(), b.pattern_type))
             .or_default()
@@ -154,18 +161,18 @@ pub async fn delete(
     request: DeleteAclsRequest,
     ctx: &RequestContext,
 ) -> DeleteAclsResponse {
-    let allowed = broker.authorize_cluster(ctx, ClusterOperation::Alter);
+    let allowed = ctx.may_cluster(broker, ferry_authz::AclOperation::Alter);
     let mut results = Vec::with_capacity(request.filters.len());
     for f in request.filters {
-        let filter = AclFilter {
-            resource_type: f.resource_type_filter,
-            resource_name: f.resource_name_filter.map(|s| s.to_string()),
-            pattern_type: f.pattern_type_filter,
-            principal: f.principal_filter.map(|s| s.to_string()),
-            host: f.host_filter.map(|s| s.to_string()),
-            operation: f.operation,
-            permission_type: f.permission_type,
-        };
+        let filter = acl_filter(
+            f.resource_type_filter,
+            f.resource_name_filter,
+            f.pattern_type_filter,
+            f.principal_filter,
+            f.host_filter,
+            f.operation,
+            f.permission_type,
+        );
         let result = if !allowed {
             filter_error(ResponseError::ClusterAuthorizationFailed, None)
         } else if filter.is_unknown() {
@@ -189,13 +196,13 @@ fn filter_error(e: ResponseError, why: Option<StrBytes>) -> DeleteAclsFilterResu
 
 /// Deletes every stored binding `filter` matches; each is listed with its own outcome (one
 /// already deleted by an earlier filter or a concurrent request counts as deleted).
-async fn delete_matching(broker: &Broker, filter: &AclFilter) -> DeleteAclsFilterResult {
+async fn delete_matching(broker: &Broker, filter: &AclBindingFilter) -> DeleteAclsFilterResult {
     let image = broker.metadata.image();
     let mut matching = Vec::new();
     for (id, b) in image
         .acl_bindings()
         .iter()
-        .filter(|(_, b)| filter.matches(b))
+        .filter(|(_, b)| selects(filter, b))
     {
         let mut acl = DeleteAclsMatchingAcl::default()
             .with_resource_type(b.resource_type)
@@ -218,4 +225,35 @@ async fn delete_matching(broker: &Broker, filter: &AclFilter) -> DeleteAclsFilte
     DeleteAclsFilterResult::default()
         .with_error_message(None)
         .with_matching_acls(matching)
+}
+
+/// A DescribeAcls or DeleteAcls filter from its wire fields (Kafka's codes; an unknown code
+/// makes the filter unknown, which the APIs refuse).
+fn acl_filter(
+    resource_type: i8,
+    name: Option<StrBytes>,
+    pattern_type: i8,
+    principal: Option<StrBytes>,
+    host: Option<StrBytes>,
+    operation: i8,
+    permission: i8,
+) -> AclBindingFilter {
+    AclBindingFilter::new(
+        ResourcePatternFilter::new(
+            ResourceType::from_code(resource_type),
+            name.map(|s| s.to_string()),
+            PatternType::from_code(pattern_type),
+        ),
+        AccessControlEntryFilter::new(
+            principal.map(|s| s.to_string()),
+            host.map(|s| s.to_string()),
+            AclOperation::from_code(operation),
+            AclPermissionType::from_code(permission),
+        ),
+    )
+}
+
+/// Whether `filter` selects the stored binding `b` (the same rules the authorizer matches by).
+fn selects(filter: &AclBindingFilter, b: &AclBinding) -> bool {
+    filter.matches(&crate::acl::to_authz_binding(b))
 }

@@ -19,7 +19,6 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::Broker;
 
-mod acl_filter;
 mod acls;
 mod cluster;
 mod configs;

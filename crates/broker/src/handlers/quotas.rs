@@ -20,7 +20,7 @@ use kafka_protocol::messages::{
 };
 
 use super::{message, str_bytes, RequestContext};
-use crate::authorize::ClusterOperation;
+
 use crate::broker::Broker;
 use ferry_cluster::security::{QuotaEntity, ENTITY_CLIENT_ID, ENTITY_IP, ENTITY_USER};
 
@@ -61,7 +61,7 @@ pub fn describe(
     request: DescribeClientQuotasRequest,
     ctx: &RequestContext,
 ) -> DescribeClientQuotasResponse {
-    let refused = if broker.authorize_cluster(ctx, ClusterOperation::DescribeConfigs) {
+    let refused = if ctx.may_cluster(broker, ferry_authz::AclOperation::DescribeConfigs) {
         None
     } else {
         Some((ResponseError::ClusterAuthorizationFailed, String::new()))
@@ -198,7 +198,7 @@ pub async fn alter(
     request: AlterClientQuotasRequest,
     ctx: &RequestContext,
 ) -> AlterClientQuotasResponse {
-    let allowed = broker.authorize_cluster(ctx, ClusterOperation::AlterConfigs);
+    let allowed = ctx.may_cluster(broker, ferry_authz::AclOperation::AlterConfigs);
     let mut results = Vec::with_capacity(request.entries.len());
     for entry in request.entries {
         let error = if !allowed {

@@ -23,7 +23,7 @@ use kafka_protocol::messages::{
 use sha2::{Digest, Sha256, Sha512};
 
 use super::{message, str_bytes, RequestContext};
-use crate::authorize::ClusterOperation;
+
 use crate::broker::Broker;
 use ferry_cluster::security::{ScramCredential, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS};
 
@@ -59,7 +59,7 @@ pub async fn alter(
     request: AlterUserScramCredentialsRequest,
     ctx: &RequestContext,
 ) -> AlterUserScramCredentialsResponse {
-    let allowed = broker.authorize_cluster(ctx, ClusterOperation::AlterConfigs);
+    let allowed = ctx.may_cluster(broker, ferry_authz::AclOperation::AlterConfigs);
     // Users in request order; a user named twice is refused as a whole.
     let mut order: Vec<String> = Vec::new();
     let mut outcome: BTreeMap<String, Result<Change, (ResponseError, String)>> = BTreeMap::new();
@@ -178,7 +178,7 @@ pub fn describe(
     request: DescribeUserScramCredentialsRequest,
     ctx: &RequestContext,
 ) -> DescribeUserScramCredentialsResponse {
-    if !broker.authorize_cluster(ctx, ClusterOperation::DescribeConfigs) {
+    if !ctx.may_cluster(broker, ferry_authz::AclOperation::DescribeConfigs) {
         let e = ResponseError::ClusterAuthorizationFailed;
         return DescribeUserScramCredentialsResponse::default()
             .with_error_message(None)
