@@ -1,6 +1,7 @@
 """Authorization (issue 13) with real clients: `authorizer.class.name` turns Kafka's
-StandardAuthorizer rules on. Until authentication lands every client is `User:ANONYMOUS`, and the
-ACLs themselves arrive with CreateAcls; these tests cover what the broker's config decides:
+StandardAuthorizer rules on. These clients connect on a PLAINTEXT listener as `User:ANONYMOUS`
+(test_sasl.py has ACLs for principals that SASL and client certificates prove); these tests
+cover what the broker's config decides:
 no ACL + deny by default, `super.users`, `allow.everyone.if.no.acl.found`, and an unknown
 authorizer class stopping start-up."""
 
@@ -18,8 +19,9 @@ STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 TOPIC_AUTHORIZATION_FAILED = 29
 T = 30
 
-# Brokers talk to each other as User:ANONYMOUS too until authentication lands.
-pytestmark = pytest.mark.single_node("inter-broker requests are unauthenticated until SASL/TLS land")
+pytestmark = pytest.mark.single_node(
+    "in a cluster the brokers' own requests would need ACLs for User:ANONYMOUS; test_sasl.py "
+    "runs a secured cluster")
 
 
 def create_error(broker, name: str) -> int | None:

@@ -14,7 +14,6 @@ import os
 import shutil
 import socket
 import ssl
-import subprocess
 import time
 from pathlib import Path
 
@@ -23,52 +22,12 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from conftest import Broker, Cluster, free_port, toml_value, unique_topic
+from pki import Pki, openssl
 
 pytestmark = [
     pytest.mark.single_node("starts its own brokers with their own listeners"),
     pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI"),
 ]
-
-
-# --- certificates ------------------------------------------------------------------------------
-
-def _openssl(*args, cwd: Path):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-class Pki:
-    """A test CA and leaf certificates it signs (EC P-256, valid two days)."""
-
-    def __init__(self, root: Path):
-        self.dir = root / "pki"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.ca = self.dir / "ca.pem"
-        _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                 "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-                 "-subj", "/CN=ferry-test-ca",
-                 "-addext", "basicConstraints=critical,CA:TRUE",
-                 "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=self.dir)
-
-    def leaf(self, name: str, cn: str) -> tuple[Path, Path, Path]:
-        """(cert, key, keystore) for `cn`, valid for localhost and 127.0.0.1; the keystore is
-        the key and the certificate in one PEM file, as `ssl.keystore.location` takes it."""
-        ext = self.dir / f"{name}.ext"
-        ext.write_text(
-            "basicConstraints=CA:FALSE\n"
-            "keyUsage=critical,digitalSignature\n"
-            "extendedKeyUsage=serverAuth,clientAuth\n"
-            "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
-        )
-        _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                 "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/O=ferry/CN={cn}",
-                 cwd=self.dir)
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", ext.name,
-                 cwd=self.dir)
-        cert, key = self.dir / f"{name}.crt", self.dir / f"{name}.key"
-        keystore = self.dir / f"{name}-keystore.pem"
-        keystore.write_text(key.read_text() + cert.read_text())
-        return cert, key, keystore
 
 
 @pytest.fixture
@@ -328,7 +287,7 @@ def test_inline_pem_keystore_and_secrets_stay_secret(make_broker, pki):
 
 def test_an_encrypted_key_stops_start_up_saying_so(make_broker, pki):
     cert, key, _ = pki.leaf("server", "encrypted")
-    _openssl("pkcs8", "-topk8", "-in", key.name, "-out", "enc.key", "-v2", "aes256",
+    openssl("pkcs8", "-topk8", "-in", key.name, "-out", "enc.key", "-v2", "aes256",
              "-passout", "pass:secret", cwd=pki.dir)
     keystore = pki.dir / "enc-keystore.pem"
     keystore.write_text((pki.dir / "enc.key").read_text() + cert.read_text())

@@ -6,6 +6,10 @@
 //! broker), the remote WAL metadata reader (Fetch as a consumer, `replica_id` = -1) and the
 //! remote WAL metadata publisher (Produce) share it.
 //!
+//! On a `SASL_PLAINTEXT` / `SASL_SSL` inter-broker listener each connection logs in first with
+//! `sasl.mechanism.inter.broker.protocol` ([`PeerLogin`]), and logs in again in place before the
+//! session the peer granted runs out (`connections.max.reauth.ms`, KIP-368), as Kafka clients do.
+//!
 //! A connection whose exchange failed is in an unknown state (a partial frame may be in flight):
 //! callers drop it and connect again.
 //!
@@ -16,10 +20,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use ferry_auth::{Mechanism, ScramClient, Secret};
 use ferry_cluster::BrokerId;
 use kafka_protocol::messages::{
     ApiKey, FetchRequest, FetchResponse, ProduceRequest, ProduceResponse, RequestHeader,
-    ResponseHeader,
+    ResponseHeader, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -36,6 +42,27 @@ pub const PRODUCE_VERSION: i16 = 9;
 /// Largest response frame accepted.
 const MAX_RESPONSE: usize = 256 << 20;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The client id of this broker's SASL exchanges with its peers.
+const SASL_CLIENT_ID: &str = "ferry-inter-broker";
+
+/// How this broker logs in to its peers on a SASL inter-broker listener.
+#[derive(Clone)]
+pub struct PeerLogin {
+    /// `sasl.mechanism.inter.broker.protocol`.
+    pub mechanism: Mechanism,
+    /// The `username` / `password` of that mechanism's JAAS text on the inter-broker listener.
+    pub username: String,
+    pub password: Secret,
+}
+
+impl std::fmt::Debug for PeerLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerLogin")
+            .field("mechanism", &self.mechanism)
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
+}
 
 /// The byte stream of a peer connection: TCP, or TLS over TCP.
 trait PeerIo: AsyncRead + AsyncWrite + Unpin + Send {}
@@ -48,6 +75,9 @@ pub struct Connection {
     peer: BrokerId,
     kind: TrafficKind,
     metrics: Arc<Metrics>,
+    login: Option<Arc<PeerLogin>>,
+    /// When to log in again: before the end of the session the peer granted.
+    reauthenticate_at: Option<tokio::time::Instant>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -69,6 +99,8 @@ pub struct PeerClient {
     listener: Arc<str>,
     /// The TLS client config when that listener is SSL (or SASL_SSL).
     tls: Option<Arc<crate::tls::ClientTls>>,
+    /// The login when that listener is SASL_PLAINTEXT or SASL_SSL.
+    login: Option<Arc<PeerLogin>>,
 }
 
 impl std::fmt::Debug for PeerClient {
@@ -78,18 +110,21 @@ impl std::fmt::Debug for PeerClient {
 }
 
 impl PeerClient {
-    /// Peers are reached on `listener`, over TLS with `tls` when given.
+    /// Peers are reached on `listener`, over TLS with `tls` and logging in with `login` when
+    /// given.
     pub fn new(
         metadata: Arc<MetadataStore>,
         metrics: Arc<Metrics>,
         listener: &str,
         tls: Option<Arc<crate::tls::ClientTls>>,
+        login: Option<Arc<PeerLogin>>,
     ) -> Self {
         Self {
             metadata,
             metrics,
             listener: listener.into(),
             tls,
+            login,
         }
     }
 
@@ -128,13 +163,20 @@ impl PeerClient {
         })
         .await
         .map_err(|_| anyhow::anyhow!("connect to {addr} timed out"))??;
-        Ok(Connection {
+        let mut connection = Connection {
             stream,
             correlation_id: 0,
             peer,
             kind,
             metrics: self.metrics.clone(),
-        })
+            login: self.login.clone(),
+            reauthenticate_at: None,
+        };
+        connection
+            .authenticate()
+            .await
+            .map_err(|e| anyhow::anyhow!("SASL login to broker {peer} at {addr} failed: {e:#}"))?;
+        Ok(connection)
     }
 }
 
@@ -150,7 +192,7 @@ impl Connection {
         request: &FetchRequest,
         client_id: &str,
     ) -> anyhow::Result<FetchResponse> {
-        self.exchange(ApiKey::Fetch, FETCH_VERSION, request, client_id)
+        self.call(ApiKey::Fetch, FETCH_VERSION, request, client_id)
             .await
     }
 
@@ -160,7 +202,7 @@ impl Connection {
         request: &ProduceRequest,
         client_id: &str,
     ) -> anyhow::Result<ProduceResponse> {
-        self.exchange(ApiKey::Produce, PRODUCE_VERSION, request, client_id)
+        self.call(ApiKey::Produce, PRODUCE_VERSION, request, client_id)
             .await
     }
 
@@ -170,7 +212,7 @@ impl Connection {
         request: &kafka_protocol::messages::WriteTxnMarkersRequest,
         client_id: &str,
     ) -> anyhow::Result<kafka_protocol::messages::WriteTxnMarkersResponse> {
-        self.exchange(ApiKey::WriteTxnMarkers, 1, request, client_id)
+        self.call(ApiKey::WriteTxnMarkers, 1, request, client_id)
             .await
     }
 
@@ -181,8 +223,87 @@ impl Connection {
         request: &kafka_protocol::messages::AddPartitionsToTxnRequest,
         client_id: &str,
     ) -> anyhow::Result<kafka_protocol::messages::AddPartitionsToTxnResponse> {
-        self.exchange(ApiKey::AddPartitionsToTxn, 4, request, client_id)
+        self.call(ApiKey::AddPartitionsToTxn, 4, request, client_id)
             .await
+    }
+
+    /// One request and its response, logging in again first when the session is about to end.
+    async fn call<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        api_key: ApiKey,
+        version: i16,
+        request: &Req,
+        client_id: &str,
+    ) -> anyhow::Result<Resp> {
+        if self
+            .reauthenticate_at
+            .is_some_and(|at| tokio::time::Instant::now() >= at)
+        {
+            self.authenticate()
+                .await
+                .map_err(|e| anyhow::anyhow!("SASL re-authentication failed: {e:#}"))?;
+        }
+        self.exchange(api_key, version, request, client_id).await
+    }
+
+    /// Logs in with the connection's SASL login, if it has one: SaslHandshake v1, then the
+    /// mechanism's SaslAuthenticate v2 exchange.
+    async fn authenticate(&mut self) -> anyhow::Result<()> {
+        let Some(login) = self.login.clone() else {
+            return Ok(());
+        };
+        let started = tokio::time::Instant::now();
+        let handshake = SaslHandshakeRequest::default()
+            .with_mechanism(StrBytes::from_static_str(login.mechanism.name()));
+        let answer: SaslHandshakeResponse = self
+            .exchange(ApiKey::SaslHandshake, 1, &handshake, SASL_CLIENT_ID)
+            .await?;
+        if answer.error_code != 0 {
+            let enabled: Vec<&str> = answer.mechanisms.iter().map(|m| m.as_str()).collect();
+            anyhow::bail!(
+                "SaslHandshake for {}: error {} (the peer enables {})",
+                login.mechanism,
+                answer.error_code,
+                enabled.join(", ")
+            );
+        }
+        let last = match login.mechanism.scram() {
+            None => {
+                let message = ferry_auth::plain::client_message(&login.username, &login.password);
+                self.sasl_step(message).await?
+            }
+            Some(scram) => {
+                let mut client =
+                    ScramClient::new(scram, login.username.clone(), login.password.clone());
+                let first = self.sasl_step(client.client_first()?).await?;
+                let proof = client.handle_server_first(&first.auth_bytes)?;
+                let last = self.sasl_step(proof).await?;
+                client.handle_server_final(&last.auth_bytes)?;
+                last
+            }
+        };
+        // Log in again after 85% of the session, well before the peer closes the connection.
+        self.reauthenticate_at = u64::try_from(last.session_lifetime_ms)
+            .ok()
+            .filter(|ms| *ms > 0)
+            .map(|ms| started + Duration::from_millis(ms / 100 * 85));
+        Ok(())
+    }
+
+    /// One SaslAuthenticate (v2) round trip; an error answer is an error.
+    async fn sasl_step(&mut self, auth_bytes: Vec<u8>) -> anyhow::Result<SaslAuthenticateResponse> {
+        let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(auth_bytes));
+        let answer: SaslAuthenticateResponse = self
+            .exchange(ApiKey::SaslAuthenticate, 2, &request, SASL_CLIENT_ID)
+            .await?;
+        if answer.error_code != 0 {
+            anyhow::bail!(
+                "SaslAuthenticate: error {}: {}",
+                answer.error_code,
+                answer.error_message.as_deref().unwrap_or("")
+            );
+        }
+        Ok(answer)
     }
 
     /// One request and its response, counted under the connection's kind.

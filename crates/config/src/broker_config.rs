@@ -94,6 +94,11 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("ssl.client.auth", ConfigType::String, "none", "Client certificates on SSL listeners: `none`, `requested` (verified when given) or `required` (a client without one is refused). The subject of a verified certificate is passed to authentication as the connection's peer."),
     def("ssl.endpoint.identification.algorithm", ConfigType::String, "https", "How a broker checks another broker's certificate on an SSL inter-broker listener: `https` checks that it names the host connected to; empty checks only the chain."),
     def("ssl.principal.mapping.rules", ConfigType::String, "DEFAULT", "Rules turning a client certificate's subject into a principal, as Kafka's (applied by authentication)."),
+    def("sasl.enabled.mechanisms", List, "GSSAPI", "SASL mechanisms served on `SASL_PLAINTEXT` and `SASL_SSL` listeners: `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`. Kafka's default `GSSAPI` (Kerberos) is not served, so a broker with a SASL listener must set this (or `listener.name.<listener>.sasl.enabled.mechanisms`); start-up stops with an error naming the mechanism otherwise."),
+    def("sasl.mechanism.inter.broker.protocol", ConfigType::String, "GSSAPI", "SASL mechanism a broker logs in with towards other brokers when the inter-broker listener is `SASL_PLAINTEXT` or `SASL_SSL`; its login is the `username`/`password` of that listener's `listener.name.<listener>.<mechanism>.sasl.jaas.config`."),
+    def("sasl.jaas.config", ConfigType::Password, "", "JAAS text of one listener's mechanism, set only as `listener.name.<lowercase listener>.<lowercase mechanism>.sasl.jaas.config`, as Kafka brokers have it. PLAIN: `org.apache.kafka.common.security.plain.PlainLoginModule required username=\"...\" password=\"...\" user_<name>=\"<password>\" ...;` (the users who may log in, and this broker's own login towards other brokers). SCRAM: `org.apache.kafka.common.security.scram.ScramLoginModule required username=\"...\" password=\"...\";` (only this broker's login: SCRAM users are stored in the controller quorum, managed with AlterUserScramCredentials)."),
+    def("sasl.server.max.receive.size", Int, "524288", "Largest request frame accepted on a SASL listener before the client has authenticated; a larger one closes the connection."),
+    def("connections.max.reauth.ms", Long, "0", "How long a SASL session lasts (KIP-368): the broker tells the client in SaslAuthenticate, the client re-authenticates in place before then, and a connection whose session expired is closed at its next request. 0: sessions never expire. May be set per listener as `listener.name.<listener>.connections.max.reauth.ms`."),
     def("log.dirs", List, "./data", "Comma-separated directories holding partition logs; the first also holds the controller's metadata log unless `metadata.log.dir` is set."),
     def("num.partitions", Int, "1", "Partitions of an auto-created topic, and of CreateTopics requests that give -1."),
     def("default.replication.factor", Int, "1", "Replication factor of auto-created topics and of CreateTopics requests that give -1."),
@@ -241,24 +246,45 @@ pub fn lookup_def(name: &str) -> Option<&'static ConfigDef> {
 /// Whether a key holds a secret (Kafka's PASSWORD type): never returned by DescribeConfigs nor
 /// logged. Per-listener overrides of such keys are secrets too.
 pub fn is_sensitive(name: &str) -> bool {
-    let key = name
-        .strip_prefix(crate::listeners::LISTENER_PREFIX)
-        .and_then(|rest| rest.split_once('.'))
-        .map_or(name, |(_, key)| key);
-    lookup_def(key).is_some_and(|d| d.ty.is_sensitive())
+    lookup_key(name).is_some_and(|d| d.ty.is_sensitive())
 }
 
 /// The declaration of a key in a config file: a declared key, or a per-listener override
-/// `listener.name.<name>.<key>` of a declared `ssl.*` key (which it shares type and checks with).
+/// `listener.name.<name>.<key>` of a key a listener may override ([`listener_scoped_def`]).
 fn lookup_key(name: &str) -> Option<&'static ConfigDef> {
     if let Some(rest) = name.strip_prefix(crate::listeners::LISTENER_PREFIX) {
         let (listener, key) = rest.split_once('.')?;
-        if listener.is_empty() || !key.starts_with("ssl.") {
+        if listener.is_empty() {
             return None;
         }
-        return lookup_def(key);
+        return listener_scoped_def(key);
     }
     lookup_def(name)
+}
+
+/// The lowercase SASL mechanism names that may scope a listener's `sasl.jaas.config`.
+pub const JAAS_MECHANISM_PREFIXES: &[&str] = &[
+    "plain",
+    "scram-sha-256",
+    "scram-sha-512",
+    "gssapi",
+    "oauthbearer",
+];
+
+/// The keys one listener may set for itself: `ssl.*`, the SASL keys, `connections.max.reauth.ms`,
+/// and a mechanism's JAAS text as `<lowercase mechanism>.sasl.jaas.config` (the only form
+/// `sasl.jaas.config` takes on a broker).
+fn listener_scoped_def(key: &str) -> Option<&'static ConfigDef> {
+    if let Some((mechanism, "sasl.jaas.config")) = key.split_once('.') {
+        return JAAS_MECHANISM_PREFIXES
+            .contains(&mechanism)
+            .then(|| lookup_def("sasl.jaas.config"))
+            .flatten();
+    }
+    let scoped = key.starts_with("ssl.")
+        || (key.starts_with("sasl.") && key != "sasl.jaas.config")
+        || key == "connections.max.reauth.ms";
+    scoped.then(|| lookup_def(key)).flatten()
 }
 
 impl BrokerConfig {

@@ -165,6 +165,34 @@ fn describe_source(s: &PemSource) -> String {
     }
 }
 
+/// The SASL settings of one `SASL_PLAINTEXT` / `SASL_SSL` listener, as written: the broker
+/// checks the mechanism names and parses the JAAS texts (it knows which it serves).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SaslListenerConfig {
+    /// `sasl.enabled.mechanisms`, in order.
+    pub mechanisms: Vec<String>,
+    /// (mechanism as written in `mechanisms`, its `<mechanism>.sasl.jaas.config` text), for
+    /// each enabled mechanism that has one.
+    pub jaas: Vec<(String, String)>,
+    /// `sasl.server.max.receive.size`: the largest frame before authentication.
+    pub max_receive_size: usize,
+    /// `connections.max.reauth.ms` (`None`: 0, sessions never expire).
+    pub max_reauth: Option<std::time::Duration>,
+}
+
+impl fmt::Debug for SaslListenerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // JAAS texts hold passwords: only which mechanisms have one is shown.
+        let jaas: Vec<&str> = self.jaas.iter().map(|(m, _)| m.as_str()).collect();
+        f.debug_struct("SaslListenerConfig")
+            .field("mechanisms", &self.mechanisms)
+            .field("jaas", &jaas)
+            .field("max_receive_size", &self.max_receive_size)
+            .field("max_reauth", &self.max_reauth)
+            .finish()
+    }
+}
+
 /// `ssl.keystore.*` of type PEM.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Keystore {
@@ -397,13 +425,67 @@ impl BrokerConfig {
         Ok(())
     }
 
-    /// The `ssl.*` value of `key` for `listener`: `listener.name.<lowercase>.<key>`, else `key`.
+    /// The value of `key` for `listener`: `listener.name.<lowercase>.<key>`, else `key`.
     pub fn listener_raw(&self, listener: &str, key: &str) -> &str {
         let scoped = format!("{LISTENER_PREFIX}{}.{key}", listener.to_ascii_lowercase());
         if self.is_set(&scoped) {
             return self.raw(&scoped);
         }
         self.raw(key)
+    }
+
+    /// The SASL settings of `listener`: its own `listener.name.<name>.*` keys, else the
+    /// broker's. A broker-wide `sasl.jaas.config` is refused, as Kafka brokers only read it
+    /// scoped to a listener and a mechanism.
+    pub fn sasl_settings(&self, listener: &str) -> Result<SaslListenerConfig, ConfigError> {
+        if self.is_set("sasl.jaas.config") {
+            return Err(bad(
+                "sasl.jaas.config",
+                "password",
+                format!(
+                    "a broker reads JAAS text per listener and mechanism: set `{LISTENER_PREFIX}{}.<mechanism>.sasl.jaas.config` (for example `{LISTENER_PREFIX}{}.plain.sasl.jaas.config`)",
+                    listener.to_ascii_lowercase(),
+                    listener.to_ascii_lowercase()
+                ),
+            ));
+        }
+        let mechanisms = split_list(self.listener_raw(listener, "sasl.enabled.mechanisms"));
+        let jaas = mechanisms
+            .iter()
+            .filter_map(|m| {
+                let key = format!("{}.sasl.jaas.config", m.to_ascii_lowercase());
+                let text = self.listener_raw(listener, &key).trim();
+                (!text.is_empty()).then(|| (m.clone(), text.to_string()))
+            })
+            .collect();
+        let number = |key: &str| self.listener_raw(listener, key).trim().parse::<i64>();
+        let max_receive_size = number("sasl.server.max.receive.size")
+            .ok()
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                bad(
+                    "sasl.server.max.receive.size",
+                    "int",
+                    "must be a positive number of bytes".into(),
+                )
+            })?;
+        let reauth_ms = number("connections.max.reauth.ms")
+            .ok()
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| {
+                bad(
+                    "connections.max.reauth.ms",
+                    "long",
+                    "must be 0 (no expiry) or a positive number of milliseconds".into(),
+                )
+            })?;
+        Ok(SaslListenerConfig {
+            mechanisms,
+            jaas,
+            max_receive_size,
+            max_reauth: (reauth_ms > 0).then(|| std::time::Duration::from_millis(reauth_ms)),
+        })
     }
 
     /// The SSL settings of `listener`, checked: a keystore given one way only, PEM types.

@@ -254,3 +254,65 @@ fn key_material_is_not_in_debug_output() {
     let s = format!("{:?}", c.ssl_settings("SSL").unwrap());
     assert!(!s.contains("SECRETKEY") && !s.contains("PW"), "{s}");
 }
+
+#[test]
+fn sasl_settings_per_listener_and_mechanism() {
+    let c = BrokerConfig::parse(
+        r#"listeners = "SASL_PLAINTEXT://127.0.0.1:0,EXTERNAL://127.0.0.1:0"
+"listener.security.protocol.map" = "SASL_PLAINTEXT:SASL_PLAINTEXT,EXTERNAL:SASL_SSL"
+"inter.broker.listener.name" = "SASL_PLAINTEXT"
+"ssl.keystore.location" = "/etc/ferry/broker.pem"
+"sasl.enabled.mechanisms" = "PLAIN"
+"listener.name.sasl_plaintext.plain.sasl.jaas.config" = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" password="broker-secret" user_broker="broker-secret";'
+"listener.name.external.sasl.enabled.mechanisms" = "SCRAM-SHA-512,PLAIN"
+"listener.name.external.scram-sha-512.sasl.jaas.config" = 'org.apache.kafka.common.security.scram.ScramLoginModule required;'
+"listener.name.external.connections.max.reauth.ms" = 60000
+"sasl.server.max.receive.size" = 1000
+"#,
+    )
+    .unwrap();
+    c.listeners().unwrap();
+    let internal = c.sasl_settings("SASL_PLAINTEXT").unwrap();
+    assert_eq!(internal.mechanisms, ["PLAIN"]);
+    assert_eq!(internal.jaas.len(), 1);
+    assert!(internal.jaas[0].1.contains("user_broker"));
+    assert_eq!(internal.max_reauth, None);
+    assert_eq!(internal.max_receive_size, 1000);
+    let external = c.sasl_settings("EXTERNAL").unwrap();
+    assert_eq!(external.mechanisms, ["SCRAM-SHA-512", "PLAIN"]);
+    // PLAIN has no JAAS text on this listener (the other listener's does not count).
+    assert_eq!(external.jaas.len(), 1);
+    assert_eq!(external.jaas[0].0, "SCRAM-SHA-512");
+    assert_eq!(
+        external.max_reauth,
+        Some(std::time::Duration::from_millis(60_000))
+    );
+    // Neither the Debug form nor DescribeConfigs shows JAAS text.
+    assert!(!format!("{internal:?}").contains("broker-secret"));
+    assert!(crate::broker_config::is_sensitive(
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config"
+    ));
+}
+
+#[test]
+fn jaas_text_is_only_read_per_listener_and_mechanism() {
+    // Unscoped, or scoped to a listener but not to a mechanism: Kafka brokers ignore it; ferry
+    // says so instead of starting without the users the operator meant.
+    let unscoped = BrokerConfig::parse(
+        r#""sasl.jaas.config" = 'org.apache.kafka.common.security.plain.PlainLoginModule required;'"#,
+    )
+    .unwrap();
+    let e = unscoped.sasl_settings("SASL_PLAINTEXT").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("listener.name.sasl_plaintext.<mechanism>.sasl.jaas.config"),
+        "{e}"
+    );
+    let no_mechanism = BrokerConfig::parse(
+        r#""listener.name.sasl_plaintext.sasl.jaas.config" = 'org.apache.kafka.common.security.plain.PlainLoginModule required;'"#,
+    );
+    assert!(no_mechanism.is_err());
+    let unknown_mechanism =
+        BrokerConfig::parse(r#""listener.name.sasl_plaintext.kerberos.sasl.jaas.config" = 'x'"#);
+    assert!(unknown_mechanism.is_err());
+}

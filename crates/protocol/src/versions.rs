@@ -13,6 +13,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 13),
     (ApiKey::ApiVersions, 0, 4),
+    // SASL (KIP-152). After SaslHandshake v0 the tokens come as bare frames, which ferry
+    // serves too: librdkafka only sends v1 to a broker whose range starts at 0.
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),

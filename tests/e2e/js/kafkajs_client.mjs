@@ -12,8 +12,11 @@
 //   {"op":"transactions","brokers":[...],"transactionalId":"tx","topic":"t",
 //    "transactions":[{"messages":[{"value":"v","partition":0}],"commit":true}]}
 //     -> {"ok":true,"results":[true|false per transaction: committed]}
+// Any command may carry "sasl": {"mechanism":"plain|scram-sha-256|scram-sha-512","username","password"}
+// and "ssl": {"ca":"<PEM file>"} (TLS verified against that CA).
 // Errors: {"ok":false,"error":{"name","type","code","message"}} with exit code 0, so the test
 // can assert on the error itself; exit code 2 only for bad usage.
+import { readFileSync } from 'node:fs';
 import { Kafka, CompressionTypes, logLevel } from 'kafkajs';
 
 function out(obj) {
@@ -33,6 +36,8 @@ const kafka = new Kafka({
   connectionTimeout: 10000,
   requestTimeout: 30000,
   retry: { retries: cmd.retries ?? 5, initialRetryTime: 200 },
+  ...(cmd.sasl ? { sasl: cmd.sasl } : {}),
+  ...(cmd.ssl ? { ssl: { ca: [readFileSync(cmd.ssl.ca, 'utf-8')] } } : {}),
 });
 
 const codecs = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP };

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use ferry_authz::KafkaPrincipal;
 use ferry_protocol::DecodedRequest;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::{RequestKind, ResponseKind};
+use kafka_protocol::messages::{
+    RequestKind, ResponseKind, SaslAuthenticateResponse, SaslHandshakeResponse,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::broker::Broker;
@@ -214,6 +216,18 @@ fn cluster_request(
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, v, ctx))
         }
+        // A SASL listener's connection answers these before any handler (server::sasl); here
+        // they come on a listener without SASL, as Kafka answers them there.
+        RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(
+            SaslHandshakeResponse::default().with_error_code(ResponseError::IllegalSaslState.code()),
+        ),
+        RequestKind::SaslAuthenticate(_) => ResponseKind::SaslAuthenticate(
+            SaslAuthenticateResponse::default()
+                .with_error_code(ResponseError::IllegalSaslState.code())
+                .with_error_message(Some(StrBytes::from_static_str(
+                    "SaslAuthenticate request received on a listener without SASL or after successful authentication",
+                ))),
+        ),
         other => return Routed::NotOurs(other),
     };
     Routed::Answered(Some(response))

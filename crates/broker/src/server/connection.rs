@@ -12,7 +12,11 @@
 //!
 //! On a TLS listener the handshake runs here, in the connection's own task (never in the accept
 //! loop), bounded by [`TLS_HANDSHAKE_TIMEOUT`]; the connection then knows its
-//! [`ConnectionSecurity`], which every request's context carries.
+//! [`ConnectionSecurity`], which every request's context carries. On a SASL listener every
+//! request first passes the connection's [`SaslSession`]: until the client has authenticated
+//! only ApiVersions and the SASL exchange get through, and frames are limited to
+//! `sasl.server.max.receive.size`. The principal (SASL's, a client certificate's mapped by
+//! `ssl.principal.mapping.rules`, or `User:ANONYMOUS`) goes into every request's context.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -29,10 +33,13 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
+use super::authentication::ListenerAuthentication;
 use super::log_budget::LogBudget;
+use super::sasl::{Gate, RawToken, SaslSession};
 use crate::broker::Broker;
 use crate::handlers::{self, Handled};
 use crate::security::ConnectionSecurity;
+use ferry_auth::KafkaPrincipal;
 use ferry_metrics::{self as metrics, ApiLabels, Metrics};
 
 /// Responses queued for the writer, at most this many: it bounds the produce requests of one
@@ -101,19 +108,31 @@ impl Answer {
 /// Longest time a client may take to complete its TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Serves one accepted connection on a listener: `tls` is the listener's current TLS config
-/// (`None`: plaintext), `security` what is known before any handshake.
+/// How one listener's connections are served: its TLS config now (`None`: plaintext) and how
+/// they authenticate.
+pub struct ListenerSetup {
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub authentication: ListenerAuthentication,
+}
+
+/// Serves one accepted connection on a listener: `security` is what is known before any
+/// handshake.
 pub async fn serve(
     broker: Arc<Broker>,
     stream: TcpStream,
     peer: SocketAddr,
     mut security: ConnectionSecurity,
-    tls: Option<Arc<rustls::ServerConfig>>,
+    setup: ListenerSetup,
     stop: watch::Receiver<bool>,
 ) {
+    let ListenerSetup {
+        tls,
+        authentication,
+    } = setup;
     let Some(tls) = tls else {
         let (read_half, write_half) = stream.into_split();
-        return serve_stream(broker, read_half, write_half, peer, security, stop).await;
+        let io = (read_half, write_half);
+        return serve_stream(broker, io, peer, security, authentication, stop).await;
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
@@ -133,36 +152,81 @@ pub async fn serve(
         .peer_certificates()
         .and_then(|chain| chain.first())
         .and_then(|cert| crate::tls::subject::subject_dn(cert));
-    let (read_half, write_half) = tokio::io::split(stream);
-    serve_stream(broker, read_half, write_half, peer, security, stop).await
+    let io = tokio::io::split(stream);
+    serve_stream(broker, io, peer, security, authentication, stop).await
 }
 
-/// Reads requests from `read_half` and writes their responses to `write_half` until either
-/// side closes or the broker stops.
+/// Reads requests from the read half of `io` and writes their responses to its write half
+/// until either side closes or the broker stops.
 async fn serve_stream<R, W>(
     broker: Arc<Broker>,
-    read_half: R,
-    write_half: W,
+    (read_half, write_half): (R, W),
     peer: SocketAddr,
     security: ConnectionSecurity,
+    authentication: ListenerAuthentication,
     mut stop: watch::Receiver<bool>,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let mut principal =
+        match authentication.principal_without_sasl(security.peer_cert_subject.as_deref()) {
+            Ok(p) => p,
+            Err(reason) => {
+                tracing::info!(%peer, listener = %security.listener, %reason,
+                    "closing connection: authentication failed");
+                return;
+            }
+        };
+    let mut sasl = match &authentication {
+        ListenerAuthentication::Sasl(settings) => Some(SaslSession::new(settings.clone())),
+        _ => None,
+    };
     broker.metrics.connections.inc();
     let security = Arc::new(security);
     let mut reader = BufReader::with_capacity(256 * 1024, read_half);
     let (tx, rx) = mpsc::channel::<Outgoing>(MAX_QUEUED_RESPONSES);
     let writer = tokio::spawn(write_responses(write_half, rx, broker.metrics.clone()));
-    let max = broker.config.socket_request_max_bytes();
+    let max_request = broker.config.socket_request_max_bytes();
     loop {
+        let max = sasl
+            .as_ref()
+            .map_or(max_request, |s| s.max_frame(max_request));
         let Some(frame) = next_frame(&broker, &mut reader, max, &mut stop, peer).await else {
             break;
         };
         let request_bytes = frame.len() as u64 + 4;
         broker.metrics.network_bytes_in.inc_by(request_bytes);
         let started = Instant::now();
+        if let Some(session) = sasl.as_mut().filter(|s| s.expects_raw_token()) {
+            match session.raw_token(&frame, started) {
+                RawToken::Reply(token) => {
+                    if let Some(p) = session.principal() {
+                        principal = p.clone();
+                    }
+                    let mut reply = Vec::with_capacity(token.len() + 4);
+                    reply.extend_from_slice(&(token.len() as u32).to_be_bytes());
+                    reply.extend_from_slice(&token);
+                    let reply = Bytes::from(reply);
+                    if tx
+                        .send(Box::pin(async move { Ok(Some(reply)) }))
+                        .await
+                        .is_err()
+                    {
+                        break;
+                    }
+                    continue;
+                }
+                RawToken::Close(reason) => {
+                    if let Some(left_out) = BAD_INPUT_WARNINGS.admit(started) {
+                        tracing::info!(%peer, listener = %security.listener, %reason,
+                            similar_warnings_left_out = left_out,
+                            "closing connection: SASL authentication failed");
+                    }
+                    break;
+                }
+            }
+        }
         let request = match decode_request(frame) {
             Ok(r) => r,
             Err(DecodeError::UnsupportedApiVersionsVersion {
@@ -186,8 +250,35 @@ async fn serve_stream<R, W>(
                 break;
             }
         };
-        let (outgoing, then_close) =
-            handle_request(&broker, request, peer, &security, started, request_bytes).await;
+        if let Some(session) = sasl.as_mut() {
+            let (gate, answer) = sasl_gate(&broker, session, &request, peer, started);
+            if let Some(p) = session.principal() {
+                principal = p.clone();
+            }
+            match gate {
+                SaslStep::Pass => {}
+                SaslStep::Answered { then_close } => {
+                    let sent = match answer {
+                        Some(outgoing) => tx.send(outgoing).await.is_ok(),
+                        None => false,
+                    };
+                    if sent && !then_close {
+                        continue;
+                    }
+                    break;
+                }
+            }
+        }
+        let (outgoing, then_close) = handle_request(
+            &broker,
+            request,
+            peer,
+            &security,
+            &principal,
+            started,
+            request_bytes,
+        )
+        .await;
         if tx.send(outgoing).await.is_err() || then_close {
             break;
         }
@@ -261,6 +352,61 @@ fn api_versions_fallback(peer: SocketAddr, correlation_id: i32, version: i16) ->
     Some(Box::pin(async move { Ok(Some(f)) }))
 }
 
+/// What the SASL gate did with a request.
+enum SaslStep {
+    /// Not a SASL matter: the handlers serve it.
+    Pass,
+    /// Answered by the gate (the answer: `None` when it could not be framed, which closes the
+    /// connection); `then_close` after a failed or out-of-order exchange.
+    Answered { then_close: bool },
+}
+
+/// Passes `request` through the connection's SASL session: the step, and the gate's framed
+/// answer when it answered.
+fn sasl_gate(
+    broker: &Arc<Broker>,
+    session: &mut SaslSession,
+    request: &DecodedRequest,
+    peer: SocketAddr,
+    started: Instant,
+) -> (SaslStep, Option<Outgoing>) {
+    let api_key = request.api_key;
+    let version = request.header.request_api_version;
+    let (body, then_close) = match session.check(api_key, version, &request.body, started) {
+        Gate::Pass => return (SaslStep::Pass, None),
+        Gate::Answer(body) => (body, false),
+        Gate::AnswerThenClose(body) => (body, true),
+        Gate::Close(reason) => {
+            if let Some(left_out) = BAD_INPUT_WARNINGS.admit(Instant::now()) {
+                tracing::info!(%peer, %reason, similar_warnings_left_out = left_out,
+                    "closing connection");
+            }
+            return (SaslStep::Answered { then_close: true }, None);
+        }
+    };
+    let labels = ApiLabels {
+        api: format!("{api_key:?}"),
+    };
+    broker.metrics.requests.get_or_create(&labels).inc();
+    let answer = Answer {
+        broker: broker.clone(),
+        peer,
+        api_key,
+        version,
+        correlation_id: request.header.correlation_id,
+        labels,
+        started,
+        client_id: String::new(),
+        from_broker: None,
+        request_bytes: 0,
+    };
+    let outgoing = answer
+        .frame(Some(body))
+        .ok()
+        .map(|framed| -> Outgoing { Box::pin(async move { Ok(framed) }) });
+    (SaslStep::Answered { then_close }, outgoing)
+}
+
 /// Handles one request and returns its response for the writer: framed already, or a future
 /// that frames it when a produce's acks=all answer is known; and whether the connection then
 /// closes (after the responses queued before).
@@ -269,6 +415,7 @@ async fn handle_request(
     request: DecodedRequest,
     peer: SocketAddr,
     security: &Arc<ConnectionSecurity>,
+    principal: &KafkaPrincipal,
     started: Instant,
     request_bytes: u64,
 ) -> (Outgoing, bool) {
@@ -284,7 +431,8 @@ async fn handle_request(
         .as_ref()
         .map(|c| c.to_string())
         .unwrap_or_default();
-    let ctx = handlers::RequestContext::new(client_id, peer.ip(), security.clone());
+    let mut ctx = handlers::RequestContext::new(client_id, peer.ip(), security.clone());
+    ctx.principal = principal.clone();
     // Requests from other brokers are counted by the sender's rack (cross-AZ traffic).
     let from_broker = metrics::inter_broker_peer(&ctx.client_id).filter(|id| *id != broker.node_id);
     let answer = Answer {

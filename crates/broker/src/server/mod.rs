@@ -3,9 +3,9 @@
 //! hand leaderships to other replicas (controlled shutdown, still serving meanwhile), then drain
 //! connections and close every log cleanly (so the next start skips recovery).
 
+mod authentication;
 mod connection;
 mod log_budget;
-#[allow(dead_code)] // wired to SASL listeners next (issue 13); tested on its own until then
 mod sasl;
 
 use std::net::SocketAddr;
@@ -27,6 +27,7 @@ use crate::replica_fetcher::{ClassicFetcher, FetcherContext, FetcherSettings};
 use crate::replica_manager::{IsrChange, IsrOutcome, ReplicaManager};
 use crate::security::ConnectionSecurity;
 use crate::tls::{ClientTls, ServerTls};
+use authentication::{ImageScramCredentials, ListenerAuthentication};
 use ferry_cluster::metadata_store::{MetadataOptions, MetadataStore};
 use ferry_config::broker_config::BrokerConfig;
 use ferry_metrics::{self as metrics, Metrics, TrafficKind};
@@ -51,6 +52,7 @@ struct BoundListener {
     local_addr: SocketAddr,
     /// The TLS config of an `SSL` / `SASL_SSL` listener.
     tls: Option<Arc<ServerTls>>,
+    authentication: ListenerAuthentication,
 }
 
 /// This broker's advertised endpoints, registered in the cluster metadata, and which of them
@@ -113,6 +115,7 @@ pub async fn open_broker(
     quorum: MetadataQuorum,
 ) -> anyhow::Result<(Arc<Broker>, tokio::sync::mpsc::UnboundedReceiver<IsrChange>)> {
     let peer_tls = inter_broker_tls(&config, &advertised)?;
+    let peer_login = inter_broker_sasl(&config, &advertised)?;
     let dirs = config.log_dirs();
     // An older ferry's metadata file lives in the first log dir.
     let legacy_dir = dirs.first().context("log.dirs is empty")?.clone();
@@ -164,6 +167,7 @@ pub async fn open_broker(
         metrics.clone(),
         &advertised.inter_broker,
         peer_tls,
+        peer_login,
     );
     let remote_wal = Arc::new(crate::remote_wal::RemoteWal::with_stores(
         wal_config,
@@ -235,6 +239,22 @@ fn inter_broker_tls(
     let tls = crate::tls::client(&endpoint.name, settings)
         .context("setting up TLS towards other brokers (inter.broker.listener.name)")?;
     Ok(Some(Arc::new(tls)))
+}
+
+/// This broker's SASL login towards the inter-broker listener when its protocol uses SASL.
+fn inter_broker_sasl(
+    config: &BrokerConfig,
+    advertised: &Advertised,
+) -> anyhow::Result<Option<Arc<crate::inter_broker::PeerLogin>>> {
+    let endpoint = advertised.inter_broker_endpoint()?;
+    let protocol = SecurityProtocol::parse(&endpoint.security_protocol)
+        .with_context(|| format!("security protocol `{}`", endpoint.security_protocol))?;
+    if !protocol.uses_sasl() {
+        return Ok(None);
+    }
+    let login = authentication::inter_broker_login(config, &endpoint.name)
+        .context("setting up SASL towards other brokers (inter.broker.listener.name)")?;
+    Ok(Some(Arc::new(login)))
 }
 
 /// Opens the cluster metadata on `quorum`, registering this broker at `advertised`; the
@@ -325,6 +345,7 @@ impl Server {
             );
         }
         let configured = config.listeners()?;
+        let scram = Arc::new(ImageScramCredentials::default());
         let mut listeners = Vec::new();
         let mut endpoints = Vec::new();
         for l in &configured.listeners {
@@ -336,6 +357,8 @@ impl Server {
             } else {
                 None
             };
+            let authentication =
+                ListenerAuthentication::from_config(&config, &l.name, l.protocol, scram.clone())?;
             let tcp = TcpListener::bind(l.bind)
                 .await
                 .with_context(|| format!("binding listener `{}` on {}", l.name, l.bind))?;
@@ -353,6 +376,7 @@ impl Server {
                 tcp,
                 local_addr,
                 tls,
+                authentication,
             });
         }
         let local_addr = listeners
@@ -366,6 +390,7 @@ impl Server {
         let metrics_address = config.metrics_address()?;
         let (broker, isr_rx) =
             open_broker(config, clock, advertised, MetadataQuorum::Controller).await?;
+        scram.attach(broker.metadata.clone());
         let metrics_listener = match metrics_address {
             Some(addr) => Some(
                 metrics::bind(addr)
@@ -444,7 +469,7 @@ impl Server {
         let mut on_listener = Vec::new();
         for (i, l) in self.listeners.into_iter().enumerate() {
             accepting.spawn(accept(l.tcp, i, accepted_tx.clone()));
-            on_listener.push((l.name, l.protocol, l.tls));
+            on_listener.push((l.name, l.protocol, l.tls, l.authentication));
         }
         drop(accepted_tx);
 
@@ -458,14 +483,17 @@ impl Server {
         loop {
             tokio::select! {
                 Some((stream, peer, i)) = accepted_rx.recv() => {
-                    let (name, protocol, tls): &(Arc<str>, SecurityProtocol, Option<Arc<ServerTls>>) = &on_listener[i];
+                    let (name, protocol, tls, authentication) = &on_listener[i];
                     let security = ConnectionSecurity {
                         listener: name.clone(),
                         protocol: *protocol,
                         peer_cert_subject: None,
                     };
-                    let tls = tls.as_ref().map(|t| t.current());
-                    connections.spawn(connection::serve(broker.clone(), stream, peer, security, tls, stop_rx.clone()));
+                    let setup = connection::ListenerSetup {
+                        tls: tls.as_ref().map(|t| t.current()),
+                        authentication: authentication.clone(),
+                    };
+                    connections.spawn(connection::serve(broker.clone(), stream, peer, security, setup, stop_rx.clone()));
                 }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 _ = shutdown.changed(), if handing_over.is_none() => {

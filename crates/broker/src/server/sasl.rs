@@ -8,6 +8,10 @@
 //! re-authenticates in place (KIP-368, a new handshake on the same connection, the same
 //! principal), and a request after the session expired closes the connection.
 //!
+//! After a SaslHandshake v0 the client sends its SASL tokens as bare size-prefixed frames, not as
+//! SaslAuthenticate requests ([`SaslSession::raw_token`]), and a failure simply closes the
+//! connection, as Kafka serves v0.
+//!
 //! The exchanges themselves (PLAIN, SCRAM) are ferry-auth's; this module only sequences them.
 
 use std::sync::Arc;
@@ -25,6 +29,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tokio::time::Instant;
 
+use super::log_budget::LogBudget;
+
+/// Failed logins are logged, but a client guessing passwords cannot fill the disk: a few per
+/// ten seconds for the whole broker.
+static FAILED_LOGINS: LogBudget = LogBudget::new(10, Duration::from_secs(10));
+
 /// What a SASL listener accepts: its mechanisms and where each finds its users.
 pub struct SaslSettings {
     /// `sasl.enabled.mechanisms`, in the order the handshake lists them.
@@ -35,6 +45,8 @@ pub struct SaslSettings {
     pub scram: Arc<dyn ScramCredentialSource>,
     /// `connections.max.reauth.ms`: how long a session lasts (`None`: for ever).
     pub max_reauth: Option<Duration>,
+    /// `sasl.server.max.receive.size`: the largest request frame before authentication.
+    pub max_receive_size: usize,
 }
 
 /// The gate's verdict on one request.
@@ -53,10 +65,38 @@ pub enum Gate {
 enum Stage {
     /// Waiting for SaslHandshake.
     Handshake,
-    /// Between SaslHandshake and the end of the exchange.
-    Exchange(Box<dyn SaslServer>),
+    /// Between SaslHandshake and the end of the exchange; `raw` after a SaslHandshake v0, whose
+    /// client then sends its SASL tokens as bare size-prefixed frames instead of
+    /// SaslAuthenticate requests (Kafka before 1.0, and librdkafka builds that check for v0).
+    Exchange {
+        server: Box<dyn SaslServer>,
+        raw: bool,
+    },
     /// Authenticated; `expires` is the session's end.
     Authenticated { expires: Option<Instant> },
+}
+
+/// What one step of an exchange came to.
+enum Step {
+    /// Send these bytes; the exchange goes on.
+    Challenge(Vec<u8>),
+    /// Authenticated: send the final bytes; `lifetime` is the session's.
+    Complete {
+        response: Vec<u8>,
+        lifetime: Option<Duration>,
+    },
+    /// Failed with this error code and client message; the connection closes.
+    Failed { code: i16, message: String },
+}
+
+/// The answer to a bare SASL token (after a SaslHandshake v0).
+#[derive(Debug)]
+pub enum RawToken {
+    /// Send these bytes as a size-prefixed frame (empty when the exchange is done and the
+    /// mechanism has nothing to add, as Kafka sends it).
+    Reply(Vec<u8>),
+    /// Close the connection: v0 has no way to carry an error (logged by the caller).
+    Close(String),
 }
 
 /// One connection's SASL state.
@@ -86,6 +126,22 @@ impl SaslSession {
         self.principal.is_some()
     }
 
+    /// Whether the next frame is a bare SASL token, not a Kafka request (after SaslHandshake
+    /// v0): the caller hands it to [`SaslSession::raw_token`].
+    pub fn expects_raw_token(&self) -> bool {
+        matches!(self.stage, Stage::Exchange { raw: true, .. })
+    }
+
+    /// The largest request frame this connection may send now: `sasl.server.max.receive.size`
+    /// until it has authenticated, `otherwise` after.
+    pub fn max_frame(&self, otherwise: usize) -> usize {
+        if self.is_authenticated() {
+            otherwise
+        } else {
+            self.settings.max_receive_size.min(otherwise)
+        }
+    }
+
     /// Decides what happens to a request of `api_key` at `version`, received at `now`.
     pub fn check(
         &mut self,
@@ -96,7 +152,7 @@ impl SaslSession {
     ) -> Gate {
         match body {
             RequestKind::ApiVersions(_) => Gate::Pass,
-            RequestKind::SaslHandshake(r) => self.handshake(r.mechanism.as_str()),
+            RequestKind::SaslHandshake(r) => self.handshake(r.mechanism.as_str(), version),
             RequestKind::SaslAuthenticate(r) => self.authenticate(&r.auth_bytes, version, now),
             _ => match &self.stage {
                 Stage::Authenticated { expires } => match expires {
@@ -114,7 +170,16 @@ impl SaslSession {
         }
     }
 
-    fn handshake(&mut self, asked: &str) -> Gate {
+    /// Handles a bare SASL token received at `now` (only when [`Self::expects_raw_token`]).
+    pub fn raw_token(&mut self, token: &[u8], now: Instant) -> RawToken {
+        match self.step(token, now) {
+            Step::Challenge(bytes) => RawToken::Reply(bytes),
+            Step::Complete { response, .. } => RawToken::Reply(response),
+            Step::Failed { message, .. } => RawToken::Close(message),
+        }
+    }
+
+    fn handshake(&mut self, asked: &str, version: i16) -> Gate {
         let enabled = || {
             self.settings
                 .mechanisms
@@ -122,7 +187,7 @@ impl SaslSession {
                 .map(|m| StrBytes::from_static_str(m.name()))
                 .collect::<Vec<_>>()
         };
-        if matches!(self.stage, Stage::Exchange(_)) {
+        if matches!(self.stage, Stage::Exchange { .. }) {
             return Gate::AnswerThenClose(ResponseKind::SaslHandshake(
                 SaslHandshakeResponse::default()
                     .with_error_code(ResponseError::IllegalSaslState.code())
@@ -146,15 +211,17 @@ impl SaslSession {
             Some(scram) => Box::new(ScramServer::new(scram, self.settings.scram.clone())),
             None => Box::new(PlainServer::new(self.settings.plain_users.clone())),
         };
-        self.stage = Stage::Exchange(server);
+        self.stage = Stage::Exchange {
+            server,
+            raw: version == 0,
+        };
         Gate::Answer(ResponseKind::SaslHandshake(
             SaslHandshakeResponse::default().with_mechanisms(enabled()),
         ))
     }
 
     fn authenticate(&mut self, auth_bytes: &Bytes, version: i16, now: Instant) -> Gate {
-        let reauthenticating = self.principal.is_some();
-        let Stage::Exchange(server) = &mut self.stage else {
+        if !matches!(self.stage, Stage::Exchange { raw: false, .. }) {
             return Gate::AnswerThenClose(ResponseKind::SaslAuthenticate(
                 SaslAuthenticateResponse::default()
                     .with_error_code(ResponseError::IllegalSaslState.code())
@@ -162,37 +229,12 @@ impl SaslSession {
                         "Unexpected SaslAuthenticate request before a SaslHandshake",
                     ))),
             ));
-        };
-        let failed = |code: i16, message: String| {
-            Gate::AnswerThenClose(ResponseKind::SaslAuthenticate(
-                SaslAuthenticateResponse::default()
-                    .with_error_code(code)
-                    .with_error_message(Some(StrBytes::from_string(message))),
-            ))
-        };
-        match server.step(auth_bytes) {
-            Ok(ServerReply::Challenge(bytes)) => Gate::Answer(ResponseKind::SaslAuthenticate(
+        }
+        match self.step(auth_bytes, now) {
+            Step::Challenge(bytes) => Gate::Answer(ResponseKind::SaslAuthenticate(
                 SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(bytes)),
             )),
-            Ok(ServerReply::Complete {
-                response,
-                principal,
-            }) => {
-                if let Some(before) = &self.principal {
-                    if *before != principal {
-                        tracing::info!(%before, after = %principal,
-                            "re-authentication refused: the principal changed");
-                        return failed(
-                            ResponseError::SaslAuthenticationFailed.code(),
-                            format!("Cannot change principals during re-authentication from {before}: {principal}"),
-                        );
-                    }
-                }
-                let lifetime = self.settings.max_reauth;
-                self.stage = Stage::Authenticated {
-                    expires: lifetime.map(|l| now + l),
-                };
-                self.principal = Some(principal);
+            Step::Complete { response, lifetime } => {
                 let mut answer =
                     SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(response));
                 // v1 tells the client how long its session lasts, so it re-authenticates in time.
@@ -205,12 +247,57 @@ impl SaslSession {
                 }
                 Gate::Answer(ResponseKind::SaslAuthenticate(answer))
             }
+            Step::Failed { code, message } => {
+                Gate::AnswerThenClose(ResponseKind::SaslAuthenticate(
+                    SaslAuthenticateResponse::default()
+                        .with_error_code(code)
+                        .with_error_message(Some(StrBytes::from_string(message))),
+                ))
+            }
+        }
+    }
+
+    /// Feeds the client's next message to the exchange in progress.
+    fn step(&mut self, client_message: &[u8], now: Instant) -> Step {
+        let reauthenticating = self.principal.is_some();
+        let Stage::Exchange { server, .. } = &mut self.stage else {
+            return Step::Failed {
+                code: ResponseError::IllegalSaslState.code(),
+                message: "Unexpected SASL token before a SaslHandshake".into(),
+            };
+        };
+        match server.step(client_message) {
+            Ok(ServerReply::Challenge(bytes)) => Step::Challenge(bytes),
+            Ok(ServerReply::Complete {
+                response,
+                principal,
+            }) => {
+                if let Some(before) = &self.principal {
+                    if *before != principal {
+                        tracing::info!(%before, after = %principal,
+                            "re-authentication refused: the principal changed");
+                        return Step::Failed {
+                            code: ResponseError::SaslAuthenticationFailed.code(),
+                            message: format!("Cannot change principals during re-authentication from {before}: {principal}"),
+                        };
+                    }
+                }
+                let lifetime = self.settings.max_reauth;
+                self.stage = Stage::Authenticated {
+                    expires: lifetime.map(|l| now + l),
+                };
+                self.principal = Some(principal);
+                Step::Complete { response, lifetime }
+            }
             Err(e) => {
-                tracing::info!(
-                    mechanism = server.mechanism().name(),
-                    reason = e.reason().unwrap_or_default(),
-                    "SASL authentication failed"
-                );
+                if let Some(left_out) = FAILED_LOGINS.admit(now) {
+                    tracing::info!(
+                        mechanism = server.mechanism().name(),
+                        reason = e.reason().unwrap_or_default(),
+                        similar_messages_left_out = left_out,
+                        "SASL authentication failed"
+                    );
+                }
                 let code = match e.kind() {
                     AuthErrorKind::AuthenticationFailed => ResponseError::SaslAuthenticationFailed,
                     AuthErrorKind::IllegalSaslState => ResponseError::IllegalSaslState,
@@ -219,7 +306,10 @@ impl SaslSession {
                     }
                     _ => ResponseError::UnknownServerError,
                 };
-                failed(code.code(), e.client_message(reauthenticating))
+                Step::Failed {
+                    code: code.code(),
+                    message: e.client_message(reauthenticating),
+                }
             }
         }
     }
@@ -248,6 +338,7 @@ mod tests {
             plain_users: Arc::new(plain),
             scram: Arc::new(scram),
             max_reauth,
+            max_receive_size: 524_288,
         })
     }
 
@@ -434,5 +525,42 @@ mod tests {
             _ => None,
         };
         assert_eq!(message(&g1), message(&g2));
+    }
+
+    #[test]
+    fn after_a_v0_handshake_tokens_come_bare() {
+        let now = Instant::now();
+        let mut s = SaslSession::new(settings(None));
+        let g = s.check(ApiKey::SaslHandshake, 0, &handshake("PLAIN"), now);
+        assert_eq!(error_of(&g), 0);
+        assert!(s.expects_raw_token());
+        let RawToken::Reply(reply) = s.raw_token(&plain("alice", "alice-secret"), now) else {
+            panic!("PLAIN with the right password is answered");
+        };
+        assert!(reply.is_empty());
+        assert!(!s.expects_raw_token());
+        assert_eq!(s.principal(), Some(&KafkaPrincipal::user("alice")));
+        assert!(matches!(
+            s.check(ApiKey::Metadata, 12, &metadata(), now),
+            Gate::Pass
+        ));
+        // A wrong password closes the connection: v0 cannot carry an error.
+        let mut s = SaslSession::new(settings(None));
+        s.check(ApiKey::SaslHandshake, 0, &handshake("PLAIN"), now);
+        assert!(matches!(
+            s.raw_token(&plain("alice", "nope"), now),
+            RawToken::Close(_)
+        ));
+        assert!(s.principal().is_none());
+        // SaslAuthenticate after a v0 handshake is out of order.
+        let mut s = SaslSession::new(settings(None));
+        s.check(ApiKey::SaslHandshake, 0, &handshake("PLAIN"), now);
+        let g = s.check(
+            ApiKey::SaslAuthenticate,
+            1,
+            &authenticate(plain("alice", "alice-secret")),
+            now,
+        );
+        assert_eq!(error_of(&g), ResponseError::IllegalSaslState.code());
     }
 }

@@ -1,0 +1,504 @@
+"""SASL (issue 13) with real clients: PLAIN over SASL_PLAINTEXT with users from the listener's
+JAAS text, SCRAM-SHA-256/512 over SASL_SSL with credentials stored in the controller quorum
+(AlterUserScramCredentials), re-authentication (`connections.max.reauth.ms`, KIP-368), the
+errors of a failed or out-of-order exchange on the wire, ACLs checked against the principals
+SASL and client certificates prove, and a three-broker cluster whose brokers log in to each other
+with SASL while a remote-WAL topic replicates.
+
+Every broker here also has a PLAINTEXT listener on `broker.port`: the fixtures use it to see that
+the broker is up (as `User:ANONYMOUS`)."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                   NewTopic, ResourcePatternType, ResourceType,
+                                   ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+                                   UserScramCredentialUpsertion)
+
+import kwire
+from conftest import Broker, Cluster, free_port, kafka_error_code, unique_topic
+from pki import Pki
+from test_produce_consume import kafkajs, kcat
+
+pytestmark = [
+    pytest.mark.single_node("starts its own brokers with their own listeners"),
+    pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI"),
+]
+
+T = 30
+STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+
+API_SASL_HANDSHAKE = 17
+API_SASL_AUTHENTICATE = 36
+SASL_AUTHENTICATION_FAILED = 58
+UNSUPPORTED_SASL_MECHANISM = 33
+ILLEGAL_SASL_STATE = 34
+TOPIC_AUTHORIZATION_FAILED = 29
+
+
+def plain_jaas(users: dict, login: str | None = None) -> str:
+    opts = [f'user_{u}="{p}"' for u, p in users.items()]
+    if login is not None:
+        opts = [f'username="{login}"', f'password="{users[login]}"', *opts]
+    return f"{PLAIN_MODULE} required {' '.join(opts)};"
+
+
+@pytest.fixture
+def pki(tmp_path) -> Pki:
+    return Pki(tmp_path)
+
+
+@pytest.fixture
+def sasl_broker(tmp_path, pki):
+    """Brokers with PLAINTEXT on `port`, SASL_PLAINTEXT (PLAIN) on `sasl_port` and SASL_SSL
+    (SCRAM-SHA-256/512) on `sasl_ssl_port`; `extra` config on top; stopped at the end."""
+    started: list[Broker] = []
+    _, _, keystore = pki.leaf("server", "broker")
+
+    def make(extra: dict | None = None, start: bool = True) -> Broker:
+        b = Broker(tmp_path / f"b{len(started)}", {})
+        b.sasl_port, b.sasl_ssl_port = free_port(), free_port()
+        b.extra_config.update({
+            "listeners": f"PLAINTEXT://127.0.0.1:{b.port},SASL_PLAINTEXT://127.0.0.1:{b.sasl_port},"
+                         f"SASL_SSL://127.0.0.1:{b.sasl_ssl_port}",
+            "advertised.listeners": "",
+            "ssl.keystore.location": str(keystore),
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(USERS),
+            "listener.name.sasl_ssl.sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+            **(extra or {}),
+        })
+        started.append(b)
+        if start:
+            b.start()
+        return b
+
+    yield make
+    for b in started:
+        if b.alive():
+            b.stop()
+
+
+def plain_client(b: Broker, user: str, password: str | None = None) -> dict:
+    return {"bootstrap.servers": f"127.0.0.1:{b.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "PLAIN", "sasl.username": user,
+            "sasl.password": USERS[user] if password is None else password}
+
+
+def scram_client(b: Broker, pki: Pki, mechanism: str, user: str, password: str) -> dict:
+    return {"bootstrap.servers": f"127.0.0.1:{b.sasl_ssl_port}", "security.protocol": "SASL_SSL",
+            "ssl.ca.location": str(pki.ca), "sasl.mechanisms": mechanism,
+            "sasl.username": user, "sasl.password": password}
+
+
+def produce_all(conf: dict, topic: str, n: int, prefix: str = "v") -> None:
+    p = Producer({**conf, "acks": "all", "enable.idempotence": True,
+                  "message.timeout.ms": 20000})
+    errors = []
+    for i in range(n):
+        p.produce(topic, value=f"{prefix}{i}".encode(),
+                  on_delivery=lambda err, _m: errors.append(err) if err else None)
+    assert p.flush(60) == 0
+    assert not errors, errors
+
+
+def consume_all(conf: dict, topic: str, n: int, group: str | None = None) -> list[bytes]:
+    c = Consumer({**conf, "group.id": group or unique_topic("g"),
+                  "auto.offset.reset": "earliest", "enable.partition.eof": False})
+    c.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < n and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                continue
+            if m.error() is not None:
+                raise KafkaException(m.error())
+            got.append(m.value())
+    finally:
+        c.close()
+    return got
+
+
+# --- SASL on the wire (kwire) ----------------------------------------------------------------------
+
+def handshake(conn: kwire.Conn, mechanism: str) -> tuple[int, list[str]]:
+    r = conn.request(API_SASL_HANDSHAKE, 1, kwire.string(mechanism))
+    code = r.i16()
+    return code, [r.string() for _ in range(r.i32())]
+
+
+def authenticate(conn: kwire.Conn, auth_bytes: bytes, version: int = 1):
+    """(error code, message, auth bytes, session lifetime ms or None) of SaslAuthenticate v0/v1."""
+    r = conn.request(API_SASL_AUTHENTICATE, version, kwire.bytes_(auth_bytes))
+    code, message = r.i16(), r.string()
+    n = r.i32()
+    data = r.take(n) if n >= 0 else None
+    lifetime = r.i64() if version >= 1 else None
+    return code, message, data, lifetime
+
+
+def metadata_v1(conn: kwire.Conn) -> int:
+    """A Metadata v1 request for no topic; returns the number of brokers listed."""
+    r = conn.request(kwire.API_METADATA, 1, kwire.i32(0))
+    return r.i32()
+
+
+def plain_login(user: str, password: str) -> bytes:
+    return b"\0" + user.encode() + b"\0" + password.encode()
+
+
+# --- tests -----------------------------------------------------------------------------------------
+
+def test_plain_over_sasl_plaintext_with_every_client(sasl_broker):
+    b = sasl_broker()
+    topic = unique_topic("plain")
+    admin = AdminClient(plain_client(b, "admin"))
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(T)
+    # confluent-kafka (librdkafka).
+    produce_all(plain_client(b, "alice"), topic, 50)
+    assert consume_all(plain_client(b, "bob"), topic, 50) == [f"v{i}".encode() for i in range(50)]
+    # Metadata on the SASL listener gives the SASL listener's address.
+    md = AdminClient(plain_client(b, "alice")).list_topics(timeout=T)
+    assert md.brokers[1].port == b.sasl_port
+
+    # kafka-python.
+    from kafka import KafkaConsumer, KafkaProducer
+    kp = KafkaProducer(bootstrap_servers=f"127.0.0.1:{b.sasl_port}",
+                       security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                       sasl_plain_username="bob", sasl_plain_password=USERS["bob"], acks="all")
+    kp.send(topic, b"from-kafka-python").get(timeout=T)
+    kp.close()
+
+    # kafkajs.
+    out = kafkajs({"op": "produce", "brokers": [f"127.0.0.1:{b.sasl_port}"], "topic": topic,
+                   "sasl": {"mechanism": "plain", "username": "alice",
+                            "password": USERS["alice"]},
+                   "messages": [{"value": "from-kafkajs", "partition": 0}]})
+    assert out["ok"], out
+
+    # kcat.
+    sasl_args = ["-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=PLAIN",
+                 "-X", "sasl.username=alice", "-X", f"sasl.password={USERS['alice']}"]
+    r = kcat("-P", "-b", f"127.0.0.1:{b.sasl_port}", "-t", topic, "-p", "0", *sasl_args,
+             input="from-kcat\n")
+    assert r.returncode == 0, r.stderr
+
+    kc = KafkaConsumer(topic, bootstrap_servers=f"127.0.0.1:{b.sasl_port}",
+                       security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                       sasl_plain_username="alice", sasl_plain_password=USERS["alice"],
+                       auto_offset_reset="earliest", consumer_timeout_ms=10000)
+    values = [m.value for m in kc]
+    kc.close()
+    assert values[50:] == [b"from-kafka-python", b"from-kafkajs", b"from-kcat"], values[50:]
+    r = kcat("-C", "-b", f"127.0.0.1:{b.sasl_port}", "-t", topic, "-p", "0", "-e", "-q",
+             "-o", "-1", *sasl_args)
+    assert r.returncode == 0 and r.stdout.strip() == "from-kcat", r.stderr
+
+
+def test_scram_over_sasl_ssl_with_credentials_stored_in_the_quorum(sasl_broker, pki):
+    b = sasl_broker()
+    admin = AdminClient(plain_client(b, "admin"))
+    upserts = [
+        UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                     b"carol-secret"),
+        UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
+                                     b"dave-secret"),
+    ]
+    for f in admin.alter_user_scram_credentials(upserts).values():
+        f.result(T)
+    topic = unique_topic("scram")
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(T)
+
+    carol = scram_client(b, pki, "SCRAM-SHA-512", "carol", "carol-secret")
+    produce_all(carol, topic, 100)
+    assert sorted(consume_all(carol, topic, 100)) == sorted(f"v{i}".encode() for i in range(100))
+
+    # kafka-python with SCRAM-SHA-256 over TLS.
+    from kafka import KafkaProducer
+    kp = KafkaProducer(bootstrap_servers=f"127.0.0.1:{b.sasl_ssl_port}",
+                       security_protocol="SASL_SSL", ssl_cafile=str(pki.ca),
+                       sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="dave",
+                       sasl_plain_password="dave-secret", acks="all")
+    kp.send(topic, b"from-kafka-python", partition=0).get(timeout=T)
+    kp.close()
+    # kafkajs with SCRAM-SHA-512 over TLS.
+    out = kafkajs({"op": "produce", "brokers": [f"127.0.0.1:{b.sasl_ssl_port}"], "topic": topic,
+                   "ssl": {"ca": str(pki.ca)},
+                   "sasl": {"mechanism": "scram-sha-512", "username": "carol",
+                            "password": "carol-secret"},
+                   "messages": [{"value": "from-kafkajs", "partition": 0}]})
+    assert out["ok"], out
+
+    # The wrong mechanism for a user, or a wrong password, is refused.
+    with pytest.raises(KafkaException) as e:
+        AdminClient({**scram_client(b, pki, "SCRAM-SHA-256", "carol", "carol-secret"),
+                     "socket.timeout.ms": 5000}).list_topics(timeout=5)
+    assert kafka_error_code(e.value) in (KafkaError._AUTHENTICATION, KafkaError._TRANSPORT)
+
+    # Once the credential is deleted, carol cannot log in any more.
+    gone = admin.alter_user_scram_credentials(
+        [UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_512)])
+    for f in gone.values():
+        f.result(T)
+    with pytest.raises(KafkaException):
+        AdminClient({**carol, "socket.timeout.ms": 5000}).list_topics(timeout=5)
+
+
+def test_failed_and_out_of_order_exchanges_get_kafkas_errors(sasl_broker):
+    b = sasl_broker({"sasl.server.max.receive.size": 1024})
+    # The right password: authenticated, then other requests pass.
+    with kwire.Conn("127.0.0.1", b.sasl_port) as conn:
+        assert handshake(conn, "PLAIN") == (0, ["PLAIN"])
+        code, message, _, lifetime = authenticate(conn, plain_login("alice", USERS["alice"]))
+        assert (code, lifetime) == (0, 0), message
+        assert metadata_v1(conn) == 1
+        # A second exchange after success is an illegal state for SaslAuthenticate alone.
+        code, _, _, _ = authenticate(conn, plain_login("alice", USERS["alice"]))
+        assert code == ILLEGAL_SASL_STATE
+        assert conn.wait_closed()
+    # A wrong password: SASL_AUTHENTICATION_FAILED with Kafka's message, then closed.
+    with kwire.Conn("127.0.0.1", b.sasl_port) as conn:
+        handshake(conn, "PLAIN")
+        code, message, _, _ = authenticate(conn, plain_login("alice", "guess"), version=0)
+        assert code == SASL_AUTHENTICATION_FAILED
+        assert "Invalid username or password" in message, message
+        assert conn.wait_closed()
+    # An unknown mechanism: the enabled ones are listed, then closed.
+    with kwire.Conn("127.0.0.1", b.sasl_port) as conn:
+        assert handshake(conn, "SCRAM-SHA-256") == (UNSUPPORTED_SASL_MECHANISM, ["PLAIN"])
+        assert conn.wait_closed()
+    # Any other request before authentication closes the connection without an answer.
+    with kwire.Conn("127.0.0.1", b.sasl_port) as conn:
+        conn.send_raw(kwire.frame(kwire.request_header_v1(kwire.API_METADATA, 1, 1) + kwire.i32(0)))
+        assert conn.wait_closed()
+    # A frame over sasl.server.max.receive.size before authentication is refused...
+    with kwire.Conn("127.0.0.1", b.sasl_port) as conn:
+        big = kwire.request_header_v1(API_SASL_HANDSHAKE, 1, 1) + kwire.string("P" * 2000)
+        conn.send_raw(kwire.frame(big))
+        assert conn.wait_closed()
+    # ... and SASL requests on a listener without SASL get ILLEGAL_SASL_STATE.
+    with kwire.Conn("127.0.0.1", b.port) as conn:
+        assert handshake(conn, "PLAIN")[0] == ILLEGAL_SASL_STATE
+
+    # Real clients see the failure as an authentication error.
+    with pytest.raises(KafkaException) as e:
+        AdminClient({**plain_client(b, "alice", "guess"), "socket.timeout.ms": 5000}
+                    ).list_topics(timeout=5)
+    assert kafka_error_code(e.value) in (KafkaError._AUTHENTICATION, KafkaError._TRANSPORT)
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError as PyKafkaError
+    with pytest.raises(PyKafkaError):
+        KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{b.sasl_port}",
+                         security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                         sasl_plain_username="alice", sasl_plain_password="guess",
+                         request_timeout_ms=5000)
+    assert b.alive()
+
+
+def test_sessions_expire_unless_the_client_re_authenticates(sasl_broker):
+    b = sasl_broker({"listener.name.sasl_plaintext.connections.max.reauth.ms": 2000})
+    # A client that does not re-authenticate is disconnected at its first request after expiry.
+    with kwire.Conn("127.0.0.1", b.sasl_port) as conn:
+        handshake(conn, "PLAIN")
+        code, _, _, lifetime = authenticate(conn, plain_login("alice", USERS["alice"]))
+        assert (code, lifetime) == (0, 2000)
+        assert metadata_v1(conn) == 1
+        time.sleep(2.5)
+        conn.send_raw(kwire.frame(kwire.request_header_v1(kwire.API_METADATA, 1, 9) + kwire.i32(0)))
+        assert conn.wait_closed()
+    # librdkafka re-authenticates in place (KIP-368): a producer running across several
+    # session lifetimes loses nothing.
+    topic = unique_topic("reauth")
+    admin = AdminClient(plain_client(b, "admin"))
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(T)
+    p = Producer({**plain_client(b, "alice"), "acks": "all", "enable.idempotence": True})
+    errors: list = []
+    sent = 0
+    until = time.monotonic() + 7
+    while time.monotonic() < until:
+        p.produce(topic, value=f"m{sent}".encode(),
+                  on_delivery=lambda err, _m: errors.append(err) if err else None)
+        sent += 1
+        p.poll(0.05)
+    assert p.flush(60) == 0
+    assert not errors, errors
+    got = consume_all(plain_client(b, "bob"), topic, sent)
+    assert got == [f"m{i}".encode() for i in range(sent)]
+
+
+def test_acls_apply_to_the_principals_sasl_and_certificates_prove(sasl_broker, pki):
+    app_cert, app_key, _ = pki.leaf("app", "app-1")
+    other_cert, other_key, _ = pki.leaf("other", "stranger")
+    b = sasl_broker({
+        "authorizer.class.name": STANDARD,
+        "super.users": "User:admin",
+        "ssl.truststore.location": str(pki.ca),
+        "listener.name.ssl.ssl.client.auth": "required",
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),O=ferry$/$1/,DEFAULT",
+    }, start=False)
+    b.ssl_port = free_port()
+    # The fixture's listeners and an SSL one for client certificates.
+    b.extra_config["listeners"] = (
+        f"PLAINTEXT://127.0.0.1:{b.port},SASL_PLAINTEXT://127.0.0.1:{b.sasl_port},"
+        f"SASL_SSL://127.0.0.1:{b.sasl_ssl_port},SSL://127.0.0.1:{b.ssl_port}")
+    b.start()
+
+    admin = AdminClient(plain_client(b, "admin"))
+    topic = unique_topic("acl")
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(T)
+    lit = ResourcePatternType.LITERAL
+    bindings = [
+        AclBinding(ResourceType.TOPIC, topic, lit, "User:alice", "*", AclOperation.WRITE,
+                   AclPermissionType.ALLOW),
+        AclBinding(ResourceType.TOPIC, topic, lit, "User:app-1", "*", AclOperation.READ,
+                   AclPermissionType.ALLOW),
+        AclBinding(ResourceType.GROUP, "app-", ResourcePatternType.PREFIXED, "User:app-1", "*",
+                   AclOperation.READ, AclPermissionType.ALLOW),
+        # The stranger has its group but not the topic.
+        AclBinding(ResourceType.GROUP, "strangers", lit, "User:stranger", "*",
+                   AclOperation.READ, AclPermissionType.ALLOW),
+    ]
+    for f in admin.create_acls(bindings).values():
+        f.result(T)
+
+    # alice may write (WRITE implies DESCRIBE); bob may not, nor may the anonymous listener.
+    deadline = time.monotonic() + T
+    while True:
+        try:
+            produce_all(plain_client(b, "alice"), topic, 10)
+            break
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    for conf in (plain_client(b, "bob"), {"bootstrap.servers": b.bootstrap}):
+        p = Producer({**conf, "acks": "all", "message.timeout.ms": 5000})
+        errs: list = []
+        p.produce(topic, value=b"x", on_delivery=lambda err, _m: errs.append(err))
+        p.flush(15)
+        assert errs and errs[0] is not None and errs[0].code() == TOPIC_AUTHORIZATION_FAILED, errs
+
+    # The client certificate CN=app-1,O=ferry maps to User:app-1, which may read...
+    ssl_conf = {"bootstrap.servers": f"127.0.0.1:{b.ssl_port}", "security.protocol": "SSL",
+                "ssl.ca.location": str(pki.ca)}
+    app = {**ssl_conf, "ssl.certificate.location": str(app_cert),
+           "ssl.key.location": str(app_key)}
+    assert consume_all(app, topic, 10, group="app-readers") == [f"v{i}".encode() for i in range(10)]
+    # ... and another certificate maps to a principal that may not read the topic.
+    stranger = {**ssl_conf, "ssl.certificate.location": str(other_cert),
+                "ssl.key.location": str(other_key)}
+    with pytest.raises(KafkaException) as e:
+        consume_all(stranger, topic, 1, group="strangers")
+    assert kafka_error_code(e.value) == TOPIC_AUTHORIZATION_FAILED
+
+
+def test_kafkas_default_mechanism_stops_start_up_naming_the_key(sasl_broker):
+    b = sasl_broker({"sasl.enabled.mechanisms": "GSSAPI"}, start=False)
+    b.start(wait=False)
+    assert b.wait_exit(timeout=30) not in (0, None)
+    log = b.log_tail()
+    assert "GSSAPI" in log and "sasl.enabled.mechanisms" in log, log
+
+
+def test_three_brokers_log_in_to_each_other_and_replicate_a_remote_wal_topic(tmp_path, pki):
+    """Inter-broker traffic over SASL_PLAINTEXT with PLAIN (replica fetches, remote-WAL metadata
+    and follower reports), clients over SASL_SSL with SCRAM-SHA-512, ACLs on, and a remote-WAL
+    topic at acks=all: every replica in sync, every record read back."""
+    from test_remote_wal import WAL_TUNING, local_buckets, metric_sum
+
+    _, _, keystore = pki.leaf("broker", "broker")
+    _, wal = local_buckets(tmp_path / "buckets")
+    broker_users = {"broker": "broker-secret", "admin": "admin-secret"}
+    cluster = Cluster(tmp_path / "cluster", {
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CLIENT:SASL_SSL",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config": plain_jaas(broker_users, login="broker"),
+        # Brokers' own connections must log in again every few seconds, in place.
+        "listener.name.internal.connections.max.reauth.ms": 3000,
+        "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "ssl.keystore.location": str(keystore),
+        "authorizer.class.name": STANDARD,
+        "super.users": "User:broker;User:admin",
+        "default.replication.factor": 3,
+        "offsets.topic.replication.factor": 3,
+        "min.insync.replicas": 2,
+        **wal,
+        **WAL_TUNING,
+    })
+    for b in cluster.brokers:
+        b.internal_port, b.client_port = free_port(), free_port()
+        b.extra_config["listeners"] = (
+            f"PLAINTEXT://127.0.0.1:{b.port},INTERNAL://127.0.0.1:{b.internal_port},"
+            f"CLIENT://127.0.0.1:{b.client_port}")
+        b.extra_config["advertised.listeners"] = ""
+    try:
+        cluster.start()
+        admin = AdminClient({
+            "bootstrap.servers": ",".join(f"127.0.0.1:{b.internal_port}" for b in cluster.brokers),
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+            "sasl.username": "admin", "sasl.password": "admin-secret"})
+        for f in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
+                "app", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                b"app-secret")]).values():
+            f.result(T)
+        topic = unique_topic("secwal")
+        admin.create_topics([NewTopic(topic, 3, 3, config={"remote.wal.enable": "true"})]
+                            )[topic].result(T)
+        lit = ResourcePatternType.LITERAL
+        acls = [AclBinding(ResourceType.TOPIC, topic, lit, "User:app", "*", op,
+                           AclPermissionType.ALLOW)
+                for op in (AclOperation.WRITE, AclOperation.READ)]
+        acls.append(AclBinding(ResourceType.GROUP, "*", lit, "User:app", "*", AclOperation.READ,
+                               AclPermissionType.ALLOW))
+        for f in admin.create_acls(acls).values():
+            f.result(T)
+
+        app = {"bootstrap.servers": ",".join(f"127.0.0.1:{b.client_port}" for b in cluster.brokers),
+               "security.protocol": "SASL_SSL", "ssl.ca.location": str(pki.ca),
+               "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "app",
+               "sasl.password": "app-secret"}
+        deadline = time.monotonic() + T
+        while True:
+            try:
+                produce_all(app, topic, 300)
+                break
+            except AssertionError:
+                # The credential and ACLs reach every broker's image in a moment.
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        deadline = time.monotonic() + 60
+        isrs: list = []
+        while time.monotonic() < deadline:
+            md = admin.list_topics(topic, timeout=10)
+            isrs = [sorted(p.isrs) for p in md.topics[topic].partitions.values()]
+            if all(isr == [1, 2, 3] for isr in isrs):
+                break
+            time.sleep(0.5)
+        assert all(isr == [1, 2, 3] for isr in isrs), (isrs, cluster.log_tail(30))
+        # Past a few session lifetimes the followers still replicate through the object store.
+        time.sleep(4)
+        produce_all(app, topic, 300, prefix="w")
+        got = consume_all(app, topic, 600)
+        assert sorted(got) == sorted([f"v{i}".encode() for i in range(300)]
+                                     + [f"w{i}".encode() for i in range(300)])
+        # The followers got their bytes through the object store, over authenticated reports.
+        assert metric_sum(cluster, "ferry_remote_wal_follower_bytes_total", path="wal") > 0
+        logs = "".join(b.log_tail(400) for b in cluster.brokers)
+        assert "SASL login" not in logs and "re-authentication failed" not in logs, logs[-5000:]
+        # No broker connection outlived its session: each re-authenticated in time.
+        assert "expired (connections.max.reauth.ms)" not in logs, logs[-5000:]
+    finally:
+        cluster.stop()
