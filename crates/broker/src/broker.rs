@@ -57,6 +57,8 @@ pub struct Broker {
     pub isr_changes: tokio::sync::mpsc::UnboundedSender<IsrChange>,
     /// The authorizer requests are checked with (`authorizer.class.name`), if any.
     pub acls: crate::acl::AclAuthority,
+    /// The client quotas in force (AlterClientQuotas), measured per principal and client id.
+    pub quotas: crate::client_quotas::ClientQuotas,
 }
 
 /// A topic-level failure with the Kafka error and a message for the client.
@@ -250,6 +252,7 @@ impl Broker {
         }
         self.remote_wal.on_image(image);
         self.acls.follow_image(&image.acls);
+        self.quotas.follow_image(image.client_quotas());
         // Every change of a leader's ISR or replica set arrives through the image.
         self.metrics
             .under_replicated_partitions

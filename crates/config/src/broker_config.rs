@@ -98,6 +98,8 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("sasl.mechanism.inter.broker.protocol", ConfigType::String, "GSSAPI", "SASL mechanism a broker logs in with towards other brokers when the inter-broker listener is `SASL_PLAINTEXT` or `SASL_SSL`; its login is the `username`/`password` of that listener's `listener.name.<listener>.<mechanism>.sasl.jaas.config`."),
     def("sasl.jaas.config", ConfigType::Password, "", "JAAS text of one listener's mechanism, set only as `listener.name.<lowercase listener>.<lowercase mechanism>.sasl.jaas.config`, as Kafka brokers have it. PLAIN: `org.apache.kafka.common.security.plain.PlainLoginModule required username=\"...\" password=\"...\" user_<name>=\"<password>\" ...;` (the users who may log in, and this broker's own login towards other brokers). SCRAM: `org.apache.kafka.common.security.scram.ScramLoginModule required username=\"...\" password=\"...\";` (only this broker's login: SCRAM users are stored in the controller quorum, managed with AlterUserScramCredentials)."),
     def("sasl.server.max.receive.size", Int, "524288", "Largest request frame accepted on a SASL listener before the client has authenticated; a larger one closes the connection."),
+    def("quota.window.num", Int, "11", "Number of samples client quotas are measured over (KIP-13): a client's rate is its usage over the last `quota.window.num` windows."),
+    def("quota.window.size.seconds", Int, "1", "Length of one quota sample window, in seconds."),
     def("connections.max.reauth.ms", Long, "0", "How long a SASL session lasts (KIP-368): the broker tells the client in SaslAuthenticate, the client re-authenticates in place before then, and a connection whose session expired is closed at its next request. 0: sessions never expire. May be set per listener as `listener.name.<listener>.connections.max.reauth.ms`."),
     def("log.dirs", List, "./data", "Comma-separated directories holding partition logs; the first also holds the controller's metadata log unless `metadata.log.dir` is set."),
     def("num.partitions", Int, "1", "Partitions of an auto-created topic, and of CreateTopics requests that give -1."),
@@ -356,6 +358,15 @@ impl BrokerConfig {
             return v;
         }
         lookup_def(key).map(|d| d.default).unwrap_or("")
+    }
+
+    /// (`quota.window.num`, `quota.window.size.seconds`), at least 1 each.
+    pub fn quota_windows(&self) -> (u32, u32) {
+        let positive = |key: &str| u32::try_from(self.long(key)).unwrap_or(1).max(1);
+        (
+            positive("quota.window.num"),
+            positive("quota.window.size.seconds"),
+        )
     }
 
     /// `replica.lag.time.max.ms`.

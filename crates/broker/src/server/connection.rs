@@ -36,11 +36,14 @@ use tokio::sync::{mpsc, watch};
 use super::authentication::ListenerAuthentication;
 use super::log_budget::LogBudget;
 use super::sasl::{Gate, RawToken, SaslSession};
+use super::throttle::{self, QuotaClient};
 use crate::broker::Broker;
 use crate::handlers::{self, Handled};
 use crate::security::ConnectionSecurity;
 use ferry_auth::KafkaPrincipal;
+use ferry_authz::AclOperation;
 use ferry_metrics::{self as metrics, ApiLabels, Metrics};
+use std::time::Duration;
 
 /// Responses queued for the writer, at most this many: it bounds the produce requests of one
 /// connection whose records are appended but whose acks=all answer is still pending (each holds
@@ -269,7 +272,7 @@ async fn serve_stream<R, W>(
                 }
             }
         }
-        let (outgoing, then_close) = handle_request(
+        let (outgoing, then_close, throttled) = handle_request(
             &broker,
             request,
             peer,
@@ -281,6 +284,14 @@ async fn serve_stream<R, W>(
         .await;
         if tx.send(outgoing).await.is_err() || then_close {
             break;
+        }
+        // KIP-219: the throttled response goes out now; the client's next request waits.
+        if !throttled.is_zero() {
+            let resume = Instant::now() + throttled;
+            tokio::select! {
+                _ = tokio::time::sleep_until(resume) => {}
+                _ = stop.changed() => break,
+            }
         }
     }
     drop(tx);
@@ -412,13 +423,13 @@ fn sasl_gate(
 /// closes (after the responses queued before).
 async fn handle_request(
     broker: &Arc<Broker>,
-    request: DecodedRequest,
+    mut request: DecodedRequest,
     peer: SocketAddr,
     security: &Arc<ConnectionSecurity>,
     principal: &KafkaPrincipal,
     started: Instant,
     request_bytes: u64,
-) -> (Outgoing, bool) {
+) -> (Outgoing, bool, Duration) {
     let api_key = request.api_key;
     let version = request.header.request_api_version;
     let correlation_id = request.header.correlation_id;
@@ -447,12 +458,55 @@ async fn handle_request(
         from_broker,
         request_bytes,
     };
-    match handlers::handle_pipelined(broker, request, &ctx).await {
-        Handled::Now(body) => {
+    // Client quotas: other brokers are exempt (Kafka exempts what CLUSTER_ACTION authorizes).
+    let quota_client = QuotaClient {
+        user: principal.name(),
+        client_id: &ctx.client_id,
+    };
+    let exempt = from_broker.is_some() && ctx.may_cluster(broker, AclOperation::ClusterAction);
+    let measured = !broker.quotas.is_empty() && !exempt;
+    let consumer_fetch = measured && throttle::is_consumer_fetch_request(&request.body, version);
+    if consumer_fetch {
+        throttle::cap_fetch(broker, &mut request.body, version, &quota_client);
+    }
+    let handled = handlers::handle_pipelined(broker, request, &ctx).await;
+    let mut throttled = if measured {
+        let is_produce = api_key == ApiKey::Produce;
+        throttle::request_throttle(
+            broker,
+            &quota_client,
+            is_produce,
+            request_bytes,
+            started.elapsed(),
+        )
+    } else {
+        Duration::ZERO
+    };
+    match handled {
+        Handled::Now(mut body) => {
+            if let Some(response) = body.as_mut() {
+                if let (true, ResponseKind::Fetch(fetch)) = (consumer_fetch, &mut *response) {
+                    throttled =
+                        throttled.max(throttle::throttle_fetch(broker, &quota_client, fetch));
+                }
+                if !throttled.is_zero() {
+                    throttle::set_throttle_time(response, throttled);
+                }
+            }
             let framed = answer.frame(body);
-            (Box::pin(async move { framed }), false)
+            (Box::pin(async move { framed }), false, throttled)
         }
-        Handled::Later(body) => (Box::pin(async move { answer.frame(body.await) }), false),
+        Handled::Later(body) => (
+            Box::pin(async move {
+                let mut body = body.await;
+                if let (Some(response), false) = (body.as_mut(), throttled.is_zero()) {
+                    throttle::set_throttle_time(response, throttled);
+                }
+                answer.frame(body)
+            }),
+            false,
+            throttled,
+        ),
         Handled::Close(reason) => {
             if let Some(left_out) = BAD_INPUT_WARNINGS.admit(Instant::now()) {
                 tracing::info!(%peer, client_id = %ctx.client_id, correlation_id,
@@ -460,7 +514,7 @@ async fn handle_request(
                     "closing connection: an acks=0 produce request failed");
             }
             let _ = answer.frame(None);
-            (Box::pin(async move { Err(()) }), true)
+            (Box::pin(async move { Err(()) }), true, throttled)
         }
     }
 }

@@ -7,6 +7,7 @@ mod authentication;
 mod connection;
 mod log_budget;
 mod sasl;
+mod throttle;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -195,6 +196,13 @@ pub async fn open_broker(
         observer: remote_wal.clone(),
     });
     let acls = crate::acl::AclAuthority::new(config.authorizer_config());
+    let (windows, window_seconds) = config.quota_windows();
+    let quota_rate = ferry_quota::RateConfig::from_broker_config(windows, window_seconds)
+        .context("quota.window.num / quota.window.size.seconds")?;
+    let quotas = crate::client_quotas::ClientQuotas::new(ferry_quota::QuotaManagerConfig {
+        rate: quota_rate,
+        ..Default::default()
+    });
     let broker = Arc::new(Broker {
         fetcher: Box::new(fetcher),
         peers,
@@ -218,6 +226,7 @@ pub async fn open_broker(
         metrics,
         endpoints: advertised.endpoints,
         acls,
+        quotas,
     });
     txn_markers.attach(&broker);
     open_known_topics(&broker, on_disk);
