@@ -98,6 +98,10 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("sasl.mechanism.inter.broker.protocol", ConfigType::String, "GSSAPI", "SASL mechanism a broker logs in with towards other brokers when the inter-broker listener is `SASL_PLAINTEXT` or `SASL_SSL`; its login is the `username`/`password` of that listener's `listener.name.<listener>.<mechanism>.sasl.jaas.config`."),
     def("sasl.jaas.config", ConfigType::Password, "", "JAAS text of one listener's mechanism, set only as `listener.name.<lowercase listener>.<lowercase mechanism>.sasl.jaas.config`, as Kafka brokers have it. PLAIN: `org.apache.kafka.common.security.plain.PlainLoginModule required username=\"...\" password=\"...\" user_<name>=\"<password>\" ...;` (the users who may log in, and this broker's own login towards other brokers). SCRAM: `org.apache.kafka.common.security.scram.ScramLoginModule required username=\"...\" password=\"...\";` (only this broker's login: SCRAM users are stored in the controller quorum, managed with AlterUserScramCredentials)."),
     def("sasl.server.max.receive.size", Int, "524288", "Largest request frame accepted on a SASL listener before the client has authenticated; a larger one closes the connection."),
+    def("max.connections", Int, "2147483647", "Most connections the broker serves at once over its listeners, the inter-broker listener excepted (other brokers always get in). At the limit a new connection waits, unread, until another closes. May be set per listener as `listener.name.<listener>.max.connections`, a limit of that listener's own."),
+    def("max.connections.per.ip", Int, "2147483647", "Most connections from one IP address; one more is closed at once (logged, within a budget)."),
+    def("max.connections.per.ip.overrides", List, "", "Per-address exceptions to `max.connections.per.ip`, `ip:count,...` (for example `10.0.0.7:1000`)."),
+    def("connections.max.idle.ms", Long, "600000", "A connection that sends no request for this long is closed."),
     def("quota.window.num", Int, "11", "Number of samples client quotas are measured over (KIP-13): a client's rate is its usage over the last `quota.window.num` windows."),
     def("quota.window.size.seconds", Int, "1", "Length of one quota sample window, in seconds."),
     def("connections.max.reauth.ms", Long, "0", "How long a SASL session lasts (KIP-368): the broker tells the client in SaslAuthenticate, the client re-authenticates in place before then, and a connection whose session expired is closed at its next request. 0: sessions never expire. May be set per listener as `listener.name.<listener>.connections.max.reauth.ms`."),
@@ -285,7 +289,8 @@ fn listener_scoped_def(key: &str) -> Option<&'static ConfigDef> {
     }
     let scoped = key.starts_with("ssl.")
         || (key.starts_with("sasl.") && key != "sasl.jaas.config")
-        || key == "connections.max.reauth.ms";
+        || key == "connections.max.reauth.ms"
+        || key == "max.connections";
     scoped.then(|| lookup_def(key)).flatten()
 }
 
@@ -367,6 +372,47 @@ impl BrokerConfig {
             positive("quota.window.num"),
             positive("quota.window.size.seconds"),
         )
+    }
+
+    /// `connections.max.idle.ms` (at least 1 ms).
+    pub fn connections_max_idle(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(
+            u64::try_from(self.long("connections.max.idle.ms"))
+                .unwrap_or(1)
+                .max(1),
+        )
+    }
+
+    /// `max.connections` for `listener`: its own `listener.name.<listener>.max.connections`
+    /// when set, and the broker-wide limit.
+    pub fn max_connections(&self, listener: &str) -> (Option<usize>, usize) {
+        let scoped = format!(
+            "{}{}.max.connections",
+            crate::listeners::LISTENER_PREFIX,
+            listener.to_ascii_lowercase()
+        );
+        let count = |key: &str| usize::try_from(self.long(key)).unwrap_or(0);
+        let own = self.is_set(&scoped).then(|| count(&scoped));
+        (own, count("max.connections"))
+    }
+
+    /// `max.connections.per.ip` and its `max.connections.per.ip.overrides`.
+    pub fn max_connections_per_ip(
+        &self,
+    ) -> Result<(usize, Vec<(std::net::IpAddr, usize)>), ConfigError> {
+        let default = usize::try_from(self.long("max.connections.per.ip")).unwrap_or(0);
+        let key = "max.connections.per.ip.overrides";
+        let overrides = split_list(self.raw(key))
+            .into_iter()
+            .map(|entry| {
+                let parsed = entry.rsplit_once(':').and_then(|(ip, n)| {
+                    let ip = ip.trim_matches(|c| c == '[' || c == ']').parse().ok()?;
+                    Some((ip, n.parse::<usize>().ok()?))
+                });
+                parsed.ok_or_else(|| bad(key, "list", format!("`{entry}` is not ip:count")))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok((default, overrides))
     }
 
     /// `replica.lag.time.max.ms`.

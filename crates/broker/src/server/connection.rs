@@ -191,11 +191,12 @@ async fn serve_stream<R, W>(
     let (tx, rx) = mpsc::channel::<Outgoing>(MAX_QUEUED_RESPONSES);
     let writer = tokio::spawn(write_responses(write_half, rx, broker.metrics.clone()));
     let max_request = broker.config.socket_request_max_bytes();
+    let idle = broker.config.connections_max_idle();
     loop {
         let max = sasl
             .as_ref()
             .map_or(max_request, |s| s.max_frame(max_request));
-        let Some(frame) = next_frame(&broker, &mut reader, max, &mut stop, peer).await else {
+        let Some(frame) = next_frame(&broker, &mut reader, max, idle, &mut stop, peer).await else {
             break;
         };
         let request_bytes = frame.len() as u64 + 4;
@@ -322,17 +323,24 @@ async fn write_responses<W: AsyncWrite + Unpin>(
 }
 
 /// The next request frame; `None` when the connection is to close: the client closed it, the
-/// broker stops, or the frame is bad or cannot be read (logged).
+/// broker stops, no request came for `idle` (`connections.max.idle.ms`), or the frame is bad or
+/// cannot be read (logged).
 async fn next_frame<R: AsyncRead + Unpin>(
     broker: &Broker,
     reader: &mut BufReader<R>,
     max: usize,
+    idle: Duration,
     stop: &mut watch::Receiver<bool>,
     peer: SocketAddr,
 ) -> Option<Bytes> {
     let frame = tokio::select! {
         f = read_frame(reader, max) => f,
         _ = stop.changed() => return None,
+        _ = tokio::time::sleep(idle) => {
+            tracing::debug!(%peer, idle_ms = idle.as_millis() as u64,
+                "closing connection: idle for connections.max.idle.ms");
+            return None;
+        }
     };
     match frame {
         Ok(f) => f,

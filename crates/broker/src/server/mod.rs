@@ -5,6 +5,7 @@
 
 mod authentication;
 mod connection;
+mod limits;
 mod log_budget;
 mod sasl;
 mod throttle;
@@ -41,6 +42,7 @@ pub struct Server {
     pub local_addr: SocketAddr,
     pub metrics_addr: Option<SocketAddr>,
     listeners: Vec<BoundListener>,
+    connection_limits: Arc<limits::ConnectionLimits>,
     metrics_listener: Option<TcpListener>,
     isr_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<IsrChange>>>,
 }
@@ -54,6 +56,8 @@ struct BoundListener {
     /// The TLS config of an `SSL` / `SASL_SSL` listener.
     tls: Option<Arc<ServerTls>>,
     authentication: ListenerAuthentication,
+    /// Its connection count and own `max.connections`, if any.
+    slots: Arc<limits::ListenerSlots>,
 }
 
 /// This broker's advertised endpoints, registered in the cluster metadata, and which of them
@@ -354,6 +358,12 @@ impl Server {
             );
         }
         let configured = config.listeners()?;
+        let (per_ip, per_ip_overrides) = config.max_connections_per_ip()?;
+        let connection_limits = limits::ConnectionLimits::new(
+            config.max_connections(&configured.inter_broker).1,
+            per_ip,
+            per_ip_overrides,
+        );
         let scram = Arc::new(ImageScramCredentials::default());
         let mut listeners = Vec::new();
         let mut endpoints = Vec::new();
@@ -368,6 +378,10 @@ impl Server {
             };
             let authentication =
                 ListenerAuthentication::from_config(&config, &l.name, l.protocol, scram.clone())?;
+            let slots = limits::ListenerSlots::new(
+                config.max_connections(&l.name).0,
+                l.name == configured.inter_broker,
+            );
             let tcp = TcpListener::bind(l.bind)
                 .await
                 .with_context(|| format!("binding listener `{}` on {}", l.name, l.bind))?;
@@ -386,6 +400,7 @@ impl Server {
                 local_addr,
                 tls,
                 authentication,
+                slots,
             });
         }
         let local_addr = listeners
@@ -418,6 +433,7 @@ impl Server {
             local_addr,
             metrics_addr,
             listeners,
+            connection_limits,
             metrics_listener,
         })
     }
@@ -477,7 +493,13 @@ impl Server {
         let mut accepting = JoinSet::new();
         let mut on_listener = Vec::new();
         for (i, l) in self.listeners.into_iter().enumerate() {
-            accepting.spawn(accept(l.tcp, i, accepted_tx.clone()));
+            accepting.spawn(accept(
+                l.tcp,
+                i,
+                accepted_tx.clone(),
+                self.connection_limits.clone(),
+                l.slots.clone(),
+            ));
             on_listener.push((l.name, l.protocol, l.tls, l.authentication));
         }
         drop(accepted_tx);
@@ -491,7 +513,7 @@ impl Server {
         > = None;
         loop {
             tokio::select! {
-                Some((stream, peer, i)) = accepted_rx.recv() => {
+                Some((stream, peer, i, permit)) = accepted_rx.recv() => {
                     let (name, protocol, tls, authentication) = &on_listener[i];
                     let security = ConnectionSecurity {
                         listener: name.clone(),
@@ -502,7 +524,9 @@ impl Server {
                         tls: tls.as_ref().map(|t| t.current()),
                         authentication: authentication.clone(),
                     };
-                    connections.spawn(connection::serve(broker.clone(), stream, peer, security, setup, stop_rx.clone()));
+                    let serving = connection::serve(broker.clone(), stream, peer, security, setup, stop_rx.clone());
+                    // The permit holds the connection's slots until it closes.
+                    connections.spawn(async move { serving.await; drop(permit) });
                 }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
                 _ = shutdown.changed(), if handing_over.is_none() => {
@@ -546,17 +570,36 @@ impl Server {
     }
 }
 
-/// Accepts connections on listener number `index` and hands them to the server loop.
+/// A connection accepted on listener number `index`, with the slots it holds.
+type Accepted = (TcpStream, SocketAddr, usize, limits::ConnectionPermit);
+
+/// Too many connections from one address are refused with a log line, a few per ten seconds.
+static REFUSED_CONNECTIONS: log_budget::LogBudget =
+    log_budget::LogBudget::new(10, Duration::from_secs(10));
+
+/// Accepts connections on listener number `index`, within the connection limits, and hands
+/// them to the server loop.
 async fn accept(
     listener: TcpListener,
     index: usize,
-    accepted: mpsc::Sender<(TcpStream, SocketAddr, usize)>,
+    accepted: mpsc::Sender<Accepted>,
+    limits: Arc<limits::ConnectionLimits>,
+    slots: Arc<limits::ListenerSlots>,
 ) {
     loop {
+        // At max.connections new clients wait in the backlog, unread, as in Kafka.
+        limits.wait_for_slot(&slots).await;
         match listener.accept().await {
             Ok((stream, peer)) => {
+                let Some(permit) = limits.admit(&slots, peer.ip()) else {
+                    if let Some(left_out) = REFUSED_CONNECTIONS.admit(tokio::time::Instant::now()) {
+                        tracing::info!(%peer, similar_messages_left_out = left_out,
+                            "connection refused: max.connections.per.ip reached for this address");
+                    }
+                    continue;
+                };
                 let _ = stream.set_nodelay(true);
-                if accepted.send((stream, peer, index)).await.is_err() {
+                if accepted.send((stream, peer, index, permit)).await.is_err() {
                     return;
                 }
             }
