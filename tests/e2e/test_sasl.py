@@ -34,7 +34,8 @@ T = 30
 STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
-USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret",
+         "erin": "erin-secret"}
 
 API_SASL_HANDSHAKE = 17
 API_SASL_AUTHENTICATE = 36
@@ -42,6 +43,8 @@ SASL_AUTHENTICATION_FAILED = 58
 UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 TOPIC_AUTHORIZATION_FAILED = 29
+GROUP_AUTHORIZATION_FAILED = 30
+CLUSTER_AUTHORIZATION_FAILED = 31
 
 
 def plain_jaas(users: dict, login: str | None = None) -> str:
@@ -402,6 +405,94 @@ def test_acls_apply_to_the_principals_sasl_and_certificates_prove(sasl_broker, p
     assert kafka_error_code(e.value) == TOPIC_AUTHORIZATION_FAILED
 
 
+def produce_error(conf: dict, topic: str) -> int | None:
+    """The error code of producing one record (None: delivered)."""
+    p = Producer({**conf, "acks": "all", "message.timeout.ms": 8000})
+    errs: list = []
+    p.produce(topic, value=b"x", on_delivery=lambda err, _m: errs.append(err))
+    p.flush(20)
+    assert errs, "no delivery report"
+    return None if errs[0] is None else errs[0].code()
+
+
+def consume_error(conf: dict, topic: str, group: str) -> int | None:
+    """The error code of consuming `topic` in `group` (None: a record arrived)."""
+    try:
+        consume_all(conf, topic, 1, group=group)
+        return None
+    except KafkaException as e:
+        return kafka_error_code(e)
+
+
+def test_an_acl_matrix_for_authenticated_users(sasl_broker):
+    """Produce, consume, group and admin operations, each allowed and denied, with literal,
+    prefixed and wildcard patterns and a DENY beating an ALLOW, for users who logged in with
+    PLAIN (the admin is a super user)."""
+    b = sasl_broker({"authorizer.class.name": STANDARD, "super.users": "User:admin"})
+    admin = AdminClient(plain_client(b, "admin"))
+    orders, audit, erin_topic = unique_topic("orders"), unique_topic("audit"), unique_topic("erin-")
+    for t in (orders, audit, erin_topic):
+        admin.create_topics([NewTopic(t, 1, 1)])[t].result(T)
+    lit, pre = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
+    allow, deny = AclPermissionType.ALLOW, AclPermissionType.DENY
+    acl = AclBinding
+    bindings = [
+        # alice: write and read orders, in her own group.
+        acl(ResourceType.TOPIC, orders, lit, "User:alice", "*", AclOperation.WRITE, allow),
+        acl(ResourceType.TOPIC, orders, lit, "User:alice", "*", AclOperation.READ, allow),
+        acl(ResourceType.GROUP, "alice-group", lit, "User:alice", "*", AclOperation.READ, allow),
+        # bob: every topic (wildcard) but audit (DENY beats ALLOW).
+        acl(ResourceType.TOPIC, "*", lit, "User:bob", "*", AclOperation.WRITE, allow),
+        acl(ResourceType.TOPIC, audit, lit, "User:bob", "*", AclOperation.WRITE, deny),
+        # erin: topics with her prefix, and creating topics on the cluster.
+        acl(ResourceType.TOPIC, "erin-", pre, "User:erin", "*", AclOperation.ALL, allow),
+        acl(ResourceType.BROKER, "kafka-cluster", lit, "User:erin", "*", AclOperation.CREATE,
+            allow),
+    ]
+    for f in admin.create_acls(bindings).values():
+        f.result(T)
+    alice, bob, erin = (plain_client(b, u) for u in ("alice", "bob", "erin"))
+
+    # Produce.
+    deadline = time.monotonic() + T
+    while produce_error(alice, orders) is not None and time.monotonic() < deadline:
+        time.sleep(0.5)  # the ACLs reach the broker's image in a moment
+    assert produce_error(alice, orders) is None
+    assert produce_error(alice, audit) == TOPIC_AUTHORIZATION_FAILED
+    assert produce_error(bob, orders) is None
+    assert produce_error(bob, audit) == TOPIC_AUTHORIZATION_FAILED
+    assert produce_error(erin, erin_topic) is None
+    assert produce_error(erin, orders) == TOPIC_AUTHORIZATION_FAILED
+
+    # Consume: topic and group both needed.
+    assert consume_error(alice, orders, "alice-group") is None
+    assert consume_error(alice, orders, "another-group") == GROUP_AUTHORIZATION_FAILED
+    assert consume_error(erin, erin_topic, "erin-group") == GROUP_AUTHORIZATION_FAILED
+
+    # Admin: creating topics needs CREATE; broker configs need the cluster.
+    def create(conf, name):
+        a = AdminClient(conf)
+        try:
+            a.create_topics([NewTopic(name, 1, 1)])[name].result(T)
+            return None
+        except KafkaException as e:
+            return kafka_error_code(e)
+
+    assert create(alice, unique_topic("alice-new")) == TOPIC_AUTHORIZATION_FAILED
+    assert create(erin, unique_topic("anything")) is None
+    from confluent_kafka.admin import ConfigResource
+    res = ConfigResource(ConfigResource.Type.BROKER, "1")
+    alice_admin = AdminClient(alice)
+    with pytest.raises(KafkaException) as e:
+        alice_admin.describe_configs([res])[res].result(T)
+    assert kafka_error_code(e.value) == CLUSTER_AUTHORIZATION_FAILED
+    assert admin.describe_configs([res])[res].result(T)
+
+    # Topics a user may not describe are not revealed.
+    seen = set(alice_admin.list_topics(timeout=T).topics)
+    assert orders in seen and audit not in seen and erin_topic not in seen
+
+
 def test_kafkas_default_mechanism_stops_start_up_naming_the_key(sasl_broker):
     b = sasl_broker({"sasl.enabled.mechanisms": "GSSAPI"}, start=False)
     b.start(wait=False)
@@ -410,23 +501,43 @@ def test_kafkas_default_mechanism_stops_start_up_naming_the_key(sasl_broker):
     assert "GSSAPI" in log and "sasl.enabled.mechanisms" in log, log
 
 
-def test_three_brokers_log_in_to_each_other_and_replicate_a_remote_wal_topic(tmp_path, pki):
-    """Inter-broker traffic over SASL_PLAINTEXT with PLAIN (replica fetches, remote-WAL metadata
-    and follower reports), clients over SASL_SSL with SCRAM-SHA-512, ACLs on, and a remote-WAL
-    topic at acks=all: every replica in sync, every record read back."""
+@pytest.mark.parametrize("inter_broker", ["sasl_plain", "ssl_certificates"])
+def test_three_brokers_authenticate_to_each_other_and_replicate_a_remote_wal_topic(
+        tmp_path, pki, inter_broker):
+    """Inter-broker traffic (replica fetches, remote-WAL metadata, follower reports) over
+    SASL_PLAINTEXT with PLAIN and re-authentication every 3 s, or over SSL with client
+    certificates mapped to `User:broker`; clients over SASL_SSL with SCRAM-SHA-512, the admin over
+    PLAIN, ACLs on, and a remote-WAL topic at acks=all: every replica in sync, every record read
+    back."""
     from test_remote_wal import WAL_TUNING, local_buckets, metric_sum
 
     _, _, keystore = pki.leaf("broker", "broker")
     _, wal = local_buckets(tmp_path / "buckets")
-    broker_users = {"broker": "broker-secret", "admin": "admin-secret"}
+    admins = {"admin": "admin-secret"}
+    if inter_broker == "sasl_plain":
+        internal = {
+            "sasl.mechanism.inter.broker.protocol": "PLAIN",
+            "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.internal.plain.sasl.jaas.config":
+                plain_jaas({"broker": "broker-secret"}, login="broker"),
+            # Brokers' own connections must log in again every few seconds, in place.
+            "listener.name.internal.connections.max.reauth.ms": 3000,
+        }
+        internal_protocol = "SASL_PLAINTEXT"
+    else:
+        internal = {
+            "ssl.truststore.location": str(pki.ca),
+            "listener.name.internal.ssl.client.auth": "required",
+            "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),O=ferry$/$1/,DEFAULT",
+        }
+        internal_protocol = "SSL"
     cluster = Cluster(tmp_path / "cluster", {
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT,CLIENT:SASL_SSL",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,ADMIN:SASL_PLAINTEXT,"
+                                          f"INTERNAL:{internal_protocol},CLIENT:SASL_SSL",
         "inter.broker.listener.name": "INTERNAL",
-        "sasl.mechanism.inter.broker.protocol": "PLAIN",
-        "listener.name.internal.sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.internal.plain.sasl.jaas.config": plain_jaas(broker_users, login="broker"),
-        # Brokers' own connections must log in again every few seconds, in place.
-        "listener.name.internal.connections.max.reauth.ms": 3000,
+        **internal,
+        "listener.name.admin.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.admin.plain.sasl.jaas.config": plain_jaas(admins),
         "listener.name.client.sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "ssl.keystore.location": str(keystore),
         "authorizer.class.name": STANDARD,
@@ -438,15 +549,15 @@ def test_three_brokers_log_in_to_each_other_and_replicate_a_remote_wal_topic(tmp
         **WAL_TUNING,
     })
     for b in cluster.brokers:
-        b.internal_port, b.client_port = free_port(), free_port()
+        b.admin_port, b.internal_port, b.client_port = free_port(), free_port(), free_port()
         b.extra_config["listeners"] = (
-            f"PLAINTEXT://127.0.0.1:{b.port},INTERNAL://127.0.0.1:{b.internal_port},"
-            f"CLIENT://127.0.0.1:{b.client_port}")
+            f"PLAINTEXT://127.0.0.1:{b.port},ADMIN://127.0.0.1:{b.admin_port},"
+            f"INTERNAL://127.0.0.1:{b.internal_port},CLIENT://127.0.0.1:{b.client_port}")
         b.extra_config["advertised.listeners"] = ""
     try:
         cluster.start()
         admin = AdminClient({
-            "bootstrap.servers": ",".join(f"127.0.0.1:{b.internal_port}" for b in cluster.brokers),
+            "bootstrap.servers": ",".join(f"127.0.0.1:{b.admin_port}" for b in cluster.brokers),
             "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
             "sasl.username": "admin", "sasl.password": "admin-secret"})
         for f in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(

@@ -334,6 +334,8 @@ async fn next_frame<R: AsyncRead + Unpin>(
     peer: SocketAddr,
 ) -> Option<Bytes> {
     let frame = tokio::select! {
+        // Read first: a frame already buffered is taken without arming the idle timer.
+        biased;
         f = read_frame(reader, max) => f,
         _ = stop.changed() => return None,
         _ = tokio::time::sleep(idle) => {
