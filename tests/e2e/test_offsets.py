@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from confluent_kafka import TopicPartition
+import time
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from conftest import (
@@ -16,12 +18,24 @@ from conftest import (
 )
 
 T = 30
+RETRIABLE = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+             KafkaError.UNKNOWN_TOPIC_OR_PART}
 BASE = 1_700_000_000_000
 
 
 def list_offset(broker, topic, partition, spec):
-    fs = ck_admin(broker).list_offsets({TopicPartition(topic, partition): spec}, request_timeout=T)
-    return list(fs.values())[0].result(timeout=T)
+    # In a cluster, the leader may learn of a new topic a moment after the broker that answered
+    # the client's metadata: NOT_LEADER_OR_FOLLOWER is retriable, as Kafka's clients treat it.
+    deadline = time.monotonic() + T
+    while True:
+        fs = ck_admin(broker).list_offsets({TopicPartition(topic, partition): spec},
+                                           request_timeout=T)
+        try:
+            return list(fs.values())[0].result(timeout=T)
+        except KafkaException as e:
+            if e.args[0].code() not in RETRIABLE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def seeded_topic(broker, timestamps, partitions=1):
