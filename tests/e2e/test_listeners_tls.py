@@ -1,8 +1,9 @@
 """Named listeners and TLS: several listeners with their own protocols, Metadata answering with
 the addresses of the listener a client connected on, produce/consume over SSL with the server
 verified against a CA the test generates, client certificates (`ssl.client.auth`), certificate
-rotation without a restart, start-up errors naming the listener at fault, and a three-broker
-cluster replicating over an SSL inter-broker listener with client certificates.
+rotation without a restart, start-up errors naming the listener at fault, a three-broker
+cluster replicating over an SSL inter-broker listener with client certificates, and one whose
+controller quorum speaks mutual TLS (an SSL controller listener).
 
 Certificates and keys are generated here with the `openssl` CLI into the test's tmp dir; no key
 is ever committed.
@@ -255,6 +256,86 @@ def test_three_brokers_replicate_over_an_ssl_inter_broker_listener(tmp_path, pki
         assert got == [f"v{i}".encode() for i in range(100)]
     finally:
         cluster.stop()
+
+
+def test_three_brokers_form_their_controller_quorum_over_ssl(tmp_path, pki):
+    """`controller.listener.names = CONTROLLER` mapped to SSL: the voters speak mutual TLS with
+    the CONTROLLER listener's key store and trust store; the cluster forms, replicates and
+    serves clients as over plaintext."""
+    cluster = Cluster(tmp_path / "cluster", {
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+        "controller.listener.names": "CONTROLLER",
+        "listener.name.controller.ssl.truststore.location": str(pki.ca),
+        "default.replication.factor": 3,
+        "offsets.topic.replication.factor": 3,
+        "min.insync.replicas": 2,
+    })
+    controller_ports = {}
+    for i, b in enumerate(cluster.brokers):
+        node_id = i + 1
+        _, _, keystore = pki.leaf(f"controller-{node_id}", f"controller-{node_id}")
+        b.extra_config["listener.name.controller.ssl.keystore.location"] = str(keystore)
+        voters = dict(v.split("@") for v in b.extra_config["controller.quorum.voters"].split(","))
+        port = int(voters[str(node_id)].rsplit(":", 1)[1])
+        controller_ports[node_id] = port
+        # Broker 1 lists its controller listener (with its voter port), as Kafka's combined
+        # configs do; the others leave it out of `listeners`.
+        listeners = f"PLAINTEXT://127.0.0.1:{b.port}"
+        if node_id == 1:
+            listeners += f",CONTROLLER://127.0.0.1:{port}"
+        b.extra_config["listeners"] = listeners
+        b.extra_config["advertised.listeners"] = ""
+    try:
+        cluster.start()
+        # Every broker's metadata lists all three (wait_ready), and the controller port is TLS.
+        for node_id, port in controller_ports.items():
+            assert server_cert_cn(port, pki.ca) == f"controller-{node_id}"
+        topic = unique_topic("ctlssl")
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(30)
+        for b in cluster.brokers:
+            md = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10)
+            assert sorted(md.brokers) == [1, 2, 3]
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                      "enable.idempotence": True})
+        for i in range(50):
+            p.produce(topic, value=f"v{i}".encode())
+        assert p.flush(60) == 0
+        # The ISR changes go through the controller quorum too.
+        deadline = time.monotonic() + 30
+        isr = []
+        while time.monotonic() < deadline:
+            md = admin.list_topics(topic, timeout=10)
+            isr = sorted(md.topics[topic].partitions[0].isrs)
+            if isr == [1, 2, 3]:
+                break
+            time.sleep(0.5)
+        assert isr == [1, 2, 3], cluster.log_tail(30)
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": unique_topic("g"),
+                      "auto.offset.reset": "earliest"})
+        c.subscribe([topic])
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < 50 and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+        c.close()
+        assert got == [f"v{i}".encode() for i in range(50)]
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.parametrize("protocol", ["SASL_SSL", "SASL_PLAINTEXT"])
+def test_a_sasl_controller_listener_stops_start_up_naming_it(make_broker, protocol):
+    b = make_broker({
+        "listener.security.protocol.map": f"PLAINTEXT:PLAINTEXT,CONTROLLER:{protocol}",
+        "controller.listener.names": "CONTROLLER",
+    }, start=False)
+    b.start(wait=False)
+    assert b.wait_exit(timeout=30) not in (0, None)
+    tail = b.log_tail()
+    assert "controller.listener.names" in tail and protocol in tail, tail
 
 
 def test_inline_pem_keystore_and_secrets_stay_secret(make_broker, pki):

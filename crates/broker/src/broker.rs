@@ -59,6 +59,8 @@ pub struct Broker {
     pub acls: crate::acl::AclAuthority,
     /// The client quotas in force (AlterClientQuotas), measured per principal and client id.
     pub quotas: crate::client_quotas::ClientQuotas,
+    /// The controller quorum's TLS on an `SSL` controller listener (reloaded with the others).
+    pub controller_tls: Option<Arc<crate::tls::ControllerTls>>,
 }
 
 /// A topic-level failure with the Kafka error and a message for the client.

@@ -27,5 +27,5 @@ pub use error::{ClusterError, ErrorKind};
 pub use image::{Applied, BrokerId, Endpoint, Image, ImageError, MetadataRecord};
 pub use raft::{
     BrokerHeartbeat, Committed, Controller, ControllerConfig, HeartbeatCall, HeartbeatError,
-    HeartbeatInbox, HeartbeatReply, Traffic, TrafficObserver,
+    HeartbeatInbox, HeartbeatReply, QuorumTls, Traffic, TrafficObserver,
 };

@@ -9,6 +9,11 @@
 //! every advertised name is a listener, and the inter-broker listener is one of the Kafka
 //! listeners (never a controller listener). Anything else stops start-up with an error naming
 //! the listener or protocol at fault.
+//!
+//! The controller quorum uses the first of `controller.listener.names`
+//! ([`BrokerConfig::controller_listener`]): `PLAINTEXT`, or `SSL` with a key store and a trust
+//! store (client certificates are then required both ways, whatever `ssl.client.auth` says).
+//! `SASL_PLAINTEXT` and `SASL_SSL` are refused there: the quorum does not serve SASL.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -224,12 +229,24 @@ impl BrokerConfig {
         let map = self.security_protocol_map()?;
         let controller = split_list(self.raw("controller.listener.names"));
         for name in &controller {
-            if !map.contains_key(name) {
+            let Some(protocol) = map.get(name) else {
                 return Err(bad(
                     "controller.listener.names",
                     "list",
                     format!("listener `{name}` is not in listener.security.protocol.map"),
                 ));
+            };
+            if protocol.uses_sasl() {
+                return Err(bad(
+                    "controller.listener.names",
+                    "list",
+                    format!("controller listener `{name}` is {protocol}; the controller quorum does not serve SASL: map it to SSL (TLS with client certificates) or PLAINTEXT"),
+                ));
+            }
+        }
+        if let Some(name) = controller.first() {
+            if map.get(name) == Some(&SecurityProtocol::Ssl) {
+                self.check_controller_tls(name)?;
             }
         }
         let mut listeners: Vec<Listener> = Vec::new();
@@ -263,7 +280,7 @@ impl BrokerConfig {
             }
             let bind = bind_address(&entry, &host, port)?;
             if controller.contains(&name) {
-                self.check_controller_listener(&name, protocol, port)?;
+                self.check_controller_listener(&name, port)?;
                 continue;
             }
             listeners.push(Listener {
@@ -393,21 +410,53 @@ impl BrokerConfig {
         Ok(parsed.name().to_string())
     }
 
-    /// A controller listener also in `listeners`: ferry's controller speaks plaintext on its
-    /// voter address, so the listener must say the same.
-    fn check_controller_listener(
-        &self,
-        name: &str,
-        protocol: SecurityProtocol,
-        port: u16,
-    ) -> Result<(), ConfigError> {
-        if protocol != SecurityProtocol::Plaintext {
-            return Err(bad(
+    /// The listener the controller quorum speaks (the first of `controller.listener.names`)
+    /// and its protocol, `PLAINTEXT` or `SSL` once [`BrokerConfig::listeners`] accepted the
+    /// config; `None` without controller listeners (plain TCP).
+    pub fn controller_listener(&self) -> Result<Option<(String, SecurityProtocol)>, ConfigError> {
+        let Some(name) = split_list(self.raw("controller.listener.names"))
+            .into_iter()
+            .next()
+        else {
+            return Ok(None);
+        };
+        let protocol = *self.security_protocol_map()?.get(&name).ok_or_else(|| {
+            bad(
                 "controller.listener.names",
                 "list",
-                format!("controller listener `{name}` is {protocol}; the controller quorum speaks PLAINTEXT only yet"),
+                format!("listener `{name}` is not in listener.security.protocol.map"),
+            )
+        })?;
+        Ok(Some((name, protocol)))
+    }
+
+    /// An `SSL` controller listener needs both stores: every voter proves itself with its key
+    /// store and checks the others' certificates against its trust store.
+    fn check_controller_tls(&self, name: &str) -> Result<(), ConfigError> {
+        let settings = self.ssl_settings(name)?;
+        let scoped = |key: &str| format!("{LISTENER_PREFIX}{}.{key}", name.to_ascii_lowercase());
+        if settings.keystore.is_none() {
+            let key = scoped("ssl.keystore.location");
+            return Err(bad(
+                &key,
+                "string",
+                format!("controller listener `{name}` is SSL but has no key store: set {key} (or ssl.keystore.location)"),
             ));
         }
+        if settings.truststore.is_none() {
+            let key = scoped("ssl.truststore.location");
+            return Err(bad(
+                &key,
+                "string",
+                format!("controller listener `{name}` is SSL but has no trust store to verify the other voters: set {key} (or ssl.truststore.location)"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A controller listener also in `listeners`: ferry's controller listens on its voter
+    /// address, so the listener must have that port (its protocol is checked with the others).
+    fn check_controller_listener(&self, name: &str, port: u16) -> Result<(), ConfigError> {
         let voters = self.controller_quorum_voters()?;
         let me = u64::try_from(self.node_id()).ok();
         if let Some(addr) = me.and_then(|id| voters.get(&id)) {

@@ -168,18 +168,99 @@ fn controller_listeners_are_checked_and_not_bound() {
 "#,
     );
     assert!(e.contains("CONTROLLER") && e.contains("9093"), "{e}");
-    let e = err(
-        r#"listeners = "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"
-"listener.security.protocol.map" = "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"
-"controller.listener.names" = "CONTROLLER"
-"#,
-    );
-    assert!(e.contains("CONTROLLER") && e.contains("SSL"), "{e}");
     let e = err("\"controller.listener.names\" = \"PLAINTEXT\"\nlisteners = \"PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0\"\n\"inter.broker.listener.name\" = \"PLAINTEXT\"");
     assert!(
         e.contains("inter.broker.listener.name") && e.contains("controller listener"),
         "{e}"
     );
+}
+
+#[test]
+fn an_ssl_controller_listener_is_accepted_with_both_stores() {
+    // In `listeners` with this node's voter port, keys scoped to the listener.
+    let text = r#"listeners = "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093"
+"listener.security.protocol.map" = "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"
+"controller.listener.names" = "CONTROLLER"
+"controller.quorum.voters" = "1@127.0.0.1:9093"
+"listener.name.controller.ssl.keystore.location" = "/etc/ferry/controller.pem"
+"listener.name.controller.ssl.truststore.location" = "/etc/ferry/ca.pem"
+"#;
+    let l = parse(text).unwrap();
+    assert_eq!(l.controller, ["CONTROLLER"]);
+    assert_eq!(l.listeners.len(), 1);
+    let c = BrokerConfig::parse(text).unwrap();
+    assert_eq!(
+        c.controller_listener().unwrap(),
+        Some(("CONTROLLER".to_string(), SecurityProtocol::Ssl))
+    );
+    // Absent from `listeners`, with the broker-wide keys.
+    let l = parse(
+        r#"listeners = "PLAINTEXT://127.0.0.1:9092"
+"listener.security.protocol.map" = "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"
+"controller.listener.names" = "CONTROLLER"
+"ssl.keystore.location" = "/etc/ferry/broker.pem"
+"ssl.truststore.location" = "/etc/ferry/ca.pem"
+"#,
+    )
+    .unwrap();
+    assert_eq!(l.controller, ["CONTROLLER"]);
+    // Without controller listeners the quorum is plain TCP.
+    assert_eq!(
+        BrokerConfig::parse("")
+            .unwrap()
+            .controller_listener()
+            .unwrap(),
+        None
+    );
+}
+
+#[test]
+fn an_ssl_controller_listener_without_a_store_names_the_missing_key() {
+    let e = err(r#"listeners = "PLAINTEXT://127.0.0.1:9092"
+"listener.security.protocol.map" = "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"
+"controller.listener.names" = "CONTROLLER"
+"ssl.truststore.location" = "/etc/ferry/ca.pem"
+"#);
+    assert!(
+        e.contains("listener.name.controller.ssl.keystore.location") && e.contains("CONTROLLER"),
+        "{e}"
+    );
+    let e = err(r#"listeners = "PLAINTEXT://127.0.0.1:9092"
+"listener.security.protocol.map" = "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL"
+"controller.listener.names" = "CONTROLLER"
+"listener.name.controller.ssl.keystore.location" = "/etc/ferry/controller.pem"
+"#);
+    assert!(
+        e.contains("listener.name.controller.ssl.truststore.location"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_sasl_controller_listener_is_refused_by_name() {
+    for protocol in ["SASL_SSL", "SASL_PLAINTEXT"] {
+        for listeners in [
+            "PLAINTEXT://127.0.0.1:9092",
+            "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+        ] {
+            let e = err(&format!(
+                r#"listeners = "{listeners}"
+"listener.security.protocol.map" = "PLAINTEXT:PLAINTEXT,CONTROLLER:{protocol}"
+"controller.listener.names" = "CONTROLLER"
+"controller.quorum.voters" = "1@127.0.0.1:9093"
+"ssl.keystore.location" = "/etc/ferry/broker.pem"
+"ssl.truststore.location" = "/etc/ferry/ca.pem"
+"#
+            ));
+            assert!(
+                e.contains("controller.listener.names")
+                    && e.contains("CONTROLLER")
+                    && e.contains(protocol)
+                    && e.contains("SASL"),
+                "{e}"
+            );
+        }
+    }
 }
 
 #[test]

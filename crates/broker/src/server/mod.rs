@@ -121,6 +121,7 @@ pub async fn open_broker(
 ) -> anyhow::Result<(Arc<Broker>, tokio::sync::mpsc::UnboundedReceiver<IsrChange>)> {
     let peer_tls = inter_broker_tls(&config, &advertised)?;
     let peer_login = inter_broker_sasl(&config, &advertised)?;
+    let controller_tls = controller_tls(&config)?;
     let dirs = config.log_dirs();
     // An older ferry's metadata file lives in the first log dir.
     let legacy_dir = dirs.first().context("log.dirs is empty")?.clone();
@@ -137,8 +138,17 @@ pub async fn open_broker(
         .await
         .context("setting up the remote WAL (remote.wal.*)")?;
     let metrics = Arc::new(Metrics::with_extra(|r| wal_metrics.register(r)));
-    let metadata =
-        Arc::new(open_metadata(&config, &metrics, legacy_dir, advertised.clone(), quorum).await?);
+    let metadata = Arc::new(
+        open_metadata(
+            &config,
+            &metrics,
+            legacy_dir,
+            advertised.clone(),
+            quorum,
+            controller_tls.as_deref(),
+        )
+        .await?,
+    );
 
     let offsets_store = Arc::new(crate::group_store::LogOffsetsStore::new(
         clock.clone(),
@@ -231,6 +241,7 @@ pub async fn open_broker(
         endpoints: advertised.endpoints,
         acls,
         quotas,
+        controller_tls,
     });
     txn_markers.attach(&broker);
     open_known_topics(&broker, on_disk);
@@ -251,6 +262,25 @@ fn inter_broker_tls(
     let settings = config.ssl_settings(&endpoint.name)?;
     let tls = crate::tls::client(&endpoint.name, settings)
         .context("setting up TLS towards other brokers (inter.broker.listener.name)")?;
+    Ok(Some(Arc::new(tls)))
+}
+
+/// The controller quorum's TLS when the controller listener (the first of
+/// `controller.listener.names`) is `SSL`; `PLAINTEXT` or none: plain TCP.
+fn controller_tls(config: &BrokerConfig) -> anyhow::Result<Option<Arc<crate::tls::ControllerTls>>> {
+    let Some((name, protocol)) = config.controller_listener()? else {
+        return Ok(None);
+    };
+    match protocol {
+        SecurityProtocol::Plaintext => return Ok(None),
+        SecurityProtocol::Ssl => {}
+        SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => anyhow::bail!(
+            "controller listener `{name}` is {protocol}: the controller quorum does not serve SASL; map it to SSL or PLAINTEXT (controller.listener.names, listener.security.protocol.map)"
+        ),
+    }
+    let settings = config.ssl_settings(&name)?;
+    let tls = crate::tls::ControllerTls::new(&name, settings)
+        .context("setting up TLS on the controller quorum (controller.listener.names)")?;
     Ok(Some(Arc::new(tls)))
 }
 
@@ -278,6 +308,7 @@ async fn open_metadata(
     legacy_dir: PathBuf,
     advertised: Advertised,
     quorum: MetadataQuorum,
+    controller_tls: Option<&crate::tls::ControllerTls>,
 ) -> anyhow::Result<MetadataStore> {
     let voters = config.controller_quorum_voters()?;
     let metadata_dir = config
@@ -292,6 +323,7 @@ async fn open_metadata(
     let (host, port) = (inter_broker.host.clone(), inter_broker.port);
     let options = MetadataOptions {
         traffic: Some(traffic),
+        quorum_tls: controller_tls.map(|t| t.quorum()),
         node_id: config.node_id(),
         dir: metadata_dir.clone(),
         legacy_dir,
@@ -481,13 +513,18 @@ impl Server {
             background.spawn(propose_isr_changes(broker.clone(), rx));
         }
 
-        let tls_configs: Vec<Arc<ServerTls>> = self
+        let mut tls_configs: Vec<Arc<ServerTls>> = self
             .listeners
             .iter()
             .filter_map(|l| l.tls.clone())
             .collect();
-        if !tls_configs.is_empty() || broker.peers.tls().is_some() {
-            background.spawn(reload_tls(tls_configs, broker.peers.tls()));
+        let mut tls_clients: Vec<Arc<ClientTls>> = broker.peers.tls().into_iter().collect();
+        if let Some(controller) = &broker.controller_tls {
+            tls_configs.push(controller.server.clone());
+            tls_clients.push(controller.client.clone());
+        }
+        if !tls_configs.is_empty() || !tls_clients.is_empty() {
+            background.spawn(reload_tls(tls_configs, tls_clients));
         }
         let (accepted_tx, mut accepted_rx) = mpsc::channel(64);
         let mut accepting = JoinSet::new();
@@ -614,18 +651,18 @@ async fn accept(
 
 /// Every [`crate::tls::RELOAD_CHECK`], rebuilds the TLS configs whose key store or trust store
 /// files changed, off the async workers; new connections then use them.
-async fn reload_tls(servers: Vec<Arc<ServerTls>>, client: Option<Arc<ClientTls>>) {
+async fn reload_tls(servers: Vec<Arc<ServerTls>>, clients: Vec<Arc<ClientTls>>) {
     let mut tick = tokio::time::interval(crate::tls::RELOAD_CHECK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     loop {
         tick.tick().await;
-        let (servers, client) = (servers.clone(), client.clone());
+        let (servers, clients) = (servers.clone(), clients.clone());
         let checked = tokio::task::spawn_blocking(move || {
             for s in &servers {
                 s.reload_if_changed();
             }
-            if let Some(c) = &client {
+            for c in &clients {
                 c.reload_if_changed();
             }
         })

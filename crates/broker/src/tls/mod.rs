@@ -105,6 +105,39 @@ pub type ServerTls = Reloading<ServerConfig>;
 /// The TLS client config brokers use towards the inter-broker listener.
 pub type ClientTls = Reloading<ClientConfig>;
 
+/// TLS on the controller quorum over an `SSL` controller listener: each voter's key store is
+/// its server and its client certificate, peers are verified against the trust store, and a
+/// client certificate is always required (mutual TLS, whatever `ssl.client.auth` says: an
+/// unauthenticated peer could otherwise vote and append to the metadata log).
+pub struct ControllerTls {
+    pub server: Arc<ServerTls>,
+    pub client: Arc<ClientTls>,
+}
+
+impl ControllerTls {
+    /// Builds both configs from controller listener `listener`'s settings; an error here stops
+    /// start-up.
+    pub fn new(listener: &str, mut settings: SslSettings) -> anyhow::Result<Self> {
+        settings.client_auth = ClientAuth::Required;
+        if settings.keystore.is_none() {
+            bail!("controller listener `{listener}` uses TLS but has no key store: set listener.name.{}.ssl.keystore.location (or ssl.keystore.location)", listener.to_ascii_lowercase());
+        }
+        let server = server(listener, settings.clone())?;
+        let client = client(listener, settings)?;
+        Ok(Self {
+            server: Arc::new(server),
+            client: Arc::new(client),
+        })
+    }
+
+    /// What the quorum connects and accepts with: the configs current when a connection
+    /// starts, so a reload applies to new connections.
+    pub fn quorum(&self) -> ferry_cluster::QuorumTls {
+        let (server, client) = (self.server.clone(), self.client.clone());
+        ferry_cluster::QuorumTls::new(move || server.current(), move || client.current())
+    }
+}
+
 /// The server side of listener `listener`: its key store, and with `ssl.client.auth` requested
 /// or required its trust store for client certificates.
 pub fn server(listener: &str, settings: SslSettings) -> anyhow::Result<ServerTls> {

@@ -115,6 +115,8 @@ pub struct MetadataOptions {
     pub endpoints: Vec<crate::image::Endpoint>,
     /// Told the bytes of the controller's traffic with each peer.
     pub traffic: Option<crate::TrafficObserver>,
+    /// TLS on the controller quorum (an `SSL` controller listener); `None`: plain TCP.
+    pub quorum_tls: Option<crate::QuorumTls>,
     /// `unclean.leader.election.enable`, the default for topics that do not set it.
     pub unclean_leader_election: bool,
 }
@@ -148,6 +150,7 @@ impl MetadataStore {
         let legacy = legacy::read(&options.legacy_dir, node_id)?;
         let mut config = ControllerConfig::new(raft_id, options.voters.clone(), &options.dir);
         config.traffic = options.traffic.clone();
+        config.tls = options.quorum_tls.clone();
         if options.voters.len() <= 1 {
             // Alone, there is nobody to wait for: elect quickly after a restart.
             config.heartbeat_interval = std::time::Duration::from_millis(50);

@@ -5,6 +5,7 @@ use super::*;
 fn options(dir: &Path, node_id: i32) -> MetadataOptions {
     MetadataOptions {
         traffic: None,
+        quorum_tls: None,
         node_id,
         dir: dir.join("__cluster_metadata"),
         legacy_dir: dir.to_path_buf(),

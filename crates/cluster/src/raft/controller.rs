@@ -1,7 +1,7 @@
 //! [`Controller`]: one voter of the controller quorum, as a broker starts and uses it.
 //!
 //! What it owns: the openraft node, its storage in `dir`, and (with more than one voter) a TCP
-//! listener for its peers. What it offers: [`Controller::propose`] (commit a record through the
+//! listener for its peers (speaking TLS when [`ControllerConfig::tls`] is set). What it offers: [`Controller::propose`] (commit a record through the
 //! quorum, forwarding to the leader when this node is a follower), and the current metadata image
 //! ([`Controller::image`], [`Controller::subscribe`]).
 //!
@@ -25,6 +25,7 @@ use super::heartbeat::{
 use super::log_store::LogStore;
 use super::network::{self, ProposeFailure, TcpNetwork, TrafficObserver};
 use super::state_machine::{ApplyResult, StateMachineStore};
+use super::transport::QuorumTls;
 use super::{Metrics, Raft};
 use crate::error::ClusterError;
 use crate::image::{Applied, Image, MetadataRecord};
@@ -48,6 +49,9 @@ pub struct ControllerConfig {
     pub forward_timeout: Duration,
     /// Told the size of every frame exchanged with peers.
     pub traffic: Option<TrafficObserver>,
+    /// TLS with client certificates on every connection between voters (and of brokers'
+    /// heartbeats and forwarded proposals); `None`: plain TCP.
+    pub tls: Option<QuorumTls>,
 }
 
 impl ControllerConfig {
@@ -63,6 +67,7 @@ impl ControllerConfig {
             entries_kept_after_snapshot: 100,
             forward_timeout: Duration::from_secs(10),
             traffic: None,
+            tls: None,
         }
     }
 
@@ -105,6 +110,7 @@ pub struct Controller {
     server: Option<JoinHandle<()>>,
     forward_timeout: Duration,
     traffic: Option<TrafficObserver>,
+    tls: Option<QuorumTls>,
     heartbeats: tokio::sync::mpsc::Sender<HeartbeatCall>,
     inbox: std::sync::Mutex<Option<HeartbeatInbox>>,
 }
@@ -155,6 +161,7 @@ impl Controller {
             raft_config,
             TcpNetwork {
                 observer: config.traffic.clone(),
+                tls: config.tls.clone(),
             },
             log_store,
             state_machine,
@@ -162,8 +169,15 @@ impl Controller {
         .await
         .map_err(|e| ClusterError::Raft(e.to_string()))?;
         let (heartbeats, inbox) = heartbeat::channel();
-        let server = listener
-            .map(|l| network::serve(l, raft.clone(), config.traffic.clone(), heartbeats.clone()));
+        let server = listener.map(|l| {
+            network::serve(
+                l,
+                raft.clone(),
+                config.traffic.clone(),
+                heartbeats.clone(),
+                config.tls.clone(),
+            )
+        });
         let controller = Self {
             node_id: config.node_id,
             raft,
@@ -172,6 +186,7 @@ impl Controller {
             server,
             forward_timeout: config.forward_timeout,
             traffic: config.traffic.clone(),
+            tls: config.tls.clone(),
             heartbeats,
             inbox: std::sync::Mutex::new(Some(inbox)),
         };
@@ -245,6 +260,7 @@ impl Controller {
             record,
             self.forward_timeout,
             self.traffic.clone(),
+            self.tls.clone(),
         )
         .await
         {
@@ -278,7 +294,15 @@ impl Controller {
         let Some(addr) = addr else {
             return Err(HeartbeatError::NotController { leader });
         };
-        network::forward_heartbeat(&addr, leader, request, ttl, self.traffic.clone()).await
+        network::forward_heartbeat(
+            &addr,
+            leader,
+            request,
+            ttl,
+            self.traffic.clone(),
+            self.tls.clone(),
+        )
+        .await
     }
 
     /// The heartbeats this voter receives, for the task that keeps broker sessions; `None`

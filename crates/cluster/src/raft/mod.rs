@@ -3,6 +3,7 @@
 //! - [`log_store`]: the durable Raft log and vote, with openraft's storage rules in its doc;
 //! - [`state_machine`]: the metadata [`Image`](crate::Image) as the state machine, with snapshots;
 //! - [`network`]: length-prefixed JSON over TCP between voters, plus proposal forwarding;
+//! - [`transport`]: the streams under it, plain TCP or TLS with client certificates;
 //! - [`heartbeat`]: broker heartbeats (KIP-631) carried on that transport;
 //! - [`controller`]: [`Controller`], what a broker starts and talks to.
 //!
@@ -16,12 +17,14 @@ pub mod heartbeat;
 pub mod log_store;
 pub mod network;
 pub mod state_machine;
+pub mod transport;
 
 pub use controller::{Committed, Controller, ControllerConfig};
 pub use heartbeat::{
     BrokerHeartbeat, HeartbeatCall, HeartbeatError, HeartbeatInbox, HeartbeatReply,
 };
 pub use network::{Traffic, TrafficObserver};
+pub use transport::QuorumTls;
 
 /// A voter's address, `host:port`.
 pub type Node = openraft::BasicNode;

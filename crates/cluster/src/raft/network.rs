@@ -1,4 +1,5 @@
-//! The controller transport: length-prefixed JSON over TCP.
+//! The controller transport: length-prefixed JSON over TCP, or over TLS with client
+//! certificates both ways ([`super::transport`]).
 //!
 //! A frame is `[len: u32 BE][JSON]`; each connection carries one request, then its response, at a
 //! time. A client keeps one connection per peer and opens a new one after any error (a failed
@@ -23,11 +24,12 @@ use openraft::raft::{
 };
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufStream};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
 use super::heartbeat::{self, BrokerHeartbeat, HeartbeatCall, HeartbeatError, HeartbeatReply};
 use super::state_machine::ApplyResult;
+use super::transport::{self, QuorumStream, QuorumTls};
 use super::{Node, Raft, TypeConfig};
 use crate::image::MetadataRecord;
 
@@ -159,10 +161,12 @@ where
 /// One peer's connection, opened on first use.
 struct Connection {
     addr: String,
-    stream: Option<BufStream<TcpStream>>,
+    stream: Option<BufStream<QuorumStream>>,
     /// The peer's node id, for the traffic observer.
     peer: Option<u64>,
     observer: Option<TrafficObserver>,
+    /// Set when the quorum speaks TLS.
+    tls: Option<QuorumTls>,
 }
 
 impl Connection {
@@ -191,13 +195,13 @@ impl Connection {
 
     async fn exchange(&mut self, req: &Request) -> Result<Response, CallError> {
         if self.stream.is_none() {
-            let s = TcpStream::connect(&self.addr)
+            // A failed TLS handshake counts as a failed connect: openraft backs off.
+            let s = transport::connect(&self.addr, self.tls.as_ref())
                 .await
                 .map_err(|source| CallError::Connect {
                     addr: self.addr.clone(),
                     source,
                 })?;
-            s.set_nodelay(true)?;
             self.stream = Some(BufStream::new(s));
         }
         let Some(stream) = self.stream.as_mut() else {
@@ -223,6 +227,7 @@ impl Connection {
 #[derive(Clone, Default)]
 pub struct TcpNetwork {
     pub(crate) observer: Option<TrafficObserver>,
+    pub(crate) tls: Option<QuorumTls>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
@@ -236,6 +241,7 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
                 stream: None,
                 peer: Some(target),
                 observer: self.observer.clone(),
+                tls: self.tls.clone(),
             },
         }
     }
@@ -321,12 +327,14 @@ pub(crate) async fn forward_propose(
     record: MetadataRecord,
     ttl: Duration,
     observer: Option<TrafficObserver>,
+    tls: Option<QuorumTls>,
 ) -> Result<Result<(u64, ApplyResult), ProposeFailure>, String> {
     let mut conn = Connection {
         addr: addr.to_string(),
         stream: None,
         peer,
         observer,
+        tls,
     };
     match conn.call(&Request::Propose(record), ttl).await {
         Ok(Response::Propose(r)) => Ok(r),
@@ -342,12 +350,14 @@ pub(crate) async fn forward_heartbeat(
     request: BrokerHeartbeat,
     ttl: Duration,
     observer: Option<TrafficObserver>,
+    tls: Option<QuorumTls>,
 ) -> Result<HeartbeatReply, HeartbeatError> {
     let mut conn = Connection {
         addr: addr.to_string(),
         stream: None,
         peer,
         observer,
+        tls,
     };
     match conn.call(&Request::Heartbeat(request), ttl).await {
         Ok(Response::Heartbeat(r)) => r,
@@ -376,13 +386,15 @@ pub(crate) async fn propose_local(
     }
 }
 
-/// Accepts peers' connections on `listener` and answers their requests with `raft`, until the
-/// returned task is aborted (which also ends every connection it serves).
+/// Accepts peers' connections on `listener` (completing a TLS handshake first when `tls` is
+/// set) and answers their requests with `raft`, until the returned task is aborted (which also
+/// ends every connection it serves).
 pub(crate) fn serve(
     listener: TcpListener,
     raft: Raft,
     observer: Option<TrafficObserver>,
     heartbeats: tokio::sync::mpsc::Sender<HeartbeatCall>,
+    tls: Option<QuorumTls>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut connections = JoinSet::new();
@@ -393,7 +405,17 @@ pub(crate) fn serve(
                         let raft = raft.clone();
                         let observer = observer.clone();
                         let heartbeats = heartbeats.clone();
+                        let tls = tls.clone();
                         connections.spawn(async move {
+                            // The handshake runs here, not in the accept loop: a slow peer
+                            // holds up only its own connection.
+                            let stream = match transport::accept(stream, tls.as_ref()).await {
+                                Ok(s) => s,
+                                Err(e) => {
+                                    tracing::info!(%peer, error = %e, "controller connection dropped before its first request");
+                                    return;
+                                }
+                            };
                             if let Err(e) = handle_connection(stream, raft, observer, heartbeats).await {
                                 tracing::debug!(%peer, error = %e, "controller connection closed");
                             }
@@ -411,12 +433,11 @@ pub(crate) fn serve(
 }
 
 async fn handle_connection(
-    stream: TcpStream,
+    stream: QuorumStream,
     raft: Raft,
     observer: Option<TrafficObserver>,
     heartbeats: tokio::sync::mpsc::Sender<HeartbeatCall>,
 ) -> std::io::Result<()> {
-    stream.set_nodelay(true)?;
     let mut stream = BufStream::new(stream);
     while let Some((req, received)) = read_frame::<_, Request>(&mut stream).await? {
         // The sender as the request names it: the leader of an append or snapshot, the
@@ -472,6 +493,7 @@ mod tests {
                 stream: None,
                 peer: Some(2),
                 observer: None,
+                tls: None,
             },
         }
     }
