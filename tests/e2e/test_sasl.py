@@ -506,9 +506,9 @@ def test_three_brokers_authenticate_to_each_other_and_replicate_a_remote_wal_top
         tmp_path, pki, inter_broker):
     """Inter-broker traffic (replica fetches, remote-WAL metadata, follower reports) over
     SASL_PLAINTEXT with PLAIN and re-authentication every 3 s, or over SSL with client
-    certificates mapped to `User:broker`; clients over SASL_SSL with SCRAM-SHA-512, the admin over
-    PLAIN, ACLs on, and a remote-WAL topic at acks=all: every replica in sync, every record read
-    back."""
+    certificates mapped to `User:broker`; the controller quorum over mutual TLS; clients over
+    SASL_SSL with SCRAM-SHA-512, the admin over PLAIN, ACLs on, and a remote-WAL topic at
+    acks=all: every replica in sync, every record read back."""
     from test_remote_wal import WAL_TUNING, local_buckets, metric_sum
 
     _, _, keystore = pki.leaf("broker", "broker")
@@ -533,8 +533,12 @@ def test_three_brokers_authenticate_to_each_other_and_replicate_a_remote_wal_top
         internal_protocol = "SSL"
     cluster = Cluster(tmp_path / "cluster", {
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,ADMIN:SASL_PLAINTEXT,"
-                                          f"INTERNAL:{internal_protocol},CLIENT:SASL_SSL",
+                                          f"INTERNAL:{internal_protocol},CLIENT:SASL_SSL,"
+                                          "CONTROLLER:SSL",
         "inter.broker.listener.name": "INTERNAL",
+        # The controllers speak mutual TLS too.
+        "controller.listener.names": "CONTROLLER",
+        "listener.name.controller.ssl.truststore.location": str(pki.ca),
         **internal,
         "listener.name.admin.sasl.enabled.mechanisms": "PLAIN",
         "listener.name.admin.plain.sasl.jaas.config": plain_jaas(admins),
