@@ -21,20 +21,36 @@ def api_versions_ok(conn: kwire.Conn) -> bool:
     return code == kwire.ERR_NONE
 
 
+def conn_from(source: str, port: int) -> kwire.Conn:
+    """A wire connection to the broker from the loopback address `source` (127.0.0.0/8 is all
+    loopback on Linux), so that the fixtures' own connections from 127.0.0.1 do not count."""
+    conn = kwire.Conn.__new__(kwire.Conn)
+    conn.sock = socket.create_connection(("127.0.0.1", port), timeout=10,
+                                         source_address=(source, 0))
+    conn.corr = 0
+    return conn
+
+
 def test_one_connection_too_many_from_an_address_is_closed(broker_factory):
-    b = broker_factory({"max.connections.per.ip": 3})
-    conns = [kwire.Conn.to(b) for _ in range(3)]
+    b = broker_factory({"max.connections.per.ip": 1000,
+                        "max.connections.per.ip.overrides": "127.0.0.2:3"})
+    conns = [conn_from("127.0.0.2", b.port) for _ in range(3)]
     try:
         assert all(api_versions_ok(c) for c in conns)
-        extra = kwire.Conn.to(b)
+        extra = conn_from("127.0.0.2", b.port)
         assert extra.wait_closed(timeout=5)
         extra.close()
+        from test_remote_wal import metric_sum_one
+        assert metric_sum_one(b, "ferry_connections_refused_total") == 1
+        # Another address is not affected.
+        with conn_from("127.0.0.3", b.port) as other:
+            assert api_versions_ok(other)
         # One closes: the next one is served.
         conns.pop().close()
         deadline = time.monotonic() + 5
         while True:
             try:
-                with kwire.Conn.to(b) as again:
+                with conn_from("127.0.0.2", b.port) as again:
                     assert api_versions_ok(again)
                 break
             except (ConnectionError, OSError):

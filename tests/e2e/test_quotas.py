@@ -66,6 +66,8 @@ def test_a_produce_over_quota_is_answered_with_throttle_time_and_the_connection_
         err, _ = produce_throttle(conn, topic, 10, "capped")
         assert err == 0
         assert time.monotonic() - sent >= throttle / 1000 * 0.8
+    from test_remote_wal import metric_sum_one
+    assert metric_sum_one(b, "ferry_quota_throttle_ms_total", api="Produce") >= throttle
     # Another client id on the same broker is not throttled.
     with kwire.Conn.to(b) as conn:
         assert produce_throttle(conn, topic, 200_000, "free") == (0, 0)

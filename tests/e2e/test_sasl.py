@@ -293,6 +293,12 @@ def test_failed_and_out_of_order_exchanges_get_kafkas_errors(sasl_broker):
     with kwire.Conn("127.0.0.1", b.port) as conn:
         assert handshake(conn, "PLAIN")[0] == ILLEGAL_SASL_STATE
 
+    # Each login is counted by outcome.
+    from test_remote_wal import metric_sum_one
+    counted = {r: metric_sum_one(b, "ferry_authentications_total", listener="SASL_PLAINTEXT",
+                                 mechanism="PLAIN", result=r) for r in ("success", "failure")}
+    assert counted == {"success": 1, "failure": 1}, counted
+
     # Real clients see the failure as an authentication error.
     with pytest.raises(KafkaException) as e:
         AdminClient({**plain_client(b, "alice", "guess"), "socket.timeout.ms": 5000}

@@ -33,6 +33,14 @@ pub struct ApiLabels {
     pub api: String,
 }
 
+/// A SASL login's listener, mechanism and outcome (`success` or `failure`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AuthenticationLabels {
+    pub listener: String,
+    pub mechanism: String,
+    pub result: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ApiErrorLabels {
     pub api: String,
@@ -145,6 +153,12 @@ pub struct Metrics {
     pub bytes_out: Family<TopicLabels, Counter>,
     pub connections: Gauge,
     pub malformed_requests: Counter,
+    /// SASL logins (and re-authentications), by listener, mechanism and outcome.
+    pub authentications: Family<AuthenticationLabels, Counter>,
+    /// Time clients were throttled for by client quotas, in milliseconds, by API.
+    pub quota_throttle_ms: Family<ApiLabels, Counter>,
+    /// Connections closed at once by `max.connections.per.ip`.
+    pub connections_refused: Counter,
     pub inter_broker_bytes: Family<InterBrokerLabels, Counter>,
     /// Each registered broker's rack label, refreshed with every metadata image.
     peer_racks: RwLock<HashMap<i32, String>>,
@@ -186,6 +200,24 @@ impl Metrics {
         let bytes_out = Family::<TopicLabels, Counter>::default();
         let connections = Gauge::default();
         let malformed_requests = Counter::default();
+        let authentications = Family::<AuthenticationLabels, Counter>::default();
+        let quota_throttle_ms = Family::<ApiLabels, Counter>::default();
+        let connections_refused = Counter::default();
+        registry.register(
+            "authentications",
+            "SASL logins and re-authentications, by listener, mechanism and result (success, failure)",
+            authentications.clone(),
+        );
+        registry.register(
+            "quota_throttle_ms",
+            "Milliseconds clients were throttled for by client quotas (KIP-219), by API",
+            quota_throttle_ms.clone(),
+        );
+        registry.register(
+            "connections_refused",
+            "Connections closed at once because their address had max.connections.per.ip",
+            connections_refused.clone(),
+        );
         let inter_broker_bytes = Family::<InterBrokerLabels, Counter>::default();
         registry.register(
             "inter_broker_bytes",
@@ -276,6 +308,9 @@ impl Metrics {
             bytes_out,
             connections,
             malformed_requests,
+            authentications,
+            quota_throttle_ms,
+            connections_refused,
             consumer_bytes_out,
             under_replicated_partitions,
             isr_shrinks,

@@ -203,7 +203,9 @@ async fn serve_stream<R, W>(
         broker.metrics.network_bytes_in.inc_by(request_bytes);
         let started = Instant::now();
         if let Some(session) = sasl.as_mut().filter(|s| s.expects_raw_token()) {
-            match session.raw_token(&frame, started) {
+            let step = session.raw_token(&frame, started);
+            count_login(&broker, &security, session);
+            match step {
                 RawToken::Reply(token) => {
                     if let Some(p) = session.principal() {
                         principal = p.clone();
@@ -256,6 +258,7 @@ async fn serve_stream<R, W>(
         };
         if let Some(session) = sasl.as_mut() {
             let (gate, answer) = sasl_gate(&broker, session, &request, peer, started);
+            count_login(&broker, &security, session);
             if let Some(p) = session.principal() {
                 principal = p.clone();
             }
@@ -371,6 +374,33 @@ fn api_versions_fallback(peer: SocketAddr, correlation_id: i32, version: i16) ->
     ));
     let f = encode_response(ApiKey::ApiVersions, 0, correlation_id, &body).ok()?;
     Some(Box::pin(async move { Ok(Some(f)) }))
+}
+
+/// Counts the SASL exchange that just ended on this connection, if one did.
+fn count_login(broker: &Broker, security: &ConnectionSecurity, session: &mut SaslSession) {
+    if let Some((mechanism, success)) = session.take_outcome() {
+        let labels = metrics::AuthenticationLabels {
+            listener: security.listener.to_string(),
+            mechanism: mechanism.name().to_string(),
+            result: if success { "success" } else { "failure" },
+        };
+        broker.metrics.authentications.get_or_create(&labels).inc();
+    }
+}
+
+/// Counts a client quota's throttle (`ferry_quota_throttle_ms`).
+fn count_throttle(broker: &Broker, api_key: ApiKey, throttled: Duration) {
+    if !throttled.is_zero() {
+        let labels = ApiLabels {
+            api: format!("{api_key:?}"),
+        };
+        let ms = u64::try_from(throttled.as_millis()).unwrap_or(u64::MAX);
+        broker
+            .metrics
+            .quota_throttle_ms
+            .get_or_create(&labels)
+            .inc_by(ms);
+    }
 }
 
 /// What the SASL gate did with a request.
@@ -494,11 +524,11 @@ async fn handle_request(
     };
     match handled {
         Handled::Now(mut body) => {
+            if let (true, Some(ResponseKind::Fetch(fetch))) = (consumer_fetch, body.as_mut()) {
+                throttled = throttled.max(throttle::throttle_fetch(broker, &quota_client, fetch));
+            }
+            count_throttle(broker, api_key, throttled);
             if let Some(response) = body.as_mut() {
-                if let (true, ResponseKind::Fetch(fetch)) = (consumer_fetch, &mut *response) {
-                    throttled =
-                        throttled.max(throttle::throttle_fetch(broker, &quota_client, fetch));
-                }
                 if !throttled.is_zero() {
                     throttle::set_throttle_time(response, throttled);
                 }
@@ -506,17 +536,20 @@ async fn handle_request(
             let framed = answer.frame(body);
             (Box::pin(async move { framed }), false, throttled)
         }
-        Handled::Later(body) => (
-            Box::pin(async move {
-                let mut body = body.await;
-                if let (Some(response), false) = (body.as_mut(), throttled.is_zero()) {
-                    throttle::set_throttle_time(response, throttled);
-                }
-                answer.frame(body)
-            }),
-            false,
-            throttled,
-        ),
+        Handled::Later(body) => {
+            count_throttle(broker, api_key, throttled);
+            (
+                Box::pin(async move {
+                    let mut body = body.await;
+                    if let (Some(response), false) = (body.as_mut(), throttled.is_zero()) {
+                        throttle::set_throttle_time(response, throttled);
+                    }
+                    answer.frame(body)
+                }),
+                false,
+                throttled,
+            )
+        }
         Handled::Close(reason) => {
             if let Some(left_out) = BAD_INPUT_WARNINGS.admit(Instant::now()) {
                 tracing::info!(%peer, client_id = %ctx.client_id, correlation_id,

@@ -536,6 +536,7 @@ impl Server {
                 accepted_tx.clone(),
                 self.connection_limits.clone(),
                 l.slots.clone(),
+                broker.metrics.clone(),
             ));
             on_listener.push((l.name, l.protocol, l.tls, l.authentication));
         }
@@ -622,6 +623,7 @@ async fn accept(
     accepted: mpsc::Sender<Accepted>,
     limits: Arc<limits::ConnectionLimits>,
     slots: Arc<limits::ListenerSlots>,
+    metrics: Arc<Metrics>,
 ) {
     loop {
         // At max.connections new clients wait in the backlog, unread, as in Kafka.
@@ -629,6 +631,7 @@ async fn accept(
         match listener.accept().await {
             Ok((stream, peer)) => {
                 let Some(permit) = limits.admit(&slots, peer.ip()) else {
+                    metrics.connections_refused.inc();
                     if let Some(left_out) = REFUSED_CONNECTIONS.admit(tokio::time::Instant::now()) {
                         tracing::info!(%peer, similar_messages_left_out = left_out,
                             "connection refused: max.connections.per.ip reached for this address");

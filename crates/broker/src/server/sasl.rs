@@ -105,6 +105,8 @@ pub struct SaslSession {
     stage: Stage,
     /// Who the client proved to be; kept through re-authentication, which must not change it.
     principal: Option<KafkaPrincipal>,
+    /// How the last exchange ended (mechanism, success), until the caller takes it for metrics.
+    outcome: Option<(Mechanism, bool)>,
 }
 
 impl SaslSession {
@@ -113,7 +115,13 @@ impl SaslSession {
             settings,
             stage: Stage::Handshake,
             principal: None,
+            outcome: None,
         }
+    }
+
+    /// How the exchange that just ended went (mechanism, success), once: for metrics.
+    pub fn take_outcome(&mut self) -> Option<(Mechanism, bool)> {
+        self.outcome.take()
     }
 
     /// The authenticated principal, once there is one.
@@ -276,6 +284,7 @@ impl SaslSession {
                     if *before != principal {
                         tracing::info!(%before, after = %principal,
                             "re-authentication refused: the principal changed");
+                        self.outcome = Some((server.mechanism(), false));
                         return Step::Failed {
                             code: ResponseError::SaslAuthenticationFailed.code(),
                             message: format!("Cannot change principals during re-authentication from {before}: {principal}"),
@@ -283,6 +292,7 @@ impl SaslSession {
                     }
                 }
                 let lifetime = self.settings.max_reauth;
+                self.outcome = Some((server.mechanism(), true));
                 self.stage = Stage::Authenticated {
                     expires: lifetime.map(|l| now + l),
                 };
@@ -290,6 +300,7 @@ impl SaslSession {
                 Step::Complete { response, lifetime }
             }
             Err(e) => {
+                self.outcome = Some((server.mechanism(), false));
                 if let Some(left_out) = FAILED_LOGINS.admit(now) {
                     tracing::info!(
                         mechanism = server.mechanism().name(),
