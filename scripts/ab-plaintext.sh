@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Usage: scripts/ab-plaintext.sh NEW_FERRY OLD_FERRY [ROUNDS]   (FERRY_BENCH: the ferry-bench binary)
+# Each run starts a fresh one-node broker in a temporary directory, produces 1.5 GB of 1 KB
+# records to 3 partitions (acks=1, 32 KB batches, linger 5 ms) and consumes them back.
+# A/B: produce and consume throughput of two ferry binaries on a PLAINTEXT listener, in turn.
+set -euo pipefail
+A=$1; B=$2; ROUNDS=${3:-4}
+run() {
+  local bin=$1 dir; dir=$(mktemp -d /tmp/ferry-ab.XXXX)
+  local port=$((20000 + RANDOM % 20000))
+  cat > $dir/ferry.toml <<T
+"node.id" = 1
+"listeners" = "PLAINTEXT://127.0.0.1:$port"
+"log.dirs" = "$dir/data"
+T
+  $bin serve --config $dir/ferry.toml > $dir/log 2>&1 &
+  local pid=$!
+  for i in $(seq 50); do (echo > /dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+  sleep 0.5
+  local p=$(${FERRY_BENCH:-target/release/ferry-bench} produce --bootstrap 127.0.0.1:$port --partitions 3 --topic b1k --record-size 1000 --records 1500000 --acks 1 --batch-size 32768 --linger-ms 5 --compression none 2>&1 | grep -oE "[0-9.]+ MB/s" | head -1)
+  local c=$(${FERRY_BENCH:-target/release/ferry-bench} consume --bootstrap 127.0.0.1:$port --topic b1k --records 1500000 2>&1 | grep -oE "[0-9.]+ MB/s" | head -1)
+  kill $pid; wait $pid 2>/dev/null || true
+  rm -rf $dir
+  echo "$(basename $bin) produce $p consume $c"
+}
+for r in $(seq $ROUNDS); do run $A; run $B; done
