@@ -1,5 +1,5 @@
-"""Client quotas enforced (issue 13, KIP-13/55/219): a client over its `producer_byte_rate` or
-`consumer_byte_rate` gets `throttle_time_ms` in its response at once and its connection is then
+"""Client quotas enforced (issue 13, KIP-13/55/124/219): a client over its `producer_byte_rate`,
+`consumer_byte_rate` or `request_percentage` gets `throttle_time_ms` in its response at once and its connection is then
 muted for that long, so over a window its bytes stay near the quota; a throttled fetch loses
 nothing; other clients and a removed quota are not throttled.
 
@@ -131,3 +131,20 @@ def test_a_consumer_is_held_to_its_byte_rate_and_loses_nothing(broker_factory):
     c.close()
     assert got == [f"{i:06d}".encode() for i in range(n)]
     assert elapsed >= 3.0, f"{n} kB in {elapsed:.1f} s: not held to 100 kB/s"
+
+
+def test_request_time_over_request_percentage_is_throttled(broker_factory):
+    b = broker_factory(WINDOWS)
+    topic = create_topic(b, unique_topic("quota"), partitions=1)
+    # 0.001 % of one thread: any client doing real work is over it at once.
+    set_quota(b, [("client-id", "busy")], "request_percentage", 0.001)
+    with kwire.Conn.to(b) as conn:
+        deadline = time.monotonic() + 20
+        throttle = 0
+        while throttle == 0 and time.monotonic() < deadline:
+            err, throttle = produce_throttle(conn, topic, 100, "busy")
+            assert err == 0
+        # Request-time throttles are bounded by one quota window (1 s here), as in Kafka.
+        assert 0 < throttle <= 1000, throttle
+    with kwire.Conn.to(b) as conn:
+        assert produce_throttle(conn, topic, 100, "idle") == (0, 0)
