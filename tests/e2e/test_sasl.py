@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
@@ -623,3 +624,126 @@ def test_three_brokers_authenticate_to_each_other_and_replicate_a_remote_wal_top
         assert "expired (connections.max.reauth.ms)" not in logs, logs[-5000:]
     finally:
         cluster.stop()
+
+
+# --- OAUTHBEARER ------------------------------------------------------------------------------------
+
+class JwtIssuer:
+    """An RSA key made with the openssl CLI, its JWKS, and RS256 tokens signed with it."""
+
+    def __init__(self, root, kid: str):
+        import subprocess
+        import tempfile
+        self.dir = Path(tempfile.mkdtemp(prefix=f"jwt-{kid}-", dir=root))
+        self.key = self.dir / "key.pem"
+        self.kid = kid
+        subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt",
+                        "rsa_keygen_bits:2048", "-out", str(self.key)], check=True,
+                       capture_output=True)
+        modulus = subprocess.run(["openssl", "rsa", "-in", str(self.key), "-noout", "-modulus"],
+                                 check=True, capture_output=True, text=True).stdout
+        n = bytes.fromhex(modulus.strip().split("=", 1)[1])
+        self.jwk = {"kty": "RSA", "kid": kid, "use": "sig", "alg": "RS256",
+                    "n": self.b64(n), "e": "AQAB"}
+
+    @staticmethod
+    def b64(data: bytes) -> str:
+        import base64
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    def token(self, sub: str, lifetime_s: int = 3600, **claims) -> str:
+        import json
+        import subprocess
+        now = int(time.time())
+        body = {"sub": sub, "iss": "https://issuer.test", "aud": "kafka", "iat": now,
+                "exp": now + lifetime_s, **claims}
+        header = {"alg": "RS256", "typ": "JWT", "kid": self.kid}
+        signing_input = (self.b64(json.dumps(header).encode()) + "."
+                         + self.b64(json.dumps(body).encode()))
+        sig = subprocess.run(["openssl", "dgst", "-sha256", "-sign", str(self.key)],
+                             input=signing_input.encode(), check=True,
+                             capture_output=True).stdout
+        return signing_input + "." + self.b64(sig)
+
+
+def oauth_client(b: Broker, token: str) -> dict:
+    return {"bootstrap.servers": f"127.0.0.1:{b.sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "OAUTHBEARER",
+            "oauth_cb": lambda _config: (token, time.time() + 3600)}
+
+
+def test_oauthbearer_with_signed_jwts_checked_against_a_jwks_file(sasl_broker, tmp_path):
+    import json
+    issuer = JwtIssuer(tmp_path, "key-1")
+    intruder = JwtIssuer(tmp_path, "key-1")  # same kid, another key
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps({"keys": [issuer.jwk]}))
+    b = sasl_broker({
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "OAUTHBEARER,PLAIN",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        "sasl.oauthbearer.jwks.endpoint.url": f"file://{jwks}",
+        "sasl.oauthbearer.expected.audience": "kafka",
+        "sasl.oauthbearer.expected.issuer": "https://issuer.test",
+        "authorizer.class.name": STANDARD,
+        "super.users": "User:admin;User:app",
+    })
+    topic = unique_topic("oauth")
+    admin = AdminClient(plain_client(b, "admin"))
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(T)
+
+    # A valid token for `app` (a super user): produce and consume.
+    app = oauth_client(b, issuer.token("app"))
+    produce_all(app, topic, 20)
+    assert consume_all(app, topic, 20) == [f"v{i}".encode() for i in range(20)]
+    # The principal is the token's subject: `nobody` is authenticated but not authorized.
+    assert produce_error(oauth_client(b, issuer.token("nobody")), topic) == TOPIC_AUTHORIZATION_FAILED
+
+    # Forged, expired or misdirected tokens do not authenticate.
+    for bad in (intruder.token("app"), issuer.token("app", lifetime_s=-600),
+                issuer.token("app", aud="payments"), issuer.token("app", iss="https://evil.test")):
+        c = AdminClient({**oauth_client(b, bad), "socket.timeout.ms": 5000})
+        with pytest.raises(KafkaException):
+            c.list_topics(timeout=5)
+    from test_remote_wal import metric_sum_one
+    assert metric_sum_one(b, "ferry_authentications_total", mechanism="OAUTHBEARER",
+                          result="failure") >= 4
+
+    # kafka-python and kafkajs with a token of their own.
+    from kafka import KafkaProducer
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    class Provider(AbstractTokenProvider):
+        def token(self):
+            return issuer.token("app")
+
+    kp = KafkaProducer(bootstrap_servers=f"127.0.0.1:{b.sasl_port}",
+                       security_protocol="SASL_PLAINTEXT", sasl_mechanism="OAUTHBEARER",
+                       sasl_oauth_token_provider=Provider(), acks="all")
+    kp.send(topic, b"from-kafka-python").get(timeout=T)
+    kp.close()
+    out = kafkajs({"op": "produce", "brokers": [f"127.0.0.1:{b.sasl_port}"], "topic": topic,
+                   "sasl": {"mechanism": "oauthbearer", "token": issuer.token("app")},
+                   "messages": [{"value": "from-kafkajs", "partition": 0}]})
+    assert out["ok"], out
+
+    # The issuer rotates its key: the broker re-reads the JWKS file.
+    rotated = JwtIssuer(tmp_path, "key-2")
+    jwks.write_text(json.dumps({"keys": [rotated.jwk]}))
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            produce_all(oauth_client(b, rotated.token("app")), topic, 1, prefix="rotated")
+            break
+        except (AssertionError, KafkaException):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def test_oauthbearer_without_a_jwks_file_stops_start_up(sasl_broker):
+    b = sasl_broker({"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "OAUTHBEARER"},
+                    start=False)
+    b.start(wait=False)
+    assert b.wait_exit(timeout=30) not in (0, None)
+    assert "sasl.oauthbearer.jwks.endpoint.url" in b.log_tail(), b.log_tail()

@@ -57,6 +57,13 @@ pub enum AuthError {
         /// The name the client sent.
         requested: String,
     },
+    /// An OAUTHBEARER token that is not valid: the client is told only RFC 7628's
+    /// `invalid_token` status, the broker logs `reason`.
+    #[error("{{\"status\":\"invalid_token\"}}")]
+    InvalidToken {
+        /// Why the token was refused (signature, expiry, issuer, ...), for logs.
+        reason: String,
+    },
     /// The broker could not complete the exchange for a reason of its own.
     #[error("Authentication failed: {reason}")]
     Internal {
@@ -69,9 +76,9 @@ impl AuthError {
     /// The wire error this failure maps to.
     pub fn kind(&self) -> AuthErrorKind {
         match self {
-            AuthError::InvalidCredentials { .. } | AuthError::Rejected { .. } => {
-                AuthErrorKind::AuthenticationFailed
-            }
+            AuthError::InvalidCredentials { .. }
+            | AuthError::Rejected { .. }
+            | AuthError::InvalidToken { .. } => AuthErrorKind::AuthenticationFailed,
             AuthError::IllegalState { .. } => AuthErrorKind::IllegalSaslState,
             AuthError::UnsupportedMechanism { .. } => AuthErrorKind::UnsupportedSaslMechanism,
             AuthError::Internal { .. } => AuthErrorKind::Internal,
@@ -79,11 +86,12 @@ impl AuthError {
     }
 
     /// The detail to log next to the client's message, if there is more than the message says.
-    pub fn reason(&self) -> Option<&'static str> {
+    pub fn reason(&self) -> Option<&str> {
         match self {
             AuthError::InvalidCredentials { reason, .. } | AuthError::Internal { reason } => {
                 Some(reason)
             }
+            AuthError::InvalidToken { reason } => Some(reason),
             _ => None,
         }
     }

@@ -49,6 +49,7 @@
 mod error;
 pub mod jaas;
 mod mechanism;
+pub mod oauthbearer;
 pub mod plain;
 mod principal;
 pub mod scram;
@@ -58,6 +59,7 @@ pub mod ssl_mapping;
 pub use error::{AuthError, AuthErrorKind};
 pub use jaas::{JaasError, JaasLogin, PlainJaasConfig, ScramJaasConfig};
 pub use mechanism::{Mechanism, ScramMechanism};
+pub use oauthbearer::{JwkSet, JwksError, JwksSource, OAuthBearerServer, OAuthBearerValidator};
 pub use plain::{PlainAuthenticator, PlainServer, PlainUsers};
 pub use principal::{KafkaPrincipal, PrincipalParseError};
 pub use scram::{
@@ -78,6 +80,12 @@ pub trait SaslServer: Send {
 
     /// Whether the exchange ended with the client authenticated.
     fn is_complete(&self) -> bool;
+
+    /// When the credential the client proved itself with stops being valid (milliseconds since
+    /// the epoch), for mechanisms whose credentials expire (an OAUTHBEARER token's `exp`).
+    fn credential_expires_at_ms(&self) -> Option<i64> {
+        None
+    }
 }
 
 /// What a [`SaslServer`] answers to one client message.
@@ -115,6 +123,16 @@ mod tests {
                 credentials.clone(),
             )),
             Box::new(ScramServer::new(ScramMechanism::Sha512, credentials)),
+            Box::new(OAuthBearerServer::new(
+                Arc::new(OAuthBearerValidator {
+                    jwks: JwksSource::Fixed(JwkSet::default()),
+                    expected_audience: Vec::new(),
+                    expected_issuer: None,
+                    sub_claim: "sub".into(),
+                    clock_skew_seconds: 30,
+                }),
+                0,
+            )),
         ];
         let mechanisms: Vec<Mechanism> = servers.iter().map(|s| s.mechanism()).collect();
         assert_eq!(mechanisms, Mechanism::ALL);

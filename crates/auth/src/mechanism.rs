@@ -1,5 +1,5 @@
 //! The SASL mechanisms ferry serves, under the names Kafka clients send in SaslHandshake
-//! (`sasl.mechanism`). OAUTHBEARER and GSSAPI are not offered.
+//! (`sasl.mechanism`). GSSAPI (Kerberos) is not offered.
 
 use std::fmt;
 use std::str::FromStr;
@@ -15,14 +15,17 @@ pub enum Mechanism {
     ScramSha256,
     /// `SCRAM-SHA-512`.
     ScramSha512,
+    /// `OAUTHBEARER` (RFC 7628) with signed JWTs checked against a JWKS (KIP-768).
+    OAuthBearer,
 }
 
 impl Mechanism {
     /// Every mechanism, in the order ferry lists them in a SaslHandshake response.
-    pub const ALL: [Mechanism; 3] = [
+    pub const ALL: [Mechanism; 4] = [
         Mechanism::Plain,
         Mechanism::ScramSha256,
         Mechanism::ScramSha512,
+        Mechanism::OAuthBearer,
     ];
 
     /// Kafka's name for the mechanism, e.g. `SCRAM-SHA-256`.
@@ -31,6 +34,7 @@ impl Mechanism {
             Mechanism::Plain => "PLAIN",
             Mechanism::ScramSha256 => "SCRAM-SHA-256",
             Mechanism::ScramSha512 => "SCRAM-SHA-512",
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 
@@ -42,7 +46,7 @@ impl Mechanism {
     /// The SCRAM variant, if this is a SCRAM mechanism.
     pub const fn scram(self) -> Option<ScramMechanism> {
         match self {
-            Mechanism::Plain => None,
+            Mechanism::Plain | Mechanism::OAuthBearer => None,
             Mechanism::ScramSha256 => Some(ScramMechanism::Sha256),
             Mechanism::ScramSha512 => Some(ScramMechanism::Sha512),
         }
@@ -146,8 +150,8 @@ mod tests {
             assert_eq!(m.name().parse::<Mechanism>().unwrap(), m);
         }
         assert_eq!(Mechanism::from_name("scram-sha-256"), None);
-        let err = "OAUTHBEARER".parse::<Mechanism>().unwrap_err();
-        assert_eq!(err.to_string(), "Unsupported SASL mechanism OAUTHBEARER");
+        let err = "GSSAPI".parse::<Mechanism>().unwrap_err();
+        assert_eq!(err.to_string(), "Unsupported SASL mechanism GSSAPI");
         assert_eq!(err.kind(), crate::AuthErrorKind::UnsupportedSaslMechanism);
     }
 

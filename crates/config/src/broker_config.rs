@@ -97,6 +97,12 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("sasl.enabled.mechanisms", List, "GSSAPI", "SASL mechanisms served on `SASL_PLAINTEXT` and `SASL_SSL` listeners: `PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`. Kafka's default `GSSAPI` (Kerberos) is not served, so a broker with a SASL listener must set this (or `listener.name.<listener>.sasl.enabled.mechanisms`); start-up stops with an error naming the mechanism otherwise."),
     def("sasl.mechanism.inter.broker.protocol", ConfigType::String, "GSSAPI", "SASL mechanism a broker logs in with towards other brokers when the inter-broker listener is `SASL_PLAINTEXT` or `SASL_SSL`; its login is the `username`/`password` of that listener's `listener.name.<listener>.<mechanism>.sasl.jaas.config`."),
     def("sasl.jaas.config", ConfigType::Password, "", "JAAS text of one listener's mechanism, set only as `listener.name.<lowercase listener>.<lowercase mechanism>.sasl.jaas.config`, as Kafka brokers have it. PLAIN: `org.apache.kafka.common.security.plain.PlainLoginModule required username=\"...\" password=\"...\" user_<name>=\"<password>\" ...;` (the users who may log in, and this broker's own login towards other brokers). SCRAM: `org.apache.kafka.common.security.scram.ScramLoginModule required username=\"...\" password=\"...\";` (only this broker's login: SCRAM users are stored in the controller quorum, managed with AlterUserScramCredentials)."),
+    def("sasl.server.callback.handler.class", ConfigType::String, "", "Set only as `listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class`: Kafka's `org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler` (or its 3.x name under `.secured.`), which is what ferry does for OAUTHBEARER whether it is set or not. Other classes are refused at start-up."),
+    def("sasl.oauthbearer.jwks.endpoint.url", ConfigType::String, "", "Where OAUTHBEARER's token signing keys are (a JWKS): a `file://` URL, re-read when the file changes. Required when OAUTHBEARER is enabled; HTTPS endpoints are not fetched by ferry (put the provider's JWKS in a file)."),
+    def("sasl.oauthbearer.expected.audience", List, "", "Audiences a token's `aud` must include one of (KIP-768). Empty: not checked."),
+    def("sasl.oauthbearer.expected.issuer", ConfigType::String, "", "The issuer a token's `iss` must be. Empty: not checked."),
+    def("sasl.oauthbearer.sub.claim.name", ConfigType::String, "sub", "The token claim whose value is the principal's name (`User:<value>`)."),
+    def("sasl.oauthbearer.clock.skew.seconds", Int, "30", "Allowed difference between the token issuer's clock and the broker's when checking `exp`, `nbf` and `iat`."),
     def("sasl.server.max.receive.size", Int, "524288", "Largest request frame accepted on a SASL listener before the client has authenticated; a larger one closes the connection."),
     def("max.connections", Int, "2147483647", "Most connections the broker serves at once over its listeners, the inter-broker listener excepted (other brokers always get in). At the limit a new connection waits, unread, until another closes. May be set per listener as `listener.name.<listener>.max.connections`, a limit of that listener's own."),
     def("max.connections.per.ip", Int, "2147483647", "Most connections from one IP address; one more is closed at once (logged, within a budget)."),
@@ -281,14 +287,18 @@ pub const JAAS_MECHANISM_PREFIXES: &[&str] = &[
 /// and a mechanism's JAAS text as `<lowercase mechanism>.sasl.jaas.config` (the only form
 /// `sasl.jaas.config` takes on a broker).
 fn listener_scoped_def(key: &str) -> Option<&'static ConfigDef> {
-    if let Some((mechanism, "sasl.jaas.config")) = key.split_once('.') {
+    if let Some((mechanism, rest @ ("sasl.jaas.config" | "sasl.server.callback.handler.class"))) =
+        key.split_once('.')
+    {
         return JAAS_MECHANISM_PREFIXES
             .contains(&mechanism)
-            .then(|| lookup_def("sasl.jaas.config"))
+            .then(|| lookup_def(rest))
             .flatten();
     }
     let scoped = key.starts_with("ssl.")
-        || (key.starts_with("sasl.") && key != "sasl.jaas.config")
+        || (key.starts_with("sasl.")
+            && key != "sasl.jaas.config"
+            && key != "sasl.server.callback.handler.class")
         || key == "connections.max.reauth.ms"
         || key == "max.connections";
     scoped.then(|| lookup_def(key)).flatten()

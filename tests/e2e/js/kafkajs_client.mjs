@@ -13,6 +13,7 @@
 //    "transactions":[{"messages":[{"value":"v","partition":0}],"commit":true}]}
 //     -> {"ok":true,"results":[true|false per transaction: committed]}
 // Any command may carry "sasl": {"mechanism":"plain|scram-sha-256|scram-sha-512","username","password"}
+// (or {"mechanism":"oauthbearer","token":"<JWT>"})
 // and "ssl": {"ca":"<PEM file>"} (TLS verified against that CA).
 // Errors: {"ok":false,"error":{"name","type","code","message"}} with exit code 0, so the test
 // can assert on the error itself; exit code 2 only for bad usage.
@@ -29,6 +30,14 @@ if (!cmd || !cmd.op) {
   process.exit(2);
 }
 
+// OAUTHBEARER takes a token provider; the test hands the token in as "token".
+function saslOptions(sasl) {
+  if (sasl.mechanism === 'oauthbearer') {
+    return { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: sasl.token }) };
+  }
+  return sasl;
+}
+
 const kafka = new Kafka({
   clientId: 'ferry-e2e-kafkajs',
   brokers: cmd.brokers,
@@ -36,7 +45,7 @@ const kafka = new Kafka({
   connectionTimeout: 10000,
   requestTimeout: 30000,
   retry: { retries: cmd.retries ?? 5, initialRetryTime: 200 },
-  ...(cmd.sasl ? { sasl: cmd.sasl } : {}),
+  ...(cmd.sasl ? { sasl: saslOptions(cmd.sasl) } : {}),
   ...(cmd.ssl ? { ssl: { ca: [readFileSync(cmd.ssl.ca, 'utf-8')] } } : {}),
 });
 

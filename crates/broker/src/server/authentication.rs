@@ -13,11 +13,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use ferry_auth::{
-    KafkaPrincipal, Mechanism, PlainJaasConfig, PlainUsers, ScramCredential, ScramCredentialSource,
-    ScramJaasConfig, ScramMechanism, SslPrincipalMapper,
+    JwksSource, KafkaPrincipal, Mechanism, OAuthBearerValidator, PlainJaasConfig, PlainUsers,
+    ScramCredential, ScramCredentialSource, ScramJaasConfig, ScramMechanism, SslPrincipalMapper,
 };
 use ferry_cluster::metadata_store::MetadataStore;
 use ferry_cluster::security::ScramMechanism as StoredMechanism;
+use ferry_common::SharedClock;
 use ferry_config::broker_config::BrokerConfig;
 use ferry_config::listeners::SecurityProtocol;
 
@@ -37,18 +38,19 @@ pub enum ListenerAuthentication {
 
 impl ListenerAuthentication {
     /// The authentication of listener `name` with `protocol`; SCRAM credentials are looked up
-    /// in `scram`.
+    /// in `scram`, OAUTHBEARER tokens checked against `clock`.
     pub fn from_config(
         config: &BrokerConfig,
         name: &str,
         protocol: SecurityProtocol,
         scram: Arc<dyn ScramCredentialSource>,
+        clock: SharedClock,
     ) -> anyhow::Result<Self> {
         Ok(match protocol {
             SecurityProtocol::Plaintext => Self::Anonymous,
             SecurityProtocol::Ssl => Self::Certificate(Arc::new(principal_mapper(config)?)),
             SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
-                Self::Sasl(Arc::new(sasl_settings(config, name, scram)?))
+                Self::Sasl(Arc::new(sasl_settings(config, name, scram, clock)?))
             }
         })
     }
@@ -82,6 +84,7 @@ fn sasl_settings(
     config: &BrokerConfig,
     name: &str,
     scram: Arc<dyn ScramCredentialSource>,
+    clock: SharedClock,
 ) -> anyhow::Result<SaslSettings> {
     let listener = config
         .sasl_settings(name)
@@ -96,10 +99,12 @@ fn sasl_settings(
                     .map_err(|e| anyhow::anyhow!("{key}: {e}"))?
                     .users;
             }
-            Some(_) => {
+            Some(Mechanism::ScramSha256 | Mechanism::ScramSha512) => {
                 ScramJaasConfig::parse(text).map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
             }
-            None => {}
+            // OAuthBearerLoginModule's options configure a client's unsecured tokens: a broker
+            // validating signed tokens reads nothing from it.
+            Some(Mechanism::OAuthBearer) | None => {}
         }
     }
     if mechanisms.contains(&Mechanism::Plain) && plain_users.is_empty() {
@@ -108,12 +113,67 @@ fn sasl_settings(
             jaas_key(name, "PLAIN")
         );
     }
+    let oauth = if mechanisms.contains(&Mechanism::OAuthBearer) {
+        Some(Arc::new(oauth_validator(config, name)?))
+    } else {
+        None
+    };
     Ok(SaslSettings {
         mechanisms,
         plain_users: Arc::new(plain_users),
         scram,
+        oauth,
+        clock,
         max_reauth: listener.max_reauth,
         max_receive_size: listener.max_receive_size,
+    })
+}
+
+/// Kafka's names of the validator ferry's OAUTHBEARER is (4.x, then 3.x).
+const OAUTH_VALIDATOR_CLASSES: [&str; 2] = [
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler",
+];
+
+/// OAUTHBEARER's token checks on listener `name` (KIP-768's `sasl.oauthbearer.*` keys).
+fn oauth_validator(config: &BrokerConfig, name: &str) -> anyhow::Result<OAuthBearerValidator> {
+    let get = |key: &str| config.listener_raw(name, key).trim().to_string();
+    let handler = get("oauthbearer.sasl.server.callback.handler.class");
+    if !handler.is_empty() && !OAUTH_VALIDATOR_CLASSES.contains(&handler.as_str()) {
+        anyhow::bail!(
+            "listener.name.{}.oauthbearer.sasl.server.callback.handler.class = {handler}: ferry validates signed JWTs itself (as {}); other callback handlers are not loaded",
+            name.to_ascii_lowercase(),
+            OAUTH_VALIDATOR_CLASSES[0]
+        );
+    }
+    let url = get("sasl.oauthbearer.jwks.endpoint.url");
+    let Some(path) = url.strip_prefix("file://") else {
+        let not_fetched = if url.is_empty() {
+            String::new()
+        } else {
+            format!(" (`{url}` is not fetched by ferry)")
+        };
+        anyhow::bail!(
+            "listener `{name}` enables OAUTHBEARER: set sasl.oauthbearer.jwks.endpoint.url to a file:// URL of the token issuer's JWKS{not_fetched}"
+        );
+    };
+    let jwks = JwksSource::file(path)
+        .map_err(|e| anyhow::anyhow!("sasl.oauthbearer.jwks.endpoint.url: {e}"))?;
+    let issuer = get("sasl.oauthbearer.expected.issuer");
+    let skew = get("sasl.oauthbearer.clock.skew.seconds");
+    Ok(OAuthBearerValidator {
+        jwks,
+        expected_audience: get("sasl.oauthbearer.expected.audience")
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_string)
+            .collect(),
+        expected_issuer: (!issuer.is_empty()).then_some(issuer),
+        sub_claim: get("sasl.oauthbearer.sub.claim.name"),
+        clock_skew_seconds: skew.parse().with_context(|| {
+            format!("sasl.oauthbearer.clock.skew.seconds: `{skew}` is not a number")
+        })?,
     })
 }
 
@@ -150,9 +210,11 @@ fn jaas_key(listener: &str, mechanism: &str) -> String {
 /// `password` of its JAAS text there.
 pub fn inter_broker_login(config: &BrokerConfig, listener: &str) -> anyhow::Result<PeerLogin> {
     let wanted = config.raw("sasl.mechanism.inter.broker.protocol").trim();
-    let mechanism = Mechanism::from_name(wanted).with_context(|| {
-        format!("sasl.mechanism.inter.broker.protocol: `{wanted}` is not served by ferry (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)")
-    })?;
+    let mechanism = Mechanism::from_name(wanted)
+        .filter(|m| *m != Mechanism::OAuthBearer)
+        .with_context(|| {
+            format!("sasl.mechanism.inter.broker.protocol: `{wanted}` is not served between brokers by ferry (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)")
+        })?;
     let settings = config
         .sasl_settings(listener)
         .with_context(|| format!("SASL listener `{listener}`"))?;
@@ -244,6 +306,7 @@ mod tests {
             "SASL_PLAINTEXT",
             SecurityProtocol::SaslPlaintext,
             no_scram(),
+            ferry_common::system_clock(),
         )
         .err()
         .unwrap();
@@ -262,6 +325,7 @@ mod tests {
             "SASL_PLAINTEXT",
             SecurityProtocol::SaslPlaintext,
             no_scram(),
+            ferry_common::system_clock(),
         )
         .unwrap();
         let ListenerAuthentication::Sasl(s) = auth else {
@@ -281,6 +345,7 @@ mod tests {
             "SASL_PLAINTEXT",
             SecurityProtocol::SaslPlaintext,
             no_scram(),
+            ferry_common::system_clock(),
         )
         .err()
         .unwrap();
@@ -293,6 +358,7 @@ mod tests {
             "SASL_PLAINTEXT",
             SecurityProtocol::SaslPlaintext,
             no_scram(),
+            ferry_common::system_clock(),
         )
         .err()
         .unwrap();
@@ -304,9 +370,14 @@ mod tests {
         let c = config(
             "\"ssl.principal.mapping.rules\" = \"RULE:^CN=([^,]+),O=Example$/$1/L,DEFAULT\"\n",
         );
-        let auth =
-            ListenerAuthentication::from_config(&c, "SSL", SecurityProtocol::Ssl, no_scram())
-                .unwrap();
+        let auth = ListenerAuthentication::from_config(
+            &c,
+            "SSL",
+            SecurityProtocol::Ssl,
+            no_scram(),
+            ferry_common::system_clock(),
+        )
+        .unwrap();
         assert_eq!(
             auth.principal_without_sasl(Some("CN=App,O=Example")),
             Ok(KafkaPrincipal::user("app"))
@@ -324,7 +395,8 @@ mod tests {
             &bad,
             "SSL",
             SecurityProtocol::Ssl,
-            no_scram()
+            no_scram(),
+            ferry_common::system_clock()
         )
         .is_err());
     }

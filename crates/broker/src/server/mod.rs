@@ -408,8 +408,13 @@ impl Server {
             } else {
                 None
             };
-            let authentication =
-                ListenerAuthentication::from_config(&config, &l.name, l.protocol, scram.clone())?;
+            let authentication = ListenerAuthentication::from_config(
+                &config,
+                &l.name,
+                l.protocol,
+                scram.clone(),
+                clock.clone(),
+            )?;
             let slots = limits::ListenerSlots::new(
                 config.max_connections(&l.name).0,
                 l.name == configured.inter_broker,

@@ -19,9 +19,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferry_auth::{
-    AuthErrorKind, KafkaPrincipal, Mechanism, PlainServer, PlainUsers, SaslServer,
-    ScramCredentialSource, ScramServer, ServerReply,
+    AuthErrorKind, KafkaPrincipal, Mechanism, OAuthBearerServer, OAuthBearerValidator, PlainServer,
+    PlainUsers, SaslServer, ScramCredentialSource, ScramServer, ServerReply,
 };
+use ferry_common::SharedClock;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
     ApiKey, RequestKind, ResponseKind, SaslAuthenticateResponse, SaslHandshakeResponse,
@@ -43,6 +44,10 @@ pub struct SaslSettings {
     pub plain_users: Arc<PlainUsers>,
     /// SCRAM credentials (those stored in the controller quorum).
     pub scram: Arc<dyn ScramCredentialSource>,
+    /// OAUTHBEARER's token checks, when it is enabled.
+    pub oauth: Option<Arc<OAuthBearerValidator>>,
+    /// The wall clock tokens' `exp` and `nbf` are compared with.
+    pub clock: SharedClock,
     /// `connections.max.reauth.ms`: how long a session lasts (`None`: for ever).
     pub max_reauth: Option<Duration>,
     /// `sasl.server.max.receive.size`: the largest request frame before authentication.
@@ -215,9 +220,23 @@ impl SaslSession {
                     .with_mechanisms(enabled()),
             ));
         };
-        let server: Box<dyn SaslServer> = match mechanism.scram() {
-            Some(scram) => Box::new(ScramServer::new(scram, self.settings.scram.clone())),
-            None => Box::new(PlainServer::new(self.settings.plain_users.clone())),
+        let server: Box<dyn SaslServer> = match (mechanism, &self.settings.oauth) {
+            (Mechanism::OAuthBearer, Some(validator)) => Box::new(OAuthBearerServer::new(
+                validator.clone(),
+                self.settings.clock.now_ms(),
+            )),
+            // Enabled mechanisms always have their settings (checked at start-up).
+            (Mechanism::OAuthBearer, None) | (Mechanism::Plain, _) => {
+                Box::new(PlainServer::new(self.settings.plain_users.clone()))
+            }
+            (Mechanism::ScramSha256, _) => Box::new(ScramServer::new(
+                ferry_auth::ScramMechanism::Sha256,
+                self.settings.scram.clone(),
+            )),
+            (Mechanism::ScramSha512, _) => Box::new(ScramServer::new(
+                ferry_auth::ScramMechanism::Sha512,
+                self.settings.scram.clone(),
+            )),
         };
         self.stage = Stage::Exchange {
             server,
@@ -291,7 +310,15 @@ impl SaslSession {
                         };
                     }
                 }
-                let lifetime = self.settings.max_reauth;
+                // A session ends with connections.max.reauth.ms, or sooner when the credential
+                // itself expires (an OAUTHBEARER token), as Kafka's authenticator decides.
+                let lifetime = self.settings.max_reauth.map(|max| {
+                    let left = server.credential_expires_at_ms().map(|at| {
+                        let ms = at.saturating_sub(self.settings.clock.now_ms()).max(0);
+                        Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+                    });
+                    left.map_or(max, |left| left.min(max))
+                });
                 self.outcome = Some((server.mechanism(), true));
                 self.stage = Stage::Authenticated {
                     expires: lifetime.map(|l| now + l),
@@ -348,6 +375,8 @@ mod tests {
             mechanisms: vec![Mechanism::Plain, Mechanism::ScramSha512],
             plain_users: Arc::new(plain),
             scram: Arc::new(scram),
+            oauth: None,
+            clock: ferry_common::system_clock(),
             max_reauth,
             max_receive_size: 524_288,
         })
