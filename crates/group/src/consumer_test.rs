@@ -219,3 +219,24 @@ fn classic_and_consumer_groups_do_not_mix() {
         ResponseError::UnsupportedAssignor.code()
     );
 }
+
+#[test]
+fn a_consumer_group_whose_members_left_can_be_deleted() {
+    let f = fixture_with_catalog();
+    let delete = |f: &Fixture| {
+        f.coord
+            .delete_groups(DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("cg"))]))
+            .results[0]
+            .error_code
+    };
+    let a = hb(&f, "", 0, Some(&["t"]), None);
+    let a_id = a.member_id.clone().unwrap().to_string();
+    let b = hb(&f, "", 0, Some(&["t"]), None);
+    let b_id = b.member_id.clone().unwrap().to_string();
+    assert_eq!(delete(&f), ResponseError::NonEmptyGroup.code());
+    hb(&f, &a_id, -1, None, None);
+    assert_eq!(delete(&f), ResponseError::NonEmptyGroup.code());
+    hb(&f, &b_id, -1, None, None);
+    assert_eq!(delete(&f), 0, "every member left: the group is empty");
+    assert_eq!(delete(&f), ResponseError::GroupIdNotFound.code());
+}

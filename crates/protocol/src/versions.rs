@@ -102,6 +102,47 @@ mod tests {
     }
 
     #[test]
+    fn an_api_not_in_the_table_is_neither_advertised_nor_decoded() {
+        use crate::request::{decode_request, DecodeError};
+        let advertised: Vec<i16> = api_versions_response(0)
+            .api_keys
+            .iter()
+            .map(|a| a.api_key)
+            .collect();
+        assert_eq!(advertised.len(), SUPPORTED.len());
+        let mut unserved = 0;
+        for key in ApiKey::iter() {
+            let served = supported_range(key).is_some();
+            assert_eq!(advertised.contains(&(key as i16)), served, "{key:?}");
+            if served {
+                continue;
+            }
+            unserved += 1;
+            // Header only: the API is refused before its version or body are looked at.
+            let version = key.valid_versions().max;
+            let mut frame = Vec::new();
+            frame.extend_from_slice(&(key as i16).to_be_bytes());
+            frame.extend_from_slice(&version.to_be_bytes());
+            frame.extend_from_slice(&5i32.to_be_bytes());
+            frame.extend_from_slice(&[0, 0]);
+            match decode_request(bytes::Bytes::from(frame)) {
+                Err(DecodeError::UnsupportedApi {
+                    api,
+                    correlation_id: 5,
+                }) => assert_eq!(api, key),
+                other => panic!("{key:?} not refused as unserved: {other:?}"),
+            }
+        }
+        assert!(unserved > 0, "the codec knows APIs ferry does not serve");
+        // Every code the codec knows is covered by ApiKey::iter.
+        for code in 0..=200i16 {
+            if let Ok(key) = ApiKey::try_from(code) {
+                assert!(ApiKey::iter().any(|k| k == key), "{key:?}");
+            }
+        }
+    }
+
+    #[test]
     fn no_api_is_listed_twice() {
         for (i, (a, _, _)) in SUPPORTED.iter().enumerate() {
             assert!(SUPPORTED[i + 1..].iter().all(|(b, _, _)| b != a));

@@ -55,6 +55,7 @@ pub fn check(
     broker: &Broker,
     ctx: &RequestContext,
     body: RequestKind,
+    version: i16,
 ) -> Result<(RequestKind, Denied), ResponseKind> {
     if !broker.acls.is_enabled() {
         return Ok((body, Denied::default()));
@@ -71,21 +72,21 @@ pub fn check(
     };
     let body = match body {
         RequestKind::JoinGroup(ref r) if !may_group(AclOperation::Read, &r.group_id) => {
-            return Err(refused(body))
+            return Err(refused(body, version))
         }
         RequestKind::SyncGroup(ref r) if !may_group(AclOperation::Read, &r.group_id) => {
-            return Err(refused(body))
+            return Err(refused(body, version))
         }
         RequestKind::Heartbeat(ref r) if !may_group(AclOperation::Read, &r.group_id) => {
-            return Err(refused(body))
+            return Err(refused(body, version))
         }
         RequestKind::LeaveGroup(ref r) if !may_group(AclOperation::Read, &r.group_id) => {
-            return Err(refused(body))
+            return Err(refused(body, version))
         }
         RequestKind::ConsumerGroupHeartbeat(ref r)
             if !may_group(AclOperation::Read, &r.group_id) =>
         {
-            return Err(refused(body))
+            return Err(refused(body, version))
         }
         // Kafka: every subscribed topic must be describable, else the heartbeat is refused.
         RequestKind::ConsumerGroupHeartbeat(ref r)
@@ -94,15 +95,15 @@ pub fn check(
                     .any(|t| !ctx.may_topic(broker, AclOperation::Describe, t))
             }) =>
         {
-            return Err(refused_with(body, TOPIC_DENIED))
+            return Err(refused_with(body, version, TOPIC_DENIED))
         }
         RequestKind::OffsetFetch(ref r)
             if r.groups.is_empty() && !may_group(AclOperation::Describe, &r.group_id) =>
         {
-            return Err(refused(body))
+            return Err(refused(body, version))
         }
         RequestKind::OffsetDelete(ref r) if !may_group(AclOperation::Delete, &r.group_id) => {
-            return Err(refused(body))
+            return Err(refused(body, version))
         }
         RequestKind::OffsetCommit(r) if !may_group(AclOperation::Read, &r.group_id) => {
             let topics = r
@@ -343,12 +344,12 @@ fn commit_errors(topics: Vec<(TopicName, Vec<i32>)>, error: ResponseError) -> Of
 
 /// A group request refused as a whole: GROUP_AUTHORIZATION_FAILED where the response has a
 /// top-level error.
-fn refused(body: RequestKind) -> ResponseKind {
-    refused_with(body, GROUP_DENIED)
+fn refused(body: RequestKind, version: i16) -> ResponseKind {
+    refused_with(body, version, GROUP_DENIED)
 }
 
 /// A group request refused as a whole with `error`.
-fn refused_with(body: RequestKind, error: ResponseError) -> ResponseKind {
-    super::group_unavailable(body, error.code())
+fn refused_with(body: RequestKind, version: i16, error: ResponseError) -> ResponseKind {
+    super::groups::unavailable(body, version, error.code())
         .unwrap_or(ResponseKind::OffsetCommit(Default::default()))
 }

@@ -324,17 +324,39 @@ async fn group_request(
     v: i16,
     ctx: &RequestContext,
 ) -> Option<ResponseKind> {
-    let (body, denied) = match group_acl::check(broker, ctx, body) {
+    let (body, denied) = match group_acl::check(broker, ctx, body, v) {
         Ok(checked) => checked,
         Err(refused) => return Some(refused),
+    };
+    // Kafka answers a commit to a partition that does not exist before the coordinator sees it.
+    let (body, unknown) = match body {
+        RequestKind::OffsetCommit(mut r) => {
+            let unknown = groups::unknown_commit_partitions(broker, &mut r);
+            (RequestKind::OffsetCommit(r), unknown)
+        }
+        body => (body, Vec::new()),
     };
     let client = ferry_group::ClientInfo {
         client_id: &ctx.client_id,
         client_host: &ctx.client_host,
     };
-    let response = match broker.group_coordinator() {
-        Ok(g) => group_response(g, body, v, client).await,
-        Err(e) => group_unavailable(body, e.code()),
+    // Nothing left to commit: the coordinator is not asked (nor the group created), as Kafka.
+    let nothing_left =
+        !unknown.is_empty() && matches!(&body, RequestKind::OffsetCommit(r) if r.topics.is_empty());
+    let response = if nothing_left {
+        Some(ResponseKind::OffsetCommit(Default::default()))
+    } else {
+        match broker.group_coordinator() {
+            Ok(g) => group_response(g, body, v, client).await,
+            Err(e) => groups::unavailable(body, v, e.code()),
+        }
+    };
+    let response = match response {
+        Some(ResponseKind::OffsetCommit(mut r)) => {
+            groups::answer_unknown_commit_partitions(&mut r, unknown);
+            Some(ResponseKind::OffsetCommit(r))
+        }
+        other => other,
     };
     response.map(|r| group_acl::amend(broker, ctx, r, denied))
 }
@@ -368,49 +390,6 @@ async fn group_response(
     Some(response)
 }
 
-/// A group API's answer without a coordinator: the error code, where the response has a
-/// top-level one, else an empty response.
-fn group_unavailable(body: RequestKind, code: i16) -> Option<ResponseKind> {
-    use kafka_protocol::messages::{
-        ConsumerGroupHeartbeatResponse, HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse,
-        ListGroupsResponse, OffsetDeleteResponse, OffsetFetchResponse, SyncGroupResponse,
-    };
-    let response = match body {
-        RequestKind::JoinGroup(_) => {
-            ResponseKind::JoinGroup(JoinGroupResponse::default().with_error_code(code))
-        }
-        RequestKind::SyncGroup(_) => {
-            ResponseKind::SyncGroup(SyncGroupResponse::default().with_error_code(code))
-        }
-        RequestKind::Heartbeat(_) => {
-            ResponseKind::Heartbeat(HeartbeatResponse::default().with_error_code(code))
-        }
-        RequestKind::LeaveGroup(_) => {
-            ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(code))
-        }
-        RequestKind::OffsetCommit(_) => ResponseKind::OffsetCommit(Default::default()),
-        RequestKind::OffsetFetch(_) => {
-            ResponseKind::OffsetFetch(OffsetFetchResponse::default().with_error_code(code))
-        }
-        RequestKind::ListGroups(_) => {
-            ResponseKind::ListGroups(ListGroupsResponse::default().with_error_code(code))
-        }
-        RequestKind::DescribeGroups(_) => ResponseKind::DescribeGroups(Default::default()),
-        RequestKind::DeleteGroups(_) => ResponseKind::DeleteGroups(Default::default()),
-        RequestKind::ConsumerGroupHeartbeat(_) => ResponseKind::ConsumerGroupHeartbeat(
-            ConsumerGroupHeartbeatResponse::default().with_error_code(code),
-        ),
-        RequestKind::ConsumerGroupDescribe(_) => {
-            ResponseKind::ConsumerGroupDescribe(Default::default())
-        }
-        RequestKind::OffsetDelete(_) => {
-            ResponseKind::OffsetDelete(OffsetDeleteResponse::default().with_error_code(code))
-        }
-        other => return unserved(other),
-    };
-    Some(response)
-}
-
 /// A request no handler answers: nothing is sent back.
 fn unserved(other: RequestKind) -> Option<ResponseKind> {
     // decode_request only lets through APIs in the served table, all routed in `handle`.
@@ -431,6 +410,10 @@ pub(crate) fn message(m: impl Into<String>) -> Option<StrBytes> {
 
 #[cfg(test)]
 mod acl_tests;
+#[cfg(test)]
+mod dispatch_tests;
+#[cfg(test)]
+mod groups_tests;
 #[cfg(test)]
 #[path = "listeners_test.rs"]
 mod listeners_test;

@@ -15,6 +15,9 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
 };
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
@@ -127,16 +130,39 @@ pub(super) fn add_partitions_errors(
     AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results.collect())
 }
 
-/// TxnOffsetCommit, answered by the group coordinator.
+/// TxnOffsetCommit, answered by the group coordinator; partitions that do not exist are
+/// answered UNKNOWN_TOPIC_OR_PARTITION first, as for OffsetCommit.
 async fn txn_offset_commit(
     broker: &Arc<Broker>,
-    r: TxnOffsetCommitRequest,
+    mut r: TxnOffsetCommitRequest,
     v: i16,
 ) -> TxnOffsetCommitResponse {
-    match broker.group_coordinator() {
-        Ok(g) => g.txn_offset_commit(r, v).await,
-        Err(e) => ferry_group::txn_offset_commit_error(&r, e),
-    }
+    let unknown = super::groups::take_unknown_partitions(
+        broker,
+        &mut r.topics,
+        |t| (&t.name, &mut t.partitions),
+        |p| p.partition_index,
+    );
+    let mut response = if !unknown.is_empty() && r.topics.is_empty() {
+        TxnOffsetCommitResponse::default()
+    } else {
+        match broker.group_coordinator() {
+            Ok(g) => g.txn_offset_commit(r, v).await,
+            Err(e) => ferry_group::txn_offset_commit_error(&r, e),
+        }
+    };
+    super::groups::add_unknown_partitions(
+        &mut response.topics,
+        unknown,
+        |t| (&t.name, &mut t.partitions),
+        |name| TxnOffsetCommitResponseTopic::default().with_name(name),
+        |p, code| {
+            TxnOffsetCommitResponsePartition::default()
+                .with_partition_index(p)
+                .with_error_code(code)
+        },
+    );
+    response
 }
 
 /// WriteTxnMarkers: each marker written to each of its partitions this broker leads, answered
