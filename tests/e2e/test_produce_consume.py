@@ -404,6 +404,8 @@ def test_failed_acks0_produce_closes_the_connection(broker):
     but the connection closes, so the producer refreshes its metadata instead of sending every
     later batch into the same silent refusal."""
     topic = create_topic(broker, unique_topic("acks0err"), partitions=1)
+    # The first produce is at acks=0: in a cluster the leader must hold its replica already.
+    wait_replicas_open(broker, topic, 1)
     with kwire.Conn.to_leader(broker, topic, 0) as c:
         # a good acks=0 produce keeps the connection: the next request is answered
         kwire.send_produce_v3(c, topic, 0, kwire.record_batch([(b"k", b"first")]), acks=0)
