@@ -125,7 +125,7 @@ mod tests {
             Box::new(ScramServer::new(ScramMechanism::Sha512, credentials)),
             Box::new(OAuthBearerServer::new(
                 Arc::new(OAuthBearerValidator {
-                    jwks: JwksSource::Fixed(JwkSet::default()),
+                    jwks: JwksSource::Fixed(Arc::new(JwkSet::default())),
                     expected_audience: Vec::new(),
                     expected_issuer: None,
                     sub_claim: "sub".into(),

@@ -159,7 +159,7 @@ fn verifies(alg: &str, key: &Jwk, message: &[u8], signature: &[u8]) -> bool {
 #[derive(Debug)]
 pub enum JwksSource {
     /// Keys given directly (tests, or a set read once).
-    Fixed(JwkSet),
+    Fixed(Arc<JwkSet>),
     /// `sasl.oauthbearer.jwks.endpoint.url = file:///...`.
     File {
         /// The file.
@@ -184,7 +184,7 @@ impl JwksSource {
     /// content does not parse, the keys read before stay in force.
     fn keys(&self) -> Result<Arc<JwkSet>, JwksError> {
         let (path, cached) = match self {
-            JwksSource::Fixed(set) => return Ok(Arc::new(set.clone())),
+            JwksSource::Fixed(set) => return Ok(set.clone()),
             JwksSource::File { path, cached } => (path, cached),
         };
         let mut cached = cached.lock().unwrap_or_else(|p| p.into_inner());

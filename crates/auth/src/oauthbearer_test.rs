@@ -48,7 +48,7 @@ impl Es256 {
 
 fn validator(jwks: Value) -> OAuthBearerValidator {
     OAuthBearerValidator {
-        jwks: JwksSource::Fixed(JwkSet::parse(&jwks.to_string()).unwrap()),
+        jwks: JwksSource::Fixed(Arc::new(JwkSet::parse(&jwks.to_string()).unwrap())),
         expected_audience: vec!["kafka".into()],
         expected_issuer: Some("https://issuer.example".into()),
         sub_claim: "sub".into(),

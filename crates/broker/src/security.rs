@@ -2,8 +2,9 @@
 //! endpoints Metadata, FindCoordinator and DescribeCluster answer with), its security protocol,
 //! and on TLS with a verified client certificate the certificate's subject.
 //!
-//! This is the seam for authentication: SASL (on `SASL_PLAINTEXT` / `SASL_SSL` listeners) and
-//! `ssl.principal.mapping.rules` turn it into a principal; until then no principal is derived.
+//! Authentication (server::authentication) turns it into a principal: SASL's on `SASL_PLAINTEXT`
+//! / `SASL_SSL` listeners, else the certificate's subject mapped by `ssl.principal.mapping.rules`,
+//! else `User:ANONYMOUS`.
 
 use std::sync::Arc;
 

@@ -393,17 +393,20 @@ impl BrokerConfig {
         )
     }
 
-    /// `max.connections` for `listener`: its own `listener.name.<listener>.max.connections`
-    /// when set, and the broker-wide limit.
-    pub fn max_connections(&self, listener: &str) -> (Option<usize>, usize) {
+    /// The broker-wide `max.connections`.
+    pub fn max_connections(&self) -> usize {
+        usize::try_from(self.long("max.connections")).unwrap_or(0)
+    }
+
+    /// `listener.name.<listener>.max.connections`, a limit of that listener's own, when set.
+    pub fn listener_max_connections(&self, listener: &str) -> Option<usize> {
         let scoped = format!(
             "{}{}.max.connections",
             crate::listeners::LISTENER_PREFIX,
             listener.to_ascii_lowercase()
         );
-        let count = |key: &str| usize::try_from(self.long(key)).unwrap_or(0);
-        let own = self.is_set(&scoped).then(|| count(&scoped));
-        (own, count("max.connections"))
+        self.is_set(&scoped)
+            .then(|| usize::try_from(self.long(&scoped)).unwrap_or(0))
     }
 
     /// `max.connections.per.ip` and its `max.connections.per.ip.overrides`.

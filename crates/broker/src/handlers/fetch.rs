@@ -129,7 +129,7 @@ pub async fn handle(
 
 /// A follower's broker id if the fetch is a follower's (v15+ carries the id in ReplicaState):
 /// its fetch offsets are its log end offsets, and it reads up to the leader's log end offset.
-fn fetching_replica(request: &FetchRequest, version: i16) -> Option<i32> {
+pub(crate) fn fetching_replica(request: &FetchRequest, version: i16) -> Option<i32> {
     let replica = if version >= 15 {
         request.replica_state.replica_id.0
     } else {

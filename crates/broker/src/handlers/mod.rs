@@ -24,7 +24,7 @@ use crate::broker::Broker;
 mod acls;
 mod cluster;
 mod configs;
-mod fetch;
+pub(crate) mod fetch;
 mod group_acl;
 mod groups;
 mod list_offsets;

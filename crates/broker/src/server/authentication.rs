@@ -296,20 +296,25 @@ mod tests {
         BrokerConfig::parse(text).unwrap()
     }
 
+    /// The authentication `c` gives the listener SASL_PLAINTEXT.
+    fn sasl_listener(c: &BrokerConfig) -> anyhow::Result<ListenerAuthentication> {
+        let protocol = SecurityProtocol::SaslPlaintext;
+        let clock = ferry_common::system_clock();
+        ListenerAuthentication::from_config(c, "SASL_PLAINTEXT", protocol, no_scram(), clock)
+    }
+
+    /// The authentication `c` gives the listener SSL.
+    fn ssl_listener(c: &BrokerConfig) -> anyhow::Result<ListenerAuthentication> {
+        let clock = ferry_common::system_clock();
+        ListenerAuthentication::from_config(c, "SSL", SecurityProtocol::Ssl, no_scram(), clock)
+    }
+
     const PLAIN_JAAS: &str = r#""listener.name.sasl_plaintext.plain.sasl.jaas.config" = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'"#;
 
     #[test]
     fn kafkas_default_gssapi_stops_start_up_with_a_clear_error() {
         let c = config(PLAIN_JAAS);
-        let e = ListenerAuthentication::from_config(
-            &c,
-            "SASL_PLAINTEXT",
-            SecurityProtocol::SaslPlaintext,
-            no_scram(),
-            ferry_common::system_clock(),
-        )
-        .err()
-        .unwrap();
+        let e = sasl_listener(&c).err().unwrap();
         let text = format!("{e:#}");
         assert!(text.contains("`GSSAPI` is not served"), "{text}");
         assert!(text.contains("sasl.enabled.mechanisms"), "{text}");
@@ -320,14 +325,7 @@ mod tests {
         let c = config(&format!(
             "\"sasl.enabled.mechanisms\" = \"PLAIN,SCRAM-SHA-512\"\n{PLAIN_JAAS}\n"
         ));
-        let auth = ListenerAuthentication::from_config(
-            &c,
-            "SASL_PLAINTEXT",
-            SecurityProtocol::SaslPlaintext,
-            no_scram(),
-            ferry_common::system_clock(),
-        )
-        .unwrap();
+        let auth = sasl_listener(&c).unwrap();
         let ListenerAuthentication::Sasl(s) = auth else {
             panic!("not SASL");
         };
@@ -340,28 +338,12 @@ mod tests {
     #[test]
     fn plain_without_users_or_with_bad_jaas_is_refused() {
         let c = config("\"sasl.enabled.mechanisms\" = \"PLAIN\"\n");
-        let e = ListenerAuthentication::from_config(
-            &c,
-            "SASL_PLAINTEXT",
-            SecurityProtocol::SaslPlaintext,
-            no_scram(),
-            ferry_common::system_clock(),
-        )
-        .err()
-        .unwrap();
+        let e = sasl_listener(&c).err().unwrap();
         assert!(format!("{e:#}").contains("listener.name.sasl_plaintext.plain.sasl.jaas.config"));
         let c = config(
             "\"sasl.enabled.mechanisms\" = \"PLAIN\"\n\"listener.name.sasl_plaintext.plain.sasl.jaas.config\" = 'PlainLoginModule required user_a=\"b\"'\n",
         );
-        let e = ListenerAuthentication::from_config(
-            &c,
-            "SASL_PLAINTEXT",
-            SecurityProtocol::SaslPlaintext,
-            no_scram(),
-            ferry_common::system_clock(),
-        )
-        .err()
-        .unwrap();
+        let e = sasl_listener(&c).err().unwrap();
         assert!(format!("{e:#}").contains("plain.sasl.jaas.config"), "{e:#}");
     }
 
@@ -370,14 +352,7 @@ mod tests {
         let c = config(
             "\"ssl.principal.mapping.rules\" = \"RULE:^CN=([^,]+),O=Example$/$1/L,DEFAULT\"\n",
         );
-        let auth = ListenerAuthentication::from_config(
-            &c,
-            "SSL",
-            SecurityProtocol::Ssl,
-            no_scram(),
-            ferry_common::system_clock(),
-        )
-        .unwrap();
+        let auth = ssl_listener(&c).unwrap();
         assert_eq!(
             auth.principal_without_sasl(Some("CN=App,O=Example")),
             Ok(KafkaPrincipal::user("app"))
@@ -391,14 +366,7 @@ mod tests {
             Ok(KafkaPrincipal::ANONYMOUS)
         );
         let bad = config("\"ssl.principal.mapping.rules\" = \"RULE:nonsense\"\n");
-        assert!(ListenerAuthentication::from_config(
-            &bad,
-            "SSL",
-            SecurityProtocol::Ssl,
-            no_scram(),
-            ferry_common::system_clock()
-        )
-        .is_err());
+        assert!(ssl_listener(&bad).is_err());
     }
 
     #[test]

@@ -172,7 +172,9 @@ async fn serve_stream<R, W>(
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let mut principal =
+    // Who the connection is without SASL; on a SASL listener the session's principal, once
+    // there is one, is used instead (`SaslSession::principal`).
+    let connection_principal =
         match authentication.principal_without_sasl(security.peer_cert_subject.as_deref()) {
             Ok(p) => p,
             Err(reason) => {
@@ -207,9 +209,6 @@ async fn serve_stream<R, W>(
             count_login(&broker, &security, session);
             match step {
                 RawToken::Reply(token) => {
-                    if let Some(p) = session.principal() {
-                        principal = p.clone();
-                    }
                     let mut reply = Vec::with_capacity(token.len() + 4);
                     reply.extend_from_slice(&(token.len() as u32).to_be_bytes());
                     reply.extend_from_slice(&token);
@@ -259,9 +258,6 @@ async fn serve_stream<R, W>(
         if let Some(session) = sasl.as_mut() {
             let (gate, answer) = sasl_gate(&broker, session, &request, peer, started);
             count_login(&broker, &security, session);
-            if let Some(p) = session.principal() {
-                principal = p.clone();
-            }
             match gate {
                 SaslStep::Pass => {}
                 SaslStep::Answered { then_close } => {
@@ -276,12 +272,16 @@ async fn serve_stream<R, W>(
                 }
             }
         }
+        let principal = sasl
+            .as_ref()
+            .and_then(SaslSession::principal)
+            .unwrap_or(&connection_principal);
         let (outgoing, then_close, throttled) = handle_request(
             &broker,
             request,
             peer,
             &security,
-            &principal,
+            principal,
             started,
             request_bytes,
         )
@@ -503,11 +503,12 @@ async fn handle_request(
         user: principal.name(),
         client_id: &ctx.client_id,
     };
-    let exempt = from_broker.is_some() && ctx.may_cluster(broker, AclOperation::ClusterAction);
-    let measured = !broker.quotas.is_empty() && !exempt;
+    // Quotas first: without any, no authorization lookup is spent on other brokers' requests.
+    let measured = !broker.quotas.is_empty()
+        && (from_broker.is_none() || !ctx.may_cluster(broker, AclOperation::ClusterAction));
     let consumer_fetch = measured && throttle::is_consumer_fetch_request(&request.body, version);
     if consumer_fetch {
-        throttle::cap_fetch(broker, &mut request.body, version, &quota_client);
+        throttle::cap_fetch(broker, &mut request.body, &quota_client);
     }
     let handled = handlers::handle_pipelined(broker, request, &ctx).await;
     let mut throttled = if measured {

@@ -95,6 +95,14 @@ impl Advertised {
                 )
             })
     }
+
+    /// The inter-broker listener's endpoint and its security protocol.
+    fn inter_broker_protocol(&self) -> anyhow::Result<(&Endpoint, SecurityProtocol)> {
+        let endpoint = self.inter_broker_endpoint()?;
+        let protocol = SecurityProtocol::parse(&endpoint.security_protocol)
+            .with_context(|| format!("security protocol `{}`", endpoint.security_protocol))?;
+        Ok((endpoint, protocol))
+    }
 }
 
 /// Where a broker keeps the cluster metadata.
@@ -253,9 +261,7 @@ fn inter_broker_tls(
     config: &BrokerConfig,
     advertised: &Advertised,
 ) -> anyhow::Result<Option<Arc<ClientTls>>> {
-    let endpoint = advertised.inter_broker_endpoint()?;
-    let protocol = SecurityProtocol::parse(&endpoint.security_protocol)
-        .with_context(|| format!("security protocol `{}`", endpoint.security_protocol))?;
+    let (endpoint, protocol) = advertised.inter_broker_protocol()?;
     if !protocol.uses_tls() {
         return Ok(None);
     }
@@ -289,9 +295,7 @@ fn inter_broker_sasl(
     config: &BrokerConfig,
     advertised: &Advertised,
 ) -> anyhow::Result<Option<Arc<crate::inter_broker::PeerLogin>>> {
-    let endpoint = advertised.inter_broker_endpoint()?;
-    let protocol = SecurityProtocol::parse(&endpoint.security_protocol)
-        .with_context(|| format!("security protocol `{}`", endpoint.security_protocol))?;
+    let (endpoint, protocol) = advertised.inter_broker_protocol()?;
     if !protocol.uses_sasl() {
         return Ok(None);
     }
@@ -391,11 +395,8 @@ impl Server {
         }
         let configured = config.listeners()?;
         let (per_ip, per_ip_overrides) = config.max_connections_per_ip()?;
-        let connection_limits = limits::ConnectionLimits::new(
-            config.max_connections(&configured.inter_broker).1,
-            per_ip,
-            per_ip_overrides,
-        );
+        let connection_limits =
+            limits::ConnectionLimits::new(config.max_connections(), per_ip, per_ip_overrides);
         let scram = Arc::new(ImageScramCredentials::default());
         let mut listeners = Vec::new();
         let mut endpoints = Vec::new();
@@ -416,7 +417,7 @@ impl Server {
                 clock.clone(),
             )?;
             let slots = limits::ListenerSlots::new(
-                config.max_connections(&l.name).0,
+                config.listener_max_connections(&l.name),
                 l.name == configured.inter_broker,
             );
             let tcp = TcpListener::bind(l.bind)

@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
-use kafka_protocol::messages::{FetchRequest, FetchResponse, RequestKind, ResponseKind};
+use kafka_protocol::messages::{FetchResponse, RequestKind, ResponseKind};
 
 use crate::broker::Broker;
+use crate::handlers::fetch::fetching_replica;
 
 /// Who a request is measured as: the principal's name and the client id.
 pub struct QuotaClient<'a> {
@@ -14,26 +15,13 @@ pub struct QuotaClient<'a> {
     pub client_id: &'a str,
 }
 
-/// Whether a Fetch comes from a consumer (not a follower, whose fetches replication quotas
-/// would govern).
-fn is_consumer_fetch(request: &FetchRequest, version: i16) -> bool {
-    let replica = if version >= 15 {
-        request.replica_state.replica_id.0
-    } else {
-        request.replica_id.0
-    };
-    replica < 0
-}
-
 /// Caps a consumer fetch's `max_bytes` to what the client's quota window allows (Kafka's
-/// `getMaxValueInQuotaWindow`), so one response cannot exceed it by much.
-pub fn cap_fetch(broker: &Broker, body: &mut RequestKind, version: i16, client: &QuotaClient) {
+/// `getMaxValueInQuotaWindow`), so one response cannot exceed it by much. The caller has
+/// checked that `body` is a consumer's fetch ([`is_consumer_fetch_request`]).
+pub fn cap_fetch(broker: &Broker, body: &mut RequestKind, client: &QuotaClient) {
     let RequestKind::Fetch(fetch) = body else {
         return;
     };
-    if !is_consumer_fetch(fetch, version) {
-        return;
-    }
     if let Some(limit) = broker.quotas.fetch_limit(client.user, client.client_id) {
         let limit = i32::try_from(limit).unwrap_or(i32::MAX);
         fetch.max_bytes = fetch.max_bytes.min(limit);
@@ -98,8 +86,9 @@ pub fn throttle_fetch(
 }
 
 /// Whether this request is a consumer's fetch (whose response [`throttle_fetch`] measures).
+/// A follower's fetch is left to replication, as in Kafka.
 pub fn is_consumer_fetch_request(body: &RequestKind, version: i16) -> bool {
-    matches!(body, RequestKind::Fetch(f) if is_consumer_fetch(f, version))
+    matches!(body, RequestKind::Fetch(f) if fetching_replica(f, version).is_none())
 }
 
 /// Sets `throttle_time_ms` in `response`, keeping a larger one already there.

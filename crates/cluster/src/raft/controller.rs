@@ -109,8 +109,8 @@ pub struct Controller {
     image: watch::Receiver<Arc<Image>>,
     server: Option<JoinHandle<()>>,
     forward_timeout: Duration,
-    traffic: Option<TrafficObserver>,
-    tls: Option<QuorumTls>,
+    /// How this node reaches its peers (traffic observer, TLS).
+    peers: TcpNetwork,
     heartbeats: tokio::sync::mpsc::Sender<HeartbeatCall>,
     inbox: std::sync::Mutex<Option<HeartbeatInbox>>,
 }
@@ -156,28 +156,22 @@ impl Controller {
             None if voters.len() > 1 => Some(bind_retrying(&own_addr).await?),
             None => None,
         };
+        let peers = TcpNetwork {
+            observer: config.traffic.clone(),
+            tls: config.tls.clone(),
+        };
         let raft = Raft::new(
             config.node_id,
             raft_config,
-            TcpNetwork {
-                observer: config.traffic.clone(),
-                tls: config.tls.clone(),
-            },
+            peers.clone(),
             log_store,
             state_machine,
         )
         .await
         .map_err(|e| ClusterError::Raft(e.to_string()))?;
         let (heartbeats, inbox) = heartbeat::channel();
-        let server = listener.map(|l| {
-            network::serve(
-                l,
-                raft.clone(),
-                config.traffic.clone(),
-                heartbeats.clone(),
-                config.tls.clone(),
-            )
-        });
+        let server =
+            listener.map(|l| network::serve(l, raft.clone(), peers.clone(), heartbeats.clone()));
         let controller = Self {
             node_id: config.node_id,
             raft,
@@ -185,8 +179,7 @@ impl Controller {
             image,
             server,
             forward_timeout: config.forward_timeout,
-            traffic: config.traffic.clone(),
-            tls: config.tls.clone(),
+            peers,
             heartbeats,
             inbox: std::sync::Mutex::new(Some(inbox)),
         };
@@ -254,15 +247,7 @@ impl Controller {
             });
         };
         let peer = leader.filter(|l| *l != self.node_id);
-        match network::forward_propose(
-            &addr,
-            peer,
-            record,
-            self.forward_timeout,
-            self.traffic.clone(),
-            self.tls.clone(),
-        )
-        .await
+        match network::forward_propose(&addr, peer, record, self.forward_timeout, &self.peers).await
         {
             Ok(Ok(done)) => committed(done),
             Ok(Err(ProposeFailure::NotLeader {
@@ -294,15 +279,7 @@ impl Controller {
         let Some(addr) = addr else {
             return Err(HeartbeatError::NotController { leader });
         };
-        network::forward_heartbeat(
-            &addr,
-            leader,
-            request,
-            ttl,
-            self.traffic.clone(),
-            self.tls.clone(),
-        )
-        .await
+        network::forward_heartbeat(&addr, leader, request, ttl, &self.peers).await
     }
 
     /// The heartbeats this voter receives, for the task that keeps broker sessions; `None`

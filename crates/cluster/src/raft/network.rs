@@ -223,11 +223,26 @@ impl Connection {
     }
 }
 
-/// Creates a [`PeerClient`] per target, as openraft asks.
+/// How this node reaches its peers: the traffic observer and, when the quorum speaks TLS, its
+/// configs. Creates a [`PeerClient`] per target, as openraft asks, and the one-off connections
+/// of forwarded proposals and heartbeats.
 #[derive(Clone, Default)]
 pub struct TcpNetwork {
     pub(crate) observer: Option<TrafficObserver>,
     pub(crate) tls: Option<QuorumTls>,
+}
+
+impl TcpNetwork {
+    /// A connection to `addr` (node `peer`, when known), opened on first use.
+    fn connection(&self, addr: String, peer: Option<u64>) -> Connection {
+        Connection {
+            addr,
+            stream: None,
+            peer,
+            observer: self.observer.clone(),
+            tls: self.tls.clone(),
+        }
+    }
 }
 
 impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
@@ -236,13 +251,7 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
     async fn new_client(&mut self, target: u64, node: &Node) -> PeerClient {
         PeerClient {
             target,
-            conn: Connection {
-                addr: node.addr.clone(),
-                stream: None,
-                peer: Some(target),
-                observer: self.observer.clone(),
-                tls: self.tls.clone(),
-            },
+            conn: self.connection(node.addr.clone(), Some(target)),
         }
     }
 }
@@ -326,16 +335,9 @@ pub(crate) async fn forward_propose(
     peer: Option<u64>,
     record: MetadataRecord,
     ttl: Duration,
-    observer: Option<TrafficObserver>,
-    tls: Option<QuorumTls>,
+    network: &TcpNetwork,
 ) -> Result<Result<(u64, ApplyResult), ProposeFailure>, String> {
-    let mut conn = Connection {
-        addr: addr.to_string(),
-        stream: None,
-        peer,
-        observer,
-        tls,
-    };
+    let mut conn = network.connection(addr.to_string(), peer);
     match conn.call(&Request::Propose(record), ttl).await {
         Ok(Response::Propose(r)) => Ok(r),
         Ok(_) => Err("unexpected response type".into()),
@@ -349,16 +351,9 @@ pub(crate) async fn forward_heartbeat(
     peer: Option<u64>,
     request: BrokerHeartbeat,
     ttl: Duration,
-    observer: Option<TrafficObserver>,
-    tls: Option<QuorumTls>,
+    network: &TcpNetwork,
 ) -> Result<HeartbeatReply, HeartbeatError> {
-    let mut conn = Connection {
-        addr: addr.to_string(),
-        stream: None,
-        peer,
-        observer,
-        tls,
-    };
+    let mut conn = network.connection(addr.to_string(), peer);
     match conn.call(&Request::Heartbeat(request), ttl).await {
         Ok(Response::Heartbeat(r)) => r,
         Ok(_) => Err(HeartbeatError::Unavailable(
@@ -392,10 +387,10 @@ pub(crate) async fn propose_local(
 pub(crate) fn serve(
     listener: TcpListener,
     raft: Raft,
-    observer: Option<TrafficObserver>,
+    network: TcpNetwork,
     heartbeats: tokio::sync::mpsc::Sender<HeartbeatCall>,
-    tls: Option<QuorumTls>,
 ) -> tokio::task::JoinHandle<()> {
+    let TcpNetwork { observer, tls } = network;
     tokio::spawn(async move {
         let mut connections = JoinSet::new();
         loop {
