@@ -11,6 +11,7 @@
 
 pub mod frame;
 pub mod request;
+pub mod response_frame;
 pub mod versions;
 
 pub use kafka_protocol;

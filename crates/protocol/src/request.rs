@@ -2,7 +2,10 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
+use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::response_frame::PieceBuf;
 
 use crate::versions::supported_range;
 
@@ -85,10 +88,11 @@ pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, DecodeError> {
     })
 }
 
-/// An encoded response, length prefix included, ready to write to the socket.
-pub type ResponseFrame = Bytes;
+pub use crate::response_frame::ResponseFrame;
 
-/// Encodes a response with its header (the header version follows the API and version).
+/// Encodes a response with its header (the header version follows the API and version). A
+/// Fetch response references its large record sets instead of copying them (see
+/// [`ResponseFrame`]); every other response is one buffer.
 pub fn encode_response(
     api_key: ApiKey,
     version: i16,
@@ -98,6 +102,29 @@ pub fn encode_response(
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let header_version = api_key.response_header_version(version);
     let size = header.compute_size(header_version)? + body_size(body, version)?;
+    if let ResponseKind::Fetch(fetch) = body {
+        let records = fetch
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .filter_map(|p| p.records.clone());
+        let mut buf = PieceBuf::new(256, records);
+        buf.put_i32(size as i32);
+        header.encode(&mut buf, header_version)?;
+        fetch.encode(&mut buf, version)?;
+        let written = buf.offset() - 4;
+        // `None`: the encoder went back into a finished piece; encode into one buffer below.
+        if let Some(mut pieces) = buf.finish() {
+            if written != size {
+                if let Some(first) = pieces.first_mut() {
+                    let mut fixed = BytesMut::from(&first[..]);
+                    fixed[..4].copy_from_slice(&(written as i32).to_be_bytes());
+                    *first = fixed.freeze();
+                }
+            }
+            return Ok(ResponseFrame::from_pieces(pieces));
+        }
+    }
     let mut buf = BytesMut::with_capacity(4 + size);
     buf.put_i32(size as i32);
     header.encode(&mut buf, header_version)?;
@@ -108,7 +135,7 @@ pub fn encode_response(
         let prefix = (written as i32).to_be_bytes();
         buf[..4].copy_from_slice(&prefix);
     }
-    Ok(buf.freeze())
+    Ok(ResponseFrame::contiguous(buf.freeze()))
 }
 
 fn body_size(body: &ResponseKind, version: i16) -> anyhow::Result<usize> {
@@ -199,9 +226,81 @@ mod tests {
     #[test]
     fn response_frame_is_length_prefixed() {
         let body = ResponseKind::ApiVersions(crate::api_versions_response(0));
-        let f = encode_response(ApiKey::ApiVersions, 3, 9, &body).unwrap();
+        let f = encode_response(ApiKey::ApiVersions, 3, 9, &body)
+            .unwrap()
+            .to_bytes();
         let len = i32::from_be_bytes([f[0], f[1], f[2], f[3]]) as usize;
         assert_eq!(len, f.len() - 4);
         assert_eq!(&f[4..8], &9i32.to_be_bytes());
+    }
+
+    /// A Fetch response of two topics, a large and a small record set in each.
+    fn fetch_response() -> (ResponseKind, Vec<Bytes>) {
+        use kafka_protocol::messages::fetch_response::{
+            FetchResponse, FetchableTopicResponse, PartitionData,
+        };
+        use kafka_protocol::messages::TopicName;
+        let big: Vec<Bytes> = (0..3u8)
+            .map(|i| Bytes::from(vec![i + 1; 20_000 + usize::from(i)]))
+            .collect();
+        let topic = |name: &'static str, records: &[Option<Bytes>]| {
+            FetchableTopicResponse::default()
+                .with_topic(TopicName(StrBytes::from_static_str(name)))
+                .with_partitions(
+                    records
+                        .iter()
+                        .enumerate()
+                        .map(|(i, r)| {
+                            PartitionData::default()
+                                .with_partition_index(i as i32)
+                                .with_high_watermark(1000 + i as i64)
+                                .with_records(r.clone())
+                        })
+                        .collect(),
+                )
+        };
+        let body = FetchResponse::default().with_responses(vec![
+            topic(
+                "a",
+                &[
+                    Some(big[0].clone()),
+                    Some(Bytes::from_static(b"tiny")),
+                    None,
+                ],
+            ),
+            topic("b", &[Some(big[1].clone()), Some(big[2].clone())]),
+        ]);
+        (ResponseKind::Fetch(body), big)
+    }
+
+    #[test]
+    fn a_fetch_response_in_pieces_has_the_bytes_of_one_encoded_in_one_buffer() {
+        let (body, big) = fetch_response();
+        for version in [4i16, 11, 12, 13, 16] {
+            let frame = encode_response(ApiKey::Fetch, version, 5, &body).unwrap();
+            // The reference: the same response encoded the copying way.
+            let header_version = ApiKey::Fetch.response_header_version(version);
+            let mut flat = BytesMut::new();
+            flat.put_i32(0);
+            ResponseHeader::default()
+                .with_correlation_id(5)
+                .encode(&mut flat, header_version)
+                .unwrap();
+            body.encode(&mut flat, version).unwrap();
+            let len = (flat.len() - 4) as i32;
+            flat[..4].copy_from_slice(&len.to_be_bytes());
+            assert_eq!(frame.to_bytes(), flat.freeze(), "v{version}");
+            // Each large record set is a piece of its own: the log's buffer, not a copy.
+            // (After the last one come tagged fields, in the flexible versions only.)
+            assert!(frame.piece_count() >= 2 * big.len(), "v{version}");
+            let mut pieces = [std::io::IoSlice::new(&[]); 16];
+            let n = bytes::Buf::chunks_vectored(&frame, &mut pieces);
+            for b in &big {
+                assert!(
+                    pieces[..n].iter().any(|p| p.as_ptr() == b.as_ptr()),
+                    "v{version}: a record set was copied"
+                );
+            }
+        }
     }
 }

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use bytes::Bytes;
 use ferry_protocol::frame::{read_frame, FrameError};
-use ferry_protocol::{decode_request, encode_response, DecodeError, DecodedRequest};
+use ferry_protocol::{decode_request, encode_response, DecodeError, DecodedRequest, ResponseFrame};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -58,7 +58,7 @@ const MAX_QUEUED_RESPONSES: usize = 256;
 static BAD_INPUT_WARNINGS: LogBudget = LogBudget::new(10, std::time::Duration::from_secs(10));
 
 /// A response frame the writer sends when its turn comes; `Err` closes the connection.
-type Outgoing = Pin<Box<dyn Future<Output = Result<Option<Bytes>, ()>> + Send>>;
+type Outgoing = Pin<Box<dyn Future<Output = Result<Option<ResponseFrame>, ()>> + Send>>;
 
 /// What is needed to frame a request's response and account for it.
 struct Answer {
@@ -76,7 +76,7 @@ struct Answer {
 
 impl Answer {
     /// Frames `body` (`None`: no response, acks=0) and records latency and traffic metrics.
-    fn frame(self, body: Option<ResponseKind>) -> Result<Option<Bytes>, ()> {
+    fn frame(self, body: Option<ResponseKind>) -> Result<Option<ResponseFrame>, ()> {
         let broker = &self.broker;
         broker
             .metrics
@@ -212,7 +212,7 @@ async fn serve_stream<R, W>(
                     let mut reply = Vec::with_capacity(token.len() + 4);
                     reply.extend_from_slice(&(token.len() as u32).to_be_bytes());
                     reply.extend_from_slice(&token);
-                    let reply = Bytes::from(reply);
+                    let reply = ResponseFrame::contiguous(Bytes::from(reply));
                     if tx
                         .send(Box::pin(async move { Ok(Some(reply)) }))
                         .await
@@ -311,16 +311,19 @@ async fn write_responses<W: AsyncWrite + Unpin>(
     metrics: Arc<Metrics>,
 ) {
     while let Some(next) = rx.recv().await {
-        let frame = match next.await {
+        let mut frame = match next.await {
             Ok(Some(f)) => f,
             Ok(None) => continue,
             Err(()) => break,
         };
-        // The flush sends what TLS buffered (a no-op on TCP).
-        if write_half.write_all(&frame).await.is_err() || write_half.flush().await.is_err() {
+        let len = frame.len() as u64;
+        // One vectored write for a frame in pieces (a fetch response's record sets stay in
+        // the log's buffers); the flush sends what TLS buffered (a no-op on TCP).
+        if write_half.write_all_buf(&mut frame).await.is_err() || write_half.flush().await.is_err()
+        {
             break;
         }
-        metrics.network_bytes_out.inc_by(frame.len() as u64);
+        metrics.network_bytes_out.inc_by(len);
     }
     let _ = write_half.shutdown().await;
 }
