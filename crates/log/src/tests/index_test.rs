@@ -48,6 +48,7 @@ fn check_lookups(log: &PartitionLog) {
     }
     let last = recs[recs.len() - 1];
     assert_eq!(log.max_timestamp().unwrap(), Some(last));
+    assert_closed_indexes_on_disk_and_consistent(log);
 }
 
 /// Entries of the active segment's indexes; all the memory the indexes may hold.
@@ -152,7 +153,7 @@ fn corrupt_index_files_are_rebuilt_on_a_clean_start() {
     check_lookups(&log);
     for &b in &bases {
         let oi = std::fs::read(segment_path(dir.path(), b, "index")).unwrap();
-        assert!(!oi.is_empty() && oi.len() % OFFSET_ENTRY_SIZE as usize == 0);
+        assert!(!oi.is_empty() && oi.len().is_multiple_of(OFFSET_ENTRY_SIZE as usize));
         assert!(
             OffsetIndex::read_from(&segment_path(dir.path(), b, "index"))
                 .unwrap()
