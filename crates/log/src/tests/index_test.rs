@@ -242,3 +242,58 @@ fn on_disk_search_matches_in_memory_search() {
         .unwrap();
     assert!(oi.on_disk(&p).unwrap().is_none());
 }
+
+/// Not a check: prints the index memory of a log of `FERRY_MEASURE_MB` (default 256) MiB in
+/// 1 MiB segments with the default index interval, as it was (every segment's entries in memory)
+/// and as it is (the active segment's only). Run with `--ignored --nocapture`.
+#[test]
+#[ignore]
+fn measure_index_memory() {
+    let mb: u64 = std::env::var("FERRY_MEASURE_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    let dir = tempfile::tempdir().unwrap();
+    let (_c, clock) = clock(10_000);
+    let config = LogConfig {
+        segment_bytes: 1 << 20,
+        retention_ms: -1,
+        retention_bytes: -1,
+        ..LogConfig::default()
+    };
+    let log = open(dir.path(), config, true, &clock);
+    // 10 records of 100 bytes a batch, timestamps 1 ms apart so the time index grows too.
+    let ten = |i: u64| {
+        batch(B {
+            records: 10,
+            value_len: 100,
+            ts: 1_000 + i as i64,
+            ..B::default()
+        })
+    };
+    let batch_len = ten(0).len();
+    for i in 0..(mb << 20) / batch_len as u64 {
+        log.append_as_leader(&ten(i), 0).unwrap();
+    }
+    let st = log.state.read();
+    // In-memory entry sizes: (u32, u32) is 8 bytes, (i64, u32) 16 with padding.
+    let bytes = |o: usize, t: usize| o * 8 + t * 16;
+    let all: usize = st
+        .segments
+        .iter()
+        .map(|s| bytes(s.offset_index.len(), s.time_index.len()))
+        .sum();
+    let now: usize = st
+        .segments
+        .iter()
+        .map(|s| bytes(s.offset_index.in_memory_len(), s.time_index.in_memory_len()))
+        .sum();
+    println!(
+        "{} MiB, {} segments, batch {} bytes: index entries in memory before {} bytes, after {} bytes",
+        mb,
+        st.segments.len(),
+        batch_len,
+        all,
+        now
+    );
+}
