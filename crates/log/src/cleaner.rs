@@ -649,7 +649,8 @@ impl PartitionLog {
         let target = segment_path(&self.dir, view.base, "log");
         fs::rename(&swap, &target).map_err(LogError::io_at(&target))?;
         sync_dir(&self.dir);
-        seg.persist_indexes()?;
+        // A closed segment: its indexes go to their files and are served from there.
+        seg.offload_indexes()?;
         let old = std::mem::replace(&mut self.state.write().segments[idx], seg);
         debug!(tp = %self.tp, segment = view.base, old_size = old.size, "swapped in cleaned segment");
         Ok(true)

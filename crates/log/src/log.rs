@@ -205,6 +205,17 @@ impl PartitionLog {
         self.state.read().segments.len()
     }
 
+    /// Offset and time index entries held in memory, over all segments: only the active
+    /// segment's, closed segments serve theirs from their files (issue 16).
+    pub fn in_memory_index_entries(&self) -> usize {
+        self.state
+            .read()
+            .segments
+            .iter()
+            .map(Segment::in_memory_index_entries)
+            .sum()
+    }
+
     /// Base offsets of the segments, oldest first.
     pub fn segment_base_offsets(&self) -> Vec<i64> {
         self.state
@@ -686,6 +697,15 @@ impl PartitionLog {
                 a.dirty = false;
             }
             st.segments.push(seg);
+            if !active_empty {
+                // The old active segment is closed: its index files were just written, serve
+                // lookups from them and free the entries (issue 16). Not dirty, so no I/O but
+                // two stats under the lock.
+                let n = st.segments.len();
+                if let Err(e) = st.segments[n - 2].offload_indexes() {
+                    warn!(tp = %self.tp, error = %e, "keeping a closed segment's indexes in memory");
+                }
+            }
         }
         self.write_producer_snapshot(new_base)?;
         info!(tp = %self.tp, base_offset = new_base, "rolled new log segment");

@@ -9,6 +9,9 @@
 //! Invariants: `size` is the byte length of complete, validated batches; `next_offset` is one past
 //! the last offset of the last batch (`base_offset` when empty); index entries point at batch
 //! starts below `size`.
+//!
+//! Only the active segment keeps its offset and time indexes in memory; a closed one serves them
+//! from its index files ([`Segment::offload_indexes`], see [`crate::index`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -399,10 +402,7 @@ impl Segment {
             self.rebuild_indexes(index_interval_bytes)?;
             return Ok(true);
         };
-        let fits = oi
-            .entries
-            .last()
-            .is_none_or(|&(_, p)| u64::from(p) < self.size);
+        let fits = oi.last().is_none_or(|(_, p)| u64::from(p) < self.size);
         if !fits {
             self.rebuild_indexes(index_interval_bytes)?;
             return Ok(true);
@@ -410,11 +410,15 @@ impl Segment {
         // Written with the `.index` just read, so as current as it is.
         self.txn_index = txn;
         if self.size > 0 && oi.is_empty() {
-            // A segment smaller than the index interval: nothing to trust, a cheap scan.
+            // A segment smaller than the index interval: nothing to trust, a cheap scan. The
+            // files need no rewrite when they hold what the scan found.
             self.rebuild_indexes(index_interval_bytes)?;
+            if self.offset_index == oi && self.time_index == ti {
+                self.dirty = false;
+            }
             return Ok(false);
         }
-        let (start_pos, start_rel) = oi.entries.last().map_or((0, 0), |&(r, p)| (p, r));
+        let (start_pos, start_rel) = oi.last().map_or((0, 0), |(r, p)| (p, r));
         self.offset_index = oi;
         self.time_index = ti;
         if let Some((ts, rel)) = self.time_index.last() {
@@ -440,8 +444,13 @@ impl Segment {
                 _ => break,
             }
         }
-        if scanner.pos != self.size {
-            // The file has bytes that are not whole batches: not a clean file after all.
+        let time_index_fits = self
+            .time_index
+            .last()
+            .is_none_or(|(_, rel)| self.base_offset + i64::from(rel) < self.next_offset);
+        if scanner.pos != self.size || !time_index_fits {
+            // The file has bytes that are not whole batches, or the time index points past the
+            // segment: not a clean file after all.
             self.rebuild_indexes(index_interval_bytes)?;
             return Ok(true);
         }
@@ -498,6 +507,56 @@ impl Segment {
         self.index_snapshot().write()?;
         self.dirty = false;
         Ok(())
+    }
+
+    /// For a closed segment: drops the in-memory index entries and serves lookups from the
+    /// `.index` / `.timeindex` files, writing them first when memory differs from them. If a
+    /// file does not hold what memory does (it should, the caller holds the log's writer), the
+    /// indexes stay in memory and a warning says so.
+    pub fn offload_indexes(&mut self) -> Result<()> {
+        let entries = self.time_index.len();
+        self.seal_time_index();
+        if self.time_index.len() != entries {
+            self.dirty = true;
+        }
+        if self.dirty {
+            self.persist_indexes()?;
+        }
+        let dir = self.dir().map(Path::to_path_buf).unwrap_or_default();
+        let oi = self
+            .offset_index
+            .on_disk(&segment_path(&dir, self.base_offset, "index"))?;
+        let ti = self
+            .time_index
+            .on_disk(&segment_path(&dir, self.base_offset, "timeindex"))?;
+        match (oi, ti) {
+            (Some(oi), Some(ti)) => {
+                self.offset_index = oi;
+                self.time_index = ti;
+            }
+            _ => tracing::warn!(
+                segment = %self.file.path.display(),
+                "index files do not match the closed segment's indexes; keeping them in memory"
+            ),
+        }
+        Ok(())
+    }
+
+    /// For the active segment: brings indexes served from their files back into memory, so
+    /// they can grow.
+    pub fn load_indexes_into_memory(&mut self) -> Result<()> {
+        if self.offset_index.is_on_disk() {
+            self.offset_index = OffsetIndex::from_entries(self.offset_index.to_vec()?);
+        }
+        if self.time_index.is_on_disk() {
+            self.time_index = TimeIndex::from_entries(self.time_index.to_vec()?);
+        }
+        Ok(())
+    }
+
+    /// Index entries held in memory (0 for a segment whose indexes are served from disk).
+    pub fn in_memory_index_entries(&self) -> usize {
+        self.offset_index.in_memory_len() + self.time_index.in_memory_len()
     }
 
     /// Largest timestamp for retention: the max record timestamp, else the file's mtime.

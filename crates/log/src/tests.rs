@@ -2,6 +2,7 @@
 
 mod append_read_test;
 mod cleaner_test;
+mod index_test;
 mod manager_test;
 mod producer_test;
 mod recovery_test;

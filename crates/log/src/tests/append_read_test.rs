@@ -232,7 +232,7 @@ fn index_lookups_after_clean_reopen_equal_before() {
             .map(|s| {
                 (
                     s.base_offset,
-                    s.offset_index.clone(),
+                    s.offset_index.to_vec().unwrap(),
                     s.next_offset,
                     s.max_timestamp,
                 )

@@ -192,6 +192,8 @@ fn keeps_the_latest_value_per_key_with_offsets_preserved() {
         (lso, leo, segments)
     );
     assert!(log.size_in_bytes() < size_before);
+    // The swapped-in segments serve their indexes from their new files.
+    crate::test_util::assert_closed_indexes_on_disk_and_consistent(&log);
     // A fetch at a cleaned-away offset gets the next batch.
     // (A segment whose records all went keeps its last batch as an empty batch.)
     let data = log.read(5, 1 << 20, i64::MAX, true).unwrap();
@@ -217,6 +219,7 @@ fn keeps_the_latest_value_per_key_with_offsets_preserved() {
     drop(log);
     let log = open(dir.path(), compact_config(), false, &clock);
     assert_eq!(dump(&log), snapshot);
+    crate::test_util::assert_closed_indexes_on_disk_and_consistent(&log);
 }
 
 #[test]

@@ -71,6 +71,9 @@ fn retention_bytes_keeps_the_newest_data() {
     assert!(log.size_in_bytes() > 600);
     assert_eq!(log.log_end_offset(), 80);
     assert_eq!(log.log_start_offset(), log.segment_base_offsets()[0]);
+    crate::test_util::assert_closed_indexes_on_disk_and_consistent(&log);
+    let data = log.read(log.log_start_offset(), 1 << 20, 80, true).unwrap();
+    assert_eq!(batch_ranges(&data.records)[0].0, log.log_start_offset());
 }
 
 #[test]
