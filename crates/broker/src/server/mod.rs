@@ -391,10 +391,24 @@ fn open_known_topics(broker: &Arc<Broker>, on_disk: Vec<ferry_common::TopicParti
     broker
         .metrics
         .set_peer_racks(crate::broker::peer_racks(&broker.metadata.image()));
-    for topic in broker.metadata.topics() {
-        if let Err(e) = broker.open_topic(&topic) {
-            // One damaged partition must not keep the others offline.
-            tracing::error!(topic = %topic.name, error = %e.message, "cannot open topic logs");
+    {
+        // The image-apply lock, as `Broker::open_topic`: the image task is not running yet,
+        // but the logs opened must be those of the image read under it.
+        let _applying = broker.replicas.image_apply_guard();
+        let image = broker.metadata.image();
+        let topics: Vec<_> = image
+            .topics
+            .values()
+            .map(|t| {
+                let config = ferry_config::topic_config::log_config(&broker.config, &t.configs);
+                (t, config)
+            })
+            .collect();
+        let threads = broker.config.log_recovery_threads();
+        // One damaged partition must not keep the others offline: each is logged, the others
+        // are open.
+        for (topic, e) in broker.replicas.open_topics(&topics, threads) {
+            tracing::error!(topic = %topic, error = %e, "cannot open every log of a topic");
         }
     }
     if broker
