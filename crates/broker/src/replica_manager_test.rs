@@ -629,7 +629,12 @@ fn open_topics_registers_every_partition_but_a_damaged_one() {
             }
             let part = part.unwrap();
             assert!(part.is_leader());
-            assert_eq!(part.log.log_end_offset(), i64::from(p) + 1, "{}-{p}", t.name);
+            assert_eq!(
+                part.log.log_end_offset(),
+                i64::from(p) + 1,
+                "{}-{p}",
+                t.name
+            );
         }
     }
     // A later image retries the damaged partition alone, and still fails it.

@@ -67,7 +67,10 @@ impl BoundListener<UnlistenedSocket> {
     /// Starts listening (see [`bind`]).
     fn listen(self) -> anyhow::Result<BoundListener> {
         let tcp = self.tcp.listen(bind::LISTEN_BACKLOG).with_context(|| {
-            format!("listening on listener `{}` at {}", self.name, self.local_addr)
+            format!(
+                "listening on listener `{}` at {}",
+                self.name, self.local_addr
+            )
         })?;
         Ok(BoundListener {
             name: self.name,
@@ -482,7 +485,6 @@ impl Starting {
             metrics_listener,
         })
     }
-
 }
 
 impl Server {
