@@ -730,19 +730,29 @@ impl ReplicaManager {
 
     /// Opens (or creates) the logs of the partitions of `topic` that have this broker among
     /// their replicas, and takes their leader, epoch and ISR from the image. Returns the
-    /// partitions that became followers of a new leader or epoch.
+    /// partitions that became followers of a new leader or epoch. A partition whose log cannot
+    /// be opened does not keep the others offline: they are opened, then its error returned.
     pub fn ensure_topic(
         &self,
         topic: &TopicImage,
         config: LogConfig,
     ) -> Result<Vec<Arc<Partition>>, LogError> {
+        self.ensure_topic_skipping(topic, config, &HashSet::new())
+    }
+
+    /// [`Self::ensure_topic`] leaving out the partitions in `skip` (whose logs failed to open).
+    fn ensure_topic_skipping(
+        &self,
+        topic: &TopicImage,
+        config: LogConfig,
+        skip: &HashSet<TopicPartition>,
+    ) -> Result<Vec<Arc<Partition>>, LogError> {
         let mut new_followers = Vec::new();
-        for (index, state) in topic.partitions.iter().enumerate() {
-            if !state.replicas.contains(&self.node_id) {
+        let mut first_error = None;
+        for (tp, state) in self.hosted_partitions(topic) {
+            if skip.contains(&tp) {
                 continue;
             }
-            let p = i32::try_from(index).unwrap_or(i32::MAX);
-            let tp = TopicPartition::new(topic.name.clone(), p);
             let existing = self.read().get(&tp).cloned();
             let partition = match existing {
                 Some(existing) if existing.topic_id == topic.id => {
@@ -753,7 +763,14 @@ impl ReplicaManager {
                     existing
                 }
                 _ => {
-                    let log = self.logs.get_or_create(&tp, config.clone())?;
+                    let log = match self.logs.get_or_create(&tp, config.clone()) {
+                        Ok(log) => log,
+                        Err(e) => {
+                            tracing::error!(partition = %tp, error = %e, "cannot open partition log");
+                            first_error.get_or_insert(e);
+                            continue;
+                        }
+                    };
                     // A checkpoint names partitions by name: a recreated topic must not reuse it.
                     let checkpointed = existing
                         .is_none()
@@ -773,7 +790,68 @@ impl ReplicaManager {
                 new_followers.push(partition);
             }
         }
-        Ok(new_followers)
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(new_followers),
+        }
+    }
+
+    /// The partitions of `topic` that have this broker among their replicas.
+    fn hosted_partitions<'a>(
+        &'a self,
+        topic: &'a TopicImage,
+    ) -> impl Iterator<Item = (TopicPartition, &'a PartitionState)> + 'a {
+        topic
+            .partitions
+            .iter()
+            .enumerate()
+            .filter(|(_, state)| state.replicas.contains(&self.node_id))
+            .map(|(index, state)| {
+                let p = i32::try_from(index).unwrap_or(i32::MAX);
+                (TopicPartition::new(topic.name.clone(), p), state)
+            })
+    }
+
+    /// [`Self::ensure_topic`] for many topics at once, at start-up: the logs already on disk
+    /// are loaded (and recovered after an unclean shutdown) by `threads` threads, then every
+    /// partition is registered in turn. Returns the topics with a partition that could not be
+    /// opened, with the first error of each; their other partitions are open.
+    pub fn open_topics(
+        &self,
+        topics: &[(&TopicImage, LogConfig)],
+        threads: usize,
+    ) -> Vec<(String, LogError)> {
+        let wanted = topics
+            .iter()
+            .flat_map(|(topic, config)| {
+                let registered = self.read();
+                self.hosted_partitions(topic)
+                    .filter(|(tp, _)| registered.get(tp).is_none_or(|p| p.topic_id != topic.id))
+                    .map(|(tp, _)| (tp, config.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let mut failed: HashMap<TopicPartition, LogError> = HashMap::new();
+        for (tp, opened) in self.logs.open_existing(wanted, threads) {
+            if let Err(e) = opened {
+                tracing::error!(partition = %tp, error = %e, "cannot open partition log");
+                failed.insert(tp, e);
+            }
+        }
+        let skip: HashSet<TopicPartition> = failed.keys().cloned().collect();
+        let mut errors = Vec::new();
+        for (topic, config) in topics {
+            let opened = self.ensure_topic_skipping(topic, config.clone(), &skip);
+            let loading_error = skip
+                .iter()
+                .filter(|tp| tp.topic == topic.name)
+                .min()
+                .and_then(|tp| failed.remove(tp));
+            if let Some(e) = opened.err().or(loading_error) {
+                errors.push((topic.name.clone(), e));
+            }
+        }
+        errors
     }
 
     /// Follows the image: opens logs of new partitions of this broker, takes leaders, epochs and

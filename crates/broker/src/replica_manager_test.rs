@@ -624,3 +624,65 @@ fn a_read_spans_segments_and_stops_at_the_last_whole_batch_that_fits() {
         }
     }
 }
+
+/// A topic `name` of `partitions` partitions, all led by broker 1 alone.
+fn topic_of(name: &str, id: u128, partitions: usize) -> TopicImage {
+    let mut image = ferry_test_support::Topic::default()
+        .id(id)
+        .replicas(&[1])
+        .leader(1, 0)
+        .image();
+    image.name = name.into();
+    image.partitions = vec![image.partitions[0].clone(); partitions];
+    image
+}
+
+#[test]
+fn open_topics_registers_every_partition_but_a_damaged_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let topics: Vec<TopicImage> = (0..4)
+        .map(|t| topic_of(&format!("t{t}"), 100 + t as u128, 5))
+        .collect();
+    {
+        let rm = manager(dir.path(), 1);
+        for t in &topics {
+            rm.ensure_topic(t, LogConfig::default()).unwrap();
+            for p in 0..5 {
+                let part = rm.partition_of(&t.name, p).unwrap();
+                part.append(&batch(p as usize + 1)).unwrap();
+            }
+        }
+        // No shutdown: the logs are recovered on the next open.
+    }
+    let segment = dir.path().join("t2-3").join("00000000000000000000.log");
+    std::fs::remove_file(&segment).unwrap();
+    std::fs::create_dir(&segment).unwrap();
+    let rm = manager(dir.path(), 1);
+    let wanted: Vec<(&TopicImage, LogConfig)> =
+        topics.iter().map(|t| (t, LogConfig::default())).collect();
+    let errors = rm.open_topics(&wanted, 3);
+    assert_eq!(
+        errors.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(),
+        vec!["t2"]
+    );
+    for t in &topics {
+        for p in 0..5 {
+            let part = rm.partition_of(&t.name, p);
+            if t.name == "t2" && p == 3 {
+                assert!(part.is_none());
+                continue;
+            }
+            let part = part.unwrap();
+            assert!(part.is_leader());
+            assert_eq!(
+                part.log.log_end_offset(),
+                i64::from(p) + 1,
+                "{}-{p}",
+                t.name
+            );
+        }
+    }
+    // A later image retries the damaged partition alone, and still fails it.
+    assert!(rm.ensure_topic(&topics[2], LogConfig::default()).is_err());
+    assert!(rm.partition_of("t2", 4).is_some());
+}

@@ -112,6 +112,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("quota.window.size.seconds", Int, "1", "Length of one quota sample window, in seconds."),
     def("connections.max.reauth.ms", Long, "0", "How long a SASL session lasts (KIP-368): the broker tells the client in SaslAuthenticate, the client re-authenticates in place before then, and a connection whose session expired is closed at its next request. 0: sessions never expire. May be set per listener as `listener.name.<listener>.connections.max.reauth.ms`."),
     def("log.dirs", List, "./data", "Comma-separated directories holding partition logs; the first also holds the controller's metadata log unless `metadata.log.dir` is set."),
+    def("num.recovery.threads.per.data.dir", Int, "2", "Threads per log dir that load the partition logs at start-up, recovering them after an unclean shutdown (Kafka 4's default). ferry runs one pool of this many threads times the number of log dirs, shared by all dirs; at least 1. Closing the logs at shutdown does not use it."),
     def("num.partitions", Int, "1", "Partitions of an auto-created topic, and of CreateTopics requests that give -1."),
     def("default.replication.factor", Int, "1", "Replication factor of auto-created topics and of CreateTopics requests that give -1."),
     def("auto.create.topics.enable", Boolean, "true", "Create a topic when a client asks for its metadata or produces to it."),
@@ -522,6 +523,13 @@ impl BrokerConfig {
     pub fn rack(&self) -> Option<String> {
         let r = self.raw("broker.rack");
         (!r.is_empty()).then(|| r.to_string())
+    }
+
+    /// Threads that load the partition logs at start-up: `num.recovery.threads.per.data.dir`
+    /// for each log dir, at least 1.
+    pub fn log_recovery_threads(&self) -> usize {
+        let per_dir = usize::try_from(self.long("num.recovery.threads.per.data.dir")).unwrap_or(1);
+        per_dir.max(1).saturating_mul(self.log_dirs().len().max(1))
     }
 
     pub fn log_dirs(&self) -> Vec<PathBuf> {

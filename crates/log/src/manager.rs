@@ -213,6 +213,91 @@ impl LogManager {
         Ok(log)
     }
 
+    /// Opens the logs of `wanted` that have a directory in a log dir and are not open yet,
+    /// recovering those of a dir that was not shut down cleanly, with `threads` threads (at
+    /// start-up the load of thousands of partitions, and their recovery after a crash, is what
+    /// keeps a broker offline). Partitions without a directory are left to
+    /// [`Self::get_or_create`], which places new ones. Returns the outcome of each partition it
+    /// tried, in no particular order; one failing does not stop the others.
+    pub fn open_existing(
+        &self,
+        wanted: Vec<(TopicPartition, LogConfig)>,
+        threads: usize,
+    ) -> Vec<(TopicPartition, Result<Arc<PartitionLog>>)> {
+        let _guard = self.create_lock.lock();
+        let jobs: Vec<(TopicPartition, LogConfig, PathBuf, bool)> = wanted
+            .into_iter()
+            .filter(|(tp, _)| self.get(tp).is_none())
+            .filter_map(|(tp, config)| {
+                let dir = self
+                    .dirs
+                    .iter()
+                    .find(|d| Self::partition_path(&d.path, &tp).is_dir())?;
+                let path = Self::partition_path(&dir.path, &tp);
+                Some((tp, config, path, dir.had_clean_shutdown))
+            })
+            .collect();
+        if jobs.is_empty() {
+            return Vec::new();
+        }
+        let threads = threads.clamp(1, jobs.len());
+        let recovering = jobs.iter().filter(|j| !j.3).count();
+        info!(
+            logs = jobs.len(),
+            recovering, threads, "loading partition logs"
+        );
+        let started_ms = self.clock.now_ms();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            for i in 0..threads {
+                let (jobs, next, tx) = (&jobs, &next, tx.clone());
+                let spawned = std::thread::Builder::new()
+                    .name(format!("log-loader-{i}"))
+                    .spawn_scoped(scope, move || {
+                        while let Some((tp, config, path, clean)) =
+                            jobs.get(next.fetch_add(1, Ordering::Relaxed))
+                        {
+                            let opened = PartitionLog::open(
+                                path.clone(),
+                                tp.clone(),
+                                config.clone(),
+                                *clean,
+                                Arc::clone(&self.clock),
+                            )
+                            .map(Arc::new);
+                            if tx.send((tp.clone(), opened)).is_err() {
+                                return;
+                            }
+                        }
+                    });
+                if let Err(e) = spawned {
+                    // The threads already running (or, for the first, the caller's
+                    // get_or_create) open the rest.
+                    warn!(error = %e, "cannot start a log loading thread");
+                    break;
+                }
+            }
+        });
+        drop(tx);
+        let outcomes: Vec<_> = rx.into_iter().collect();
+        {
+            let mut logs = self.logs.write();
+            for (tp, opened) in &outcomes {
+                if let Ok(log) = opened {
+                    logs.insert(tp.clone(), Arc::clone(log));
+                }
+            }
+        }
+        info!(
+            logs = outcomes.iter().filter(|(_, o)| o.is_ok()).count(),
+            failed = outcomes.iter().filter(|(_, o)| o.is_err()).count(),
+            elapsed_ms = self.clock.now_ms().saturating_sub(started_ms),
+            "loaded partition logs"
+        );
+        outcomes
+    }
+
     /// The high watermark of `tp` in its dir's `replication-offset-checkpoint` at open.
     pub fn checkpointed_high_watermark(&self, tp: &TopicPartition) -> Option<i64> {
         self.checkpointed_high_watermarks.get(tp).copied()

@@ -716,6 +716,36 @@ async fn topics_and_data_survive_a_restart() {
     );
 }
 
+/// The listeners are bound before the logs load (the advertised ports are known) but listen
+/// only once every log is loaded: a client connecting during recovery is refused.
+#[tokio::test]
+async fn listeners_refuse_connections_until_the_logs_are_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let b = broker_with_controller(dir.path()).await;
+        create(&b, "loaded", 6, &[]).await;
+        for p in 0..6 {
+            produce(&b, "loaded", p, batch(&["a", "b", "c"], None), 1).await;
+        }
+        // No clean shutdown: the next start recovers every log.
+    }
+    let starting = Server::bind(config(dir.path(), ""), ferry_common::system_clock()).unwrap();
+    let addr = starting.listener_addrs()[0].1;
+    let refused = tokio::net::TcpStream::connect(addr).await;
+    assert_eq!(
+        refused.map(|_| ()).map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::ConnectionRefused),
+        "connection accepted before the logs were loaded"
+    );
+    let server = starting.open().await.unwrap();
+    assert_eq!(server.local_addr, addr);
+    for p in 0..6 {
+        let part = server.broker.replicas.partition_of("loaded", p).unwrap();
+        assert_eq!(part.log.log_end_offset(), 3, "partition {p}");
+    }
+    tokio::net::TcpStream::connect(addr).await.unwrap();
+}
+
 #[tokio::test]
 async fn fetch_reads_across_segment_boundaries() {
     let dir = tempfile::tempdir().unwrap();

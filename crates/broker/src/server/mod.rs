@@ -4,6 +4,7 @@
 //! connections and close every log cleanly (so the next start skips recovery).
 
 mod authentication;
+mod bind;
 mod connection;
 mod limits;
 mod log_budget;
@@ -30,6 +31,7 @@ use crate::replica_manager::{IsrChange, IsrOutcome, ReplicaManager};
 use crate::security::ConnectionSecurity;
 use crate::tls::{ClientTls, ServerTls};
 use authentication::{ImageScramCredentials, ListenerAuthentication};
+use bind::UnlistenedSocket;
 use ferry_cluster::metadata_store::{MetadataOptions, MetadataStore};
 use ferry_config::broker_config::BrokerConfig;
 use ferry_metrics::{self as metrics, Metrics, TrafficKind};
@@ -47,17 +49,51 @@ pub struct Server {
     isr_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<IsrChange>>>,
 }
 
-/// One bound Kafka listener.
-struct BoundListener {
+/// One bound Kafka listener: its socket `S` is an [`UnlistenedSocket`] until the logs are
+/// loaded, then a listening `TcpListener`.
+struct BoundListener<S = TcpListener> {
     name: Arc<str>,
     protocol: SecurityProtocol,
-    tcp: TcpListener,
+    tcp: S,
     local_addr: SocketAddr,
     /// The TLS config of an `SSL` / `SASL_SSL` listener.
     tls: Option<Arc<ServerTls>>,
     authentication: ListenerAuthentication,
     /// Its connection count and own `max.connections`, if any.
     slots: Arc<limits::ListenerSlots>,
+}
+
+impl BoundListener<UnlistenedSocket> {
+    /// Starts listening (see [`bind`]).
+    fn listen(self) -> anyhow::Result<BoundListener> {
+        let tcp = self.tcp.listen(bind::LISTEN_BACKLOG).with_context(|| {
+            format!(
+                "listening on listener `{}` at {}",
+                self.name, self.local_addr
+            )
+        })?;
+        Ok(BoundListener {
+            name: self.name,
+            protocol: self.protocol,
+            tcp,
+            local_addr: self.local_addr,
+            tls: self.tls,
+            authentication: self.authentication,
+            slots: self.slots,
+        })
+    }
+}
+
+/// A broker between [`Server::bind`] and [`Starting::open`]: its listeners are bound (their
+/// ports known, so its advertised endpoints are) but not listening, and its logs not loaded.
+pub struct Starting {
+    config: BrokerConfig,
+    clock: SharedClock,
+    listeners: Vec<BoundListener<UnlistenedSocket>>,
+    connection_limits: Arc<limits::ConnectionLimits>,
+    scram: Arc<ImageScramCredentials>,
+    advertised: Advertised,
+    metrics_address: Option<SocketAddr>,
 }
 
 /// This broker's advertised endpoints, registered in the cluster metadata, and which of them
@@ -358,10 +394,24 @@ fn open_known_topics(broker: &Arc<Broker>, on_disk: Vec<ferry_common::TopicParti
     broker
         .metrics
         .set_peer_racks(crate::broker::peer_racks(&broker.metadata.image()));
-    for topic in broker.metadata.topics() {
-        if let Err(e) = broker.open_topic(&topic) {
-            // One damaged partition must not keep the others offline.
-            tracing::error!(topic = %topic.name, error = %e.message, "cannot open topic logs");
+    {
+        // The image-apply lock, as `Broker::open_topic`: the image task is not running yet,
+        // but the logs opened must be those of the image read under it.
+        let _applying = broker.replicas.image_apply_guard();
+        let image = broker.metadata.image();
+        let topics: Vec<_> = image
+            .topics
+            .values()
+            .map(|t| {
+                let config = ferry_config::topic_config::log_config(&broker.config, &t.configs);
+                (t, config)
+            })
+            .collect();
+        let threads = broker.config.log_recovery_threads();
+        // One damaged partition must not keep the others offline: each is logged, the others
+        // are open.
+        for (topic, e) in broker.replicas.open_topics(&topics, threads) {
+            tracing::error!(topic = %topic, error = %e, "cannot open every log of a topic");
         }
     }
     if broker
@@ -380,12 +430,76 @@ fn open_known_topics(broker: &Arc<Broker>, on_disk: Vec<ferry_common::TopicParti
     }
 }
 
+impl Starting {
+    /// The bound address of each listener, by name (not listening yet).
+    pub fn listener_addrs(&self) -> Vec<(String, SocketAddr)> {
+        self.listeners
+            .iter()
+            .map(|l| (l.name.to_string(), l.local_addr))
+            .collect()
+    }
+
+    /// Opens the broker's state on the controller quorum ([`open_broker`]: every log loaded,
+    /// recovered after an unclean shutdown), then listens on the listeners and binds the
+    /// metrics listener.
+    pub async fn open(self) -> anyhow::Result<Server> {
+        let Starting {
+            config,
+            clock,
+            listeners,
+            connection_limits,
+            scram,
+            advertised,
+            metrics_address,
+        } = self;
+        let (broker, isr_rx) =
+            open_broker(config, clock, advertised, MetadataQuorum::Controller).await?;
+        scram.attach(broker.metadata.clone());
+        let listeners = listeners
+            .into_iter()
+            .map(BoundListener::listen)
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let local_addr = listeners
+            .first()
+            .map(|l| l.local_addr)
+            .context("no listener")?;
+        let metrics_listener = match metrics_address {
+            Some(addr) => Some(
+                metrics::bind(addr)
+                    .await
+                    .with_context(|| format!("binding metrics.address {addr}"))?,
+            ),
+            None => None,
+        };
+        let metrics_addr = match &metrics_listener {
+            Some(l) => Some(l.local_addr()?),
+            None => None,
+        };
+        Ok(Server {
+            isr_rx: std::sync::Mutex::new(Some(isr_rx)),
+            broker,
+            local_addr,
+            metrics_addr,
+            listeners,
+            connection_limits,
+            metrics_listener,
+        })
+    }
+}
+
 impl Server {
     /// Binds the listeners (their TLS files read and checked), opens the broker's state on the
-    /// controller quorum
-    /// ([`open_broker`]), then binds the metrics listener; no connection is accepted until
-    /// [`Server::run`].
+    /// controller quorum ([`open_broker`]: every log loaded), then listens and binds the
+    /// metrics listener: [`Server::bind`] then [`Starting::open`]. Connections wait in the
+    /// backlog until [`Server::run`] accepts them.
     pub async fn start(config: BrokerConfig, clock: SharedClock) -> anyhow::Result<Self> {
+        Self::bind(config, clock)?.open().await
+    }
+
+    /// Checks the config and binds the listeners without listening: a client connecting now
+    /// is refused (not left waiting on a broker that cannot serve it yet), as with Kafka,
+    /// which opens its sockets only once its logs are loaded.
+    pub fn bind(config: BrokerConfig, clock: SharedClock) -> anyhow::Result<Starting> {
         let roles = config.process_roles();
         if !roles.iter().any(|r| r == "broker") || !roles.iter().any(|r| r == "controller") {
             anyhow::bail!(
@@ -420,10 +534,9 @@ impl Server {
                 config.listener_max_connections(&l.name),
                 l.name == configured.inter_broker,
             );
-            let tcp = TcpListener::bind(l.bind)
-                .await
+            let tcp = UnlistenedSocket::bind(l.bind)
                 .with_context(|| format!("binding listener `{}` on {}", l.name, l.bind))?;
-            let local_addr = tcp.local_addr()?;
+            let local_addr = tcp.local_addr();
             let (host, port) = l.advertised(local_addr);
             endpoints.push(Endpoint {
                 name: l.name.clone(),
@@ -441,41 +554,24 @@ impl Server {
                 slots,
             });
         }
-        let local_addr = listeners
-            .first()
-            .map(|l| l.local_addr)
-            .context("no listener")?;
+        if listeners.is_empty() {
+            anyhow::bail!("no listener");
+        }
         let advertised = Advertised {
             endpoints,
             inter_broker: configured.inter_broker.clone(),
         };
         let metrics_address = config.metrics_address()?;
-        let (broker, isr_rx) =
-            open_broker(config, clock, advertised, MetadataQuorum::Controller).await?;
-        scram.attach(broker.metadata.clone());
-        let metrics_listener = match metrics_address {
-            Some(addr) => Some(
-                metrics::bind(addr)
-                    .await
-                    .with_context(|| format!("binding metrics.address {addr}"))?,
-            ),
-            None => None,
-        };
-        let metrics_addr = match &metrics_listener {
-            Some(l) => Some(l.local_addr()?),
-            None => None,
-        };
-        Ok(Self {
-            isr_rx: std::sync::Mutex::new(Some(isr_rx)),
-            broker,
-            local_addr,
-            metrics_addr,
+        Ok(Starting {
+            config,
+            clock,
             listeners,
             connection_limits,
-            metrics_listener,
+            scram,
+            advertised,
+            metrics_address,
         })
     }
-
     /// The bound address of each listener, by name.
     pub fn listener_addrs(&self) -> Vec<(String, SocketAddr)> {
         self.listeners

@@ -208,3 +208,96 @@ fn offset_checkpoint_file_uses_kafkas_format_and_rejects_corruption() {
     std::fs::write(file.path(), "1\n0\n").unwrap();
     assert!(file.read().is_err());
 }
+
+/// Makes the log of `dir`'s first segment unreadable: a directory where its file was.
+fn damage(partition_dir: &std::path::Path) {
+    let segment = partition_dir.join("00000000000000000000.log");
+    std::fs::remove_file(&segment).unwrap();
+    std::fs::create_dir(&segment).unwrap();
+}
+
+#[test]
+fn open_existing_loads_every_partition_as_a_sequential_open_does() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = vec![root.path().join("a"), root.path().join("b")];
+    let (_c, clock) = clock(0);
+    let tps: Vec<TopicPartition> = (0..5)
+        .flat_map(|t| (0..10).map(move |p| TopicPartition::new(format!("topic{t}"), p)))
+        .collect();
+    let records = |i: usize| i % 7 + 1;
+    {
+        let m = LogManager::open(dirs.clone(), Arc::clone(&clock)).unwrap();
+        for (i, tp) in tps.iter().enumerate() {
+            let log = m.get_or_create(tp, LogConfig::default()).unwrap();
+            for _ in 0..2 {
+                log.append_as_leader(&simple(records(i), 1), 0).unwrap();
+            }
+        }
+        // No shutdown: the next open recovers every log.
+    }
+    let sequential: Vec<i64> = {
+        let m = LogManager::open(dirs.clone(), Arc::clone(&clock)).unwrap();
+        assert!(dirs.iter().all(|d| !m.had_clean_shutdown(d)));
+        tps.iter()
+            .map(|tp| {
+                m.get_or_create(tp, LogConfig::default())
+                    .unwrap()
+                    .log_end_offset()
+            })
+            .collect()
+    };
+    let m = LogManager::open(dirs.clone(), clock).unwrap();
+    let mut wanted: Vec<_> = tps
+        .iter()
+        .map(|tp| (tp.clone(), LogConfig::default()))
+        .collect();
+    // Not on disk: left to get_or_create.
+    wanted.push((TopicPartition::new("new", 0), LogConfig::default()));
+    let outcomes = m.open_existing(wanted, 4);
+    assert_eq!(outcomes.len(), tps.len());
+    assert!(outcomes.iter().all(|(_, o)| o.is_ok()));
+    assert_eq!(m.all().len(), tps.len());
+    for (i, tp) in tps.iter().enumerate() {
+        let log = m.get(tp).unwrap();
+        assert_eq!(log.log_end_offset(), sequential[i], "{tp}");
+        assert_eq!(log.log_end_offset(), 2 * records(i) as i64, "{tp}");
+        let again = m.get_or_create(tp, LogConfig::default()).unwrap();
+        assert!(Arc::ptr_eq(&log, &again), "{tp} opened once");
+    }
+    assert!(m.get(&TopicPartition::new("new", 0)).is_none());
+    // Already open: not opened again.
+    assert!(m
+        .open_existing(vec![(tps[0].clone(), LogConfig::default())], 2)
+        .is_empty());
+}
+
+#[test]
+fn open_existing_opens_the_others_when_one_partition_is_damaged() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = vec![root.path().to_path_buf()];
+    let (_c, clock) = clock(0);
+    let tps: Vec<TopicPartition> = (0..12).map(|p| TopicPartition::new("t", p)).collect();
+    {
+        let m = LogManager::open(dirs.clone(), Arc::clone(&clock)).unwrap();
+        for tp in &tps {
+            let log = m.get_or_create(tp, LogConfig::default()).unwrap();
+            log.append_as_leader(&simple(3, 1), 0).unwrap();
+        }
+    }
+    let damaged = TopicPartition::new("t", 5);
+    damage(&root.path().join("t-5"));
+    let m = LogManager::open(dirs, clock).unwrap();
+    let wanted = tps
+        .iter()
+        .map(|tp| (tp.clone(), LogConfig::default()))
+        .collect();
+    let outcomes = m.open_existing(wanted, 3);
+    assert_eq!(outcomes.len(), tps.len());
+    for (tp, outcome) in &outcomes {
+        assert_eq!(outcome.is_err(), *tp == damaged, "{tp}");
+    }
+    assert!(m.get(&damaged).is_none());
+    for tp in tps.iter().filter(|tp| **tp != damaged) {
+        assert_eq!(m.get(tp).unwrap().log_end_offset(), 3, "{tp}");
+    }
+}
