@@ -330,35 +330,26 @@ impl<E: Entry> Entries<E> {
     }
 }
 
-/// Offset index: `(relative offset, file position)` pairs.
+/// An offset or time index of one segment; the operations both kinds share.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct OffsetIndex {
-    entries: Entries<(u32, u32)>,
+pub struct Index<E> {
+    entries: Entries<E>,
 }
 
-impl OffsetIndex {
-    pub fn from_entries(entries: Vec<(u32, u32)>) -> Self {
-        OffsetIndex {
+/// Offset index: `(relative offset, file position)` pairs.
+pub type OffsetIndex = Index<(u32, u32)>;
+
+/// Time index: `(max timestamp so far, relative offset of the batch holding it)`.
+pub type TimeIndex = Index<(i64, u32)>;
+
+impl<E: Entry> Index<E> {
+    pub fn from_entries(entries: Vec<E>) -> Self {
+        Index {
             entries: Entries::InMemory(entries),
         }
     }
 
-    /// Adds an entry if it keeps keys and positions increasing.
-    pub fn append(&mut self, rel: u32, pos: u32) {
-        match self.entries.last() {
-            Some((r, p)) if r >= rel || p >= pos => {}
-            _ => self.entries.push((rel, pos)),
-        }
-    }
-
-    /// File position of the largest entry whose relative offset is <= `rel` (0 if none).
-    pub fn lookup(&self, rel: u32) -> u32 {
-        self.entries
-            .last_where(|&(r, _)| r <= rel)
-            .map_or(0, |e| e.1)
-    }
-
-    pub fn last(&self) -> Option<(u32, u32)> {
+    pub fn last(&self) -> Option<E> {
         self.entries.last()
     }
 
@@ -380,7 +371,7 @@ impl OffsetIndex {
     }
 
     /// Every entry (read from the file when on disk).
-    pub fn to_vec(&self) -> Result<Vec<(u32, u32)>> {
+    pub fn to_vec(&self) -> Result<Vec<E>> {
         self.entries.to_vec()
     }
 
@@ -389,33 +380,35 @@ impl OffsetIndex {
     }
 
     /// This index served from `path`, which holds it; `None` if the file does not match.
-    pub fn on_disk(&self, path: &Path) -> Result<Option<OffsetIndex>> {
-        Ok(self
-            .entries
-            .on_disk(path)?
-            .map(|entries| OffsetIndex { entries }))
+    pub fn on_disk(&self, path: &Path) -> Result<Option<Self>> {
+        Ok(self.entries.on_disk(path)?.map(|entries| Index { entries }))
     }
 
     /// Loads an index file into memory; `None` if it is missing or not a whole number of valid
     /// entries.
-    pub fn read_from(path: &Path) -> Result<Option<OffsetIndex>> {
+    pub fn read_from(path: &Path) -> Result<Option<Self>> {
         Ok(Entries::read_from(path)?.map(Self::from_entries))
     }
 }
 
-/// Time index: `(max timestamp so far, relative offset of the batch holding it)`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct TimeIndex {
-    entries: Entries<(i64, u32)>,
-}
-
-impl TimeIndex {
-    pub fn from_entries(entries: Vec<(i64, u32)>) -> Self {
-        TimeIndex {
-            entries: Entries::InMemory(entries),
+impl OffsetIndex {
+    /// Adds an entry if it keeps keys and positions increasing.
+    pub fn append(&mut self, rel: u32, pos: u32) {
+        match self.entries.last() {
+            Some((r, p)) if r >= rel || p >= pos => {}
+            _ => self.entries.push((rel, pos)),
         }
     }
 
+    /// File position of the largest entry whose relative offset is <= `rel` (0 if none).
+    pub fn lookup(&self, rel: u32) -> u32 {
+        self.entries
+            .last_where(|&(r, _)| r <= rel)
+            .map_or(0, |e| e.1)
+    }
+}
+
+impl TimeIndex {
     /// Adds an entry if the timestamp grew.
     pub fn maybe_append(&mut self, ts: i64, rel: u32) {
         match self.entries.last() {
@@ -428,44 +421,6 @@ impl TimeIndex {
     /// before that offset's batch has only timestamps < `ts`. `None` means "scan from the start".
     pub fn lookup_below(&self, ts: i64) -> Option<u32> {
         self.entries.last_where(|&(t, _)| t < ts).map(|e| e.1)
-    }
-
-    pub fn last(&self) -> Option<(i64, u32)> {
-        self.entries.last()
-    }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Entries held in memory (0 when served from the file).
-    pub fn in_memory_len(&self) -> usize {
-        self.entries.in_memory_len()
-    }
-
-    pub fn is_on_disk(&self) -> bool {
-        matches!(self.entries, Entries::OnDisk(_))
-    }
-
-    /// Every entry (read from the file when on disk).
-    pub fn to_vec(&self) -> Result<Vec<(i64, u32)>> {
-        self.entries.to_vec()
-    }
-
-    pub fn write_to(&self, path: &Path) -> Result<()> {
-        self.entries.write_to(path)
-    }
-
-    /// This index served from `path`, which holds it; `None` if the file does not match.
-    pub fn on_disk(&self, path: &Path) -> Result<Option<TimeIndex>> {
-        Ok(self
-            .entries
-            .on_disk(path)?
-            .map(|entries| TimeIndex { entries }))
-    }
-
-    pub fn read_from(path: &Path) -> Result<Option<TimeIndex>> {
-        Ok(Entries::read_from(path)?.map(Self::from_entries))
     }
 }
 

@@ -288,14 +288,9 @@ pub(crate) fn load(dir: &Path, config: &LogConfig, clean: bool, now_ms: i64) -> 
     let mut txn_index_from: Option<i64> = None;
     for (i, &base) in bases.iter().enumerate() {
         let mut seg = Segment::open(dir, base, now_ms)?;
-        let closed = i + 1 < bases.len();
         if clean || i < first_to_recover {
             if seg.load_clean(interval)? {
-                // Served from disk only once its aborted-transaction index is rebuilt (below):
-                // a new `.index` file vouches for the `.txnindex` beside it.
                 txn_index_from.get_or_insert(base);
-            } else if closed {
-                seg.offload_indexes()?;
             }
             segments.push(seg);
             continue;
@@ -305,9 +300,6 @@ pub(crate) fn load(dir: &Path, config: &LogConfig, clean: bool, now_ms: i64) -> 
         seg.sync()?;
         seg.persist_indexes()?;
         let cut = result.reason.is_some();
-        if closed && !cut {
-            seg.offload_indexes()?;
-        }
         if let Some(reason) = &result.reason {
             warn!(
                 dir = %dir.display(),
@@ -383,12 +375,15 @@ pub(crate) fn load(dir: &Path, config: &LogConfig, clean: bool, now_ms: i64) -> 
         rebuild_txn_indexes(&mut segments, from, aborted)?;
     }
     // Memory does not grow with retained data (issue 16): closed segments serve their indexes
-    // from their files (those rebuilt above are written first), the active one from memory.
-    let n = segments.len();
-    for seg in &mut segments[..n - 1] {
-        seg.offload_indexes()?;
+    // from their files (those rebuilt above are written first; a rebuilt `.index` is written
+    // only after the aborted-transaction index, since a new `.index` vouches for the
+    // `.txnindex` beside it), the active one from memory.
+    if let Some((active, closed)) = segments.split_last_mut() {
+        for seg in closed {
+            seg.offload_indexes()?;
+        }
+        active.load_indexes_into_memory()?;
     }
-    segments[n - 1].load_indexes_into_memory()?;
     write_offset_checkpoint(&rp_path, log_end_offset)?;
     if recovered_from.is_some() {
         info!(dir = %dir.display(), log_end_offset, "log recovered");

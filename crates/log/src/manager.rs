@@ -168,6 +168,13 @@ impl LogManager {
         dir.join(format!("{}-{}", tp.topic, tp.partition))
     }
 
+    /// The log dir holding a directory for `tp`, if one does.
+    fn existing_dir(&self, tp: &TopicPartition) -> Option<&LogDir> {
+        self.dirs
+            .iter()
+            .find(|d| Self::partition_path(&d.path, tp).is_dir())
+    }
+
     /// Opens the existing log (recovering it if its dir was not shut down cleanly) or creates a
     /// new one in the log dir with the fewest partitions.
     pub fn get_or_create(
@@ -182,11 +189,7 @@ impl LogManager {
         if let Some(log) = self.get(tp) {
             return Ok(log);
         }
-        let existing = self
-            .dirs
-            .iter()
-            .find(|d| Self::partition_path(&d.path, tp).is_dir());
-        let (dir, clean) = match existing {
+        let (dir, clean) = match self.existing_dir(tp) {
             Some(d) => (d, d.had_clean_shutdown),
             None => {
                 let logs = self.logs.read();
@@ -229,10 +232,7 @@ impl LogManager {
             .into_iter()
             .filter(|(tp, _)| self.get(tp).is_none())
             .filter_map(|(tp, config)| {
-                let dir = self
-                    .dirs
-                    .iter()
-                    .find(|d| Self::partition_path(&d.path, &tp).is_dir())?;
+                let dir = self.existing_dir(&tp)?;
                 let path = Self::partition_path(&dir.path, &tp);
                 Some((tp, config, path, dir.had_clean_shutdown))
             })

@@ -108,7 +108,7 @@ pub fn encode_response(
             .iter()
             .flat_map(|t| &t.partitions)
             .filter_map(|p| p.records.clone());
-        let mut buf = PieceBuf::new(256, records);
+        let mut buf = PieceBuf::new(4 + size, records);
         buf.put_i32(size as i32);
         header.encode(&mut buf, header_version)?;
         fetch.encode(&mut buf, version)?;

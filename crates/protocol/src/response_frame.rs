@@ -125,18 +125,22 @@ pub(crate) struct PieceBuf {
 }
 
 impl PieceBuf {
-    pub(crate) fn new(capacity: usize, shared: impl IntoIterator<Item = Bytes>) -> Self {
+    /// A buffer for a frame of `frame_len` bytes in all, of which the `shared` record sets
+    /// (those large enough) are referenced; the rest is reserved up front, as one buffer would
+    /// be (each piece taken from `head` leaves it the remaining capacity).
+    pub(crate) fn new(frame_len: usize, shared: impl IntoIterator<Item = Bytes>) -> Self {
         let mut shared: Vec<(usize, usize, Bytes)> = shared
             .into_iter()
             .filter(|b| b.len() >= SHARE_AT_LEAST)
             .map(|b| (b.as_ptr() as usize, b.len(), b))
             .collect();
         shared.sort_by_key(|s| s.0);
+        let shared_len: usize = shared.iter().map(|s| s.1).sum();
         Self {
             shared,
             done: Vec::new(),
             done_len: 0,
-            head: BytesMut::with_capacity(capacity),
+            head: BytesMut::with_capacity(frame_len.saturating_sub(shared_len)),
             went_back: false,
             scratch: Vec::new(),
         }
