@@ -96,6 +96,7 @@ use crate::batch::{BatchHeader, Scan};
 use crate::config::LogConfig;
 use crate::epoch_cache::{read_offset_checkpoint, write_offset_checkpoint};
 use crate::error::{LogError, Result};
+use crate::index::Durability;
 use crate::log::PartitionLog;
 use crate::records::{decode_batch, rebuild_batch, with_delete_horizon, RecordView};
 use crate::segment::{remove_if_exists, segment_path, BatchScanner, Segment, SegmentFile};
@@ -268,7 +269,11 @@ impl PartitionLog {
     }
 
     fn set_cleaner_checkpoint(&self, offset: i64) -> Result<()> {
-        write_offset_checkpoint(&self.dir.join(CLEANER_CHECKPOINT_FILE), offset)?;
+        write_offset_checkpoint(
+            &self.dir.join(CLEANER_CHECKPOINT_FILE),
+            offset,
+            Durability::Synced,
+        )?;
         self.cleaner_checkpoint.store(offset, Ordering::Release);
         Ok(())
     }
@@ -650,7 +655,7 @@ impl PartitionLog {
         fs::rename(&swap, &target).map_err(LogError::io_at(&target))?;
         sync_dir(&self.dir);
         // A closed segment: its indexes go to their files and are served from there.
-        seg.offload_indexes()?;
+        seg.offload_indexes(Durability::Synced)?;
         let old = std::mem::replace(&mut self.state.write().segments[idx], seg);
         debug!(tp = %self.tp, segment = view.base, old_size = old.size, "swapped in cleaned segment");
         Ok(true)
@@ -747,6 +752,7 @@ impl PartitionLog {
             crate::txn::write_txn_index(
                 &segment_path(&self.dir, view.base, "txnindex"),
                 &seg.txn_index,
+                Durability::Synced,
             )?;
         }
         Ok(())

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{LogError, Result};
-use crate::index::{read_optional, write_file_atomically};
+use crate::index::{read_optional, write_file_atomically, Durability};
 
 pub const EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
 
@@ -72,7 +72,7 @@ impl LeaderEpochCache {
             self.entries.pop();
         }
         self.entries.push((epoch, start_offset));
-        self.persist()?;
+        self.persist(Durability::Synced)?;
         Ok(true)
     }
 
@@ -119,13 +119,13 @@ impl LeaderEpochCache {
         Some((found, end))
     }
 
-    pub fn persist(&self) -> Result<()> {
+    pub fn persist(&self, durability: Durability) -> Result<()> {
         let lines: Vec<Vec<i64>> = self
             .entries
             .iter()
             .map(|&(e, o)| vec![i64::from(e), o])
             .collect();
-        write_checkpoint(&self.path, &lines)
+        write_checkpoint(&self.path, &lines, durability)
     }
 }
 
@@ -153,14 +153,18 @@ pub fn parse_checkpoint(data: &[u8], width: usize) -> Option<Vec<Vec<i64>>> {
     Some(out)
 }
 
-pub fn write_checkpoint(path: &Path, entries: &[Vec<i64>]) -> Result<()> {
+pub(crate) fn write_checkpoint(
+    path: &Path,
+    entries: &[Vec<i64>],
+    durability: Durability,
+) -> Result<()> {
     let mut s = format!("0\n{}\n", entries.len());
     for e in entries {
         let parts: Vec<String> = e.iter().map(i64::to_string).collect();
         s.push_str(&parts.join(" "));
         s.push('\n');
     }
-    write_file_atomically(path, s.as_bytes())
+    write_file_atomically(path, s.as_bytes(), durability)
 }
 
 /// Reads a single-value checkpoint (`log-start-offset`, `recovery-point`).
@@ -173,6 +177,10 @@ pub fn read_offset_checkpoint(path: &Path) -> Result<Option<i64>> {
     Ok(v.first().map(|v| v[0]))
 }
 
-pub fn write_offset_checkpoint(path: &Path, offset: i64) -> Result<()> {
-    write_checkpoint(path, &[vec![offset]])
+pub(crate) fn write_offset_checkpoint(
+    path: &Path,
+    offset: i64,
+    durability: Durability,
+) -> Result<()> {
+    write_checkpoint(path, &[vec![offset]], durability)
 }

@@ -273,7 +273,7 @@ impl<E: Entry> Entries<E> {
         }
     }
 
-    fn write_to(&self, path: &Path) -> Result<()> {
+    fn write_to(&self, path: &Path, durability: Durability) -> Result<()> {
         if let Entries::OnDisk(d) = self {
             if d.path == path {
                 return Ok(()); // Already there, unchangeable.
@@ -284,7 +284,7 @@ impl<E: Entry> Entries<E> {
         for e in &entries {
             e.encode(&mut buf);
         }
-        write_file_atomically(path, &buf)
+        write_file_atomically(path, &buf, durability)
     }
 
     /// These entries served from `path`, which must hold exactly them (just written or just
@@ -375,8 +375,8 @@ impl<E: Entry> Index<E> {
         self.entries.to_vec()
     }
 
-    pub fn write_to(&self, path: &Path) -> Result<()> {
-        self.entries.write_to(path)
+    pub fn write_to(&self, path: &Path, durability: Durability) -> Result<()> {
+        self.entries.write_to(path, durability)
     }
 
     /// This index served from `path`, which holds it; `None` if the file does not match.
@@ -432,17 +432,65 @@ pub(crate) fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
     }
 }
 
-/// Writes `path` through a temporary file, fsync and rename, so readers see the old or the new
-/// content, never a mix.
-pub(crate) fn write_file_atomically(path: &Path, data: &[u8]) -> Result<()> {
+/// When a file the log writes beside its segments (an index, a checkpoint, a snapshot) reaches
+/// the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// fsynced before the write returns.
+    Synced,
+    /// Left in the page cache for one `syncfs` of the log dir's file system later. Loading or
+    /// closing thousands of partitions writes several such files each: one sync for all of them
+    /// instead of one each is what lets a broker start and stop in seconds. The caller syncs the
+    /// file system before anything vouches for these files (a recovery point on disk, the
+    /// clean-shutdown marker).
+    Unsynced,
+}
+
+/// Writes `path` through a temporary file, fsync (unless `durability` defers it) and rename, so
+/// readers see the old or the new content, never a mix.
+pub(crate) fn write_file_atomically(
+    path: &Path,
+    data: &[u8],
+    durability: Durability,
+) -> Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
     {
         let mut f = fs::File::create(&tmp).map_err(LogError::io_at(&tmp))?;
         f.write_all(data).map_err(LogError::io_at(&tmp))?;
-        f.sync_all().map_err(LogError::io_at(&tmp))?;
+        if durability == Durability::Synced {
+            f.sync_all().map_err(LogError::io_at(&tmp))?;
+            #[cfg(test)]
+            fsynced::note(&tmp);
+        }
     }
     fs::rename(&tmp, path).map_err(LogError::io_at(path))?;
     Ok(())
+}
+
+/// Test-only record of the files the log fsyncs, so a test can count what an operation costs.
+#[cfg(test)]
+pub(crate) mod fsynced {
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    static FILES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+    pub(crate) fn note(path: &Path) {
+        FILES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(path.to_path_buf());
+    }
+
+    /// fsyncs so far of files under `dir` (tests run in parallel, each in its own dir).
+    pub(crate) fn count_under(dir: &Path) -> usize {
+        FILES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|p| p.starts_with(dir))
+            .count()
+    }
 }

@@ -24,6 +24,7 @@ use crate::batch::BatchHeader;
 use crate::config::LogConfig;
 use crate::epoch_cache::{read_offset_checkpoint, write_offset_checkpoint, LeaderEpochCache};
 use crate::error::{LogError, Result};
+use crate::index::Durability;
 use crate::producer_state::{list_snapshots, snapshot_path, ProducerStateManager};
 use crate::segment::segment_path;
 use crate::segment::{remove_if_exists, BatchScanner, Segment};
@@ -243,6 +244,7 @@ fn rebuild_txn_indexes(
     segments: &mut [Segment],
     from: i64,
     aborted: Vec<AbortedTxn>,
+    durability: Durability,
 ) -> Result<()> {
     let mut aborted = aborted.into_iter().peekable();
     for seg in segments.iter_mut().filter(|s| s.base_offset >= from) {
@@ -256,14 +258,25 @@ fn rebuild_txn_indexes(
             write_txn_index(
                 &segment_path(&dir, seg.base_offset, "txnindex"),
                 &seg.txn_index,
+                durability,
             )?;
         }
     }
     Ok(())
 }
 
-/// Opens and, when `clean` is false, recovers the log in `dir`.
-pub(crate) fn load(dir: &Path, config: &LogConfig, clean: bool, now_ms: i64) -> Result<Loaded> {
+/// Opens and, when `clean` is false, recovers the log in `dir`. With [`Durability::Synced`] the
+/// recovered segments and every file written are fsynced and the recovery point is written.
+/// With [`Durability::Unsynced`] nothing is fsynced and the recovery point file is left as it
+/// was: the caller syncs the file system, then writes it
+/// ([`PartitionLog::write_recovery_point`](crate::PartitionLog::write_recovery_point)).
+pub(crate) fn load(
+    dir: &Path,
+    config: &LogConfig,
+    clean: bool,
+    now_ms: i64,
+    durability: Durability,
+) -> Result<Loaded> {
     fs::create_dir_all(dir).map_err(LogError::io_at(dir))?;
     let bases = scan_dir(dir)?;
     let lso_file = read_offset_checkpoint(&dir.join(LOG_START_OFFSET_FILE))?;
@@ -297,8 +310,10 @@ pub(crate) fn load(dir: &Path, config: &LogConfig, clean: bool, now_ms: i64) -> 
         }
         recovered_from.get_or_insert(base);
         let result = seg.recover(interval)?;
-        seg.sync()?;
-        seg.persist_indexes()?;
+        if durability == Durability::Synced {
+            seg.sync()?;
+        }
+        seg.persist_indexes(durability)?;
         let cut = result.reason.is_some();
         if let Some(reason) = &result.reason {
             warn!(
@@ -347,7 +362,11 @@ pub(crate) fn load(dir: &Path, config: &LogConfig, clean: bool, now_ms: i64) -> 
         log_end_offset = log_start_offset;
     }
     if lso_file != Some(log_start_offset) {
-        write_offset_checkpoint(&dir.join(LOG_START_OFFSET_FILE), log_start_offset)?;
+        write_offset_checkpoint(
+            &dir.join(LOG_START_OFFSET_FILE),
+            log_start_offset,
+            durability,
+        )?;
     }
 
     let mut epochs = LeaderEpochCache::load(dir)?;
@@ -363,7 +382,7 @@ pub(crate) fn load(dir: &Path, config: &LogConfig, clean: bool, now_ms: i64) -> 
         })?;
     }
     epochs.truncate_from_start(log_start_offset);
-    epochs.persist()?;
+    epochs.persist(durability)?;
 
     let txn_index_from = match (txn_index_from, recovered_from) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -372,7 +391,7 @@ pub(crate) fn load(dir: &Path, config: &LogConfig, clean: bool, now_ms: i64) -> 
     let (producers, aborted) =
         rebuild_producer_state(dir, &segments, log_end_offset, txn_index_from)?;
     if let Some(from) = txn_index_from {
-        rebuild_txn_indexes(&mut segments, from, aborted)?;
+        rebuild_txn_indexes(&mut segments, from, aborted, durability)?;
     }
     // Memory does not grow with retained data (issue 16): closed segments serve their indexes
     // from their files (those rebuilt above are written first; a rebuilt `.index` is written
@@ -380,11 +399,13 @@ pub(crate) fn load(dir: &Path, config: &LogConfig, clean: bool, now_ms: i64) -> 
     // `.txnindex` beside it), the active one from memory.
     if let Some((active, closed)) = segments.split_last_mut() {
         for seg in closed {
-            seg.offload_indexes()?;
+            seg.offload_indexes(durability)?;
         }
         active.load_indexes_into_memory()?;
     }
-    write_offset_checkpoint(&rp_path, log_end_offset)?;
+    if durability == Durability::Synced {
+        write_offset_checkpoint(&rp_path, log_end_offset, durability)?;
+    }
     if recovered_from.is_some() {
         info!(dir = %dir.display(), log_end_offset, "log recovered");
     }

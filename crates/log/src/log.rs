@@ -34,6 +34,7 @@ use crate::batch::{stamp_batch, validate_produced, BatchCrcs, BatchHeader, HEADE
 use crate::config::{LogConfig, TimestampType};
 use crate::epoch_cache::{write_offset_checkpoint, LeaderEpochCache};
 use crate::error::{LogError, Result};
+use crate::index::Durability;
 use crate::loader::{self, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE};
 use crate::producer_state::{
     list_snapshots, snapshot_path, ProducerEntry, ProducerStateManager, SequenceCheck,
@@ -146,7 +147,31 @@ impl PartitionLog {
         clean_shutdown: bool,
         clock: SharedClock,
     ) -> Result<PartitionLog> {
-        let loaded = loader::load(&dir, &config, clean_shutdown, clock.now_ms())?;
+        Self::open_with(dir, tp, config, clean_shutdown, clock, Durability::Synced)
+    }
+
+    /// [`Self::open`] that fsyncs nothing and leaves the recovery point file as it was, for a
+    /// caller loading many logs: it syncs the file system once, then calls
+    /// [`Self::write_recovery_point`] on each.
+    pub(crate) fn open_unsynced(
+        dir: PathBuf,
+        tp: TopicPartition,
+        config: LogConfig,
+        clean_shutdown: bool,
+        clock: SharedClock,
+    ) -> Result<PartitionLog> {
+        Self::open_with(dir, tp, config, clean_shutdown, clock, Durability::Unsynced)
+    }
+
+    fn open_with(
+        dir: PathBuf,
+        tp: TopicPartition,
+        config: LogConfig,
+        clean_shutdown: bool,
+        clock: SharedClock,
+        durability: Durability,
+    ) -> Result<PartitionLog> {
+        let loaded = loader::load(&dir, &config, clean_shutdown, clock.now_ms(), durability)?;
         let cleaner_checkpoint = Self::load_cleaner_checkpoint(&dir);
         debug!(%tp, log_start_offset = loaded.log_start_offset,
             log_end_offset = loaded.log_end_offset, segments = loaded.segments.len(), "opened log");
@@ -684,7 +709,7 @@ impl PartitionLog {
             }
         }
         let seg = Segment::create(&self.dir, new_base, now)?;
-        old_index.write()?;
+        old_index.write(Durability::Synced)?;
         {
             let mut st = self.state.write();
             if active_empty {
@@ -702,20 +727,24 @@ impl PartitionLog {
                 // lookups from them and free the entries (issue 16). Not dirty, so no I/O but
                 // two stats under the lock.
                 let n = st.segments.len();
-                if let Err(e) = st.segments[n - 2].offload_indexes() {
+                if let Err(e) = st.segments[n - 2].offload_indexes(Durability::Synced) {
                     warn!(tp = %self.tp, error = %e, "keeping a closed segment's indexes in memory");
                 }
             }
         }
-        self.write_producer_snapshot(new_base)?;
+        self.write_producer_snapshot(new_base, Durability::Synced)?;
         info!(tp = %self.tp, base_offset = new_base, "rolled new log segment");
         Ok(())
     }
 
     /// Writes a producer snapshot at `offset` and deletes all but the newest few.
-    pub(crate) fn write_producer_snapshot(&self, offset: i64) -> Result<()> {
+    pub(crate) fn write_producer_snapshot(
+        &self,
+        offset: i64,
+        durability: Durability,
+    ) -> Result<()> {
         let snapshot = self.producers.lock().clone();
-        snapshot.write_snapshot(&self.dir, offset)?;
+        snapshot.write_snapshot(&self.dir, offset, durability)?;
         let snaps = list_snapshots(&self.dir)?;
         if snaps.len() > SNAPSHOTS_TO_KEEP {
             for off in &snaps[..snaps.len() - SNAPSHOTS_TO_KEEP] {
@@ -826,6 +855,19 @@ impl PartitionLog {
 
     /// fsyncs every segment holding offsets below `offset` and moves the recovery point there.
     pub fn flush_up_to(&self, offset: i64) -> Result<()> {
+        self.flush_up_to_with(offset, Durability::Synced)
+    }
+
+    /// Writes the recovery point file with the recovery point in memory (after an
+    /// [`Self::open_unsynced`] and a sync of the file system, which made it true on disk).
+    pub(crate) fn write_recovery_point(&self, durability: Durability) -> Result<()> {
+        let rp = self.recovery_point.lock();
+        write_offset_checkpoint(&self.dir.join(RECOVERY_POINT_FILE), *rp, durability)
+    }
+
+    /// [`Self::flush_up_to`]; with [`Durability::Unsynced`] the segments are left for a sync of
+    /// the file system (only at close, where the clean-shutdown marker waits for that sync).
+    fn flush_up_to_with(&self, offset: i64, durability: Durability) -> Result<()> {
         let mut rp = self.recovery_point.lock();
         if offset <= *rp {
             return Ok(());
@@ -838,18 +880,32 @@ impl PartitionLog {
                 .map(|s| Arc::clone(&s.file))
                 .collect()
         };
-        for f in files {
-            f.file.sync_data().map_err(LogError::io_at(&f.path))?;
+        if durability == Durability::Synced {
+            for f in files {
+                #[cfg(test)]
+                crate::index::fsynced::note(&f.path);
+                f.file.sync_data().map_err(LogError::io_at(&f.path))?;
+            }
         }
         *rp = offset;
-        write_offset_checkpoint(&self.dir.join(RECOVERY_POINT_FILE), offset)
+        write_offset_checkpoint(&self.dir.join(RECOVERY_POINT_FILE), offset, durability)
     }
 
     /// Flushes, then persists indexes, the producer snapshot, the epoch cache and the log start
     /// offset, so the next open can be a clean one.
     pub fn close(&self) -> Result<()> {
+        self.close_with(Durability::Synced)
+    }
+
+    /// [`Self::close`] that fsyncs nothing, for a caller closing many logs: it syncs the file
+    /// system once before writing the clean-shutdown marker that vouches for them.
+    pub(crate) fn close_unsynced(&self) -> Result<()> {
+        self.close_with(Durability::Unsynced)
+    }
+
+    fn close_with(&self, durability: Durability) -> Result<()> {
         let _writer = self.writer.lock();
-        self.flush()?;
+        self.flush_up_to_with(self.log_end_offset(), durability)?;
         let (snapshots, leo, lso) = {
             let st = self.state.read();
             let snaps: Vec<_> = st
@@ -861,7 +917,7 @@ impl PartitionLog {
             (snaps, st.log_end_offset, st.log_start_offset)
         };
         for s in &snapshots {
-            s.write()?;
+            s.write(durability)?;
         }
         {
             let mut st = self.state.write();
@@ -869,9 +925,9 @@ impl PartitionLog {
                 s.dirty = false;
             }
         }
-        self.write_producer_snapshot(leo)?;
-        self.epochs.lock().persist()?;
-        write_offset_checkpoint(&self.dir.join(LOG_START_OFFSET_FILE), lso)?;
+        self.write_producer_snapshot(leo, durability)?;
+        self.epochs.lock().persist(durability)?;
+        write_offset_checkpoint(&self.dir.join(LOG_START_OFFSET_FILE), lso, durability)?;
         Ok(())
     }
 

@@ -19,6 +19,7 @@ use tracing::{info, warn};
 
 use crate::config::LogConfig;
 use crate::error::{LogError, Result};
+use crate::index::Durability;
 use crate::log::PartitionLog;
 use crate::offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
 
@@ -258,7 +259,7 @@ impl LogManager {
                         while let Some((tp, config, path, clean)) =
                             jobs.get(next.fetch_add(1, Ordering::Relaxed))
                         {
-                            let opened = PartitionLog::open(
+                            let opened = PartitionLog::open_unsynced(
                                 path.clone(),
                                 tp.clone(),
                                 config.clone(),
@@ -280,7 +281,8 @@ impl LogManager {
             }
         });
         drop(tx);
-        let outcomes: Vec<_> = rx.into_iter().collect();
+        let mut outcomes: Vec<_> = rx.into_iter().collect();
+        self.sync_loaded_logs(&mut outcomes);
         {
             let mut logs = self.logs.write();
             for (tp, opened) in &outcomes {
@@ -296,6 +298,42 @@ impl LogManager {
             "loaded partition logs"
         );
         outcomes
+    }
+
+    /// Makes the logs [`Self::open_existing`] loaded without fsyncs durable: one sync of each
+    /// log dir's file system, then each log's recovery point file (which vouches for what the
+    /// sync made durable, so it needs no fsync of its own: an older one on disk only means more
+    /// recovery after a crash). The logs of a dir whose sync fails are turned into errors.
+    fn sync_loaded_logs(&self, outcomes: &mut [(TopicPartition, Result<Arc<PartitionLog>>)]) {
+        for d in &self.dirs {
+            let in_dir = |log: &PartitionLog| log.dir_path().parent() == Some(d.path.as_path());
+            if !outcomes
+                .iter()
+                .any(|(_, o)| o.as_ref().is_ok_and(|l| in_dir(l)))
+            {
+                continue;
+            }
+            if let Err(e) = sync_file_system(&d.path) {
+                warn!(dir = %d.path.display(), error = %e, "syncing loaded logs failed");
+                for (_, o) in outcomes.iter_mut() {
+                    if o.as_ref().is_ok_and(|l| in_dir(l)) {
+                        *o = Err(LogError::KafkaStorage(format!(
+                            "syncing {} after loading failed: {e}",
+                            d.path.display()
+                        )));
+                    }
+                }
+                continue;
+            }
+            for (tp, o) in outcomes.iter() {
+                let Ok(log) = o else { continue };
+                if in_dir(log) {
+                    if let Err(e) = log.write_recovery_point(Durability::Unsynced) {
+                        warn!(%tp, error = %e, "writing the recovery point after loading failed");
+                    }
+                }
+            }
+        }
     }
 
     /// The high watermark of `tp` in its dir's `replication-offset-checkpoint` at open.
@@ -446,14 +484,14 @@ impl LogManager {
                     continue;
                 }
                 let path = Self::partition_path(&d.path, &tp);
-                let recovered = PartitionLog::open(
+                let recovered = PartitionLog::open_unsynced(
                     path,
                     tp.clone(),
                     LogConfig::default(),
                     false,
                     Arc::clone(&self.clock),
                 )
-                .and_then(|log| log.close());
+                .and_then(|log| log.close_unsynced());
                 if let Err(e) = recovered {
                     warn!(%tp, error = %e, "recovering unopened log at shutdown failed");
                     failed_dirs.push(d.path.clone());
@@ -461,8 +499,10 @@ impl LogManager {
                 }
             }
         }
+        // Closing writes a few small files per log; one sync of each dir's file system below,
+        // before its marker, makes them durable instead of an fsync each.
         for log in self.all() {
-            if let Err(e) = log.close() {
+            if let Err(e) = log.close_unsynced() {
                 warn!(tp = %log.topic_partition(), error = %e, "closing log failed");
                 if let Some(parent) = log.dir_path().parent() {
                     failed_dirs.push(parent.to_path_buf());
@@ -472,6 +512,11 @@ impl LogManager {
         }
         for d in &self.dirs {
             if failed_dirs.contains(&d.path) {
+                continue;
+            }
+            if let Err(e) = sync_file_system(&d.path) {
+                warn!(dir = %d.path.display(), error = %e, "syncing closed logs failed; no clean-shutdown marker");
+                first_err.get_or_insert(e);
                 continue;
             }
             let marker = d.path.join(CLEAN_SHUTDOWN_FILE);
@@ -484,6 +529,23 @@ impl LogManager {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+}
+
+/// Flushes everything written to the file system holding `dir` (`syncfs`; Linux reports
+/// write-back errors of any file on it since 5.8). Elsewhere `sync`, which flushes all file
+/// systems.
+fn sync_file_system(dir: &Path) -> Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let d = fs::File::open(dir).map_err(LogError::io_at(dir))?;
+        rustix::fs::syncfs(&d).map_err(|e| LogError::io_at(dir)(e.into()))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        rustix::fs::sync();
+        Ok(())
     }
 }
 

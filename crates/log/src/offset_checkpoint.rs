@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use ferry_common::TopicPartition;
 
 use crate::error::{LogError, Result};
-use crate::index::{read_optional, write_file_atomically};
+use crate::index::{read_optional, write_file_atomically, Durability};
 
 /// The high-watermark checkpoint of a log dir.
 pub const REPLICATION_OFFSET_CHECKPOINT_FILE: &str = "replication-offset-checkpoint";
@@ -40,7 +40,7 @@ impl OffsetCheckpointFile {
         for (tp, offset) in offsets {
             s.push_str(&format!("{} {} {offset}\n", tp.topic, tp.partition));
         }
-        write_file_atomically(&self.path, s.as_bytes())?;
+        write_file_atomically(&self.path, s.as_bytes(), Durability::Synced)?;
         // The rename itself must survive a crash too.
         if let Some(dir) = self.path.parent() {
             if let Ok(d) = std::fs::File::open(dir) {

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::{seq_add, BatchHeader};
 use crate::error::{LogError, Result};
-use crate::index::{read_optional, write_file_atomically};
+use crate::index::{read_optional, write_file_atomically, Durability};
 use crate::txn::{AbortedTxn, TxnMarker, TxnResult};
 
 /// How many recent batches per producer are remembered for duplicate detection (Kafka's 5).
@@ -321,7 +321,7 @@ impl ProducerStateManager {
     }
 
     /// Writes `<offset:020>.snapshot` in `dir`: the state as of log offset `offset`.
-    pub fn write_snapshot(&self, dir: &Path, offset: i64) -> Result<()> {
+    pub fn write_snapshot(&self, dir: &Path, offset: i64, durability: Durability) -> Result<()> {
         let mut producers: Vec<(i64, ProducerEntry)> = self
             .producers
             .iter()
@@ -334,7 +334,7 @@ impl ProducerStateManager {
         };
         let data = serde_json::to_vec(&snap)
             .map_err(|e| LogError::KafkaStorage(format!("encoding producer snapshot: {e}")))?;
-        write_file_atomically(&snapshot_path(dir, offset), &data)
+        write_file_atomically(&snapshot_path(dir, offset), &data, durability)
     }
 
     /// Reads a snapshot file written by [`write_snapshot`](Self::write_snapshot).

@@ -10,6 +10,7 @@ use tracing::info;
 
 use crate::epoch_cache::write_offset_checkpoint;
 use crate::error::{LogError, Result};
+use crate::index::Durability;
 use crate::loader::{rebuild_producer_state, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE};
 use crate::log::PartitionLog;
 use crate::segment::Segment;
@@ -89,7 +90,11 @@ impl PartitionLog {
             let new_lso = st.log_start_offset.max(st.segments[count].base_offset);
             (count, new_lso)
         };
-        write_offset_checkpoint(&self.dir.join(LOG_START_OFFSET_FILE), new_lso)?;
+        write_offset_checkpoint(
+            &self.dir.join(LOG_START_OFFSET_FILE),
+            new_lso,
+            Durability::Synced,
+        )?;
         let deleted: Vec<Segment> = {
             let mut st = self.state.write();
             st.log_start_offset = new_lso;
@@ -106,7 +111,7 @@ impl PartitionLog {
     fn after_log_start_moved(&self, new_lso: i64) -> Result<()> {
         let mut epochs = self.epochs.lock();
         if epochs.truncate_from_start(new_lso) {
-            epochs.persist()?;
+            epochs.persist(Durability::Synced)?;
         }
         Ok(())
     }
@@ -134,7 +139,11 @@ impl PartitionLog {
         if offset <= lso {
             return Ok(lso);
         }
-        write_offset_checkpoint(&self.dir.join(LOG_START_OFFSET_FILE), offset)?;
+        write_offset_checkpoint(
+            &self.dir.join(LOG_START_OFFSET_FILE),
+            offset,
+            Durability::Synced,
+        )?;
         self.state.write().log_start_offset = offset;
         if wholly_below > 0 {
             self.delete_oldest_segments(wholly_below, SegmentDeletionReason::LogStartOffsetBreach)?;
@@ -170,7 +179,11 @@ impl PartitionLog {
         let offset = offset.max(0);
         let removed: Vec<Segment> = if offset < lso || fully {
             let fresh = Segment::create_or_replace(&self.dir, offset, now)?;
-            write_offset_checkpoint(&self.dir.join(LOG_START_OFFSET_FILE), offset)?;
+            write_offset_checkpoint(
+                &self.dir.join(LOG_START_OFFSET_FILE),
+                offset,
+                Durability::Synced,
+            )?;
             let mut st = self.state.write();
             let old: Vec<Segment> = st
                 .segments
@@ -204,20 +217,28 @@ impl PartitionLog {
             let st = self.state.read();
             (st.log_end_offset, st.log_start_offset)
         };
-        write_offset_checkpoint(&self.dir.join(LOG_START_OFFSET_FILE), new_lso)?;
+        write_offset_checkpoint(
+            &self.dir.join(LOG_START_OFFSET_FILE),
+            new_lso,
+            Durability::Synced,
+        )?;
         {
             let mut epochs = self.epochs.lock();
             // A full truncation keeps no epoch: the leader's next batches assign them again.
             let epoch_end = if fully { i64::MIN } else { new_leo };
             if epochs.truncate_from_end(epoch_end) {
-                epochs.persist()?;
+                epochs.persist(Durability::Synced)?;
             }
         }
         {
             let mut rp = self.recovery_point.lock();
             if *rp > new_leo {
                 *rp = new_leo;
-                write_offset_checkpoint(&self.dir.join(RECOVERY_POINT_FILE), new_leo)?;
+                write_offset_checkpoint(
+                    &self.dir.join(RECOVERY_POINT_FILE),
+                    new_leo,
+                    Durability::Synced,
+                )?;
             }
         }
         let rebuilt = {

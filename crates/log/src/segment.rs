@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use crate::batch::{scan_batch, BatchHeader, Scan, HEADER_SIZE, LOG_OVERHEAD};
 use crate::error::{LogError, Result};
-use crate::index::{OffsetIndex, TimeIndex, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE};
+use crate::index::{Durability, OffsetIndex, TimeIndex, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE};
 use crate::txn::{read_txn_index, write_txn_index, AbortedTxn};
 
 /// Suffixes of a segment's files.
@@ -517,8 +517,8 @@ impl Segment {
     }
 
     /// Writes the `.index` and `.timeindex` files.
-    pub fn persist_indexes(&mut self) -> Result<()> {
-        self.index_snapshot().write()?;
+    pub fn persist_indexes(&mut self, durability: Durability) -> Result<()> {
+        self.index_snapshot().write(durability)?;
         self.dirty = false;
         Ok(())
     }
@@ -527,14 +527,14 @@ impl Segment {
     /// `.index` / `.timeindex` files, writing them first when memory differs from them. If a
     /// file does not hold what memory does (it should, the caller holds the log's writer), the
     /// indexes stay in memory and a warning says so.
-    pub fn offload_indexes(&mut self) -> Result<()> {
+    pub fn offload_indexes(&mut self, durability: Durability) -> Result<()> {
         let entries = self.time_index.len();
         self.seal_time_index();
         if self.time_index.len() != entries {
             self.dirty = true;
         }
         if self.dirty {
-            self.persist_indexes()?;
+            self.persist_indexes(durability)?;
         }
         let dir = self.dir().map(Path::to_path_buf).unwrap_or_default();
         let oi = self
@@ -588,6 +588,8 @@ impl Segment {
     }
 
     pub fn sync(&self) -> Result<()> {
+        #[cfg(test)]
+        crate::index::fsynced::note(&self.file.path);
         self.file
             .file
             .sync_data()
@@ -614,15 +616,20 @@ pub struct IndexSnapshot {
 }
 
 impl IndexSnapshot {
-    pub fn write(&self) -> Result<()> {
+    pub fn write(&self, durability: Durability) -> Result<()> {
         write_txn_index(
             &segment_path(&self.dir, self.base_offset, "txnindex"),
             &self.txn_index,
+            durability,
         )?;
-        self.offset_index
-            .write_to(&segment_path(&self.dir, self.base_offset, "index"))?;
-        self.time_index
-            .write_to(&segment_path(&self.dir, self.base_offset, "timeindex"))
+        self.offset_index.write_to(
+            &segment_path(&self.dir, self.base_offset, "index"),
+            durability,
+        )?;
+        self.time_index.write_to(
+            &segment_path(&self.dir, self.base_offset, "timeindex"),
+            durability,
+        )
     }
 }
 

@@ -17,7 +17,7 @@ use crate::batch::{
     compute_crc, BatchHeader, CONTROL_BIT, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, TRANSACTIONAL_BIT,
 };
 use crate::error::{LogError, Result};
-use crate::index::{read_optional, write_file_atomically};
+use crate::index::{read_optional, write_file_atomically, Durability};
 use crate::segment::remove_if_exists;
 
 /// How a transaction ended.
@@ -167,7 +167,11 @@ pub struct AbortedTxn {
 pub const TXN_INDEX_ENTRY_SIZE: usize = 34;
 
 /// Writes `entries` as a `.txnindex` file at `path`, or removes the file when there are none.
-pub(crate) fn write_txn_index(path: &Path, entries: &[AbortedTxn]) -> Result<()> {
+pub(crate) fn write_txn_index(
+    path: &Path,
+    entries: &[AbortedTxn],
+    durability: Durability,
+) -> Result<()> {
     if entries.is_empty() {
         return remove_if_exists(path);
     }
@@ -179,7 +183,7 @@ pub(crate) fn write_txn_index(path: &Path, entries: &[AbortedTxn]) -> Result<()>
         buf.extend_from_slice(&e.last_offset.to_be_bytes());
         buf.extend_from_slice(&e.last_stable_offset.to_be_bytes());
     }
-    write_file_atomically(path, &buf)
+    write_file_atomically(path, &buf, durability)
 }
 
 /// Reads a `.txnindex` file: empty when the file is missing (the segment aborted nothing),
@@ -311,14 +315,14 @@ mod tests {
                 last_stable_offset: 21,
             },
         ];
-        write_txn_index(&path, &entries).unwrap();
+        write_txn_index(&path, &entries, Durability::Synced).unwrap();
         let raw = std::fs::read(&path).unwrap();
         assert_eq!(raw.len(), 68);
         assert_eq!(&raw[..10], &[0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
         assert_eq!(read_txn_index(&path).unwrap(), Some(entries));
         std::fs::write(&path, &raw[..33]).unwrap();
         assert_eq!(read_txn_index(&path).unwrap(), None);
-        write_txn_index(&path, &[]).unwrap();
+        write_txn_index(&path, &[], Durability::Synced).unwrap();
         assert!(!path.exists());
         assert_eq!(read_txn_index(&path).unwrap(), Some(vec![]));
     }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::index::{OffsetIndex, TimeIndex, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE};
+use crate::index::{Durability, OffsetIndex, TimeIndex, OFFSET_ENTRY_SIZE, TIME_ENTRY_SIZE};
 use crate::segment::segment_path;
 use crate::test_util::*;
 use crate::{LogConfig, PartitionLog};
@@ -208,8 +208,8 @@ fn on_disk_search_matches_in_memory_search() {
         );
         let op = dir.path().join(format!("{n}.index"));
         let tp = dir.path().join(format!("{n}.timeindex"));
-        oi.write_to(&op).unwrap();
-        ti.write_to(&tp).unwrap();
+        oi.write_to(&op, Durability::Synced).unwrap();
+        ti.write_to(&tp, Durability::Synced).unwrap();
         let od = oi.on_disk(&op).unwrap().unwrap();
         let td = ti.on_disk(&tp).unwrap().unwrap();
         assert!(od.is_on_disk() && td.is_on_disk());
@@ -225,7 +225,7 @@ fn on_disk_search_matches_in_memory_search() {
         // A file replaced under the index is not read: lookups fall back to a scan from the start.
         if n > 0 {
             OffsetIndex::from_entries(vec![(1, 1)])
-                .write_to(&op)
+                .write_to(&op, Durability::Synced)
                 .unwrap();
             drop(od.clone()); // evicts the cached handle of the old file
             assert_eq!(od.lookup(3 * n as u32), 0);
@@ -238,7 +238,7 @@ fn on_disk_search_matches_in_memory_search() {
     let oi = OffsetIndex::from_entries(vec![(1, 10), (2, 20)]);
     let p = dir.path().join("other.index");
     OffsetIndex::from_entries(vec![(1, 10)])
-        .write_to(&p)
+        .write_to(&p, Durability::Synced)
         .unwrap();
     assert!(oi.on_disk(&p).unwrap().is_none());
 }

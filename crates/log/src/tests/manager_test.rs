@@ -301,3 +301,65 @@ fn open_existing_opens_the_others_when_one_partition_is_damaged() {
         assert_eq!(m.get(tp).unwrap().log_end_offset(), 3, "{tp}");
     }
 }
+
+#[test]
+fn loading_and_closing_many_logs_sync_the_file_system_once_not_each_file() {
+    use crate::epoch_cache::read_offset_checkpoint;
+    use crate::index::fsynced;
+    use crate::loader::RECOVERY_POINT_FILE;
+
+    let root = tempfile::tempdir().unwrap();
+    let dirs = vec![root.path().join("a"), root.path().join("b")];
+    let (_c, clock) = clock(0);
+    let tps: Vec<TopicPartition> = (0..40).map(|p| TopicPartition::new("t", p)).collect();
+    {
+        let m = LogManager::open(dirs.clone(), Arc::clone(&clock)).unwrap();
+        for tp in &tps {
+            let log = m.get_or_create(tp, LogConfig::default()).unwrap();
+            log.append_as_leader(&simple(3, 1), 0).unwrap();
+        }
+        // No shutdown: the next open recovers every log.
+    }
+    let wanted = || tps.iter().map(|tp| (tp.clone(), LogConfig::default()));
+
+    let m = LogManager::open(dirs.clone(), Arc::clone(&clock)).unwrap();
+    let before = fsynced::count_under(root.path());
+    let outcomes = m.open_existing(wanted().collect(), 2);
+    assert!(outcomes.iter().all(|(_, o)| o.is_ok()));
+    // Recovery rebuilt indexes, epoch caches and checkpoints of 40 logs: one fsync each would
+    // be several per log (the previous code did 7).
+    assert_eq!(
+        fsynced::count_under(root.path()),
+        before,
+        "fsyncs during the load"
+    );
+    for tp in &tps {
+        let log = m.get(tp).unwrap();
+        assert_eq!(log.log_end_offset(), 3);
+        // Written after the file system sync, and vouching for the recovered log.
+        let rp = read_offset_checkpoint(&log.dir().join(RECOVERY_POINT_FILE)).unwrap();
+        assert_eq!(rp, Some(3), "{tp}");
+    }
+
+    let before = fsynced::count_under(root.path());
+    m.shutdown().unwrap();
+    assert_eq!(
+        fsynced::count_under(root.path()),
+        before,
+        "fsyncs during the shutdown"
+    );
+    drop(m);
+
+    let m = LogManager::open(dirs.clone(), Arc::clone(&clock)).unwrap();
+    assert!(dirs.iter().all(|d| m.had_clean_shutdown(d)));
+    let outcomes = m.open_existing(wanted().collect(), 2);
+    assert!(outcomes.iter().all(|(_, o)| o.is_ok()));
+    for tp in &tps {
+        let log = m.get(tp).unwrap();
+        assert_eq!(log.log_end_offset(), 3, "{tp}");
+        assert!(
+            !log.read(0, 1 << 20, 3, true).unwrap().records.is_empty(),
+            "{tp}"
+        );
+    }
+}
