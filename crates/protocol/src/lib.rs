@@ -9,11 +9,13 @@
 //!   ApiVersions at an unsupported version is the one exception, answered with the v0 fallback
 //!   (KIP-511) so that a newer client can still learn what ferry serves.
 
+pub mod features;
 pub mod frame;
 pub mod request;
 pub mod response_frame;
 pub mod versions;
 
+pub use features::add_features;
 pub use kafka_protocol;
 pub use request::{decode_request, encode_response, DecodeError, DecodedRequest, ResponseFrame};
 pub use versions::{api_versions_response, supported_range, SUPPORTED};

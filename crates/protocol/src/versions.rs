@@ -9,9 +9,13 @@ use kafka_protocol::protocol::VersionRange;
 /// maximums are the newest versions whose fields ferry fills in correctly.
 pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 13),
-    (ApiKey::Fetch, 4, 17),
+    // v18 (KIP-1166) adds a follower's known high watermark to each partition; the response is
+    // unchanged.
+    (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 13),
+    // KIP-966: what Kafka 3.7+ admin clients send for describeTopics.
+    (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::ApiVersions, 0, 4),
     // SASL (KIP-152). After SaslHandshake v0 the tokens come as bare frames, which ferry
     // serves too: librdkafka only sends v1 to a broker whose range starts at 0.
@@ -59,6 +63,11 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterClientQuotas, 0, 1),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    // Client telemetry (KIP-714): ferry asks for no metrics. ListConfigResources v0 is
+    // KIP-714's ListClientMetricsResources; v1 (KIP-1142: topics, brokers, groups) is not served.
+    (ApiKey::GetTelemetrySubscriptions, 0, 0),
+    (ApiKey::PushTelemetry, 0, 0),
+    (ApiKey::ListConfigResources, 0, 0),
 ];
 
 /// The version range ferry serves for `key`, if it serves the API at all.

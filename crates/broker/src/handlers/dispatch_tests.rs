@@ -68,6 +68,10 @@ fn default_body(key: ApiKey) -> RequestKind {
             AlterClientQuotas,
             DescribeUserScramCredentials,
             AlterUserScramCredentials,
+            DescribeTopicPartitions,
+            GetTelemetrySubscriptions,
+            PushTelemetry,
+            ListConfigResources,
         ),
     }
 }

@@ -9,6 +9,7 @@
 //! to the leader, and a response to a follower does not long-poll while the follower has not been
 //! told the current high watermark, so followers serving consumers stay current.
 
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +46,8 @@ struct Fetcher<'a> {
     ctx: &'a RequestContext,
     /// A follower's fetch without CLUSTER_ACTION on the cluster: every partition is refused.
     follower_denied: bool,
+    /// The high watermarks a follower says it knows (v18, KIP-1166), by partition.
+    known_high_watermarks: HashMap<PartKey, i64>,
 }
 
 impl Fetcher<'_> {
@@ -99,6 +102,11 @@ pub async fn handle(
     } else {
         ""
     };
+    let known_high_watermarks = if replica.is_some() && !follower_denied {
+        known_high_watermarks(&request, version)
+    } else {
+        HashMap::new()
+    };
     let fetcher = Fetcher {
         version,
         replica,
@@ -106,6 +114,7 @@ pub async fn handle(
         read_committed,
         ctx,
         follower_denied,
+        known_high_watermarks,
     };
     let wanted = Wanted {
         response_max,
@@ -136,6 +145,36 @@ pub(crate) fn fetching_replica(request: &FetchRequest, version: i16) -> Option<i
         request.replica_id.0
     };
     (replica >= 0).then_some(replica)
+}
+
+/// The first Fetch version in which a follower tells the leader the high watermark it knows.
+const KNOWN_HIGH_WATERMARK_VERSION: i16 = 18;
+/// A v18 partition's `high_watermark` when the follower does not report one.
+const HIGH_WATERMARK_NOT_REPORTED: i64 = i64::MAX;
+
+/// The high watermark each partition's follower knows, where its v18 fetch reports one (-1:
+/// it knows none). A partition left out of an incremental fetch carries no report.
+fn known_high_watermarks(request: &FetchRequest, version: i16) -> HashMap<PartKey, i64> {
+    if version < KNOWN_HIGH_WATERMARK_VERSION {
+        return HashMap::new();
+    }
+    request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .filter(|p| p.high_watermark != HIGH_WATERMARK_NOT_REPORTED)
+                .map(|p| {
+                    let key = PartKey {
+                        topic_id: t.topic_id,
+                        topic: String::new(),
+                        partition: p.partition,
+                    };
+                    (key, p.high_watermark)
+                })
+        })
+        .collect()
 }
 
 /// Records the follower `replica`'s fetch offsets as its log end offsets, expanding the ISR
@@ -194,12 +233,14 @@ async fn read_until_ready(
         let total: usize = reads.iter().map(|r| r.bytes).sum();
         let any_error = reads.iter().any(|r| r.data.error_code != 0);
         let redirect = reads.iter().any(|r| r.data.preferred_read_replica.0 >= 0);
+        // A follower that has not been told the current high watermark (by this leader's
+        // record of what it sent, or by its own v18 report, KIP-1166) is answered at once.
         let hw_news = replica.is_some_and(|id| {
             resolved
                 .iter()
                 .flatten()
                 .any(|p| p.high_watermark_unsent(id))
-        });
+        }) || follower_behind_high_watermark(partitions, &resolved, fetcher);
         let now = tokio::time::Instant::now();
         if total >= wanted.min_bytes
             || any_error
@@ -220,6 +261,24 @@ async fn read_until_ready(
         let changed = select_all(watchers.iter_mut().map(|w| Box::pin(w.changed())));
         let _ = tokio::time::timeout_at(wanted.deadline, changed).await;
     }
+}
+
+/// Whether a partition's follower reported (Fetch v18) a high watermark below the leader's.
+fn follower_behind_high_watermark(
+    partitions: &[FetchPartition],
+    resolved: &[Option<Arc<Partition>>],
+    fetcher: &Fetcher<'_>,
+) -> bool {
+    if fetcher.known_high_watermarks.is_empty() {
+        return false;
+    }
+    partitions.iter().zip(resolved).any(|(req, p)| {
+        let Some(p) = p else { return false };
+        fetcher
+            .known_high_watermarks
+            .get(&req.key)
+            .is_some_and(|known| *known < p.high_watermark())
+    })
 }
 
 /// What the fetch session needs of each read to decide which partitions the response includes.

@@ -22,7 +22,7 @@ use ferry_cluster::metadata_store::TopicMeta;
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
 /// All operations a principal could hold on a topic: the mask answered when no authorizer is
 /// configured.
-const ALL_TOPIC_OPERATIONS: i32 = 0b1_1111_1111_1000;
+pub(crate) const ALL_TOPIC_OPERATIONS: i32 = 0b1_1111_1111_1000;
 
 /// Answers with the brokers' endpoints on the listener the client connected on.
 pub fn handle(

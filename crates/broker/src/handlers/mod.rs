@@ -33,6 +33,8 @@ mod produce;
 mod quotas;
 mod records;
 mod scram;
+mod telemetry;
+mod topic_partitions;
 mod topics;
 mod txn;
 mod txn_acl;
@@ -194,8 +196,8 @@ enum Routed {
     NotOurs(RequestKind),
 }
 
-/// What the cluster is and where to send requests: API versions, metadata, the cluster and
-/// its log dirs, and the coordinator of a group.
+/// What the cluster is and where to send requests: API versions and features, metadata, the
+/// cluster and its log dirs, the coordinator of a group, and what telemetry clients should push.
 fn cluster_request(
     broker: &Arc<Broker>,
     body: RequestKind,
@@ -204,7 +206,21 @@ fn cluster_request(
 ) -> Routed {
     let response = match body {
         RequestKind::ApiVersions(_) => {
-            ResponseKind::ApiVersions(ferry_protocol::api_versions_response(0))
+            let mut response = ferry_protocol::api_versions_response(0);
+            // Kafka's features epoch is the offset of the metadata image they were read from.
+            let epoch = i64::try_from(broker.metadata.image().applied_index).unwrap_or(i64::MAX);
+            ferry_protocol::add_features(&mut response, v, epoch);
+            ResponseKind::ApiVersions(response)
+        }
+        RequestKind::DescribeTopicPartitions(r) => ResponseKind::DescribeTopicPartitions(
+            topic_partitions::describe(broker, r, ctx),
+        ),
+        RequestKind::GetTelemetrySubscriptions(r) => {
+            ResponseKind::GetTelemetrySubscriptions(telemetry::subscriptions(r))
+        }
+        RequestKind::PushTelemetry(r) => ResponseKind::PushTelemetry(telemetry::push(r)),
+        RequestKind::ListConfigResources(r) => {
+            ResponseKind::ListConfigResources(telemetry::list_config_resources(broker, r, ctx))
         }
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v, ctx)),
         RequestKind::DescribeCluster(r) => {
@@ -410,6 +426,8 @@ pub(crate) fn message(m: impl Into<String>) -> Option<StrBytes> {
 
 #[cfg(test)]
 mod acl_tests;
+#[cfg(test)]
+mod client_apis_tests;
 #[cfg(test)]
 mod dispatch_tests;
 #[cfg(test)]

@@ -147,5 +147,9 @@ pub fn set_throttle_time(response: &mut ResponseKind, throttle: Duration) {
         AlterClientQuotas,
         DescribeUserScramCredentials,
         AlterUserScramCredentials,
+        DescribeTopicPartitions,
+        GetTelemetrySubscriptions,
+        PushTelemetry,
+        ListConfigResources,
     );
 }
