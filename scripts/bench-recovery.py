@@ -69,6 +69,7 @@ def recover(binary, tag):
     data = f"{ROOT}/run"
     shutil.rmtree(data, ignore_errors=True)
     subprocess.run(["cp", "-a", f"{ROOT}/seed", data], check=True)
+    os.sync()  # the copy's dirty pages are not the broker's work
     log = f"{ROOT}/{tag}.log"
     t0 = time.monotonic()
     p = start(binary, data, log)

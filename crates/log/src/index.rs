@@ -438,11 +438,12 @@ pub(crate) fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
 pub(crate) enum Durability {
     /// fsynced before the write returns.
     Synced,
-    /// Left in the page cache for one `syncfs` of the log dir's file system later. Loading or
-    /// closing thousands of partitions writes several such files each: one sync for all of them
-    /// instead of one each is what lets a broker start and stop in seconds. The caller syncs the
-    /// file system before anything vouches for these files (a recovery point on disk, the
-    /// clean-shutdown marker).
+    /// Left in the page cache for one `syncfs` of the log dir's file system later, and not
+    /// written at all when the file already holds these bytes. Loading or closing thousands of
+    /// partitions writes several such files each, most of them unchanged: one sync for all and
+    /// a read instead of a create and rename for the unchanged ones is what lets a broker start
+    /// and stop in seconds. The caller syncs the file system before anything vouches for these
+    /// files (a recovery point on disk, the clean-shutdown marker).
     Unsynced,
 }
 
@@ -453,6 +454,9 @@ pub(crate) fn write_file_atomically(
     data: &[u8],
     durability: Durability,
 ) -> Result<()> {
+    if durability == Durability::Unsynced && read_optional(path)?.is_some_and(|old| old == data) {
+        return Ok(());
+    }
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);

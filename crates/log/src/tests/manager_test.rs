@@ -341,6 +341,18 @@ fn loading_and_closing_many_logs_sync_the_file_system_once_not_each_file() {
         assert_eq!(rp, Some(3), "{tp}");
     }
 
+    // Files that hold what they would be rewritten with are left alone (read, not replaced).
+    use std::os::unix::fs::MetadataExt;
+    let inodes = || -> Vec<u64> {
+        tps.iter()
+            .flat_map(|tp| ["leader-epoch-checkpoint", "log-start-offset"].map(|f| (tp, f)))
+            .map(|(tp, f)| {
+                let dir = m.get(tp).unwrap().dir();
+                std::fs::metadata(dir.join(f)).unwrap().ino()
+            })
+            .collect()
+    };
+    let unchanged = inodes();
     let before = fsynced::count_under(root.path());
     m.shutdown().unwrap();
     assert_eq!(
@@ -348,6 +360,7 @@ fn loading_and_closing_many_logs_sync_the_file_system_once_not_each_file() {
         before,
         "fsyncs during the shutdown"
     );
+    assert_eq!(inodes(), unchanged, "unchanged checkpoints rewritten");
     drop(m);
 
     let m = LogManager::open(dirs.clone(), Arc::clone(&clock)).unwrap();
