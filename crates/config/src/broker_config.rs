@@ -9,9 +9,13 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use ferry_replication::replica_selector::ReplicaSelector;
+
+pub use crate::dynamic::DynamicConfigs;
+use crate::topic_config::Synonym;
 
 /// The type of a config value, as Kafka's `ConfigDef.Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,6 +143,17 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("log.index.size.max.bytes", Int, "10485760", "Default of `segment.index.bytes`: largest offset index before a roll."),
     def("log.message.timestamp.type", ConfigType::String, "CreateTime", "Default of `message.timestamp.type`: `CreateTime` or `LogAppendTime`."),
     def("log.flush.interval.messages", Long, "9223372036854775807", "Default of `flush.messages`: fsync after this many messages (the page cache otherwise, as Kafka)."),
+    def("log.roll.jitter.ms", Long, "0", "Default of `segment.jitter.ms` (accepted; ferry rolls at `segment.ms` exactly)."),
+    def("log.roll.jitter.hours", Int, "0", "Same as `log.roll.jitter.ms` in hours; the ms key wins."),
+    def("log.flush.interval.ms", Long, "9223372036854775807", "Default of `flush.ms` (accepted; ferry leaves timed flushes to the page cache)."),
+    def("log.flush.scheduler.interval.ms", Long, "9223372036854775807", "Default of `flush.ms` when `log.flush.interval.ms` is not set (accepted, no effect)."),
+    def("log.preallocate", Boolean, "false", "Default of `preallocate` (accepted, no effect)."),
+    def("log.message.timestamp.before.max.ms", Long, "9223372036854775807", "Default of `message.timestamp.before.max.ms` (accepted, no effect)."),
+    def("log.message.timestamp.after.max.ms", Long, "9223372036854775807", "Default of `message.timestamp.after.max.ms` (accepted, no effect)."),
+    def("compression.gzip.level", Int, "-1", "Default of the topic config `compression.gzip.level` (accepted; ferry compresses at the codec's default level)."),
+    def("compression.lz4.level", Int, "9", "Default of the topic config `compression.lz4.level` (accepted, no effect)."),
+    def("compression.zstd.level", Int, "3", "Default of the topic config `compression.zstd.level` (accepted, no effect)."),
+    def("log.local.retention.bytes", Long, "-2", "Default of the topic config `local.retention.bytes` (accepted, no effect: ferry has no KIP-405 tier)."),
     def("log.segment.delete.delay.ms", Long, "60000", "Default of `file.delete.delay.ms`."),
     def("log.cleaner.delete.retention.ms", Long, "86400000", "Default of `delete.retention.ms`: how long tombstones survive compaction."),
     def("log.cleaner.min.compaction.lag.ms", Long, "0", "Default of `min.compaction.lag.ms`."),
@@ -210,11 +225,44 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("metrics.address", ConfigType::String, "127.0.0.1:9308", "host:port of the Prometheus endpoint (`/metrics`). Empty disables it."),
 ];
 
-/// A parsed, validated broker configuration.
+/// A parsed, validated broker configuration, with the dynamic layer over it.
 #[derive(Clone, Default)]
 pub struct BrokerConfig {
     /// Values set in the file, by flattened key name (defaults are not stored here).
     explicit: BTreeMap<String, String>,
+    /// Values altered at run time ([`crate::dynamic`]), shared by every clone of this config so
+    /// that all holders see a change at once.
+    dynamic: Arc<RwLock<DynamicConfigs>>,
+}
+
+/// Where a config value comes from, as DescribeConfigs reports it (Kafka's `ConfigSource`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// Set on the topic (DYNAMIC_TOPIC_CONFIG = 1).
+    Topic,
+    /// Set dynamically for this broker (DYNAMIC_BROKER_CONFIG = 2).
+    DynamicBroker,
+    /// Set dynamically as the cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG = 3).
+    DynamicDefaultBroker,
+    /// Set in the broker's config file (STATIC_BROKER_CONFIG = 4).
+    StaticBroker,
+    /// Built-in default (DEFAULT_CONFIG = 5).
+    Default,
+    /// A log level of a BROKER_LOGGER resource (DYNAMIC_BROKER_LOGGER_CONFIG = 6).
+    BrokerLogger,
+}
+
+impl ConfigSource {
+    pub fn code(self) -> i8 {
+        match self {
+            ConfigSource::Topic => 1,
+            ConfigSource::DynamicBroker => 2,
+            ConfigSource::DynamicDefaultBroker => 3,
+            ConfigSource::StaticBroker => 4,
+            ConfigSource::Default => 5,
+            ConfigSource::BrokerLogger => 6,
+        }
+    }
 }
 
 /// Shows every value set in the file except secrets (`password`-typed keys), so a config can
@@ -326,7 +374,10 @@ impl BrokerConfig {
             let text = value_to_string(def, &value)?;
             explicit.insert(key, text);
         }
-        Ok(Self { explicit })
+        Ok(Self {
+            explicit,
+            dynamic: Arc::default(),
+        })
     }
 
     /// Sets a key programmatically (tests, command-line overrides), with the same validation.
@@ -574,8 +625,13 @@ impl BrokerConfig {
             .map(|d| d.join("__cluster_metadata"))
     }
 
+    /// Dynamic (a BROKER resource may change it at run time).
     pub fn num_partitions(&self) -> i32 {
-        self.long("num.partitions") as i32
+        self.current("num.partitions")
+            .0
+            .parse::<i32>()
+            .unwrap_or(1)
+            .max(1)
     }
     pub fn default_replication_factor(&self) -> i16 {
         self.long("default.replication.factor") as i16
@@ -651,52 +707,102 @@ impl BrokerConfig {
             .map_err(|e| bad("metrics.address", "string", format!("`{v}`: {e}")))
     }
 
-    /// Broker default for a topic-level config (`retention.ms` ← `log.retention.ms`, ...), as
-    /// (value, the broker key it came from, whether that key was set in the file).
-    pub fn topic_default(&self, topic_key: &str) -> Option<(String, &'static str, bool)> {
-        let synonyms: &[&'static str] = match topic_key {
-            "cleanup.policy" => &["log.cleanup.policy"],
-            "retention.ms" => &[
-                "log.retention.ms",
-                "log.retention.minutes",
-                "log.retention.hours",
-            ],
-            "retention.bytes" => &["log.retention.bytes"],
-            "segment.bytes" => &["log.segment.bytes"],
-            "segment.ms" => &["log.roll.ms", "log.roll.hours"],
-            "segment.index.bytes" => &["log.index.size.max.bytes"],
-            "index.interval.bytes" => &["log.index.interval.bytes"],
-            "max.message.bytes" => &["message.max.bytes"],
-            "message.timestamp.type" => &["log.message.timestamp.type"],
-            "flush.messages" => &["log.flush.interval.messages"],
-            "file.delete.delay.ms" => &["log.segment.delete.delay.ms"],
-            "min.insync.replicas" => &["min.insync.replicas"],
-            "compression.type" => &["compression.type"],
-            "unclean.leader.election.enable" => &["unclean.leader.election.enable"],
-            "remote.wal.enable" => &["remote.wal.enable"],
-            "delete.retention.ms" => &["log.cleaner.delete.retention.ms"],
-            "min.compaction.lag.ms" => &["log.cleaner.min.compaction.lag.ms"],
-            "max.compaction.lag.ms" => &["log.cleaner.max.compaction.lag.ms"],
-            "min.cleanable.dirty.ratio" => &["log.cleaner.min.cleanable.ratio"],
-            "local.retention.ms" => &["log.local.retention.ms"],
-            _ => return None,
-        };
-        for (i, key) in synonyms.iter().enumerate() {
-            if let Some(v) = self.explicit.get(*key) {
-                let scaled = match (topic_key, i) {
-                    ("retention.ms", 1) => scale(v, 60_000),
-                    ("retention.ms", 2) | ("segment.ms", 1) => scale(v, 3_600_000),
-                    _ => v.to_string(),
-                };
-                return Some((scaled, key, true));
+    /// Replaces the dynamic layer (the broker follows the metadata image with it).
+    pub fn set_dynamic(&self, configs: DynamicConfigs) {
+        *self.dynamic.write().unwrap_or_else(|p| p.into_inner()) = configs;
+    }
+
+    /// The dynamic layer as it stands.
+    pub fn dynamic(&self) -> DynamicConfigs {
+        self.dynamic
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The value of a key with the dynamic layer over the file: per broker, then the cluster
+    /// default, then the file, then the built-in default.
+    pub fn current(&self, key: &str) -> (String, ConfigSource) {
+        let dynamic = self.dynamic.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = dynamic.per_broker.get(key) {
+            return (v.clone(), ConfigSource::DynamicBroker);
+        }
+        if let Some(v) = dynamic.cluster_default.get(key) {
+            return (v.clone(), ConfigSource::DynamicDefaultBroker);
+        }
+        match self.explicit.get(key) {
+            Some(v) => (v.clone(), ConfigSource::StaticBroker),
+            None => (self.raw(key).to_string(), ConfigSource::Default),
+        }
+    }
+
+    /// Broker default of a topic-level config from the broker keys behind it, in Kafka's order
+    /// of precedence (`retention.ms` ← `log.retention.ms`, `log.retention.minutes`,
+    /// `log.retention.hours`): the first key set at any level (per broker, cluster default,
+    /// file) wins, scaled to the topic key's unit; else the default of the last key.
+    pub fn topic_default(&self, synonyms: &[Synonym]) -> Option<(String, ConfigSource)> {
+        let dynamic = self.dynamic.read().unwrap_or_else(|p| p.into_inner());
+        for syn in synonyms {
+            let found = dynamic
+                .per_broker
+                .get(syn.key)
+                .map(|v| (v, ConfigSource::DynamicBroker))
+                .or_else(|| {
+                    dynamic
+                        .cluster_default
+                        .get(syn.key)
+                        .map(|v| (v, ConfigSource::DynamicDefaultBroker))
+                })
+                .or_else(|| {
+                    self.explicit
+                        .get(syn.key)
+                        .map(|v| (v, ConfigSource::StaticBroker))
+                });
+            if let Some((v, source)) = found {
+                return Some((scale(v, syn.factor), source));
             }
         }
-        let first = synonyms[0];
-        Some((lookup_def(first)?.default.to_string(), first, false))
+        let last = synonyms.last()?;
+        Some((
+            scale(lookup_def(last.key)?.default, last.factor),
+            ConfigSource::Default,
+        ))
+    }
+
+    /// Every value the broker keys `keys` have, in Kafka's order for DescribeConfigs synonyms:
+    /// per-broker dynamic values, then cluster defaults, then the file, each in `keys`' order,
+    /// then the built-in default of the last key (Kafka declares a default only on the last of
+    /// a group such as `log.retention.{ms,minutes,hours}`).
+    pub fn synonyms(&self, keys: &[&str]) -> Vec<(String, String, ConfigSource)> {
+        let dynamic = self.dynamic.read().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        let levels = [
+            (&dynamic.per_broker, ConfigSource::DynamicBroker),
+            (&dynamic.cluster_default, ConfigSource::DynamicDefaultBroker),
+            (&self.explicit, ConfigSource::StaticBroker),
+        ];
+        for (map, source) in levels {
+            for key in keys {
+                if let Some(v) = map.get(*key) {
+                    out.push((key.to_string(), v.clone(), source));
+                }
+            }
+        }
+        if let Some(def) = keys.last().and_then(|k| lookup_def(k)) {
+            out.push((
+                def.name.to_string(),
+                def.default.to_string(),
+                ConfigSource::Default,
+            ));
+        }
+        out
     }
 }
 
 fn scale(v: &str, factor: i64) -> String {
+    if factor == 1 {
+        return v.to_string();
+    }
     match v.parse::<i64>() {
         Ok(n) if n < 0 => "-1".to_string(),
         Ok(n) => n.saturating_mul(factor).to_string(),
@@ -834,7 +940,14 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
             n.is_some_and(|n| n >= 14)
         }
         "remote.wal.metadata.topic.delete.retention.ms" => n.is_some_and(|n| n >= 0),
-        "log.local.retention.ms" => n.is_some_and(|n| n >= -2),
+        "log.local.retention.ms" | "log.local.retention.bytes" => n.is_some_and(|n| n >= -2),
+        "log.roll.jitter.ms"
+        | "log.roll.jitter.hours"
+        | "log.message.timestamp.before.max.ms"
+        | "log.message.timestamp.after.max.ms" => n.is_some_and(|n| n >= 0),
+        "compression.gzip.level" => n.is_some_and(|n| (1..=9).contains(&n) || n == -1),
+        "compression.lz4.level" => n.is_some_and(|n| (1..=17).contains(&n)),
+        "compression.zstd.level" => n.is_some_and(|n| (-131072..=22).contains(&n)),
         "remote.wal.failover.republish" => matches!(text, "comprehensive" | "optimized"),
         "log.index.size.max.bytes" => n.is_some_and(|n| n >= 8),
         "log.message.timestamp.type" => matches!(text, "CreateTime" | "LogAppendTime"),

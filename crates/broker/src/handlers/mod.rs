@@ -22,6 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::broker::Broker;
 
 mod acls;
+mod broker_configs;
 mod cluster;
 mod configs;
 pub(crate) mod fetch;

@@ -242,7 +242,7 @@ fn effective_configs(
     TOPIC_CONFIGS
         .iter()
         .filter_map(|def| {
-            let (value, source, _) = topic_config::effective(&broker.config, overrides, def.name)?;
+            let (value, source) = topic_config::effective(&broker.config, overrides, def.name)?;
             Some(
                 CreatableTopicConfigs::default()
                     .with_name(str_bytes(def.name))
