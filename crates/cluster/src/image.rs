@@ -3,8 +3,9 @@
 //!
 //! Owns: registered brokers (rack, endpoints per listener, broker epoch, fenced or not), topics (name, id,
 //! config overrides, partitions with replicas, leader, leader epoch, partition epoch and ISR),
-//! the next unallocated producer id, the cluster id, and the security records (SCRAM
-//! credentials, ACLs, client quotas; see [`crate::security`] for their invariants).
+//! the next unallocated producer id, the cluster id, the security records (SCRAM
+//! credentials, ACLs, client quotas; see [`crate::security`] for their invariants), and the
+//! dynamic broker configs (per broker id, and the cluster default under `""`).
 //!
 //! Invariants, checked by [`Image::apply`] before it changes anything (a rejected record leaves the
 //! image untouched, so every replica of the Raft log ends in the same image):

@@ -412,6 +412,8 @@ pub(crate) fn message(m: impl Into<String>) -> Option<StrBytes> {
 #[cfg(test)]
 mod acl_tests;
 #[cfg(test)]
+mod configs_tests;
+#[cfg(test)]
 mod dispatch_tests;
 #[cfg(test)]
 mod groups_tests;
