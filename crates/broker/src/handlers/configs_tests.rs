@@ -56,7 +56,7 @@ async fn incremental(
 async fn delete_of_keys_at_their_default_or_unknown_succeeds() {
     let dir = tempfile::tempdir().unwrap();
     let b = broker(dir.path(), "").await;
-    create(
+    let created = create(
         &b,
         "mm2",
         1,
@@ -65,6 +65,15 @@ async fn delete_of_keys_at_their_default_or_unknown_succeeds() {
     .await;
     let stored = b.metadata.topic("mm2").unwrap().configs;
     assert_eq!(stored.keys().collect::<Vec<_>>(), ["retention.ms"]);
+    // CreateTopics v5+ lists the new topic's configs: never a key Kafka 4 removed.
+    let listed: Vec<&str> = created.topics[0]
+        .configs
+        .iter()
+        .flatten()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert!(listed.contains(&"retention.ms") && listed.contains(&"preallocate"));
+    assert!(!listed.contains(&"message.format.version"));
     let (code, msg) = incremental(
         &b,
         2,

@@ -241,6 +241,7 @@ fn effective_configs(
 ) -> Vec<CreatableTopicConfigs> {
     TOPIC_CONFIGS
         .iter()
+        .filter(|def| def.effect != topic_config::Effect::Removed)
         .filter_map(|def| {
             let (value, source) = topic_config::effective(&broker.config, overrides, def.name)?;
             Some(
