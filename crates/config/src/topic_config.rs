@@ -27,8 +27,6 @@ pub enum TopicConfigError {
         value: String,
         reason: String,
     },
-    #[error("Null value not supported for topic configs: {0}")]
-    Null(String),
 }
 
 /// Checks one key and value as Kafka's `LogConfig` does: the type, then the key's validator.
