@@ -14,8 +14,7 @@ use std::time::Duration;
 
 use ferry_replication::replica_selector::ReplicaSelector;
 
-pub use crate::dynamic::DynamicConfigs;
-use crate::topic_config::Synonym;
+pub use crate::dynamic::{ConfigSource, DynamicConfigs};
 
 /// The type of a config value, as Kafka's `ConfigDef.Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,40 +228,10 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
 #[derive(Clone, Default)]
 pub struct BrokerConfig {
     /// Values set in the file, by flattened key name (defaults are not stored here).
-    explicit: BTreeMap<String, String>,
+    pub(crate) explicit: BTreeMap<String, String>,
     /// Values altered at run time ([`crate::dynamic`]), shared by every clone of this config so
     /// that all holders see a change at once.
-    dynamic: Arc<RwLock<DynamicConfigs>>,
-}
-
-/// Where a config value comes from, as DescribeConfigs reports it (Kafka's `ConfigSource`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigSource {
-    /// Set on the topic (DYNAMIC_TOPIC_CONFIG = 1).
-    Topic,
-    /// Set dynamically for this broker (DYNAMIC_BROKER_CONFIG = 2).
-    DynamicBroker,
-    /// Set dynamically as the cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG = 3).
-    DynamicDefaultBroker,
-    /// Set in the broker's config file (STATIC_BROKER_CONFIG = 4).
-    StaticBroker,
-    /// Built-in default (DEFAULT_CONFIG = 5).
-    Default,
-    /// A log level of a BROKER_LOGGER resource (DYNAMIC_BROKER_LOGGER_CONFIG = 6).
-    BrokerLogger,
-}
-
-impl ConfigSource {
-    pub fn code(self) -> i8 {
-        match self {
-            ConfigSource::Topic => 1,
-            ConfigSource::DynamicBroker => 2,
-            ConfigSource::DynamicDefaultBroker => 3,
-            ConfigSource::StaticBroker => 4,
-            ConfigSource::Default => 5,
-            ConfigSource::BrokerLogger => 6,
-        }
-    }
+    pub(crate) dynamic: Arc<RwLock<DynamicConfigs>>,
 }
 
 /// Shows every value set in the file except secrets (`password`-typed keys), so a config can
@@ -706,100 +675,9 @@ impl BrokerConfig {
             .map(Some)
             .map_err(|e| bad("metrics.address", "string", format!("`{v}`: {e}")))
     }
-
-    /// Replaces the dynamic layer (the broker follows the metadata image with it).
-    pub fn set_dynamic(&self, configs: DynamicConfigs) {
-        *self.dynamic.write().unwrap_or_else(|p| p.into_inner()) = configs;
-    }
-
-    /// The dynamic layer as it stands.
-    pub fn dynamic(&self) -> DynamicConfigs {
-        self.dynamic
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
-    /// The value of a key with the dynamic layer over the file: per broker, then the cluster
-    /// default, then the file, then the built-in default.
-    pub fn current(&self, key: &str) -> (String, ConfigSource) {
-        let dynamic = self.dynamic.read().unwrap_or_else(|p| p.into_inner());
-        if let Some(v) = dynamic.per_broker.get(key) {
-            return (v.clone(), ConfigSource::DynamicBroker);
-        }
-        if let Some(v) = dynamic.cluster_default.get(key) {
-            return (v.clone(), ConfigSource::DynamicDefaultBroker);
-        }
-        match self.explicit.get(key) {
-            Some(v) => (v.clone(), ConfigSource::StaticBroker),
-            None => (self.raw(key).to_string(), ConfigSource::Default),
-        }
-    }
-
-    /// Broker default of a topic-level config from the broker keys behind it, in Kafka's order
-    /// of precedence (`retention.ms` ← `log.retention.ms`, `log.retention.minutes`,
-    /// `log.retention.hours`): the first key set at any level (per broker, cluster default,
-    /// file) wins, scaled to the topic key's unit; else the default of the last key.
-    pub fn topic_default(&self, synonyms: &[Synonym]) -> Option<(String, ConfigSource)> {
-        let dynamic = self.dynamic.read().unwrap_or_else(|p| p.into_inner());
-        for syn in synonyms {
-            let found = dynamic
-                .per_broker
-                .get(syn.key)
-                .map(|v| (v, ConfigSource::DynamicBroker))
-                .or_else(|| {
-                    dynamic
-                        .cluster_default
-                        .get(syn.key)
-                        .map(|v| (v, ConfigSource::DynamicDefaultBroker))
-                })
-                .or_else(|| {
-                    self.explicit
-                        .get(syn.key)
-                        .map(|v| (v, ConfigSource::StaticBroker))
-                });
-            if let Some((v, source)) = found {
-                return Some((scale(v, syn.factor), source));
-            }
-        }
-        let last = synonyms.last()?;
-        Some((
-            scale(lookup_def(last.key)?.default, last.factor),
-            ConfigSource::Default,
-        ))
-    }
-
-    /// Every value the broker keys `keys` have, in Kafka's order for DescribeConfigs synonyms:
-    /// per-broker dynamic values, then cluster defaults, then the file, each in `keys`' order,
-    /// then the built-in default of the last key (Kafka declares a default only on the last of
-    /// a group such as `log.retention.{ms,minutes,hours}`).
-    pub fn synonyms(&self, keys: &[&str]) -> Vec<(String, String, ConfigSource)> {
-        let dynamic = self.dynamic.read().unwrap_or_else(|p| p.into_inner());
-        let mut out = Vec::new();
-        let levels = [
-            (&dynamic.per_broker, ConfigSource::DynamicBroker),
-            (&dynamic.cluster_default, ConfigSource::DynamicDefaultBroker),
-            (&self.explicit, ConfigSource::StaticBroker),
-        ];
-        for (map, source) in levels {
-            for key in keys {
-                if let Some(v) = map.get(*key) {
-                    out.push((key.to_string(), v.clone(), source));
-                }
-            }
-        }
-        if let Some(def) = keys.last().and_then(|k| lookup_def(k)) {
-            out.push((
-                def.name.to_string(),
-                def.default.to_string(),
-                ConfigSource::Default,
-            ));
-        }
-        out
-    }
 }
 
-fn scale(v: &str, factor: i64) -> String {
+pub(crate) fn scale(v: &str, factor: i64) -> String {
     if factor == 1 {
         return v.to_string();
     }

@@ -2,8 +2,10 @@
 //! (AlterConfigs / IncrementalAlterConfigs on a BROKER resource), per broker (`"1"`) or as the
 //! cluster-wide default (`""`).
 //!
-//! Owns: which keys are dynamic ([`is_dynamic`]), how a dynamic value is checked, and the
-//! current dynamic layer of one broker ([`DynamicConfigs`]). The values live in the controller
+//! Owns: which keys are dynamic ([`is_dynamic`]), how a dynamic value is checked, the
+//! current dynamic layer of one broker ([`DynamicConfigs`]), the lookups that see it
+//! ([`BrokerConfig::current`], [`BrokerConfig::topic_default`], [`BrokerConfig::synonyms`]) and
+//! the [`ConfigSource`] each value is described with. The values live in the controller
 //! quorum's metadata image (so they survive restarts and reach every broker); each broker copies
 //! its own and the cluster default into the [`DynamicConfigs`] its [`BrokerConfig`] shares, and
 //! every lookup of a topic default then sees them (see [`BrokerConfig::topic_default`]).
@@ -13,8 +15,132 @@
 
 use std::collections::BTreeMap;
 
-use crate::broker_config::{lookup_def, BrokerConfig, ConfigError};
-use crate::topic_config::{TopicDefault, TOPIC_CONFIGS};
+use crate::broker_config::{lookup_def, scale, BrokerConfig, ConfigError};
+use crate::topic_config::{Synonym, TopicDefault, TOPIC_CONFIGS};
+
+/// Where a config value comes from, as DescribeConfigs reports it (Kafka's `ConfigSource`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// Set on the topic (DYNAMIC_TOPIC_CONFIG = 1).
+    Topic,
+    /// Set dynamically for this broker (DYNAMIC_BROKER_CONFIG = 2).
+    DynamicBroker,
+    /// Set dynamically as the cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG = 3).
+    DynamicDefaultBroker,
+    /// Set in the broker's config file (STATIC_BROKER_CONFIG = 4).
+    StaticBroker,
+    /// Built-in default (DEFAULT_CONFIG = 5).
+    Default,
+    /// A log level of a BROKER_LOGGER resource (DYNAMIC_BROKER_LOGGER_CONFIG = 6).
+    BrokerLogger,
+}
+
+impl ConfigSource {
+    pub fn code(self) -> i8 {
+        match self {
+            ConfigSource::Topic => 1,
+            ConfigSource::DynamicBroker => 2,
+            ConfigSource::DynamicDefaultBroker => 3,
+            ConfigSource::StaticBroker => 4,
+            ConfigSource::Default => 5,
+            ConfigSource::BrokerLogger => 6,
+        }
+    }
+}
+
+/// The dynamic layer of a [`BrokerConfig`] and the lookups that see it.
+impl BrokerConfig {
+    /// Replaces the dynamic layer (the broker follows the metadata image with it).
+    pub fn set_dynamic(&self, configs: DynamicConfigs) {
+        *self.dynamic.write().unwrap_or_else(|p| p.into_inner()) = configs;
+    }
+
+    /// The dynamic layer as it stands.
+    pub fn dynamic(&self) -> DynamicConfigs {
+        self.dynamic
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The value of a key with the dynamic layer over the file: per broker, then the cluster
+    /// default, then the file, then the built-in default.
+    pub fn current(&self, key: &str) -> (String, ConfigSource) {
+        let dynamic = self.dynamic.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = dynamic.per_broker.get(key) {
+            return (v.clone(), ConfigSource::DynamicBroker);
+        }
+        if let Some(v) = dynamic.cluster_default.get(key) {
+            return (v.clone(), ConfigSource::DynamicDefaultBroker);
+        }
+        match self.explicit.get(key) {
+            Some(v) => (v.clone(), ConfigSource::StaticBroker),
+            None => (self.raw(key).to_string(), ConfigSource::Default),
+        }
+    }
+
+    /// Broker default of a topic-level config from the broker keys behind it, in Kafka's order
+    /// of precedence (`retention.ms` ← `log.retention.ms`, `log.retention.minutes`,
+    /// `log.retention.hours`): the first key set at any level (per broker, cluster default,
+    /// file) wins, scaled to the topic key's unit; else the default of the last key.
+    pub fn topic_default(&self, synonyms: &[Synonym]) -> Option<(String, ConfigSource)> {
+        let dynamic = self.dynamic.read().unwrap_or_else(|p| p.into_inner());
+        for syn in synonyms {
+            let found = dynamic
+                .per_broker
+                .get(syn.key)
+                .map(|v| (v, ConfigSource::DynamicBroker))
+                .or_else(|| {
+                    dynamic
+                        .cluster_default
+                        .get(syn.key)
+                        .map(|v| (v, ConfigSource::DynamicDefaultBroker))
+                })
+                .or_else(|| {
+                    self.explicit
+                        .get(syn.key)
+                        .map(|v| (v, ConfigSource::StaticBroker))
+                });
+            if let Some((v, source)) = found {
+                return Some((scale(v, syn.factor), source));
+            }
+        }
+        let last = synonyms.last()?;
+        Some((
+            scale(lookup_def(last.key)?.default, last.factor),
+            ConfigSource::Default,
+        ))
+    }
+
+    /// Every value the broker keys `keys` have, in Kafka's order for DescribeConfigs synonyms:
+    /// per-broker dynamic values, then cluster defaults, then the file, each in `keys`' order,
+    /// then the built-in default of the last key (Kafka declares a default only on the last of
+    /// a group such as `log.retention.{ms,minutes,hours}`).
+    pub fn synonyms(&self, keys: &[&str]) -> Vec<(String, String, ConfigSource)> {
+        let dynamic = self.dynamic.read().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        let levels = [
+            (&dynamic.per_broker, ConfigSource::DynamicBroker),
+            (&dynamic.cluster_default, ConfigSource::DynamicDefaultBroker),
+            (&self.explicit, ConfigSource::StaticBroker),
+        ];
+        for (map, source) in levels {
+            for key in keys {
+                if let Some(v) = map.get(*key) {
+                    out.push((key.to_string(), v.clone(), source));
+                }
+            }
+        }
+        if let Some(def) = keys.last().and_then(|k| lookup_def(k)) {
+            out.push((
+                def.name.to_string(),
+                def.default.to_string(),
+                ConfigSource::Default,
+            ));
+        }
+        out
+    }
+}
 
 /// The dynamic values one broker follows: its own (`per_broker`) and the cluster default.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
