@@ -163,6 +163,7 @@ impl Broker {
         }
         topic_config::validate_all(configs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .map_err(|e| TopicError::new(errors::config_error(&e), e.to_string()))?;
+        let configs = topic_config::stored(configs);
         Ok(NewTopic {
             name: name.to_string(),
             partitions,
@@ -231,6 +232,28 @@ impl Broker {
         self.metadata.leader_of(topic, partition)
     }
 
+    /// Takes this broker's dynamic configs and the cluster defaults from `image`; when they
+    /// changed, every hosted topic's log config is recomputed (a topic without an override
+    /// follows a new default at once).
+    pub fn follow_broker_configs(&self, image: &ferry_cluster::Image) {
+        let next = ferry_config::DynamicConfigs {
+            per_broker: image
+                .broker_configs
+                .get(&self.node_id.to_string())
+                .cloned()
+                .unwrap_or_default(),
+            cluster_default: image.broker_configs.get("").cloned().unwrap_or_default(),
+        };
+        if self.config.dynamic() == next {
+            return;
+        }
+        self.config.set_dynamic(next);
+        for topic in self.metadata.topics() {
+            let log_config = topic_config::log_config(&self.config, &topic.configs);
+            self.replicas.update_topic_config(&topic.name, &log_config);
+        }
+    }
+
     /// Follows a new metadata image: partitions, roles, deleted topics, fetchers.
     pub fn apply_image(self: &Arc<Self>, image: &ferry_cluster::Image) {
         // A topic created since `image` was taken already has logs (CreateTopics opens them):
@@ -244,6 +267,7 @@ impl Broker {
             image
         };
         self.metrics.set_peer_racks(peer_racks(image));
+        self.follow_broker_configs(image);
         let changes = self.replicas.apply_image(image, |t| {
             topic_config::log_config(&self.config, &t.configs)
         });
@@ -518,7 +542,7 @@ impl Broker {
     ) -> Option<(Vec<Arc<Partition>>, i32, Vec<Leadership>)> {
         let meta = self.metadata.topic(topic)?;
         let min_isr = topic_config::effective(&self.config, &meta.configs, "min.insync.replicas")
-            .and_then(|(v, _, _)| v.parse::<i32>().ok())
+            .and_then(|(v, _)| v.parse::<i32>().ok())
             .unwrap_or(1);
         let hosted: Vec<_> = (0..meta.partitions)
             .filter_map(|p| self.replicas.partition_of(topic, p))

@@ -17,6 +17,7 @@ pub mod handlers;
 pub mod inter_broker;
 pub mod internal_topic;
 pub mod liveness;
+pub mod log_levels;
 pub mod remote_wal;
 pub mod replica_fetcher;
 pub mod replica_manager;

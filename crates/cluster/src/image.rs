@@ -3,8 +3,9 @@
 //!
 //! Owns: registered brokers (rack, endpoints per listener, broker epoch, fenced or not), topics (name, id,
 //! config overrides, partitions with replicas, leader, leader epoch, partition epoch and ISR),
-//! the next unallocated producer id, the cluster id, and the security records (SCRAM
-//! credentials, ACLs, client quotas; see [`crate::security`] for their invariants).
+//! the next unallocated producer id, the cluster id, the security records (SCRAM
+//! credentials, ACLs, client quotas; see [`crate::security`] for their invariants), and the
+//! dynamic broker configs (per broker id, and the cluster default under `""`).
 //!
 //! Invariants, checked by [`Image::apply`] before it changes anything (a rejected record leaves the
 //! image untouched, so every replica of the Raft log ends in the same image):
@@ -203,6 +204,12 @@ pub enum MetadataRecord {
         key: String,
         value: Option<QuotaValue>,
     },
+    /// Replaces the dynamic configs of a BROKER resource: `""` is the cluster default, else a
+    /// broker id (which need not be registered, as in Kafka).
+    AlterBrokerConfigs {
+        resource: String,
+        configs: BTreeMap<String, String>,
+    },
 }
 
 /// What applying an accepted record produced, beyond the change itself.
@@ -259,6 +266,8 @@ pub enum ImageError {
     UnknownAcl(Uuid),
     #[error("invalid client quota: {0}")]
     InvalidQuota(String),
+    #[error("invalid broker config resource `{0}`: neither empty nor a broker id")]
+    InvalidBrokerResource(String),
 }
 
 /// The metadata image. Cheap to share as `Arc<Image>`; a new image is published after each
@@ -284,6 +293,10 @@ pub struct Image {
     pub acls: BTreeMap<Uuid, AclBinding>,
     #[serde(default)]
     pub client_quotas: ClientQuotas,
+    /// Dynamic broker configs by BROKER resource name (`""`: the cluster default, else a
+    /// broker id); a resource without any is absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl Image {
@@ -457,6 +470,18 @@ impl Image {
             MetadataRecord::DeleteAcl { id } => self.delete_acl(*id),
             MetadataRecord::AlterClientQuota { entity, key, value } => {
                 self.alter_client_quota(entity, key, value.map(|v| v.0))
+            }
+            MetadataRecord::AlterBrokerConfigs { resource, configs } => {
+                if !resource.is_empty() && resource.parse::<BrokerId>().is_err() {
+                    return Err(ImageError::InvalidBrokerResource(resource.clone()));
+                }
+                if configs.is_empty() {
+                    self.broker_configs.remove(resource);
+                } else {
+                    self.broker_configs
+                        .insert(resource.clone(), configs.clone());
+                }
+                Ok(Applied::Done)
             }
         }
     }

@@ -362,3 +362,35 @@ fn registrations_without_endpoints_still_load() {
     assert_eq!(reg.endpoint("INTERNAL"), Some(("10.0.0.2", 9093)));
     assert_eq!(reg.endpoint("OTHER"), None);
 }
+
+#[test]
+fn broker_configs_are_replaced_per_resource_and_survive_a_snapshot() {
+    let mut image = Image::default();
+    let set = |resource: &str, pairs: &[(&str, &str)]| MetadataRecord::AlterBrokerConfigs {
+        resource: resource.to_string(),
+        configs: pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    image
+        .apply(&set("", &[("log.retention.ms", "1000")]))
+        .unwrap();
+    image
+        .apply(&set("2", &[("log.retention.bytes", "5")]))
+        .unwrap();
+    assert_eq!(image.broker_configs[""]["log.retention.ms"], "1000");
+    assert_eq!(image.broker_configs["2"].len(), 1);
+    // A snapshot written and read back keeps them; an older snapshot without them reads as none.
+    let json = serde_json::to_string(&image).unwrap();
+    assert_eq!(serde_json::from_str::<Image>(&json).unwrap(), image);
+    // The whole set is replaced; an empty set removes the resource.
+    image.apply(&set("", &[])).unwrap();
+    assert!(!image.broker_configs.contains_key(""));
+    let before = image.clone();
+    assert_eq!(
+        image.apply(&set("broker-2", &[("a", "b")])),
+        Err(ImageError::InvalidBrokerResource("broker-2".into()))
+    );
+    assert_eq!(image, before);
+}

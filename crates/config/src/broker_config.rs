@@ -9,9 +9,12 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use ferry_replication::replica_selector::ReplicaSelector;
+
+pub use crate::dynamic::{ConfigSource, DynamicConfigs};
 
 /// The type of a config value, as Kafka's `ConfigDef.Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,6 +142,17 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("log.index.size.max.bytes", Int, "10485760", "Default of `segment.index.bytes`: largest offset index before a roll."),
     def("log.message.timestamp.type", ConfigType::String, "CreateTime", "Default of `message.timestamp.type`: `CreateTime` or `LogAppendTime`."),
     def("log.flush.interval.messages", Long, "9223372036854775807", "Default of `flush.messages`: fsync after this many messages (the page cache otherwise, as Kafka)."),
+    def("log.roll.jitter.ms", Long, "0", "Default of `segment.jitter.ms` (accepted; ferry rolls at `segment.ms` exactly)."),
+    def("log.roll.jitter.hours", Int, "0", "Same as `log.roll.jitter.ms` in hours; the ms key wins."),
+    def("log.flush.interval.ms", Long, "9223372036854775807", "Default of `flush.ms` (accepted; ferry leaves timed flushes to the page cache)."),
+    def("log.flush.scheduler.interval.ms", Long, "9223372036854775807", "Default of `flush.ms` when `log.flush.interval.ms` is not set (accepted, no effect)."),
+    def("log.preallocate", Boolean, "false", "Default of `preallocate` (accepted, no effect)."),
+    def("log.message.timestamp.before.max.ms", Long, "9223372036854775807", "Default of `message.timestamp.before.max.ms` (accepted, no effect)."),
+    def("log.message.timestamp.after.max.ms", Long, "9223372036854775807", "Default of `message.timestamp.after.max.ms` (accepted, no effect)."),
+    def("compression.gzip.level", Int, "-1", "Default of the topic config `compression.gzip.level` (accepted; ferry compresses at the codec's default level)."),
+    def("compression.lz4.level", Int, "9", "Default of the topic config `compression.lz4.level` (accepted, no effect)."),
+    def("compression.zstd.level", Int, "3", "Default of the topic config `compression.zstd.level` (accepted, no effect)."),
+    def("log.local.retention.bytes", Long, "-2", "Default of the topic config `local.retention.bytes` (accepted, no effect: ferry has no KIP-405 tier)."),
     def("log.segment.delete.delay.ms", Long, "60000", "Default of `file.delete.delay.ms`."),
     def("log.cleaner.delete.retention.ms", Long, "86400000", "Default of `delete.retention.ms`: how long tombstones survive compaction."),
     def("log.cleaner.min.compaction.lag.ms", Long, "0", "Default of `min.compaction.lag.ms`."),
@@ -210,11 +224,14 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("metrics.address", ConfigType::String, "127.0.0.1:9308", "host:port of the Prometheus endpoint (`/metrics`). Empty disables it."),
 ];
 
-/// A parsed, validated broker configuration.
+/// A parsed, validated broker configuration, with the dynamic layer over it.
 #[derive(Clone, Default)]
 pub struct BrokerConfig {
     /// Values set in the file, by flattened key name (defaults are not stored here).
-    explicit: BTreeMap<String, String>,
+    pub(crate) explicit: BTreeMap<String, String>,
+    /// Values altered at run time ([`crate::dynamic`]), shared by every clone of this config so
+    /// that all holders see a change at once.
+    pub(crate) dynamic: Arc<RwLock<DynamicConfigs>>,
 }
 
 /// Shows every value set in the file except secrets (`password`-typed keys), so a config can
@@ -326,7 +343,10 @@ impl BrokerConfig {
             let text = value_to_string(def, &value)?;
             explicit.insert(key, text);
         }
-        Ok(Self { explicit })
+        Ok(Self {
+            explicit,
+            dynamic: Arc::default(),
+        })
     }
 
     /// Sets a key programmatically (tests, command-line overrides), with the same validation.
@@ -574,8 +594,13 @@ impl BrokerConfig {
             .map(|d| d.join("__cluster_metadata"))
     }
 
+    /// Dynamic (a BROKER resource may change it at run time).
     pub fn num_partitions(&self) -> i32 {
-        self.long("num.partitions") as i32
+        self.current("num.partitions")
+            .0
+            .parse::<i32>()
+            .unwrap_or(1)
+            .max(1)
     }
     pub fn default_replication_factor(&self) -> i16 {
         self.long("default.replication.factor") as i16
@@ -650,53 +675,12 @@ impl BrokerConfig {
             .map(Some)
             .map_err(|e| bad("metrics.address", "string", format!("`{v}`: {e}")))
     }
-
-    /// Broker default for a topic-level config (`retention.ms` ← `log.retention.ms`, ...), as
-    /// (value, the broker key it came from, whether that key was set in the file).
-    pub fn topic_default(&self, topic_key: &str) -> Option<(String, &'static str, bool)> {
-        let synonyms: &[&'static str] = match topic_key {
-            "cleanup.policy" => &["log.cleanup.policy"],
-            "retention.ms" => &[
-                "log.retention.ms",
-                "log.retention.minutes",
-                "log.retention.hours",
-            ],
-            "retention.bytes" => &["log.retention.bytes"],
-            "segment.bytes" => &["log.segment.bytes"],
-            "segment.ms" => &["log.roll.ms", "log.roll.hours"],
-            "segment.index.bytes" => &["log.index.size.max.bytes"],
-            "index.interval.bytes" => &["log.index.interval.bytes"],
-            "max.message.bytes" => &["message.max.bytes"],
-            "message.timestamp.type" => &["log.message.timestamp.type"],
-            "flush.messages" => &["log.flush.interval.messages"],
-            "file.delete.delay.ms" => &["log.segment.delete.delay.ms"],
-            "min.insync.replicas" => &["min.insync.replicas"],
-            "compression.type" => &["compression.type"],
-            "unclean.leader.election.enable" => &["unclean.leader.election.enable"],
-            "remote.wal.enable" => &["remote.wal.enable"],
-            "delete.retention.ms" => &["log.cleaner.delete.retention.ms"],
-            "min.compaction.lag.ms" => &["log.cleaner.min.compaction.lag.ms"],
-            "max.compaction.lag.ms" => &["log.cleaner.max.compaction.lag.ms"],
-            "min.cleanable.dirty.ratio" => &["log.cleaner.min.cleanable.ratio"],
-            "local.retention.ms" => &["log.local.retention.ms"],
-            _ => return None,
-        };
-        for (i, key) in synonyms.iter().enumerate() {
-            if let Some(v) = self.explicit.get(*key) {
-                let scaled = match (topic_key, i) {
-                    ("retention.ms", 1) => scale(v, 60_000),
-                    ("retention.ms", 2) | ("segment.ms", 1) => scale(v, 3_600_000),
-                    _ => v.to_string(),
-                };
-                return Some((scaled, key, true));
-            }
-        }
-        let first = synonyms[0];
-        Some((lookup_def(first)?.default.to_string(), first, false))
-    }
 }
 
-fn scale(v: &str, factor: i64) -> String {
+pub(crate) fn scale(v: &str, factor: i64) -> String {
+    if factor == 1 {
+        return v.to_string();
+    }
     match v.parse::<i64>() {
         Ok(n) if n < 0 => "-1".to_string(),
         Ok(n) => n.saturating_mul(factor).to_string(),
@@ -834,7 +818,14 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
             n.is_some_and(|n| n >= 14)
         }
         "remote.wal.metadata.topic.delete.retention.ms" => n.is_some_and(|n| n >= 0),
-        "log.local.retention.ms" => n.is_some_and(|n| n >= -2),
+        "log.local.retention.ms" | "log.local.retention.bytes" => n.is_some_and(|n| n >= -2),
+        "log.roll.jitter.ms"
+        | "log.roll.jitter.hours"
+        | "log.message.timestamp.before.max.ms"
+        | "log.message.timestamp.after.max.ms" => n.is_some_and(|n| n >= 0),
+        "compression.gzip.level" => n.is_some_and(|n| (1..=9).contains(&n) || n == -1),
+        "compression.lz4.level" => n.is_some_and(|n| (1..=17).contains(&n)),
+        "compression.zstd.level" => n.is_some_and(|n| (-131072..=22).contains(&n)),
         "remote.wal.failover.republish" => matches!(text, "comprehensive" | "optimized"),
         "log.index.size.max.bytes" => n.is_some_and(|n| n >= 8),
         "log.message.timestamp.type" => matches!(text, "CreateTime" | "LogAppendTime"),

@@ -52,23 +52,6 @@ fn ill_typed_key_is_named_in_the_error() {
 }
 
 #[test]
-fn topic_defaults_follow_broker_synonyms() {
-    let c =
-        BrokerConfig::parse("\"log.retention.hours\" = 2\n\"message.max.bytes\" = 5000").unwrap();
-    assert_eq!(
-        c.topic_default("retention.ms").unwrap(),
-        ("7200000".to_string(), "log.retention.hours", true)
-    );
-    assert_eq!(c.topic_default("max.message.bytes").unwrap().0, "5000");
-    assert_eq!(
-        c.topic_default("segment.bytes").unwrap(),
-        ("1073741824".to_string(), "log.segment.bytes", false)
-    );
-    let c = BrokerConfig::parse("\"log.retention.ms\" = 10\n\"log.retention.hours\" = 2").unwrap();
-    assert_eq!(c.topic_default("retention.ms").unwrap().0, "10");
-}
-
-#[test]
 fn every_key_is_documented() {
     let doc_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/configuration.md");
     let doc = std::fs::read_to_string(doc_path).expect("docs/configuration.md exists");

@@ -5,6 +5,7 @@
 //! - [`listeners`]: named listeners, their security protocols and `ssl.*` settings.
 //! - [`topic_config`]: topic-level keys, how a topic's effective value is resolved (override,
 //!   else the broker default) and turned into the log's `LogConfig`.
+//! - [`dynamic`]: the broker keys that can change at run time and the dynamic layer over the file.
 //! - [`remote_wal_config`]: the `remote.wal.*` keys as one typed struct, checked at start-up.
 //! - [`reference`]: the configuration reference generated from both declarations, which
 //!   `ferry config-reference` prints and `docs/configuration.md` holds.
@@ -13,9 +14,12 @@
 //! through this crate.
 
 pub mod broker_config;
+pub mod dynamic;
 pub mod listeners;
 pub mod reference;
 pub mod remote_wal_config;
 pub mod topic_config;
+mod topic_config_table;
 
-pub use broker_config::{BrokerConfig, ConfigType};
+pub use broker_config::{BrokerConfig, ConfigSource, ConfigType};
+pub use dynamic::DynamicConfigs;

@@ -8,132 +8,20 @@ use ferry_log::{LogConfig, TimestampType};
 
 use crate::broker_config::{BrokerConfig, ConfigType};
 
-/// One topic config key.
-#[derive(Debug)]
-pub struct TopicConfigDef {
-    pub name: &'static str,
-    pub ty: ConfigType,
-    pub doc: &'static str,
-}
-
-const fn t(name: &'static str, ty: ConfigType, doc: &'static str) -> TopicConfigDef {
-    TopicConfigDef { name, ty, doc }
-}
-
-/// Every topic-level key ferry accepts (CreateTopics, AlterConfigs, IncrementalAlterConfigs).
-pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
-    t(
-        "cleanup.policy",
-        ConfigType::List,
-        "`delete` (retention by time and size) and/or `compact` (keep the latest record per key).",
-    ),
-    t(
-        "delete.retention.ms",
-        ConfigType::Long,
-        "How long a tombstone survives on a compacted topic.",
-    ),
-    t(
-        "min.compaction.lag.ms",
-        ConfigType::Long,
-        "Records younger than this are not compacted.",
-    ),
-    t(
-        "max.compaction.lag.ms",
-        ConfigType::Long,
-        "Records older than this are compacted whatever the dirty ratio.",
-    ),
-    t(
-        "min.cleanable.dirty.ratio",
-        ConfigType::Double,
-        "Compact when this share of the log is uncompacted.",
-    ),
-    t(
-        "retention.ms",
-        ConfigType::Long,
-        "Delete segments whose newest record is older than this; -1 keeps data forever.",
-    ),
-    t(
-        "local.retention.ms",
-        ConfigType::Long,
-        "How long data stays in the local log (KIP-405); -2 means `retention.ms`, -1 forever. Remote-WAL objects whose replicas have not all read them are kept at most this long, and a new remote-WAL leader republishes no older data.",
-    ),
-    t(
-        "retention.bytes",
-        ConfigType::Long,
-        "Delete the oldest segments while the partition is larger than this; -1 means no limit.",
-    ),
-    t(
-        "segment.bytes",
-        ConfigType::Int,
-        "Roll a new segment at this size.",
-    ),
-    t(
-        "segment.ms",
-        ConfigType::Long,
-        "Roll a new segment at this age.",
-    ),
-    t(
-        "segment.index.bytes",
-        ConfigType::Int,
-        "Largest offset index before a roll.",
-    ),
-    t(
-        "index.interval.bytes",
-        ConfigType::Int,
-        "Bytes between offset-index entries.",
-    ),
-    t(
-        "max.message.bytes",
-        ConfigType::Int,
-        "Largest record batch accepted (MESSAGE_TOO_LARGE above).",
-    ),
-    t(
-        "message.timestamp.type",
-        ConfigType::String,
-        "`CreateTime` (the producer's) or `LogAppendTime` (the broker's clock).",
-    ),
-    t(
-        "flush.messages",
-        ConfigType::Long,
-        "fsync after this many messages.",
-    ),
-    t(
-        "file.delete.delay.ms",
-        ConfigType::Long,
-        "Delay before a deleted segment's files are removed.",
-    ),
-    t(
-        "min.insync.replicas",
-        ConfigType::Int,
-        "Replicas that must hold a write for acks=all.",
-    ),
-    t(
-        "compression.type",
-        ConfigType::String,
-        "`producer` stores batches as the producer compressed them; `uncompressed`/`none`, `gzip`, `snappy`, `lz4`, `zstd` re-encode them with that codec.",
-    ),
-    t(
-        "unclean.leader.election.enable",
-        ConfigType::Boolean,
-        "Allow an out-of-sync replica to become leader.",
-    ),
-    t(
-        "remote.wal.enable",
-        ConfigType::Boolean,
-        "Replicate through the object store of the leader's rack (KIP-1176 remote WAL) instead of by Fetch across racks.",
-    ),
-];
+pub use crate::topic_config_table::{
+    Check, Effect, Synonym, TopicConfigDef, TopicDefault, TOPIC_CONFIGS,
+};
 
 pub fn lookup(name: &str) -> Option<&'static TopicConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
 }
 
-/// Why a topic config was refused; maps to INVALID_CONFIG.
+/// Why a topic config was refused; maps to INVALID_CONFIG. The messages are Kafka's.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum TopicConfigError {
-    #[error("unknown topic config `{0}`")]
+    #[error("Unknown topic config name: {0}")]
     Unknown(String),
-    #[error("invalid value `{value}` for topic config `{name}`: {reason}")]
+    #[error("Invalid value {value} for configuration {name}: {reason}")]
     Invalid {
         name: String,
         value: String,
@@ -141,145 +29,192 @@ pub enum TopicConfigError {
     },
 }
 
-/// Checks one key and value.
+/// Checks one key and value as Kafka's `LogConfig` does: the type, then the key's validator.
 pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
     let def = lookup(name).ok_or_else(|| TopicConfigError::Unknown(name.to_string()))?;
-    let invalid = |reason: &str| TopicConfigError::Invalid {
+    let invalid = |reason: String| TopicConfigError::Invalid {
         name: name.to_string(),
         value: value.to_string(),
-        reason: reason.to_string(),
+        reason,
     };
-    let number = || {
-        value
-            .trim()
-            .parse::<i64>()
-            .map_err(|_| invalid("not a number"))
-    };
-    match def.ty {
+    let text = value.trim();
+    let number = match def.ty {
         ConfigType::Int => {
-            let n = number()?;
-            if i32::try_from(n).is_err() {
-                return Err(invalid("does not fit in an int"));
-            }
+            let n = text
+                .parse::<i32>()
+                .map_err(|_| invalid("Not a number of type INT".into()))?;
+            Some(i64::from(n))
         }
-        ConfigType::Long => {
-            number()?;
-        }
+        ConfigType::Long => Some(
+            text.parse::<i64>()
+                .map_err(|_| invalid("Not a number of type LONG".into()))?,
+        ),
         ConfigType::Boolean => {
-            if !matches!(value.trim(), "true" | "false") {
-                return Err(invalid("must be true or false"));
+            if !text.eq_ignore_ascii_case("true") && !text.eq_ignore_ascii_case("false") {
+                return Err(invalid("Expected value to be either true or false".into()));
             }
+            None
         }
         ConfigType::Double => {
-            let v = value
-                .trim()
+            let v = text
                 .parse::<f64>()
-                .map_err(|_| invalid("not a number"))?;
+                .map_err(|_| invalid("Not a number of type DOUBLE".into()))?;
             if !(0.0..=1.0).contains(&v) {
-                return Err(invalid("must be between 0 and 1"));
+                return Err(invalid(if v < 0.0 {
+                    "Value must be at least 0".into()
+                } else {
+                    "Value must be no more than 1".into()
+                }));
+            }
+            None
+        }
+        ConfigType::String | ConfigType::List | ConfigType::Password => None,
+    };
+    let n = number.unwrap_or_default();
+    match &def.check {
+        Check::Any => Ok(()),
+        Check::AtLeast(min) if n < *min => Err(invalid(format!("Value must be at least {min}"))),
+        Check::AtLeast(_) => Ok(()),
+        Check::Between(min, _) if n < *min => Err(invalid(format!("Value must be at least {min}"))),
+        Check::Between(_, max) if n > *max => {
+            Err(invalid(format!("Value must be no more than {max}")))
+        }
+        Check::Between(..) => Ok(()),
+        Check::Level { min, max, or } => {
+            if (*min..=*max).contains(&n) || n == *or {
+                Ok(())
+            } else if *or < *min {
+                Err(invalid(format!(
+                    "Value must be between {min} and {max} or equal to {or}"
+                )))
+            } else if n < *min {
+                Err(invalid(format!("Value must be at least {min}")))
+            } else {
+                Err(invalid(format!("Value must be no more than {max}")))
             }
         }
-        ConfigType::String | ConfigType::List | ConfigType::Password => {}
-    }
-    let at_least = |min: i64| -> Result<(), TopicConfigError> {
-        if number()? < min {
-            Err(invalid(&format!("must be at least {min}")))
-        } else {
-            Ok(())
+        Check::OneOf(allowed) => {
+            if allowed.contains(&value) {
+                Ok(())
+            } else {
+                Err(invalid(format!(
+                    "String must be one of: {}",
+                    allowed.join(", ")
+                )))
+            }
         }
-    };
-    match name {
-        "retention.ms" | "retention.bytes" => at_least(-1),
-        "local.retention.ms" => at_least(-2),
-        "segment.bytes" => at_least(14),
-        "segment.ms" => at_least(1),
-        "segment.index.bytes" => at_least(8),
-        "index.interval.bytes"
-        | "file.delete.delay.ms"
-        | "delete.retention.ms"
-        | "min.compaction.lag.ms" => at_least(0),
-        "max.compaction.lag.ms" => at_least(1),
-        "max.message.bytes" => at_least(0),
-        "flush.messages" | "min.insync.replicas" => at_least(1),
-        "message.timestamp.type" => match value {
-            "CreateTime" | "LogAppendTime" => Ok(()),
-            _ => Err(invalid("must be CreateTime or LogAppendTime")),
-        },
-        "cleanup.policy" => {
-            let ok = !value.trim().is_empty()
-                && value
-                    .split(',')
-                    .all(|p| matches!(p.trim(), "delete" | "compact"));
+        Check::ListOf(allowed) => {
+            let items: Vec<&str> = value.split(',').map(str::trim).collect();
+            match items.iter().find(|i| !allowed.contains(i)) {
+                _ if text.is_empty() => Err(invalid("Empty list".into())),
+                Some(_) => Err(invalid(format!(
+                    "String must be one of: {}",
+                    allowed.join(", ")
+                ))),
+                None => Ok(()),
+            }
+        }
+        Check::ThrottledReplicas => {
+            let items: Vec<&str> = value.split(',').map(str::trim).collect();
+            let replica = |s: &&str| {
+                s.is_empty()
+                    || s.split_once(':').is_some_and(|(p, b)| {
+                        !p.is_empty()
+                            && !b.is_empty()
+                            && p.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit())
+                    })
+            };
+            if text == "*" || items.iter().all(replica) {
+                Ok(())
+            } else {
+                Err(invalid(format!("{name} must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")))
+            }
+        }
+        Check::Version => {
+            let (release, iv) = match text.split_once("-IV") {
+                Some((r, iv)) => (r, Some(iv)),
+                None => (text, None),
+            };
+            let parts: Vec<&str> = release.split('.').collect();
+            let numeric = |p: &str| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit());
+            let ok = (2..=3).contains(&parts.len())
+                && parts.iter().all(|p| numeric(p))
+                && iv.is_none_or(numeric);
             if ok {
                 Ok(())
             } else {
-                Err(invalid("must be a list of delete and compact"))
+                Err(invalid(format!("Version `{value}` is not a valid version")))
             }
         }
-        "compression.type" => match value {
-            "producer" | "none" | "gzip" | "snappy" | "lz4" | "zstd" | "uncompressed" => Ok(()),
-            _ => Err(invalid(
-                "must be one of producer, uncompressed, none, gzip, snappy, lz4, zstd",
-            )),
-        },
-        _ => Ok(()),
+        Check::NoTieredStorage => {
+            if text.eq_ignore_ascii_case("true") {
+                Err(invalid("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.".into()))
+            } else {
+                Ok(())
+            }
+        }
     }
 }
 
-/// Checks a whole set of overrides.
+/// Checks a whole set of overrides: each key and value, then the checks across keys Kafka
+/// makes (`min.compaction.lag.ms` at most `max.compaction.lag.ms`).
 pub fn validate_all<'a>(
     configs: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> Result<(), TopicConfigError> {
+    let mut min_lag = 0i64;
+    let mut max_lag = i64::MAX;
     for (k, v) in configs {
         validate(k, v)?;
+        match k {
+            "min.compaction.lag.ms" => min_lag = v.trim().parse().unwrap_or(min_lag),
+            "max.compaction.lag.ms" => max_lag = v.trim().parse().unwrap_or(max_lag),
+            _ => {}
+        }
+    }
+    if min_lag > max_lag {
+        return Err(TopicConfigError::Invalid {
+            name: "min.compaction.lag.ms".into(),
+            value: min_lag.to_string(),
+            reason: format!(
+                "conflict topic config setting min.compaction.lag.ms ({min_lag}) > max.compaction.lag.ms ({max_lag})"
+            ),
+        });
     }
     Ok(())
 }
 
-/// Where an effective value comes from, as DescribeConfigs reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigSource {
-    /// Set on the topic (DescribeConfigs source TOPIC_CONFIG = 1).
-    Topic,
-    /// Set in the broker's config file (STATIC_BROKER_CONFIG = 4).
-    StaticBroker,
-    /// Built-in default (DEFAULT_CONFIG = 5).
-    Default,
+/// The overrides to store once validated: keys Kafka 4 removed ([`Effect::Removed`]) are
+/// dropped, as a Kafka 4 broker drops them, so a config copied from an older cluster is taken.
+pub fn stored(mut configs: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    configs.retain(|k, _| lookup(k).is_none_or(|d| d.effect != Effect::Removed));
+    configs
 }
 
-impl ConfigSource {
-    pub fn code(self) -> i8 {
-        match self {
-            ConfigSource::Topic => 1,
-            ConfigSource::StaticBroker => 4,
-            ConfigSource::Default => 5,
-        }
-    }
-}
+pub use crate::broker_config::ConfigSource;
 
-/// The effective value of one topic key, its source, and the broker key behind the default.
+/// The effective value of one topic key and where it comes from: the topic's override, else
+/// the broker keys behind it (dynamic, then static, then their default), else Kafka's fixed
+/// default. `None` for a key ferry does not know.
 pub fn effective(
     broker: &BrokerConfig,
     overrides: &BTreeMap<String, String>,
     name: &str,
-) -> Option<(String, ConfigSource, &'static str)> {
-    let (default, broker_key, set) = broker.topic_default(name)?;
+) -> Option<(String, ConfigSource)> {
+    let def = lookup(name)?;
     if let Some(v) = overrides.get(name) {
-        return Some((v.clone(), ConfigSource::Topic, broker_key));
+        return Some((v.clone(), ConfigSource::Topic));
     }
-    let source = if set {
-        ConfigSource::StaticBroker
-    } else {
-        ConfigSource::Default
-    };
-    Some((default, source, broker_key))
+    match def.default {
+        TopicDefault::Broker(synonyms) => broker.topic_default(synonyms),
+        TopicDefault::Fixed(v) => Some((v.to_string(), ConfigSource::Default)),
+    }
 }
 
 /// The log crate's view of a topic's effective config.
 pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> LogConfig {
     let get = |k: &str| {
         effective(broker, overrides, k)
-            .map(|(v, _, _)| v)
+            .map(|(v, _)| v)
             .unwrap_or_default()
     };
     let num = |k: &str, fallback: i64| get(k).trim().parse::<i64>().unwrap_or(fallback);
@@ -326,64 +261,5 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_topic_key_has_a_broker_default() {
-        let b = BrokerConfig::default();
-        for d in TOPIC_CONFIGS {
-            let (v, _, _) = effective(&b, &BTreeMap::new(), d.name)
-                .unwrap_or_else(|| panic!("{} has no default", d.name));
-            validate(d.name, &v).unwrap_or_else(|e| panic!("default of {}: {e}", d.name));
-        }
-    }
-
-    #[test]
-    fn bad_values_are_refused_with_the_key_named() {
-        for (k, v) in [
-            ("retention.ms", "soon"),
-            ("segment.bytes", "1"),
-            ("message.timestamp.type", "Now"),
-            ("cleanup.policy", "shred"),
-            ("max.message.bytes", "99999999999"),
-            ("unclean.leader.election.enable", "yes"),
-        ] {
-            let e = validate(k, v).unwrap_err();
-            assert!(e.to_string().contains(k), "{e}");
-        }
-        assert_eq!(
-            validate("retention.msx", "1"),
-            Err(TopicConfigError::Unknown("retention.msx".into()))
-        );
-    }
-
-    #[test]
-    fn overrides_win_and_reach_the_log_config() {
-        let b = BrokerConfig::parse("\"log.retention.ms\" = 5000").unwrap();
-        let mut o = BTreeMap::new();
-        assert_eq!(log_config(&b, &o).retention_ms, 5000);
-        assert_eq!(
-            effective(&b, &o, "retention.ms").unwrap().1,
-            ConfigSource::StaticBroker
-        );
-        o.insert("retention.ms".to_string(), "100".to_string());
-        o.insert(
-            "message.timestamp.type".to_string(),
-            "LogAppendTime".to_string(),
-        );
-        let lc = log_config(&b, &o);
-        assert_eq!(lc.retention_ms, 100);
-        assert_eq!(lc.message_timestamp_type, TimestampType::LogAppendTime);
-        assert_eq!(
-            effective(&b, &o, "retention.ms").unwrap().1,
-            ConfigSource::Topic
-        );
-        o.insert("cleanup.policy".to_string(), "compact".to_string());
-        assert_eq!(log_config(&b, &o).retention_ms, -1);
-        assert!(log_config(&b, &o).compact);
-        o.insert("cleanup.policy".to_string(), "compact,delete".to_string());
-        assert_eq!(log_config(&b, &o).retention_ms, 100);
-        assert!(log_config(&b, &o).compact);
-    }
-}
+#[path = "topic_config_test.rs"]
+mod tests;

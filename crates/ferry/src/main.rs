@@ -63,14 +63,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let huge_pages_off = ferry::alloc::disable_transparent_huge_pages();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    init_logging();
     if !huge_pages_off {
         tracing::debug!("transparent huge pages stay as the system has them (prctl refused)");
     }
@@ -100,6 +93,36 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
     }
+}
+
+/// The log filter of `RUST_LOG` (else `info,openraft=warn`), behind a reload layer so that
+/// BROKER_LOGGER config resources can change levels at run time (ferry_broker::log_levels).
+fn init_logging() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{reload, EnvFilter};
+
+    let from_env = std::env::var(EnvFilter::DEFAULT_ENV)
+        .ok()
+        .filter(|d| EnvFilter::try_new(d).is_ok());
+    let directives = from_env.unwrap_or_else(|| "info,openraft=warn".to_string());
+    let (filter, handle) = reload::Layer::new(EnvFilter::new(&directives));
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        )
+        .init();
+    struct Reload(reload::Handle<EnvFilter, tracing_subscriber::Registry>);
+    impl ferry_broker::log_levels::LogFilterReload for Reload {
+        fn reload(&self, directives: &str) -> Result<(), String> {
+            let filter = EnvFilter::try_new(directives).map_err(|e| e.to_string())?;
+            self.0.reload(filter).map_err(|e| e.to_string())
+        }
+    }
+    ferry_broker::log_levels::install(&directives, std::sync::Arc::new(Reload(handle)));
 }
 
 fn serve(config_path: Option<PathBuf>) -> ExitCode {

@@ -1,5 +1,13 @@
-//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics (and describing the
-//! broker's static configs; ferry has no dynamic broker configs yet).
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: topics here, BROKER and
+//! BROKER_LOGGER resources in [`super::broker_configs`].
+//!
+//! Topic configs are checked as Kafka's `LogConfig` checks them (INVALID_CONFIG with Kafka's
+//! message), stored as the topic's complete set of overrides in the controller quorum's
+//! metadata, and described with Kafka's synonyms: the override, then the broker keys behind the
+//! default in Kafka's order (dynamic per broker, dynamic cluster default, the file, the built-in
+//! default). Unlike Kafka, the broker synonyms are listed even when the first broker key is not
+//! set (Kafka drops everything before it, so `retention.ms` would show no synonym when only
+//! `log.retention.hours` is set).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,16 +28,21 @@ use kafka_protocol::protocol::StrBytes;
 use super::{message, str_bytes, RequestContext};
 use crate::broker::{Broker, TopicError};
 use ferry_authz::AclOperation;
-use ferry_config::broker_config::{ConfigDef, ConfigType, BROKER_CONFIGS};
-use ferry_config::topic_config::{self, ConfigSource, TopicConfigDef, TOPIC_CONFIGS};
+use ferry_config::broker_config::ConfigType;
+use ferry_config::topic_config::{
+    self, ConfigSource, Effect, TopicConfigDef, TopicDefault, TOPIC_CONFIGS,
+};
+
+use super::broker_configs;
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
+const BROKER_LOGGER: i8 = 8;
 
-const OP_SET: i8 = 0;
-const OP_DELETE: i8 = 1;
-const OP_APPEND: i8 = 2;
-const OP_SUBTRACT: i8 = 3;
+pub(super) const OP_SET: i8 = 0;
+pub(super) const OP_DELETE: i8 = 1;
+pub(super) const OP_APPEND: i8 = 2;
+pub(super) const OP_SUBTRACT: i8 = 3;
 
 fn type_code(ty: ConfigType) -> i8 {
     match ty {
@@ -75,17 +88,17 @@ pub fn describe_configs(
 }
 
 /// What a DescribeConfigs request asks to see of every config it describes.
-struct Describing {
-    version: i16,
-    include_synonyms: bool,
-    include_documentation: bool,
+pub(super) struct Describing {
+    pub version: i16,
+    pub include_synonyms: bool,
+    pub include_documentation: bool,
 }
 
 /// The config names a resource asks for: all of them when it lists none.
-struct WantedKeys(Option<Vec<String>>);
+pub(super) struct WantedKeys(Option<Vec<String>>);
 
 impl WantedKeys {
-    fn contains(&self, name: &str) -> bool {
+    pub fn contains(&self, name: &str) -> bool {
         self.0
             .as_ref()
             .is_none_or(|ks| ks.iter().any(|k| k == name))
@@ -108,7 +121,12 @@ fn describe_resource(
         .with_resource_name(r.resource_name.clone());
     match r.resource_type {
         TOPIC => describe_topic(broker, asked, &wanted, base, &r.resource_name),
-        BROKER => describe_broker(broker, asked, &wanted, base, r.resource_name.as_str()),
+        BROKER => {
+            broker_configs::describe_broker(broker, asked, &wanted, base, r.resource_name.as_str())
+        }
+        BROKER_LOGGER => {
+            broker_configs::describe_logger(broker, &wanted, base, r.resource_name.as_str())
+        }
         other => base
             .with_error_code(ResponseError::InvalidRequest.code())
             .with_error_message(message(format!(
@@ -133,112 +151,39 @@ fn describe_topic(
     base.with_configs(
         TOPIC_CONFIGS
             .iter()
-            .filter(|d| wanted.contains(d.name))
+            .filter(|d| d.effect != Effect::Removed && wanted.contains(d.name))
             .filter_map(|d| topic_entry(broker, asked, &meta.configs, d))
             .collect(),
     )
 }
 
-/// One topic config's effective value, with its synonyms (the topic override, the broker's
-/// setting and the broker default behind it) when asked; `None` for a key without one.
+/// One topic config's effective value, with its synonyms (the topic override, then the broker
+/// keys behind the default in Kafka's order) when asked; `None` for a key without one.
 fn topic_entry(
     broker: &Broker,
     asked: &Describing,
     overrides: &BTreeMap<String, String>,
     d: &TopicConfigDef,
 ) -> Option<DescribeConfigsResourceResult> {
-    let (value, source, broker_key) = topic_config::effective(&broker.config, overrides, d.name)?;
+    let (value, source) = topic_config::effective(&broker.config, overrides, d.name)?;
     let mut synonyms = Vec::new();
     if asked.include_synonyms {
         if let Some(v) = overrides.get(d.name) {
             synonyms.push(synonym(d.name, v, ConfigSource::Topic));
         }
-        if broker.config.is_set(broker_key) {
-            synonyms.push(synonym(
-                broker_key,
-                broker.config.raw(broker_key),
-                ConfigSource::StaticBroker,
-            ));
-        }
-        if let Some(def) = ferry_config::broker_config::lookup_def(broker_key) {
-            synonyms.push(synonym(broker_key, def.default, ConfigSource::Default));
+        if let TopicDefault::Broker(keys) = d.default {
+            let keys: Vec<&str> = keys.iter().map(|s| s.key).collect();
+            for (k, v, s) in broker.config.synonyms(&keys) {
+                synonyms.push(synonym(&k, &v, s));
+            }
         }
     }
     Some(entry(
-        d.name,
-        &value,
-        source,
-        false,
-        d.ty,
-        d.doc,
-        asked.version,
-        asked.include_documentation,
-        synonyms,
+        d.name, &value, source, false, d.ty, d.doc, asked, synonyms,
     ))
 }
 
-/// This broker's static configs (read-only: ferry has no dynamic broker configs). The empty
-/// name asks for the cluster-wide dynamic defaults, of which ferry has none; another broker's
-/// id is an error.
-fn describe_broker(
-    broker: &Broker,
-    asked: &Describing,
-    wanted: &WantedKeys,
-    base: DescribeConfigsResult,
-    name: &str,
-) -> DescribeConfigsResult {
-    if name.is_empty() {
-        return base;
-    }
-    if name != broker.node_id.to_string() {
-        return base
-            .with_error_code(ResponseError::InvalidRequest.code())
-            .with_error_message(message(format!(
-                "Unexpected broker id, expected {} but received {name}",
-                broker.node_id
-            )));
-    }
-    base.with_configs(
-        BROKER_CONFIGS
-            .iter()
-            .filter(|d| wanted.contains(d.name))
-            .map(|d| broker_entry(broker, asked, d))
-            .collect(),
-    )
-}
-
-/// One broker config's value: from the config file if set there, else its default.
-fn broker_entry(
-    broker: &Broker,
-    asked: &Describing,
-    d: &ConfigDef,
-) -> DescribeConfigsResourceResult {
-    let source = if broker.config.is_set(d.name) {
-        ConfigSource::StaticBroker
-    } else {
-        ConfigSource::Default
-    };
-    let value = broker.config.raw(d.name);
-    let synonyms = if asked.include_synonyms {
-        vec![synonym(d.name, value, source)]
-    } else {
-        Vec::new()
-    };
-    // A secret (a `password` key) comes back without its value: `entry` sees to it.
-    entry(
-        d.name,
-        value,
-        source,
-        true,
-        d.ty,
-        d.doc,
-        asked.version,
-        asked.include_documentation,
-        synonyms,
-    )
-}
-
-fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSynonym {
+pub(super) fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSynonym {
     DescribeConfigsSynonym::default()
         .with_name(str_bytes(name))
         .with_value(Some(str_bytes(value)))
@@ -246,15 +191,14 @@ fn synonym(name: &str, value: &str, source: ConfigSource) -> DescribeConfigsSyno
 }
 
 #[allow(clippy::too_many_arguments)]
-fn entry(
+pub(super) fn entry(
     name: &str,
     value: &str,
     source: ConfigSource,
     read_only: bool,
     ty: ConfigType,
     doc: &str,
-    version: i16,
-    include_documentation: bool,
+    asked: &Describing,
     synonyms: Vec<DescribeConfigsSynonym>,
 ) -> DescribeConfigsResourceResult {
     // A secret is described as Kafka does: sensitive, with no value, in its synonyms too.
@@ -271,8 +215,8 @@ fn entry(
         .with_is_sensitive(sensitive)
         .with_config_source(source.code())
         .with_synonyms(synonyms)
-        .with_documentation(include_documentation.then(|| str_bytes(doc)));
-    if version >= 3 {
+        .with_documentation(asked.include_documentation.then(|| str_bytes(doc)));
+    if asked.version >= 3 {
         e.with_config_type(type_code(ty))
     } else {
         e
@@ -291,6 +235,7 @@ fn apply(
     if validate_only {
         return Ok(());
     }
+    let configs = topic_config::stored(configs);
     let meta = broker
         .metadata
         .set_configs(topic, configs)
@@ -311,7 +256,7 @@ fn config_denied(
 ) -> Option<TopicError> {
     let (allowed, error) = match resource_type {
         TOPIC => (ctx.may_topic(broker, op, name), super::TOPIC_DENIED),
-        BROKER => (
+        BROKER | BROKER_LOGGER => (
             ctx.may_cluster(broker, op),
             ResponseError::ClusterAuthorizationFailed,
         ),
@@ -320,7 +265,8 @@ fn config_denied(
     (!allowed).then(|| TopicError::new(error, format!("not authorized to {op} this resource")))
 }
 
-/// The current overrides of a resource whose configs the request may alter.
+/// The current overrides of a resource whose configs the request may alter: a topic's, or a
+/// BROKER resource's dynamic configs.
 fn resource_check(
     broker: &Broker,
     ctx: &RequestContext,
@@ -341,14 +287,26 @@ fn resource_check(
                     format!("Topic '{}' does not exist", name.as_str()),
                 )
             }),
-        BROKER => Err(TopicError::new(
-            ResponseError::InvalidRequest,
-            "ferry has no dynamic broker configs; change the config file and restart",
-        )),
+        BROKER => broker_configs::current_dynamic(broker, name),
         other => Err(TopicError::new(
             ResponseError::InvalidRequest,
             format!("Config resource type {other} is not served"),
         )),
+    }
+}
+
+/// Stores the complete new set of configs of a TOPIC or BROKER resource.
+fn apply_resource(
+    broker: &Broker,
+    resource_type: i8,
+    name: &str,
+    configs: BTreeMap<String, String>,
+    validate_only: bool,
+) -> Result<(), TopicError> {
+    if resource_type == BROKER {
+        broker_configs::apply_dynamic(broker, name, configs, validate_only)
+    } else {
+        apply(broker, name, configs, validate_only)
     }
 }
 
@@ -361,7 +319,12 @@ pub fn alter_configs(
         .resources
         .into_iter()
         .map(|r| {
-            let outcome =
+            let outcome = if r.resource_type == BROKER_LOGGER {
+                Err(TopicError::new(
+                    ResponseError::InvalidRequest,
+                    "AlterConfigs does not support BROKER_LOGGER resources; use IncrementalAlterConfigs",
+                ))
+            } else {
                 resource_check(broker, ctx, r.resource_type, &r.resource_name).and_then(|_| {
                     // AlterConfigs replaces the whole set of overrides.
                     let mut configs = BTreeMap::new();
@@ -370,8 +333,15 @@ pub fn alter_configs(
                             configs.insert(c.name.to_string(), v.to_string());
                         }
                     }
-                    apply(broker, &r.resource_name, configs, request.validate_only)
-                });
+                    apply_resource(
+                        broker,
+                        r.resource_type,
+                        &r.resource_name,
+                        configs,
+                        request.validate_only,
+                    )
+                })
+            };
             let result = AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name);
@@ -388,6 +358,76 @@ pub fn alter_configs(
     AlterConfigsResponse::default().with_responses(responses)
 }
 
+/// One IncrementalAlterConfigs operation on `configs` (a topic's overrides or a BROKER
+/// resource's dynamic configs). DELETE of any key succeeds, whether set, at its default or
+/// unknown, as in Kafka (MirrorMaker 2's config sync deletes keys it does not copy).
+fn apply_op(
+    configs: &mut BTreeMap<String, String>,
+    name: String,
+    op: i8,
+    value: Option<String>,
+    current: impl Fn(&BTreeMap<String, String>, &str) -> Option<(String, ConfigType)>,
+) -> Result<(), TopicError> {
+    match (op, value) {
+        (OP_DELETE, _) => {
+            configs.remove(&name);
+        }
+        (OP_SET, Some(v)) => {
+            configs.insert(name, v);
+        }
+        (OP_SET, None) => {
+            return Err(TopicError::new(
+                ResponseError::InvalidConfig,
+                format!("Null value not supported for : {name}"),
+            ))
+        }
+        (OP_APPEND | OP_SUBTRACT, Some(v)) => {
+            let Some((now, ty)) = current(configs, &name) else {
+                return Err(TopicError::new(
+                    ResponseError::InvalidConfig,
+                    format!("Unknown config name: {name}"),
+                ));
+            };
+            if ty != ConfigType::List {
+                return Err(TopicError::new(
+                    ResponseError::InvalidConfig,
+                    format!("Config value append is not allowed for config key: {name}"),
+                ));
+            }
+            let split = |s: &str| -> Vec<String> {
+                s.split(',')
+                    .map(|i| i.trim().to_string())
+                    .filter(|i| !i.is_empty())
+                    .collect()
+            };
+            let mut items = split(&now);
+            for item in split(&v) {
+                if op == OP_APPEND {
+                    if !items.contains(&item) {
+                        items.push(item);
+                    }
+                } else {
+                    items.retain(|i| *i != item);
+                }
+            }
+            configs.insert(name, items.join(","));
+        }
+        (OP_APPEND | OP_SUBTRACT, None) => {
+            return Err(TopicError::new(
+                ResponseError::InvalidConfig,
+                format!("Null value not supported for : {name}"),
+            ))
+        }
+        (op, _) => {
+            return Err(TopicError::new(
+                ResponseError::InvalidRequest,
+                format!("Unknown config operation {op}"),
+            ))
+        }
+    }
+    Ok(())
+}
+
 pub fn incremental_alter_configs(
     broker: &Arc<Broker>,
     request: IncrementalAlterConfigsRequest,
@@ -397,61 +437,76 @@ pub fn incremental_alter_configs(
         .resources
         .into_iter()
         .map(|r| {
-            let outcome = resource_check(broker, ctx, r.resource_type, &r.resource_name).and_then(|mut configs| {
-                for c in &r.configs {
-                    let name = c.name.to_string();
-                    let def = topic_config::lookup(&name).ok_or_else(|| {
-                        TopicError::new(ResponseError::InvalidConfig, format!("unknown topic config `{name}`"))
-                    })?;
-                    let value = c.value.as_ref().map(|v| v.to_string());
-                    match (c.config_operation, value) {
-                        (OP_SET, Some(v)) => {
-                            configs.insert(name, v);
-                        }
-                        (OP_DELETE, _) => {
-                            configs.remove(&name);
-                        }
-                        (OP_APPEND | OP_SUBTRACT, Some(v)) if def.ty == ConfigType::List => {
-                            let current = topic_config::effective(&broker.config, &configs, &name)
-                                .map(|(v, _, _)| v)
-                                .unwrap_or_default();
-                            let mut items: Vec<String> =
-                                current.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
-                            for item in v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()) {
-                                if c.config_operation == OP_APPEND {
-                                    if !items.contains(&item) {
-                                        items.push(item);
-                                    }
-                                } else {
-                                    items.retain(|i| *i != item);
-                                }
-                            }
-                            configs.insert(name, items.join(","));
-                        }
-                        (OP_APPEND | OP_SUBTRACT, _) => {
-                            return Err(TopicError::new(
-                                ResponseError::InvalidConfig,
-                                format!("Config value append or subtract is not allowed for config key `{name}` of a non-list type"),
-                            ))
-                        }
-                        (OP_SET, None) => {
-                            return Err(TopicError::new(ResponseError::InvalidConfig, format!("Null value not supported for `{name}`")))
-                        }
-                        (op, _) => {
-                            return Err(TopicError::new(ResponseError::InvalidRequest, format!("unknown config operation {op}")))
-                        }
-                    }
+            let ops: Vec<(String, i8, Option<String>)> = r
+                .configs
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.to_string(),
+                        c.config_operation,
+                        c.value.as_ref().map(|v| v.to_string()),
+                    )
+                })
+                .collect();
+            let outcome = if r.resource_type == BROKER_LOGGER {
+                match config_denied(
+                    broker,
+                    ctx,
+                    BROKER_LOGGER,
+                    &r.resource_name,
+                    AclOperation::AlterConfigs,
+                ) {
+                    Some(e) => Err(e),
+                    None => broker_configs::alter_loggers(
+                        broker,
+                        &r.resource_name,
+                        &ops,
+                        request.validate_only,
+                    ),
                 }
-                apply(broker, &r.resource_name, configs, request.validate_only)
-            });
+            } else {
+                resource_check(broker, ctx, r.resource_type, &r.resource_name).and_then(
+                    |mut configs| {
+                        let topic = r.resource_type == TOPIC;
+                        let current = |c: &BTreeMap<String, String>, name: &str| {
+                            if topic {
+                                let def = topic_config::lookup(name)?;
+                                topic_config::effective(&broker.config, c, name)
+                                    .map(|(v, _)| (v, def.ty))
+                            } else {
+                                let def = ferry_config::broker_config::lookup_def(name)?;
+                                let v = c
+                                    .get(name)
+                                    .cloned()
+                                    .unwrap_or_else(|| broker.config.current(name).0);
+                                Some((v, def.ty))
+                            }
+                        };
+                        for (name, op, value) in &ops {
+                            apply_op(&mut configs, name.clone(), *op, value.clone(), current)?;
+                        }
+                        apply_resource(
+                            broker,
+                            r.resource_type,
+                            &r.resource_name,
+                            configs,
+                            request.validate_only,
+                        )
+                    },
+                )
+            };
             let result = IncrementalResult::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name);
             let result = match outcome {
                 Ok(()) => result,
-                Err(e) => result.with_error_code(e.error.code()).with_error_message(message(e.message)),
+                Err(e) => result
+                    .with_error_code(e.error.code())
+                    .with_error_message(message(e.message)),
             };
-            broker.metrics.error("IncrementalAlterConfigs", result.error_code);
+            broker
+                .metrics
+                .error("IncrementalAlterConfigs", result.error_code);
             result
         })
         .collect();

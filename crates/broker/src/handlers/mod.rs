@@ -22,6 +22,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::broker::Broker;
 
 mod acls;
+mod broker_configs;
 mod cluster;
 mod configs;
 pub(crate) mod fetch;
@@ -428,6 +429,8 @@ pub(crate) fn message(m: impl Into<String>) -> Option<StrBytes> {
 mod acl_tests;
 #[cfg(test)]
 mod client_apis_tests;
+#[cfg(test)]
+mod configs_tests;
 #[cfg(test)]
 mod dispatch_tests;
 #[cfg(test)]

@@ -303,12 +303,12 @@ impl TopicTarget {
         };
         let min_isr = meta.as_ref().map(|m| {
             topic_config::effective(&broker.config, &m.configs, "min.insync.replicas")
-                .and_then(|(v, _, _)| v.parse::<i32>().ok())
+                .and_then(|(v, _)| v.parse::<i32>().ok())
                 .unwrap_or(1)
         });
         let codec = meta.as_ref().and_then(|m| {
             topic_config::effective(&broker.config, &m.configs, "compression.type")
-                .and_then(|(v, _, _)| ferry_log::recompress::target_codec(&v))
+                .and_then(|(v, _)| ferry_log::recompress::target_codec(&v))
         });
         let unknown_topic_error = if version >= 13 {
             ResponseError::UnknownTopicId

@@ -334,7 +334,12 @@ async fn read_committed_stops_at_an_open_transaction_and_lists_aborted_ones() {
     assert_eq!(values[..3], ["plain", "open-1", "open-2"]);
 }
 
-async fn call(b: &Arc<Broker>, key: ApiKey, version: i16, body: RequestKind) -> ResponseKind {
+pub(super) async fn call(
+    b: &Arc<Broker>,
+    key: ApiKey,
+    version: i16,
+    body: RequestKind,
+) -> ResponseKind {
     super::handle(
         b,
         request(key, version, body),

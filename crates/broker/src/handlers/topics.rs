@@ -241,8 +241,9 @@ fn effective_configs(
 ) -> Vec<CreatableTopicConfigs> {
     TOPIC_CONFIGS
         .iter()
+        .filter(|def| def.effect != topic_config::Effect::Removed)
         .filter_map(|def| {
-            let (value, source, _) = topic_config::effective(&broker.config, overrides, def.name)?;
+            let (value, source) = topic_config::effective(&broker.config, overrides, def.name)?;
             Some(
                 CreatableTopicConfigs::default()
                     .with_name(str_bytes(def.name))

@@ -112,7 +112,7 @@ impl ReplicaProgressSource for LeaderProgress {
         let topic = image.topic(&name)?;
         let value = |key: &str| {
             ferry_config::topic_config::effective(&host.config, &topic.configs, key)
-                .and_then(|(v, _, _)| v.trim().parse::<i64>().ok())
+                .and_then(|(v, _)| v.trim().parse::<i64>().ok())
         };
         // KIP-405: -2 means "as long as retention.ms".
         match value("local.retention.ms")? {

@@ -235,7 +235,7 @@ impl RemoteWal {
             .values()
             .filter(|t| {
                 ferry_config::topic_config::effective(&host.config, &t.configs, "remote.wal.enable")
-                    .is_some_and(|(v, _, _)| v == "true")
+                    .is_some_and(|(v, _)| v == "true")
             })
             .map(|t| (t.id, t.name.clone()))
             .collect();
@@ -307,7 +307,7 @@ impl RemoteWal {
         };
         let number = |key: &str| {
             ferry_config::topic_config::effective(config, &topic.configs, key)
-                .and_then(|(v, _, _)| v.trim().parse::<i64>().ok())
+                .and_then(|(v, _)| v.trim().parse::<i64>().ok())
         };
         // `optimized` leaves out what a long-term tier holds; ferry has none yet, so both
         // strategies republish the same range.

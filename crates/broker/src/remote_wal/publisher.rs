@@ -343,7 +343,7 @@ fn min_insync_replicas(host: &WalHost) -> usize {
         .and_then(|t| {
             ferry_config::topic_config::effective(&host.config, &t.configs, "min.insync.replicas")
         })
-        .and_then(|(v, _, _)| v.trim().parse::<usize>().ok())
+        .and_then(|(v, _)| v.trim().parse::<usize>().ok())
         .unwrap_or(1)
 }
 

@@ -535,6 +535,20 @@ impl MetadataStore {
         self.committed_topic(name)
     }
 
+    /// Replaces the dynamic configs of a BROKER resource (`""`: the cluster default, else a
+    /// broker id); an empty map removes them.
+    pub fn set_broker_configs(
+        &self,
+        resource: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), MetadataError> {
+        self.propose(MetadataRecord::AlterBrokerConfigs {
+            resource: resource.to_string(),
+            configs,
+        })?;
+        Ok(())
+    }
+
     /// A producer id never handed out before, across restarts and brokers.
     pub fn allocate_producer_id(&self) -> Result<i64, MetadataError> {
         let mut ids = self.producer_ids.lock().unwrap_or_else(|p| p.into_inner());

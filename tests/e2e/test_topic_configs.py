@@ -1,0 +1,320 @@
+"""Topic configs as Kafka 4 defines them, through confluent-kafka's AdminClient (and a raw
+DescribeConfigs v3 for documentation strings): every Kafka topic config accepted by
+CreateTopics, AlterConfigs and IncrementalAlterConfigs, Kafka's INVALID_CONFIG messages,
+MirrorMaker 2-style DELETE of keys at their default, synonyms in Kafka's order, dynamic broker
+configs (BROKER resources, kept across restarts) and log levels (BROKER_LOGGER resources)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+)
+
+import kwire
+from conftest import ck_admin, create_topic, kafka_error_code, unique_topic
+
+T = 30  # seconds, per admin call
+
+# A value other than the default for every topic config Kafka 4.x's LogConfig defines.
+KAFKA_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact,delete",
+    "compression.gzip.level": "5",
+    "compression.lz4.level": "10",
+    "compression.type": "lz4",
+    "compression.zstd.level": "7",
+    "delete.retention.ms": "1000",
+    "file.delete.delay.ms": "1000",
+    "flush.messages": "1000",
+    "flush.ms": "1000",
+    "follower.replication.throttled.replicas": "0:1",
+    "index.interval.bytes": "1000",
+    "leader.replication.throttled.replicas": "*",
+    "local.retention.bytes": "-2",
+    "local.retention.ms": "-2",
+    "max.compaction.lag.ms": "100000",
+    "max.message.bytes": "100000",
+    "message.timestamp.after.max.ms": "3600000",
+    "message.timestamp.before.max.ms": "3600000",
+    "message.timestamp.type": "LogAppendTime",
+    "min.cleanable.dirty.ratio": "0.2",
+    "min.compaction.lag.ms": "10",
+    "min.insync.replicas": "1",
+    "preallocate": "true",
+    "remote.log.copy.disable": "false",
+    "remote.log.delete.on.disable": "false",
+    "remote.storage.enable": "false",
+    "retention.bytes": "100000000",
+    "retention.ms": "100000000",
+    "segment.bytes": "1048576",
+    "segment.index.bytes": "100000",
+    "segment.jitter.ms": "1000",
+    "segment.ms": "100000000",
+    "unclean.leader.election.enable": "false",
+}
+# Removed in Kafka 4 but still sent by tools talking to 3.x clusters: accepted and dropped.
+REMOVED = {
+    "message.format.version": "2.8-IV1",
+    "message.timestamp.difference.max.ms": "1000",
+    "message.downconversion.enable": "true",
+}
+
+
+def describe(broker, rtype, name, **kw) -> dict:
+    fs = ck_admin(broker).describe_configs([ConfigResource(rtype, name)], request_timeout=T, **kw)
+    (_, fut), = fs.items()
+    return fut.result(timeout=T)
+
+
+def incremental(broker, rtype, name, entries) -> None:
+    res = ConfigResource(rtype, name, incremental_configs=entries)
+    for f in ck_admin(broker).incremental_alter_configs([res], request_timeout=T).values():
+        f.result(timeout=T)
+
+
+def incremental_error(broker, rtype, name, entries) -> KafkaException:
+    with pytest.raises(KafkaException) as ei:
+        incremental(broker, rtype, name, entries)
+    return ei.value
+
+
+def src(entry) -> str:
+    """ConfigEntry.source as the ConfigSource name, whatever type the binding hands back."""
+    s = entry.source
+    return s.name if isinstance(s, ConfigSource) else ConfigSource(s).name
+
+
+def synonyms(entry) -> list[tuple[str, str]]:
+    return [(s.name, src(s)) for s in entry.synonyms.values()]
+
+
+def test_create_topics_accepts_every_kafka_topic_config(broker):
+    name = unique_topic("allcfg")
+    create_topic(broker, name, config={**KAFKA_TOPIC_CONFIGS, **REMOVED})
+    cfg = describe(broker, ResourceType.TOPIC, name)
+    for key, value in KAFKA_TOPIC_CONFIGS.items():
+        assert key in cfg, f"{key} not described"
+        assert cfg[key].value == value, (key, cfg[key].value)
+        assert src(cfg[key]) == "DYNAMIC_TOPIC_CONFIG", key
+    for key in REMOVED:
+        assert key not in cfg, f"{key} was stored"
+
+
+def test_alter_configs_and_incremental_accept_every_kafka_topic_config(broker):
+    name = create_topic(broker, unique_topic("altcfg"))
+    res = ConfigResource(ResourceType.TOPIC, name, set_config={**KAFKA_TOPIC_CONFIGS, **REMOVED})
+    for f in ck_admin(broker).alter_configs([res], request_timeout=T).values():
+        f.result(timeout=T)
+    cfg = describe(broker, ResourceType.TOPIC, name)
+    assert {k: cfg[k].value for k in KAFKA_TOPIC_CONFIGS} == KAFKA_TOPIC_CONFIGS
+
+    other = create_topic(broker, unique_topic("inccfg"))
+    incremental(broker, ResourceType.TOPIC, other, [
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in {**KAFKA_TOPIC_CONFIGS, **REMOVED}.items()
+    ])
+    cfg = describe(broker, ResourceType.TOPIC, other)
+    assert {k: cfg[k].value for k in KAFKA_TOPIC_CONFIGS} == KAFKA_TOPIC_CONFIGS
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("retention.ms", "-5", "Invalid value -5 for configuration retention.ms: Value must be at least -1"),
+    ("flush.ms", "soon", "Not a number of type LONG"),
+    ("compression.gzip.level", "10", "Value must be between 1 and 9 or equal to -1"),
+    ("compression.zstd.level", "23", "Value must be no more than 22"),
+    ("message.timestamp.before.max.ms", "-1", "Value must be at least 0"),
+    ("leader.replication.throttled.replicas", "all", "must be the literal '*'"),
+    ("preallocate", "maybe", "Expected value to be either true or false"),
+    ("message.format.version", "banana", "is not a valid version"),
+    ("no.such.config", "1", "Unknown topic config name: no.such.config"),
+])
+def test_invalid_values_answer_invalid_config_with_kafkas_message(broker, key, value, message):
+    name = unique_topic("badcfg")
+    fs = ck_admin(broker).create_topics([NewTopic(name, 1, 1, config={key: value})],
+                                        operation_timeout=T, request_timeout=T)
+    with pytest.raises(KafkaException) as ei:
+        fs[name].result(timeout=T)
+    assert kafka_error_code(ei.value) == KafkaError.INVALID_CONFIG
+    assert message in str(ei.value)
+
+    existing = create_topic(broker, unique_topic("badinc"))
+    e = incremental_error(broker, ResourceType.TOPIC, existing,
+                          [ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+    assert kafka_error_code(e) == KafkaError.INVALID_CONFIG
+    assert message in str(e)
+
+
+def test_mirrormaker_style_delete_of_keys_at_their_default_succeeds(broker):
+    name = create_topic(broker, unique_topic("mm2"), config={"retention.ms": "3600000"})
+    # MirrorMaker 2's config sync sets what it copies and DELETEs the rest, most of it at its
+    # default here, some of it unknown to a Kafka 4 broker.
+    incremental(broker, ResourceType.TOPIC, name, [
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ConfigEntry("flush.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ConfigEntry("segment.jitter.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ConfigEntry("message.format.version", None, incremental_operation=AlterConfigOpType.DELETE),
+        ConfigEntry("max.message.bytes", None, incremental_operation=AlterConfigOpType.DELETE),
+    ])
+    cfg = describe(broker, ResourceType.TOPIC, name)
+    assert cfg["cleanup.policy"].value == "compact"
+    assert cfg["retention.ms"].value == "604800000"
+    assert src(cfg["retention.ms"]) == "DEFAULT_CONFIG"
+    assert src(cfg["flush.ms"]) == "DEFAULT_CONFIG"
+
+
+def test_describe_configs_synonyms_in_kafkas_order(broker_factory):
+    broker = broker_factory({"log.retention.ms": 7200000, "log.retention.hours": 5})
+    name = create_topic(broker, unique_topic("syn"), config={"retention.ms": "3600000"})
+    # confluent-kafka keeps synonyms in a dict by name (a name given twice keeps its first
+    # place and last source), so the exact list is read raw.
+    raw = describe_configs_v3(broker, 2, name)
+    assert [(n, s) for n, _, s in raw["retention.ms"][3]] == [
+        ("retention.ms", 1),  # DYNAMIC_TOPIC_CONFIG
+        ("log.retention.ms", 4),  # STATIC_BROKER_CONFIG
+        ("log.retention.hours", 4),
+        ("log.retention.hours", 5),  # DEFAULT_CONFIG
+    ]
+    assert [(n, v) for n, v, _ in raw["retention.ms"][3]][1:] == [
+        ("log.retention.ms", "7200000"), ("log.retention.hours", "5"), ("log.retention.hours", "168"),
+    ]
+    cfg = describe(broker, ResourceType.TOPIC, name)
+    assert synonyms(cfg["retention.ms"])[:2] == [
+        ("retention.ms", "DYNAMIC_TOPIC_CONFIG"),
+        ("log.retention.ms", "STATIC_BROKER_CONFIG"),
+    ]
+    assert synonyms(cfg["segment.bytes"]) == [("log.segment.bytes", "DEFAULT_CONFIG")]
+    # A key without a broker default (Kafka's CONFIGS_WITH_NO_SERVER_DEFAULTS) has none.
+    assert synonyms(cfg["leader.replication.throttled.replicas"]) == []
+
+    plain = create_topic(broker, unique_topic("syn2"))
+    cfg = describe(broker, ResourceType.TOPIC, plain)
+    assert cfg["retention.ms"].value == "7200000"
+    assert src(cfg["retention.ms"]) == "STATIC_BROKER_CONFIG"
+
+
+def describe_configs_v3(broker, rtype: int, name: str) -> dict:
+    """Raw DescribeConfigs v3 with include_synonyms and include_documentation (confluent-kafka
+    never asks for documentation): {name: (value, source, documentation, [synonyms])}."""
+    body = (kwire.i32(1) + kwire.i8(rtype) + kwire.string(name) + kwire.i32(-1)
+            + kwire.i8(1) + kwire.i8(1))
+    with kwire.Conn.to(broker) as conn:
+        r = conn.request(32, 3, body)
+    r.i32()  # throttle
+    assert r.i32() == 1
+    err, msg = r.i16(), r.string()
+    assert err == 0, msg
+    r.i8(), r.string()
+    out = {}
+    for _ in range(r.i32()):
+        cname, value = r.string(), r.string()
+        r.i8()  # read only
+        source = r.i8()
+        r.i8()  # sensitive
+        syns = []
+        for _ in range(r.i32()):
+            syns.append((r.string(), r.string(), r.i8()))
+        r.i8()  # type
+        doc = r.string()
+        out[cname] = (value, source, doc, syns)
+    return out
+
+
+SET, DELETE = 0, 1
+BROKER, BROKER_LOGGER = 4, 8
+
+
+def incremental_v0(broker, rtype: int, name: str, ops) -> tuple[int, str | None]:
+    """Raw IncrementalAlterConfigs v0 (confluent-kafka refuses the cluster-default BROKER
+    resource `""` and has no BROKER_LOGGER type): (error code, message)."""
+    body = kwire.i32(1) + kwire.i8(rtype) + kwire.string(name) + kwire.i32(len(ops))
+    for key, op, value in ops:
+        body += kwire.string(key) + kwire.i8(op) + kwire.string(value)
+    body += kwire.i8(0)
+    with kwire.Conn.to(broker) as conn:
+        r = conn.request(44, 0, body)
+    r.i32()  # throttle
+    assert r.i32() == 1
+    return r.i16(), r.string()
+
+
+def test_describe_configs_returns_documentation_when_asked(broker):
+    name = create_topic(broker, unique_topic("doc"))
+    cfg = describe_configs_v3(broker, 2, name)
+    assert "older than this" in cfg["retention.ms"][2]
+    assert cfg["preallocate"][2]
+    broker_cfg = describe_configs_v3(broker, 4, str(broker.node_ids[0]))
+    assert broker_cfg["log.retention.ms"][2]
+
+
+def test_dynamic_broker_configs_reach_topics_and_survive_a_restart(broker):
+    node = str(broker.node_ids[0])
+    name = create_topic(broker, unique_topic("dyn"))
+    assert incremental_v0(broker, BROKER, "", [
+        ("log.retention.ms", SET, "123456"), ("num.partitions", SET, "3"),
+    ])[0] == 0
+    cfg = describe(broker, ResourceType.TOPIC, name)
+    assert cfg["retention.ms"].value == "123456"
+    assert src(cfg["retention.ms"]) == "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    defaults = describe_configs_v3(broker, BROKER, "")
+    assert defaults["log.retention.ms"][:2] == ("123456", 3)  # DYNAMIC_DEFAULT_BROKER_CONFIG
+
+    incremental(broker, ResourceType.BROKER, node, [
+        ConfigEntry("log.retention.ms", "654321", incremental_operation=AlterConfigOpType.SET),
+    ])
+    mine = describe(broker, ResourceType.BROKER, node)
+    assert mine["log.retention.ms"].value == "654321"
+    assert src(mine["log.retention.ms"]) == "DYNAMIC_BROKER_CONFIG"
+    assert not mine["log.retention.ms"].is_read_only
+    assert mine["node.id"].is_read_only
+    # Per broker, then the cluster default, then the default of log.retention.hours.
+    raw = describe_configs_v3(broker, BROKER, node)
+    assert [(n, s) for n, _, s in raw["log.retention.ms"][3]] == [
+        ("log.retention.ms", 2), ("log.retention.ms", 3), ("log.retention.hours", 5),
+    ]
+    # A topic created without a partition count takes the dynamic num.partitions.
+    auto = unique_topic("dynparts")
+    fs = ck_admin(broker).create_topics([NewTopic(auto)], operation_timeout=T, request_timeout=T)
+    fs[auto].result(timeout=T)
+    md = ck_admin(broker).list_topics(auto, timeout=T)
+    assert len(md.topics[auto].partitions) == 3
+
+    broker.restart()
+    cfg = describe(broker, ResourceType.TOPIC, name)
+    assert cfg["retention.ms"].value == "654321"
+    assert src(cfg["retention.ms"]) == "DYNAMIC_BROKER_CONFIG"
+
+    incremental(broker, ResourceType.BROKER, node, [
+        ConfigEntry("log.retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+    ])
+    assert describe(broker, ResourceType.TOPIC, name)["retention.ms"].value == "123456"
+
+    e = incremental_error(broker, ResourceType.BROKER, node, [
+        ConfigEntry("node.id", "7", incremental_operation=AlterConfigOpType.SET),
+    ])
+    assert kafka_error_code(e) == KafkaError.INVALID_CONFIG
+    err, msg = incremental_v0(broker, BROKER, "", [("log.segment.bytes", SET, "1")])
+    assert err == KafkaError.INVALID_CONFIG, msg
+
+
+def test_broker_logger_levels_change_at_run_time(broker):
+    node = str(broker.node_ids[0])
+    loggers = describe_configs_v3(broker, BROKER_LOGGER, node)
+    assert "root" in loggers and "ferry_broker" in loggers
+    root = loggers["root"][0]
+    assert root in ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "OFF")
+    assert loggers["ferry_broker"][1] == 6  # DYNAMIC_BROKER_LOGGER_CONFIG
+    assert incremental_v0(broker, BROKER_LOGGER, node, [("ferry_broker", SET, "DEBUG")])[0] == 0
+    assert describe_configs_v3(broker, BROKER_LOGGER, node)["ferry_broker"][0] == "DEBUG"
+    assert incremental_v0(broker, BROKER_LOGGER, node, [("ferry_broker", DELETE, None)])[0] == 0
+    assert describe_configs_v3(broker, BROKER_LOGGER, node)["ferry_broker"][0] == root
+    err, msg = incremental_v0(broker, BROKER_LOGGER, node, [("ferry_broker", SET, "LOUD")])
+    assert err == KafkaError.INVALID_CONFIG, msg
+    err, _ = incremental_v0(broker, BROKER_LOGGER, "99", [("ferry_broker", SET, "INFO")])
+    assert err == KafkaError.INVALID_REQUEST
