@@ -247,12 +247,21 @@ fn rebuild_txn_indexes(
     durability: Durability,
 ) -> Result<()> {
     let mut aborted = aborted.into_iter().peekable();
-    for seg in segments.iter_mut().filter(|s| s.base_offset >= from) {
+    let active = segments.len().saturating_sub(1);
+    for (i, seg) in segments.iter_mut().enumerate() {
+        if seg.base_offset < from {
+            continue;
+        }
         seg.txn_index.clear();
         while let Some(a) = aborted.next_if(|a| a.last_offset < seg.next_offset) {
             if a.last_offset >= seg.base_offset {
                 seg.txn_index.push(a);
             }
+        }
+        if i == active {
+            // Written with its other indexes at roll or close.
+            seg.dirty = true;
+            continue;
         }
         if let Some(dir) = seg.dir().map(Path::to_path_buf) {
             write_txn_index(
@@ -268,8 +277,8 @@ fn rebuild_txn_indexes(
 /// Opens and, when `clean` is false, recovers the log in `dir`. With [`Durability::Synced`] the
 /// recovered segments and every file written are fsynced and the recovery point is written.
 /// With [`Durability::Unsynced`] nothing is fsynced and the recovery point file is left as it
-/// was: the caller syncs the file system, then writes it
-/// ([`PartitionLog::write_recovery_point`](crate::PartitionLog::write_recovery_point)).
+/// was (older, so it only costs more recovery after a crash); the caller syncs the file system
+/// before anything else is written, since the recovery point in memory is the log end.
 pub(crate) fn load(
     dir: &Path,
     config: &LogConfig,
@@ -313,8 +322,13 @@ pub(crate) fn load(
         if durability == Durability::Synced {
             seg.sync()?;
         }
-        seg.persist_indexes(durability)?;
         let cut = result.reason.is_some();
+        // The active segment's indexes live in memory and go to their files at roll or close
+        // (it stays dirty): writing them here would create three files per partition, which
+        // is most of a mass recovery's time (ext4 inode allocation).
+        if !cut && i + 1 < bases.len() {
+            seg.persist_indexes(durability)?;
+        }
         if let Some(reason) = &result.reason {
             warn!(
                 dir = %dir.display(),

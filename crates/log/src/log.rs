@@ -151,8 +151,7 @@ impl PartitionLog {
     }
 
     /// [`Self::open`] that fsyncs nothing and leaves the recovery point file as it was, for a
-    /// caller loading many logs: it syncs the file system once, then calls
-    /// [`Self::write_recovery_point`] on each.
+    /// caller loading many logs: it syncs the file system once before anything else.
     pub(crate) fn open_unsynced(
         dir: PathBuf,
         tp: TopicPartition,
@@ -856,13 +855,6 @@ impl PartitionLog {
     /// fsyncs every segment holding offsets below `offset` and moves the recovery point there.
     pub fn flush_up_to(&self, offset: i64) -> Result<()> {
         self.flush_up_to_with(offset, Durability::Synced)
-    }
-
-    /// Writes the recovery point file with the recovery point in memory (after an
-    /// [`Self::open_unsynced`] and a sync of the file system, which made it true on disk).
-    pub(crate) fn write_recovery_point(&self, durability: Durability) -> Result<()> {
-        let rp = self.recovery_point.lock();
-        write_offset_checkpoint(&self.dir.join(RECOVERY_POINT_FILE), *rp, durability)
     }
 
     /// [`Self::flush_up_to`]; with [`Durability::Unsynced`] the segments are left for a sync of

@@ -19,7 +19,6 @@ use tracing::{info, warn};
 
 use crate::config::LogConfig;
 use crate::error::{LogError, Result};
-use crate::index::Durability;
 use crate::log::PartitionLog;
 use crate::offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
 
@@ -301,9 +300,11 @@ impl LogManager {
     }
 
     /// Makes the logs [`Self::open_existing`] loaded without fsyncs durable: one sync of each
-    /// log dir's file system, then each log's recovery point file (which vouches for what the
-    /// sync made durable, so it needs no fsync of its own: an older one on disk only means more
-    /// recovery after a crash). The logs of a dir whose sync fails are turned into errors.
+    /// log dir's file system (their recovery points in memory are their log ends, so the next
+    /// flush only syncs what is appended later). The recovery point files stay as they were:
+    /// rewriting them would allocate a new file per partition, and an older one only means
+    /// that a crash before the next flush recovers the same segments again. The logs of a dir
+    /// whose sync fails are turned into errors.
     fn sync_loaded_logs(&self, outcomes: &mut [(TopicPartition, Result<Arc<PartitionLog>>)]) {
         for d in &self.dirs {
             let in_dir = |log: &PartitionLog| log.dir_path().parent() == Some(d.path.as_path());
@@ -321,15 +322,6 @@ impl LogManager {
                             "syncing {} after loading failed: {e}",
                             d.path.display()
                         )));
-                    }
-                }
-                continue;
-            }
-            for (tp, o) in outcomes.iter() {
-                let Ok(log) = o else { continue };
-                if in_dir(log) {
-                    if let Err(e) = log.write_recovery_point(Durability::Unsynced) {
-                        warn!(%tp, error = %e, "writing the recovery point after loading failed");
                     }
                 }
             }

@@ -336,9 +336,14 @@ fn loading_and_closing_many_logs_sync_the_file_system_once_not_each_file() {
     for tp in &tps {
         let log = m.get(tp).unwrap();
         assert_eq!(log.log_end_offset(), 3);
-        // Written after the file system sync, and vouching for the recovered log.
+        // The recovery point on disk is never past what the load made durable; the active
+        // segment's indexes wait in memory for the roll or close (no new files per log).
         let rp = read_offset_checkpoint(&log.dir().join(RECOVERY_POINT_FILE)).unwrap();
-        assert_eq!(rp, Some(3), "{tp}");
+        assert!(rp.unwrap_or(0) <= 3, "{tp}");
+        assert!(
+            !log.dir().join("00000000000000000000.index").exists(),
+            "{tp}"
+        );
     }
 
     // Files that hold what they would be rewritten with are left alone (read, not replaced).
