@@ -27,6 +27,14 @@ impl TopicCatalog for MetadataCatalog {
     fn topic_name(&self, id: Uuid) -> Option<String> {
         self.0.topic_by_id(id).map(|t| t.name)
     }
+    fn topic_names(&self) -> Vec<String> {
+        self.0
+            .topics()
+            .into_iter()
+            .map(|t| t.name)
+            .filter(|name| !crate::broker::Broker::is_internal_topic(name))
+            .collect()
+    }
 }
 
 /// `__consumer_offsets` as the group coordinator's store.

@@ -2,6 +2,10 @@
 //! coordinator computes a target assignment with a server-side assignor and moves each member
 //! towards it.
 //!
+//! Subscriptions: a member subscribes by topic names, by a regular expression
+//! (`SubscribedTopicRegex`, resolved here against the topic names on every heartbeat, so a
+//! topic created or deleted moves the group epoch like any other topic change), or both.
+//!
 //! Epochs: the group epoch rises whenever membership, subscriptions or subscribed topics'
 //! partition counts change; the assignment epoch is the group epoch the current target was
 //! computed for; a member's epoch reaches the assignment epoch once it holds no partition that
@@ -27,6 +31,34 @@ pub trait TopicCatalog: Send + Sync {
     /// (topic id, partition count) of an existing topic.
     fn topic(&self, name: &str) -> Option<(Uuid, i32)>;
     fn topic_name(&self, id: Uuid) -> Option<String>;
+    /// The names of the topics a regular-expression subscription may match (internal topics
+    /// left out).
+    fn topic_names(&self) -> Vec<String>;
+}
+
+/// A member's regular-expression subscription (KIP-848 `SubscribedTopicRegex`), resolved by the
+/// coordinator against the topic names. Kafka uses RE2J and matches whole names; the `regex`
+/// crate has the same syntax for what clients send, anchored here the same way.
+#[derive(Debug, Clone)]
+pub struct TopicRegex {
+    pub source: String,
+    anchored: regex::Regex,
+}
+
+impl TopicRegex {
+    /// Compiles `source`, or says why it is not a valid regular expression.
+    pub fn compile(source: &str) -> Result<Self, String> {
+        regex::Regex::new(source).map_err(|e| e.to_string())?;
+        let anchored = regex::Regex::new(&format!("^(?:{source})$")).map_err(|e| e.to_string())?;
+        Ok(Self {
+            source: source.to_string(),
+            anchored,
+        })
+    }
+
+    pub fn matches(&self, topic: &str) -> bool {
+        self.anchored.is_match(topic)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -36,7 +68,12 @@ pub struct ConsumerMember {
     pub rack: Option<String>,
     pub client_id: String,
     pub client_host: String,
+    /// Topic names the member subscribed to by name.
     pub subscribed: Vec<String>,
+    /// Its regular-expression subscription, if any: the topics it matches are subscribed too.
+    pub subscribed_regex: Option<TopicRegex>,
+    /// The topics `subscribed_regex` matched at the last metadata refresh.
+    pub regex_topics: Vec<String>,
     pub server_assignor: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub epoch: i32,
@@ -153,6 +190,13 @@ fn err(e: ResponseError, msg: &str) -> ConsumerGroupHeartbeatResponse {
         .with_error_message(Some(StrBytes::from_string(msg.to_string())))
 }
 
+impl ConsumerMember {
+    /// Every topic the member subscribes to: by name, and those its regex matched.
+    pub fn topics(&self) -> impl Iterator<Item = &String> {
+        self.subscribed.iter().chain(self.regex_topics.iter())
+    }
+}
+
 impl ConsumerGroup {
     pub fn state_name(&self) -> &'static str {
         if self.members.is_empty() {
@@ -181,9 +225,18 @@ impl ConsumerGroup {
 
     /// Whether subscribed topics changed shape (created, deleted, repartitioned).
     fn refresh_metadata(&mut self, catalog: &dyn TopicCatalog) -> bool {
+        if self.members.values().any(|m| m.subscribed_regex.is_some()) {
+            let names = catalog.topic_names();
+            for m in self.members.values_mut() {
+                m.regex_topics = match &m.subscribed_regex {
+                    Some(re) => names.iter().filter(|t| re.matches(t)).cloned().collect(),
+                    None => Vec::new(),
+                };
+            }
+        }
         let mut now: BTreeMap<String, (Uuid, i32)> = BTreeMap::new();
         for m in self.members.values() {
-            for t in &m.subscribed {
+            for t in m.topics() {
                 if let Some(meta) = catalog.topic(t) {
                     now.insert(t.clone(), meta);
                 }
@@ -208,8 +261,7 @@ impl ConsumerGroup {
             .map(|m| MemberSpec {
                 member_id: &m.id,
                 topics: m
-                    .subscribed
-                    .iter()
+                    .topics()
                     .filter_map(|t| self.subscribed_metadata.get(t).map(|(id, _)| *id))
                     .collect(),
             })
@@ -270,6 +322,10 @@ pub fn heartbeat(
     if let Err(refusal) = check_assignor(req) {
         return (refusal.response(), false);
     }
+    let regex = match requested_regex(req) {
+        Ok(regex) => regex,
+        Err(refusal) => return (refusal.response(), false),
+    };
     let admitted = if epoch == 0 {
         join_member(group, req, client_id, client_host, new_member_id, now, cfg)
     } else {
@@ -285,6 +341,15 @@ pub fn heartbeat(
     };
     m.last_heartbeat_ms = now;
     bump |= resubscribe(m, req);
+    if let Some(regex) = regex {
+        let same =
+            m.subscribed_regex.as_ref().map(|r| &r.source) == regex.as_ref().map(|r| &r.source);
+        if !same {
+            m.subscribed_regex = regex;
+            m.regex_topics.clear();
+            bump = true;
+        }
+    }
     let mut changed = update_member(m, req);
     changed |= advance_epochs(group, bump, cfg, catalog);
     reconcile_and_respond(group, member_id, epoch, now, cfg, changed)
@@ -377,21 +442,40 @@ fn join_member(
     Ok((id, true))
 }
 
-/// A join must name its topics: regular-expression subscriptions are not served.
+/// A join must name its topics, by name or by regular expression.
 fn check_join_subscription(req: &ConsumerGroupHeartbeatRequest) -> Result<(), Refusal> {
     if req.subscribed_topic_names.is_none() && req.subscribed_topic_regex.is_none() {
         return Err(Refusal::new(
             ResponseError::InvalidRequest,
-            "SubscribedTopicNames must be set when joining",
-        ));
-    }
-    if req.subscribed_topic_regex.is_some() && req.subscribed_topic_names.is_none() {
-        return Err(Refusal::new(
-            ResponseError::InvalidRequest,
-            "regular-expression subscriptions are not served yet",
+            "SubscribedTopicNames or SubscribedTopicRegex must be set in first request",
         ));
     }
     Ok(())
+}
+
+/// The regular expression the request subscribes with: `None` when the request does not touch
+/// it, `Some(None)` when an empty one clears it. An expression that does not compile is
+/// INVALID_REGULAR_EXPRESSION, as Kafka answers.
+fn requested_regex(
+    req: &ConsumerGroupHeartbeatRequest,
+) -> Result<Option<Option<TopicRegex>>, Refusal> {
+    let Some(source) = &req.subscribed_topic_regex else {
+        return Ok(None);
+    };
+    if source.is_empty() {
+        return Ok(Some(None));
+    }
+    TopicRegex::compile(source.as_str())
+        .map(|re| Some(Some(re)))
+        .map_err(|e| {
+            Refusal(
+                ResponseError::InvalidRegularExpression,
+                format!(
+                    "SubscribedTopicRegex `{}` is not a valid regular expression: {e}",
+                    source.as_str()
+                ),
+            )
+        })
 }
 
 /// The id of the member with the joining member's instance id, if any.
@@ -424,6 +508,8 @@ fn new_member(
         client_id: client_id.to_string(),
         client_host: client_host.to_string(),
         subscribed: Vec::new(),
+        subscribed_regex: None,
+        regex_topics: Vec::new(),
         server_assignor: None,
         rebalance_timeout_ms: req.rebalance_timeout_ms.max(0),
         epoch: 0,
@@ -605,6 +691,12 @@ pub(crate) fn restore(v: ConsumerGroupValue, now: i64) -> ConsumerGroup {
                 client_id: m.client_id,
                 client_host: m.client_host,
                 subscribed: m.subscribed,
+                // A regex stored by this coordinator compiled then; one that no longer does
+                // is dropped rather than failing the load.
+                subscribed_regex: m
+                    .subscribed_regex
+                    .and_then(|r| TopicRegex::compile(&r).ok()),
+                regex_topics: Vec::new(),
                 server_assignor: m.server_assignor,
                 rebalance_timeout_ms: m.rebalance_timeout_ms,
                 epoch: m.epoch,

@@ -88,6 +88,7 @@ impl GroupCoordinator {
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
                     subscribed: m.subscribed.clone(),
+                    subscribed_regex: m.subscribed_regex.as_ref().map(|r| r.source.clone()),
                     server_assignor: m.server_assignor.clone(),
                     rebalance_timeout_ms: m.rebalance_timeout_ms,
                     epoch: m.epoch,
@@ -181,6 +182,7 @@ impl GroupCoordinator {
             .with_client_id(s(&m.client_id))
             .with_client_host(s(&m.client_host))
             .with_subscribed_topic_names(m.subscribed.iter().map(|t| TopicName(s(t))).collect())
+            .with_subscribed_topic_regex(m.subscribed_regex.as_ref().map(|r| s(&r.source)))
             .with_assignment(wire(&consumer::union(&m.assigned, &m.revoking)))
             .with_target_assignment(wire(&c.target.get(&m.id).cloned().unwrap_or_default()))
             .with_member_type(1)

@@ -240,3 +240,80 @@ fn a_consumer_group_whose_members_left_can_be_deleted() {
     assert_eq!(delete(&f), 0, "every member left: the group is empty");
     assert_eq!(delete(&f), ResponseError::GroupIdNotFound.code());
 }
+
+fn hb_regex(
+    f: &Fixture,
+    member: &str,
+    epoch: i32,
+    regex: &str,
+    owned: Option<&BTreeSet<(u128, i32)>>,
+) -> ConsumerGroupHeartbeatResponse {
+    let owned = owned.map(|o| {
+        let mut by_topic: std::collections::BTreeMap<u128, Vec<i32>> = Default::default();
+        for (t, p) in o {
+            by_topic.entry(*t).or_default().push(*p);
+        }
+        by_topic
+            .into_iter()
+            .map(|(t, ps)| {
+                TopicPartitions::default()
+                    .with_topic_id(Uuid::from_u128(t))
+                    .with_partitions(ps)
+            })
+            .collect()
+    });
+    f.coord.consumer_group_heartbeat(
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s("cg")))
+            .with_member_id(s(member))
+            .with_member_epoch(epoch)
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_regex(Some(s(regex)))
+            .with_topic_partitions(owned),
+        CLIENT,
+    )
+}
+
+#[test]
+fn a_regex_subscription_is_resolved_by_the_coordinator_against_whole_names() {
+    let f = fixture_with_catalog();
+    // `t` matches only topic t (4 partitions): the regex matches whole names, not u.
+    let a = hb_regex(&f, "", 0, "t", None);
+    assert_eq!(a.error_code, 0, "{:?}", a.error_message);
+    let id = a.member_id.clone().unwrap().to_string();
+    let mine = owned(&a).unwrap();
+    assert_eq!(mine, (0..4).map(|p| (1, p)).collect());
+
+    // Widening the regex takes in u as well, at a new epoch.
+    let a2 = hb_regex(&f, &id, a.member_epoch, "[tu]", Some(&mine));
+    assert_eq!(a2.error_code, 0, "{:?}", a2.error_message);
+    assert!(a2.member_epoch > a.member_epoch);
+    let both = owned(&a2).unwrap();
+    assert_eq!(both.len(), 6, "{both:?}");
+
+    let d = f.coord.consumer_group_describe(
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("cg"))]),
+    );
+    let m = &d.groups[0].members[0];
+    assert_eq!(
+        m.subscribed_topic_regex.as_ref().map(|r| r.to_string()),
+        Some("[tu]".to_string())
+    );
+}
+
+#[test]
+fn an_invalid_regex_is_invalid_regular_expression() {
+    let f = fixture_with_catalog();
+    let r = hb_regex(&f, "", 0, "t(", None);
+    assert_eq!(r.error_code, ResponseError::InvalidRegularExpression.code());
+    assert!(r.member_id.is_none());
+    // Nothing at all to subscribe with is still INVALID_REQUEST.
+    let r = f.coord.consumer_group_heartbeat(
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s("cg")))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000),
+        CLIENT,
+    );
+    assert_eq!(r.error_code, ResponseError::InvalidRequest.code());
+}

@@ -228,7 +228,7 @@ impl GroupCoordinator {
         let subscribed: Vec<String> = if let Some(c) = &group.consumer {
             c.members
                 .values()
-                .flat_map(|m| m.subscribed.iter().cloned())
+                .flat_map(|m| m.topics().cloned())
                 .collect()
         } else if active {
             group

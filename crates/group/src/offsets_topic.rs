@@ -61,6 +61,8 @@ pub struct ConsumerMemberValue {
     pub client_id: String,
     pub client_host: String,
     pub subscribed: Vec<String>,
+    /// The member's regular-expression subscription (KIP-848), stored from value version 1.
+    pub subscribed_regex: Option<String>,
     pub server_assignor: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub epoch: i32,
@@ -263,7 +265,7 @@ pub fn encode_value(value: &RecordValue) -> Bytes {
             b.put_i64(o.commit_timestamp);
         }
         RecordValue::ConsumerGroup(g) => {
-            b.put_i16(0);
+            b.put_i16(1);
             b.put_i32(g.group_epoch);
             b.put_i32(g.assignment_epoch);
             put_str(&mut b, &g.assignor);
@@ -284,6 +286,7 @@ pub fn encode_value(value: &RecordValue) -> Bytes {
                 b.put_i32(m.previous_epoch);
                 put_assignment(&mut b, &m.assigned);
                 put_assignment(&mut b, &m.target);
+                put_nullable_str(&mut b, m.subscribed_regex.as_deref());
             }
         }
         RecordValue::Group(g) => {
@@ -335,7 +338,7 @@ pub fn decode_value(key: &RecordKey, data: Bytes) -> Result<RecordValue, DecodeE
             }))
         }
         RecordKey::ConsumerGroup { .. } => {
-            if version != 0 {
+            if !(0..=1).contains(&version) {
                 return Err(DecodeError(format!(
                     "unknown consumer group value version {version}"
                 )));
@@ -367,6 +370,11 @@ pub fn decode_value(key: &RecordKey, data: Bytes) -> Result<RecordValue, DecodeE
                     previous_epoch: r.i32()?,
                     assigned: r.assignment()?,
                     target: r.assignment()?,
+                    subscribed_regex: if version >= 1 {
+                        r.nullable_str()?
+                    } else {
+                        None
+                    },
                 });
             }
             Ok(RecordValue::ConsumerGroup(ConsumerGroupValue {
@@ -493,6 +501,7 @@ mod tests {
                 client_id: "c".into(),
                 client_host: "/1.2.3.4".into(),
                 subscribed: vec!["t".into()],
+                subscribed_regex: Some("^t.*".into()),
                 server_assignor: None,
                 rebalance_timeout_ms: 1000,
                 epoch: 5,

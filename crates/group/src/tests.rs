@@ -144,6 +144,9 @@ impl crate::TopicCatalog for Catalog {
             _ => None,
         }
     }
+    fn topic_names(&self) -> Vec<String> {
+        vec!["t".into(), "u".into()]
+    }
 }
 
 pub(crate) fn s(v: &str) -> StrBytes {
