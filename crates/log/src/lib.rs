@@ -14,7 +14,8 @@
 //! - `<offset:020>.snapshot`: producer state (idempotence, ongoing transactions) as of that
 //!   offset;
 //! - `leader-epoch-checkpoint`, `log-start-offset`, `recovery-point`,
-//!   `cleaner-offset-checkpoint`: Kafka-style checkpoints.
+//!   `cleaner-offset-checkpoint`: Kafka-style checkpoints; a missing one means empty or offset 0,
+//!   so a new log writes none of them.
 //!
 //! What always holds: a reader sees only whole batches that were fully appended; offsets are
 //! dense and increasing; everything below the recovery point is fsynced; after a crash, every

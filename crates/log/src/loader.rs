@@ -290,10 +290,12 @@ pub(crate) fn load(
     let bases = scan_dir(dir)?;
     let lso_file = read_offset_checkpoint(&dir.join(LOG_START_OFFSET_FILE))?;
     let rp_path = dir.join(RECOVERY_POINT_FILE);
+    // A missing checkpoint file means offset 0 (a new log writes none of them).
+    let rp_file = read_offset_checkpoint(&rp_path);
     let recovery_point = if clean {
         i64::MAX
     } else {
-        match read_offset_checkpoint(&rp_path) {
+        match &rp_file {
             Ok(rp) => rp.unwrap_or(0),
             Err(e) => {
                 warn!(error = %e, "unreadable recovery point, recovering every segment");
@@ -375,7 +377,7 @@ pub(crate) fn load(
         segments.push(Segment::create(dir, log_start_offset, now_ms)?);
         log_end_offset = log_start_offset;
     }
-    if lso_file != Some(log_start_offset) {
+    if lso_file.unwrap_or(0) != log_start_offset {
         write_offset_checkpoint(
             &dir.join(LOG_START_OFFSET_FILE),
             log_start_offset,
@@ -384,6 +386,7 @@ pub(crate) fn load(
     }
 
     let mut epochs = LeaderEpochCache::load(dir)?;
+    let epochs_on_disk = epochs.entries().to_vec();
     epochs.truncate_from_end(log_end_offset);
     let epoch_replay_from = if epochs.latest_epoch().is_none() {
         Some(segments[0].base_offset)
@@ -396,7 +399,9 @@ pub(crate) fn load(
         })?;
     }
     epochs.truncate_from_start(log_start_offset);
-    epochs.persist(durability)?;
+    if epochs.entries() != epochs_on_disk {
+        epochs.persist(durability)?;
+    }
 
     let txn_index_from = match (txn_index_from, recovered_from) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -417,7 +422,7 @@ pub(crate) fn load(
         }
         active.load_indexes_into_memory()?;
     }
-    if durability == Durability::Synced {
+    if durability == Durability::Synced && rp_file.ok().flatten().unwrap_or(0) != log_end_offset {
         write_offset_checkpoint(&rp_path, log_end_offset, durability)?;
     }
     if recovered_from.is_some() {

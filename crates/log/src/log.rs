@@ -919,7 +919,11 @@ impl PartitionLog {
         }
         self.write_producer_snapshot(leo, durability)?;
         self.epochs.lock().persist(durability)?;
-        write_offset_checkpoint(&self.dir.join(LOG_START_OFFSET_FILE), lso, durability)?;
+        // No file means 0 (see the loader): a log that never moved its start writes none.
+        let lso_path = self.dir.join(LOG_START_OFFSET_FILE);
+        if lso != 0 || lso_path.exists() {
+            write_offset_checkpoint(&lso_path, lso, durability)?;
+        }
         Ok(())
     }
 
