@@ -162,6 +162,16 @@ pub fn live_brokers(broker: &Broker, listener: &str) -> Vec<(i32, String, u16, O
     all
 }
 
+/// The replicas of a partition that are not live brokers (Metadata's and
+/// DescribeTopicPartitions' `offline_replicas`).
+pub(crate) fn offline_replicas(replicas: &[i32], image: &ferry_cluster::image::Image) -> Vec<i32> {
+    replicas
+        .iter()
+        .copied()
+        .filter(|r| !image.is_live(*r))
+        .collect()
+}
+
 fn describe(broker: &Broker, topic: &TopicMeta) -> MetadataResponseTopic {
     let image = broker.metadata.image();
     let ids = |v: &[i32]| v.iter().map(|b| BrokerId(*b)).collect::<Vec<_>>();
@@ -171,12 +181,7 @@ fn describe(broker: &Broker, topic: &TopicMeta) -> MetadataResponseTopic {
             .iter()
             .enumerate()
             .map(|(i, state)| {
-                let offline: Vec<i32> = state
-                    .replicas
-                    .iter()
-                    .copied()
-                    .filter(|r| !image.is_live(*r))
-                    .collect();
+                let offline = offline_replicas(&state.replicas, &image);
                 let base = MetadataResponsePartition::default()
                     .with_partition_index(i32::try_from(i).unwrap_or(i32::MAX))
                     .with_leader_id(BrokerId(state.leader))

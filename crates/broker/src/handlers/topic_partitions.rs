@@ -26,7 +26,7 @@ use kafka_protocol::messages::{
 };
 use uuid::Uuid;
 
-use super::metadata::ALL_TOPIC_OPERATIONS;
+use super::metadata::{offline_replicas, ALL_TOPIC_OPERATIONS};
 use super::{str_bytes, RequestContext, TOPIC_DENIED};
 use crate::broker::Broker;
 use ferry_authz::{AclOperation, ResourceType};
@@ -184,12 +184,7 @@ fn partition(
 ) -> Option<DescribeTopicPartitionsResponsePartition> {
     let state = topic.partitions.get(usize::try_from(index).ok()?)?;
     let ids = |v: &[i32]| v.iter().map(|b| BrokerId(*b)).collect::<Vec<_>>();
-    let offline: Vec<i32> = state
-        .replicas
-        .iter()
-        .copied()
-        .filter(|r| !image.is_live(*r))
-        .collect();
+    let offline = offline_replicas(&state.replicas, image);
     Some(
         DescribeTopicPartitionsResponsePartition::default()
             .with_partition_index(index)
