@@ -692,6 +692,23 @@ PROTOCOL_ERROR_NAMES = ("_BAD_MSG", "_BAD_COMPRESSION", "_UNSUPPORTED_FEATURE", 
                         "CORRUPT_MESSAGE", "UNSUPPORTED_VERSION")
 
 
+# Broker settings for KIP-848 consumer groups in tests: no initial delay, quick heartbeats.
+KIP848_BROKER = {
+    "group.initial.rebalance.delay.ms": 0,
+    "group.consumer.heartbeat.interval.ms": 500,
+    "group.consumer.session.timeout.ms": 6000,
+}
+
+
+def close_all(members):
+    """Closes every group member, ignoring the errors of those already gone."""
+    for m in members:
+        try:
+            m.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
 class GroupMember:
     """A confluent-kafka consumer subscribed in a group, with its rebalance history
     (on_assign/on_revoke/on_lost calls), its client errors and the records it consumed."""

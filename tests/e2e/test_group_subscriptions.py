@@ -12,26 +12,12 @@ from __future__ import annotations
 import pytest
 
 import kwire
-from conftest import (GroupMember, all_partitions, ck_admin, consume_until, create_topic,
-                      produce_numbered, unique_topic, wait_group_stable, wait_topic)
+from conftest import (KIP848_BROKER, GroupMember, all_partitions, ck_admin, close_all,
+                      consume_until, create_topic, produce_numbered, unique_topic,
+                      wait_group_stable, wait_topic)
 
 API_CONSUMER_GROUP_HEARTBEAT = 68
 ERR_INVALID_REGULAR_EXPRESSION = 128
-
-KIP848_BROKER = {
-    "group.initial.rebalance.delay.ms": 0,
-    "group.consumer.heartbeat.interval.ms": 500,
-    "group.consumer.session.timeout.ms": 6000,
-}
-
-
-def _close_all(members):
-    for m in members:
-        try:
-            m.close()
-        except Exception:  # noqa: BLE001
-            pass
-
 
 def _delete_topic(b, topic):
     admin = ck_admin(b)
@@ -76,7 +62,7 @@ def test_group_goes_on_after_a_subscribed_topic_is_deleted(broker_factory, proto
         got = consume_until(ms, len(second), timeout=60)
         assert {(p, o) for _n, t, p, o, _k, _v in got if t == keep} == second
     finally:
-        _close_all(ms)
+        close_all(ms)
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
@@ -113,7 +99,7 @@ def test_regex_subscription_follows_topic_creation(broker_factory, protocol):
         got = consume_until(ms, len(d), timeout=60)
         assert _keys(got) == {(t2, p, o) for p, o in d}
     finally:
-        _close_all(ms)
+        close_all(ms)
 
 
 def _heartbeat_v1(conn, group, member_id, regex):

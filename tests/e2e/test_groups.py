@@ -19,7 +19,7 @@ from confluent_kafka import (ConsumerGroupState, ConsumerGroupTopicPartitions, K
                              KafkaException, TopicPartition)
 
 from conftest import (GROUP_BROKER_CONFIG, JS_DIR, GroupMember, all_partitions, ck_admin,
-                      consume_until, create_topic, kafka_error_code, poll_members,
+                      close_all, consume_until, create_topic, kafka_error_code, poll_members,
                       produce_numbered, unique_topic, wait_group_stable)
 
 try:
@@ -31,14 +31,6 @@ except ImportError:  # pragma: no cover - pinned client has it
 @pytest.fixture
 def gbroker(broker_factory):
     return broker_factory(dict(GROUP_BROKER_CONFIG))
-
-
-def _close_all(members):
-    for m in members:
-        try:
-            m.close()
-        except Exception:  # noqa: BLE001 - best effort in teardown
-            pass
 
 
 def _by_member(records):
@@ -87,7 +79,7 @@ def test_members_split_partitions_exactly_once(gbroker, n_members, strategy):
             assert len(m.revokes) == revokes_before[m.name], f"{m.name}: revoked while stable"
             assert not m.protocol_errors(), f"{m.name}: {m.protocol_errors()}"
     finally:
-        _close_all(members)
+        close_all(members)
 
 
 # --- 2. a member leaves / dies: the other takes over -----------------------------------------
@@ -117,7 +109,7 @@ def test_member_leave_hands_partitions_over(gbroker):
         _assert_exactly(after, batch2, "survivor after leave (committed offsets honoured)")
         assert not c.protocol_errors(), c.protocol_errors()
     finally:
-        _close_all([a, c])
+        close_all([a, c])
 
 
 CHILD_MEMBER = r"""
@@ -223,7 +215,7 @@ def test_member_killed_partitions_move_after_session_timeout(gbroker):
     finally:
         if child.proc.poll() is None:
             child.kill()
-        _close_all([c])
+        close_all([c])
 
 
 # --- 3. committed offsets (and metadata) survive broker restarts -----------------------------
@@ -371,7 +363,7 @@ def test_admin_list_describe_delete_groups(gbroker):
         errs = {tp.partition: e for tp, e in res.items()}
         assert errs[0].__name__ == "GroupSubscribedToTopicError", errs
     finally:
-        _close_all(members)
+        close_all(members)
 
     try:
         # once empty: listed as Empty, offsets kept
@@ -456,7 +448,7 @@ def test_static_member_restart_keeps_partitions(gbroker, restarted):
         assert by.get("again", set()) <= v_share and by.get(other.name, set()) <= o_share
         assert not other.revokes[o_revokes:], other.revokes
     finally:
-        _close_all(members)
+        close_all(members)
 
 
 # --- 6. kafka-python and kafkajs groups --------------------------------------------------------
@@ -604,7 +596,7 @@ def test_new_member_joins_stable_group_promptly(gbroker):
         assert not bad, "librdkafka logged protocol problems:\n" + "\n".join(bad[:20])
         assert any("JoinGroup" in l for l in handler.lines), "debug=cgrp logs not captured"
     finally:
-        _close_all([a] + ([n] if n else []))
+        close_all([a] + ([n] if n else []))
         log.removeHandler(handler)
 
 
@@ -624,4 +616,4 @@ def test_initial_rebalance_delay_default_is_honoured(broker_factory):
             assert len(m.assigns) == 1 and not m.revokes, (
                 f"{m.name}: more than one generation: assigns {m.assigns} revokes {m.revokes}")
     finally:
-        _close_all(members)
+        close_all(members)

@@ -9,20 +9,14 @@ import pytest
 from confluent_kafka import (ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition,
                              libversion)
 
-from conftest import (GroupMember, all_partitions, ck_admin, consume_until, create_topic,
-                      produce_numbered, unique_topic, wait_group_stable)
+from conftest import (KIP848_BROKER, GroupMember, all_partitions, ck_admin, close_all,
+                      consume_until, create_topic, produce_numbered, unique_topic,
+                      wait_group_stable)
 
 try:
     from confluent_kafka import ConsumerGroupType
 except ImportError:  # pragma: no cover
     ConsumerGroupType = None
-
-KIP848_BROKER = {
-    "group.initial.rebalance.delay.ms": 0,
-    "group.consumer.heartbeat.interval.ms": 500,
-    "group.consumer.session.timeout.ms": 6000,
-}
-
 
 def test_librdkafka_supports_consumer_protocol():
     ver = libversion()[1]
@@ -38,14 +32,6 @@ def kbroker(broker_factory):
 def member(b, group, topic, name, **conf):
     return GroupMember(b, group, [topic], name=name, classic=False,
                        **{"group.protocol": "consumer", **conf})
-
-
-def _close_all(members):
-    for m in members:
-        try:
-            m.close()
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def _exactly(records, expected, what):
@@ -97,7 +83,7 @@ def test_two_members_consume_exactly_once(kbroker, assignor):
                 types={ConsumerGroupType.CONSUMER}).result(timeout=30).valid}
             assert group in listed
     finally:
-        _close_all(ms)
+        close_all(ms)
 
 
 def test_member_leaves_other_takes_over(kbroker):
@@ -122,7 +108,7 @@ def test_member_leaves_other_takes_over(kbroker):
         d = ck_admin(b).describe_consumer_groups([group])[group].result(timeout=30)
         assert len(d.members) == 1 and d.state == ConsumerGroupState.STABLE, (d.state, d.members)
     finally:
-        _close_all([a, c])
+        close_all([a, c])
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill9"])

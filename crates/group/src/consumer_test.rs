@@ -23,6 +23,19 @@ fn hb(
     topics: Option<&[&str]>,
     owned: Option<&BTreeSet<(u128, i32)>>,
 ) -> ConsumerGroupHeartbeatResponse {
+    heartbeat(f, member, epoch, owned, |r| {
+        r.with_subscribed_topic_names(topics.map(|ts| ts.iter().map(|t| TopicName(s(t))).collect()))
+    })
+}
+
+/// A heartbeat of `member` at `epoch` owning `owned`, its subscription set by `subscribe`.
+fn heartbeat(
+    f: &Fixture,
+    member: &str,
+    epoch: i32,
+    owned: Option<&BTreeSet<(u128, i32)>>,
+    subscribe: impl FnOnce(ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatRequest,
+) -> ConsumerGroupHeartbeatResponse {
     let owned = owned.map(|o| {
         let mut by_topic: std::collections::BTreeMap<u128, Vec<i32>> = Default::default();
         for (t, p) in o {
@@ -37,18 +50,13 @@ fn hb(
             })
             .collect()
     });
-    f.coord.consumer_group_heartbeat(
-        ConsumerGroupHeartbeatRequest::default()
-            .with_group_id(GroupId(s("cg")))
-            .with_member_id(s(member))
-            .with_member_epoch(epoch)
-            .with_rebalance_timeout_ms(30_000)
-            .with_subscribed_topic_names(
-                topics.map(|ts| ts.iter().map(|t| TopicName(s(t))).collect()),
-            )
-            .with_topic_partitions(owned),
-        CLIENT,
-    )
+    let request = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(GroupId(s("cg")))
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+        .with_rebalance_timeout_ms(30_000)
+        .with_topic_partitions(owned);
+    f.coord.consumer_group_heartbeat(subscribe(request), CLIENT)
 }
 
 fn owned(r: &ConsumerGroupHeartbeatResponse) -> Option<BTreeSet<(u128, i32)>> {
@@ -248,30 +256,9 @@ fn hb_regex(
     regex: &str,
     owned: Option<&BTreeSet<(u128, i32)>>,
 ) -> ConsumerGroupHeartbeatResponse {
-    let owned = owned.map(|o| {
-        let mut by_topic: std::collections::BTreeMap<u128, Vec<i32>> = Default::default();
-        for (t, p) in o {
-            by_topic.entry(*t).or_default().push(*p);
-        }
-        by_topic
-            .into_iter()
-            .map(|(t, ps)| {
-                TopicPartitions::default()
-                    .with_topic_id(Uuid::from_u128(t))
-                    .with_partitions(ps)
-            })
-            .collect()
-    });
-    f.coord.consumer_group_heartbeat(
-        ConsumerGroupHeartbeatRequest::default()
-            .with_group_id(GroupId(s("cg")))
-            .with_member_id(s(member))
-            .with_member_epoch(epoch)
-            .with_rebalance_timeout_ms(30_000)
-            .with_subscribed_topic_regex(Some(s(regex)))
-            .with_topic_partitions(owned),
-        CLIENT,
-    )
+    heartbeat(f, member, epoch, owned, |r| {
+        r.with_subscribed_topic_regex(Some(s(regex)))
+    })
 }
 
 #[test]

@@ -290,8 +290,13 @@ pub(crate) fn load(
     let bases = scan_dir(dir)?;
     let lso_file = read_offset_checkpoint(&dir.join(LOG_START_OFFSET_FILE))?;
     let rp_path = dir.join(RECOVERY_POINT_FILE);
-    // A missing checkpoint file means offset 0 (a new log writes none of them).
-    let rp_file = read_offset_checkpoint(&rp_path);
+    // A missing checkpoint file means offset 0 (a new log writes none of them). A clean load
+    // trusts every segment and has no use for the file: it is not read.
+    let rp_file = if clean {
+        Ok(None)
+    } else {
+        read_offset_checkpoint(&rp_path)
+    };
     let recovery_point = if clean {
         i64::MAX
     } else {

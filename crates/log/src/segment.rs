@@ -42,6 +42,13 @@ pub struct SegmentFile {
 }
 
 impl SegmentFile {
+    /// fsyncs the file's data.
+    pub fn sync_data(&self) -> Result<()> {
+        #[cfg(test)]
+        crate::index::fsynced::note(&self.path);
+        self.file.sync_data().map_err(LogError::io_at(&self.path))
+    }
+
     /// Reads exactly `len` bytes at `pos`.
     pub fn read_exact_at(&self, pos: u64, len: usize) -> Result<Vec<u8>> {
         // pread into the spare capacity: a fetch reads up to a MB per partition, and zeroing
@@ -588,12 +595,7 @@ impl Segment {
     }
 
     pub fn sync(&self) -> Result<()> {
-        #[cfg(test)]
-        crate::index::fsynced::note(&self.file.path);
-        self.file
-            .file
-            .sync_data()
-            .map_err(LogError::io_at(&self.file.path))
+        self.file.sync_data()
     }
 
     /// Removes the segment's files (the open handle keeps serving in-flight reads).
