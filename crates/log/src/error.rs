@@ -77,12 +77,18 @@ pub enum ErrorKind {
     Retriable,
     /// The disk or a state file failed; the log dir should be considered offline.
     Storage,
+    /// The log dir's file system is full (ENOSPC) or over quota (EDQUOT): nothing is broken,
+    /// and the same write succeeds once space is freed, so the dir stays online.
+    DiskFull,
 }
 
 impl LogError {
     /// Whether a retry can help; see [`ErrorKind`].
     pub fn kind(&self) -> ErrorKind {
         match self {
+            LogError::Io(e) | LogError::IoAt { source: e, .. } if is_disk_full(e) => {
+                ErrorKind::DiskFull
+            }
             LogError::Io(_) | LogError::IoAt { .. } | LogError::KafkaStorage(_) => {
                 ErrorKind::Storage
             }
@@ -98,8 +104,42 @@ impl LogError {
         }
     }
 
+    /// Whether this is a full (or over-quota) file system rather than a failed one.
+    pub fn is_disk_full(&self) -> bool {
+        self.kind() == ErrorKind::DiskFull
+    }
+
     pub(crate) fn io_at(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> LogError {
         let path = path.into();
         move |source| LogError::IoAt { path, source }
+    }
+}
+
+/// ENOSPC or EDQUOT, however the error was wrapped.
+pub fn is_disk_full(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    ) || matches!(e.raw_os_error(), Some(ENOSPC | EDQUOT))
+}
+
+// Linux's numbers; `io::ErrorKind` already maps them, these catch errors built from raw codes.
+const ENOSPC: i32 = 28;
+const EDQUOT: i32 = 122;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_disk_is_not_a_failed_one() {
+        let full = LogError::IoAt {
+            path: "/x".into(),
+            source: std::io::Error::from_raw_os_error(ENOSPC),
+        };
+        assert_eq!(full.kind(), ErrorKind::DiskFull);
+        assert!(LogError::Io(std::io::Error::from_raw_os_error(EDQUOT)).is_disk_full());
+        let failed = LogError::Io(std::io::Error::from_raw_os_error(5));
+        assert_eq!(failed.kind(), ErrorKind::Storage);
     }
 }

@@ -62,7 +62,7 @@ pub mod txn;
 pub use batch::BatchCrcs;
 pub use cleaner::{CleanStats, CLEANER_CHECKPOINT_FILE};
 pub use config::{LogConfig, TimestampType};
-pub use error::{ErrorKind, LogError, Result};
+pub use error::{is_disk_full, ErrorKind, LogError, Result};
 pub use log::{AppendInfo, FetchData, PartitionLog};
 pub use manager::{LogManager, CLEAN_SHUTDOWN_FILE};
 pub use offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
