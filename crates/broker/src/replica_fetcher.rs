@@ -444,6 +444,12 @@ fn handle_response(
                 if !records.is_empty() {
                     match p.append_fetched(records) {
                         Ok(n) => observer.on_classic_follower_append(p, n),
+                        Err(e) if e.is_disk_full() => {
+                            // Said once by the log dir; the follower retries after a backoff.
+                            tracing::debug!(partition = %p.tp, error = %e, "follower append refused: log dir full");
+                            backoff = true;
+                            continue;
+                        }
                         Err(e) => {
                             tracing::error!(partition = %p.tp, error = %e, "follower append failed");
                             backoff = true;

@@ -1,7 +1,11 @@
-//! Leaf crate shared by every other ferry crate: the clock seam and small identifier types.
+//! Leaf crate shared by every other ferry crate: the clock seam, small identifier types, and
+//! the disk space reserve of the metadata log.
 //!
 //! Time is read only through [`Clock`], so tests can drive it by hand ([`ManualClock`]) and so
 //! that no crate reaches for the system clock on its own.
+
+mod space_reserve;
+pub use space_reserve::{is_disk_full, SpaceReserve};
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;

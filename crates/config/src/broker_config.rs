@@ -80,6 +80,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("process.roles", List, "broker,controller", "Roles of this node: `broker`, `controller` or both. Only `broker,controller` is supported yet."),
     def("controller.quorum.voters", List, "", "Voters of the controller quorum, `id@host:port,...` (KRaft format). Each voter's controller listens on its own `host:port` here, which must differ from its Kafka `listeners`. Empty: this node is its own single-voter quorum."),
     def("metadata.log.dir", ConfigType::String, "", "Directory of the controller's Raft log and snapshots. Empty: `__cluster_metadata` in the first of `log.dirs`."),
+    def("metadata.log.reserve.bytes", Long, "16777216", "Disk space (ferry-specific) held back in the metadata log dir as a file of zeros. When partition data fills the disk the metadata log shares, a metadata write (deleting a topic or records, creating one) releases it and goes through; log dirs take appends again once the reserve fits back (it is restored first). 0: no reserve."),
     def("listeners", List, "PLAINTEXT://127.0.0.1:9092", "Kafka listeners this broker binds, `NAME://host:port,...`. Each name must be unique and appear in `listener.security.protocol.map`, each port too (port 0 picks a free port). An empty host binds every interface, `localhost` the loopback. A listener named in `controller.listener.names` is not bound here: the controller listens on its `controller.quorum.voters` address."),
     def("advertised.listeners", List, "", "Addresses given to clients, `NAME://host:port,...`, each name one of `listeners`. A listener not listed advertises its bound address (an empty or wildcard host: the bound IP; port 0: the bound port). Metadata, FindCoordinator and DescribeCluster answer each client with the addresses of the listener it connected on, leaving out brokers without that listener."),
     def("listener.security.protocol.map", List, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Security protocol of each listener name, `NAME:PROTOCOL,...`; the protocols are `PLAINTEXT`, `SSL`, `SASL_PLAINTEXT` and `SASL_SSL`."),
@@ -592,6 +593,11 @@ impl BrokerConfig {
         self.log_dirs()
             .first()
             .map(|d| d.join("__cluster_metadata"))
+    }
+
+    /// `metadata.log.reserve.bytes`.
+    pub fn metadata_log_reserve_bytes(&self) -> u64 {
+        self.long("metadata.log.reserve.bytes").max(0) as u64
     }
 
     /// Dynamic (a BROKER resource may change it at run time).

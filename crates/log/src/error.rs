@@ -115,21 +115,14 @@ impl LogError {
     }
 }
 
-/// ENOSPC or EDQUOT, however the error was wrapped.
-pub fn is_disk_full(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
-    ) || matches!(e.raw_os_error(), Some(ENOSPC | EDQUOT))
-}
-
-// Linux's numbers; `io::ErrorKind` already maps them, these catch errors built from raw codes.
-const ENOSPC: i32 = 28;
-const EDQUOT: i32 = 122;
+pub use ferry_common::is_disk_full;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const ENOSPC: i32 = 28;
+    const EDQUOT: i32 = 122;
 
     #[test]
     fn a_full_disk_is_not_a_failed_one() {

@@ -460,14 +460,20 @@ pub(crate) fn write_file_atomically(
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
-    {
-        let mut f = fs::File::create(&tmp).map_err(LogError::io_at(&tmp))?;
-        f.write_all(data).map_err(LogError::io_at(&tmp))?;
+    let written = (|| {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(data)?;
         if durability == Durability::Synced {
-            f.sync_all().map_err(LogError::io_at(&tmp))?;
+            f.sync_all()?;
             #[cfg(test)]
             fsynced::note(&tmp);
         }
+        Ok(())
+    })();
+    if let Err(e) = written {
+        // On a full disk a half-written temporary file would hold space that is needed back.
+        let _ = fs::remove_file(&tmp);
+        return Err(LogError::io_at(&tmp)(e));
     }
     fs::rename(&tmp, path).map_err(LogError::io_at(path))?;
     Ok(())

@@ -43,6 +43,7 @@
 pub mod batch;
 pub mod cleaner;
 mod config;
+mod dir_space;
 mod epoch_cache;
 mod error;
 mod index;
@@ -62,6 +63,7 @@ pub mod txn;
 pub use batch::BatchCrcs;
 pub use cleaner::{CleanStats, CLEANER_CHECKPOINT_FILE};
 pub use config::{LogConfig, TimestampType};
+pub use dir_space::DirSpace;
 pub use error::{is_disk_full, ErrorKind, LogError, Result};
 pub use log::{AppendInfo, FetchData, PartitionLog};
 pub use manager::{LogManager, CLEAN_SHUTDOWN_FILE};

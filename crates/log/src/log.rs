@@ -32,6 +32,7 @@ use tracing::{debug, info, warn};
 
 use crate::batch::{stamp_batch, validate_produced, BatchCrcs, BatchHeader, HEADER_SIZE};
 use crate::config::{LogConfig, TimestampType};
+use crate::dir_space::DirSpace;
 use crate::epoch_cache::{write_offset_checkpoint, LeaderEpochCache};
 use crate::error::{LogError, Result};
 use crate::index::Durability;
@@ -126,6 +127,8 @@ pub struct PartitionLog {
     /// transaction marker it kept reaches its delete horizon (i64::MAX when none or unknown):
     /// the background cleaner then runs even without new dirt.
     pub(crate) tombstone_expiry: std::sync::atomic::AtomicI64,
+    /// Whether the log dir has room: a full one refuses appends before they write.
+    pub(crate) space: Arc<DirSpace>,
 }
 
 impl std::fmt::Debug for PartitionLog {
@@ -176,7 +179,6 @@ impl PartitionLog {
             log_end_offset = loaded.log_end_offset, segments = loaded.segments.len(), "opened log");
         Ok(PartitionLog {
             tp,
-            dir,
             clock,
             config: RwLock::new(config),
             writer: Mutex::new(WriterState {
@@ -193,7 +195,16 @@ impl PartitionLog {
             cleaner_lock: Mutex::new(()),
             cleaner_checkpoint: std::sync::atomic::AtomicI64::new(cleaner_checkpoint),
             tombstone_expiry: std::sync::atomic::AtomicI64::new(i64::MAX),
+            space: DirSpace::untracked(&dir),
+            dir,
         })
+    }
+
+    /// The log, in a log dir whose space `space` tracks (the [`crate::LogManager`] gives each
+    /// of its dirs one).
+    pub(crate) fn in_dir_space(mut self, space: Arc<DirSpace>) -> Self {
+        self.space = space;
+        self
     }
 
     pub fn topic_partition(&self) -> &TopicPartition {
@@ -490,6 +501,8 @@ impl PartitionLog {
         index_interval_bytes: u64,
         markers: &[(usize, TxnMarker)],
     ) -> Result<()> {
+        let now = self.clock.now_ms();
+        self.space.check_room(now)?;
         let (file, start): (Arc<SegmentFile>, u64) = {
             let st = self.state.read();
             (Arc::clone(&st.active().file), st.active().size)
@@ -497,7 +510,9 @@ impl PartitionLog {
         if let Err(e) = std::os::unix::fs::FileExt::write_all_at(&file.file, buf, start) {
             // Cut off whatever part of the write landed so the file holds only whole batches.
             let _ = file.file.set_len(start);
-            return Err(LogError::io_at(&file.path)(e));
+            let e = LogError::io_at(&file.path)(e);
+            self.space.note_error(&e, now);
+            return Err(e);
         }
         let mut st = self.state.write();
         let seg = st.active_mut();
@@ -707,8 +722,16 @@ impl PartitionLog {
                 return Ok(());
             }
         }
-        let seg = Segment::create(&self.dir, new_base, now)?;
-        old_index.write(Durability::Synced)?;
+        self.space.check_room(now)?;
+        let seg = Segment::create(&self.dir, new_base, now).inspect_err(|e| {
+            self.space.note_error(e, now);
+        })?;
+        if let Err(e) = old_index.write(Durability::Synced) {
+            // Leave no new segment file behind: the next roll starts over.
+            let _ = seg.delete_files();
+            self.space.note_error(&e, now);
+            return Err(e);
+        }
         {
             let mut st = self.state.write();
             if active_empty {

@@ -18,9 +18,11 @@ use parking_lot::{Mutex, RwLock};
 use tracing::{info, warn};
 
 use crate::config::LogConfig;
+use crate::dir_space::DirSpace;
 use crate::error::{LogError, Result};
 use crate::log::PartitionLog;
 use crate::offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
+use ferry_common::SpaceReserve;
 
 /// Name of the clean shutdown marker file in each log dir.
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
@@ -29,6 +31,8 @@ pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 struct LogDir {
     path: PathBuf,
     had_clean_shutdown: bool,
+    /// Whether it has room; shared with its logs.
+    space: Arc<DirSpace>,
 }
 
 /// All partition logs of a broker. `Send + Sync`.
@@ -68,6 +72,16 @@ impl LogManager {
     /// Opens the log dirs (creating them), notes whether each had a clean shutdown marker and
     /// removes it. Leftover `*-delete` directories are removed. Partitions are opened lazily.
     pub fn open(log_dirs: Vec<PathBuf>, clock: SharedClock) -> Result<LogManager> {
+        Self::open_with_reserve(log_dirs, clock, Arc::new(SpaceReserve::none()))
+    }
+
+    /// [`Self::open`] for a broker whose metadata log keeps `reserve`: a full dir takes appends
+    /// again only once the reserve's missing bytes are free as well (see [`DirSpace`]).
+    pub fn open_with_reserve(
+        log_dirs: Vec<PathBuf>,
+        clock: SharedClock,
+        reserve: Arc<SpaceReserve>,
+    ) -> Result<LogManager> {
         if log_dirs.is_empty() {
             return Err(LogError::KafkaStorage("no log dirs configured".into()));
         }
@@ -101,6 +115,7 @@ impl LogManager {
             }
             info!(dir = %path.display(), had_clean_shutdown, "opened log dir");
             dirs.push(LogDir {
+                space: DirSpace::new(path.clone(), Arc::clone(&reserve)),
                 path,
                 had_clean_shutdown,
             });
@@ -113,6 +128,11 @@ impl LogManager {
             delete_seq: AtomicU64::new(0),
             checkpointed_high_watermarks,
         })
+    }
+
+    /// Each log dir's space state (full or not), for metrics.
+    pub fn dir_spaces(&self) -> Vec<Arc<DirSpace>> {
+        self.dirs.iter().map(|d| Arc::clone(&d.space)).collect()
     }
 
     pub fn log_dirs(&self) -> Vec<PathBuf> {
@@ -205,13 +225,10 @@ impl LogManager {
             }
         };
         let path = Self::partition_path(&dir.path, tp);
-        let log = Arc::new(PartitionLog::open(
-            path,
-            tp.clone(),
-            config,
-            clean,
-            Arc::clone(&self.clock),
-        )?);
+        let log = Arc::new(
+            PartitionLog::open(path, tp.clone(), config, clean, Arc::clone(&self.clock))?
+                .in_dir_space(Arc::clone(&dir.space)),
+        );
         self.logs.write().insert(tp.clone(), Arc::clone(&log));
         Ok(log)
     }
@@ -228,13 +245,19 @@ impl LogManager {
         threads: usize,
     ) -> Vec<(TopicPartition, Result<Arc<PartitionLog>>)> {
         let _guard = self.create_lock.lock();
-        let jobs: Vec<(TopicPartition, LogConfig, PathBuf, bool)> = wanted
+        let jobs: Vec<(TopicPartition, LogConfig, PathBuf, bool, Arc<DirSpace>)> = wanted
             .into_iter()
             .filter(|(tp, _)| self.get(tp).is_none())
             .filter_map(|(tp, config)| {
                 let dir = self.existing_dir(&tp)?;
                 let path = Self::partition_path(&dir.path, &tp);
-                Some((tp, config, path, dir.had_clean_shutdown))
+                Some((
+                    tp,
+                    config,
+                    path,
+                    dir.had_clean_shutdown,
+                    Arc::clone(&dir.space),
+                ))
             })
             .collect();
         if jobs.is_empty() {
@@ -255,7 +278,7 @@ impl LogManager {
                 let spawned = std::thread::Builder::new()
                     .name(format!("log-loader-{i}"))
                     .spawn_scoped(scope, move || {
-                        while let Some((tp, config, path, clean)) =
+                        while let Some((tp, config, path, clean, space)) =
                             jobs.get(next.fetch_add(1, Ordering::Relaxed))
                         {
                             let opened = PartitionLog::open_unsynced(
@@ -265,7 +288,7 @@ impl LogManager {
                                 *clean,
                                 Arc::clone(&self.clock),
                             )
-                            .map(Arc::new);
+                            .map(|log| Arc::new(log.in_dir_space(Arc::clone(space))));
                             if tx.send((tp.clone(), opened)).is_err() {
                                 return;
                             }

@@ -48,6 +48,11 @@ pub struct ApiErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LogDirLabels {
+    pub dir: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TopicLabels {
     pub topic: String,
 }
@@ -170,7 +175,13 @@ pub struct Metrics {
     pub under_replicated_partitions: Gauge,
     pub isr_shrinks: Counter,
     pub isr_expands: Counter,
+    /// 1 while a log dir's file system is full (appends refused until space is freed).
+    pub log_dir_full: Family<LogDirLabels, Gauge>,
+    /// Run before each scrape, to set gauges that are read from state rather than counted.
+    scrape_hooks: std::sync::Mutex<Vec<ScrapeHook>>,
 }
+
+type ScrapeHook = Box<dyn Fn(&Metrics) + Send + Sync>;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -228,6 +239,12 @@ impl Metrics {
         let under_replicated_partitions = Gauge::default();
         let isr_shrinks = Counter::default();
         let isr_expands = Counter::default();
+        let log_dir_full = Family::<LogDirLabels, Gauge>::default();
+        registry.register(
+            "log_dir_full",
+            "1 while the file system of a log dir is full: appends to its partitions fail with KAFKA_STORAGE_ERROR until space is freed",
+            log_dir_full.clone(),
+        );
         registry.register(
             "consumer_fetch_bytes",
             "Record-batch bytes served to consumers, by topic and by whether this broker leads the partition or follows it (KIP-392 follower reads)",
@@ -315,6 +332,8 @@ impl Metrics {
             under_replicated_partitions,
             isr_shrinks,
             isr_expands,
+            log_dir_full,
+            scrape_hooks: std::sync::Mutex::new(Vec::new()),
             inter_broker_bytes,
             peer_racks: RwLock::new(HashMap::new()),
             rack_totals: std::sync::Mutex::new(HashMap::new()),
@@ -402,7 +421,23 @@ impl Metrics {
             .inc_by(n);
     }
 
+    /// Runs `hook` before every scrape (see [`Metrics::encode`]).
+    pub fn on_scrape(&self, hook: impl Fn(&Metrics) + Send + Sync + 'static) {
+        self.scrape_hooks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Box::new(hook));
+    }
+
     pub fn encode(&self) -> String {
+        for hook in self
+            .scrape_hooks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            hook(self);
+        }
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();

@@ -393,7 +393,10 @@ impl PartitionAppend<'_> {
             }
             Err(e) => {
                 let code = errors::log_error(&e);
-                if code == ResponseError::KafkaStorageError {
+                if e.is_disk_full() {
+                    // The log dir said so once; the ferry_log_dir_full metric says it meanwhile.
+                    tracing::debug!(partition = %partition.tp, error = %e, "append refused: log dir full");
+                } else if code == ResponseError::KafkaStorageError {
                     tracing::error!(partition = %partition.tp, error = %e, "append failed");
                 } else {
                     tracing::debug!(partition = %partition.tp, error = %e, "append refused");

@@ -169,8 +169,11 @@ pub async fn open_broker(
     let dirs = config.log_dirs();
     // An older ferry's metadata file lives in the first log dir.
     let legacy_dir = dirs.first().context("log.dirs is empty")?.clone();
-    let logs = LogManager::open(dirs, clock.clone()).context("opening log dirs")?;
+    let space_reserve = open_space_reserve(&config)?;
+    let logs = LogManager::open_with_reserve(dirs, clock.clone(), space_reserve.clone())
+        .context("opening log dirs")?;
     let on_disk = logs.partitions_on_disk();
+    let dir_spaces = logs.dir_spaces();
     let replicas = Arc::new(ReplicaManager::new(logs, config.node_id()));
 
     // The remote WAL's keys and buckets are checked before the controller starts; the WAL
@@ -182,6 +185,19 @@ pub async fn open_broker(
         .await
         .context("setting up the remote WAL (remote.wal.*)")?;
     let metrics = Arc::new(Metrics::with_extra(|r| wal_metrics.register(r)));
+    let scrape_clock = clock.clone();
+    metrics.on_scrape(move |m| {
+        for space in &dir_spaces {
+            // A full dir looks at its free space when asked: an idle one clears here too.
+            let _ = space.check_room(scrape_clock.now_ms());
+            let dir = ferry_metrics::LogDirLabels {
+                dir: space.path().display().to_string(),
+            };
+            m.log_dir_full
+                .get_or_create(&dir)
+                .set(i64::from(space.is_full()));
+        }
+    });
     let metadata = Arc::new(
         open_metadata(
             &config,
@@ -190,6 +206,7 @@ pub async fn open_broker(
             advertised.clone(),
             quorum,
             controller_tls.as_deref(),
+            space_reserve,
         )
         .await?,
     );
@@ -340,6 +357,22 @@ fn inter_broker_sasl(
     Ok(Some(Arc::new(login)))
 }
 
+/// The disk space held back for the metadata log (`metadata.log.reserve.bytes`), in its dir.
+fn open_space_reserve(config: &BrokerConfig) -> anyhow::Result<Arc<ferry_common::SpaceReserve>> {
+    let dir = config
+        .metadata_log_dir()
+        .context("log.dirs is empty and metadata.log.dir is not set")?;
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("space-reserve.dat");
+    let reserve =
+        ferry_common::SpaceReserve::open(path.clone(), config.metadata_log_reserve_bytes())
+            .with_context(|| format!("writing the metadata space reserve {}", path.display()))?;
+    if !reserve.is_held() && reserve.bytes() > 0 {
+        tracing::warn!(path = %path.display(), "the disk is full: starting without the metadata space reserve");
+    }
+    Ok(Arc::new(reserve))
+}
+
 /// Opens the cluster metadata on `quorum`, registering this broker at `advertised`; the
 /// controller's traffic is counted in `metrics`.
 async fn open_metadata(
@@ -349,6 +382,7 @@ async fn open_metadata(
     advertised: Advertised,
     quorum: MetadataQuorum,
     controller_tls: Option<&crate::tls::ControllerTls>,
+    space_reserve: Arc<ferry_common::SpaceReserve>,
 ) -> anyhow::Result<MetadataStore> {
     let voters = config.controller_quorum_voters()?;
     let metadata_dir = config
@@ -373,6 +407,7 @@ async fn open_metadata(
         port,
         endpoints: advertised.endpoints,
         unclean_leader_election: config.unclean_leader_election(),
+        space_reserve,
     };
     Ok(match quorum {
         // Start-up blocks on the controller (election, registration, a one-time import).

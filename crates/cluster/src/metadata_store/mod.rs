@@ -119,6 +119,8 @@ pub struct MetadataOptions {
     pub quorum_tls: Option<crate::QuorumTls>,
     /// `unclean.leader.election.enable`, the default for topics that do not set it.
     pub unclean_leader_election: bool,
+    /// Disk space the controller's Raft log may release on a full disk.
+    pub space_reserve: std::sync::Arc<ferry_common::SpaceReserve>,
 }
 
 /// The next unused producer id of this broker's current block, and the block's end.
@@ -151,6 +153,7 @@ impl MetadataStore {
         let mut config = ControllerConfig::new(raft_id, options.voters.clone(), &options.dir);
         config.traffic = options.traffic.clone();
         config.tls = options.quorum_tls.clone();
+        config.space_reserve = options.space_reserve.clone();
         if options.voters.len() <= 1 {
             // Alone, there is nobody to wait for: elect quickly after a restart.
             config.heartbeat_interval = std::time::Duration::from_millis(50);

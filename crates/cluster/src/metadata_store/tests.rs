@@ -15,6 +15,7 @@ fn options(dir: &Path, node_id: i32) -> MetadataOptions {
         port: 9092,
         endpoints: Vec::new(),
         unclean_leader_election: false,
+        space_reserve: std::sync::Arc::new(ferry_common::SpaceReserve::none()),
     }
 }
 

@@ -19,6 +19,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use ferry_common::SpaceReserve;
+
 use super::heartbeat::{
     self, BrokerHeartbeat, HeartbeatCall, HeartbeatError, HeartbeatInbox, HeartbeatReply,
 };
@@ -52,6 +54,9 @@ pub struct ControllerConfig {
     /// TLS with client certificates on every connection between voters (and of brokers'
     /// heartbeats and forwarded proposals); `None`: plain TCP.
     pub tls: Option<QuorumTls>,
+    /// Disk space the Raft log and snapshots may release when the disk is full, so the
+    /// operator's remedies (deleting topics or records) still go through.
+    pub space_reserve: Arc<SpaceReserve>,
 }
 
 impl ControllerConfig {
@@ -68,6 +73,7 @@ impl ControllerConfig {
             forward_timeout: Duration::from_secs(10),
             traffic: None,
             tls: None,
+            space_reserve: Arc::new(SpaceReserve::none()),
         }
     }
 
@@ -148,8 +154,12 @@ impl Controller {
             path: config.dir.display().to_string(),
             detail: e.to_string(),
         };
-        let log_store = LogStore::open(&config.dir).map_err(storage_err)?;
-        let (state_machine, image) = StateMachineStore::open(&config.dir).map_err(storage_err)?;
+        let reserve = &config.space_reserve;
+        let log_store =
+            LogStore::open_with_reserve(&config.dir, reserve.clone()).map_err(storage_err)?;
+        let (state_machine, image) =
+            StateMachineStore::open_with_reserve(&config.dir, reserve.clone())
+                .map_err(storage_err)?;
 
         let listener = match listener {
             Some(l) => Some(l),

@@ -37,6 +37,7 @@ use openraft::{LogId, OptionalSend, RaftLogReader, StorageError, StorageIOError,
 
 use super::fsutil::{read_optional, sync_dir, write_atomic};
 use super::{Entry, TypeConfig};
+use ferry_common::SpaceReserve;
 
 const LOG_FILE: &str = "raft-log.dat";
 const VOTE_FILE: &str = "raft-vote.json";
@@ -55,6 +56,8 @@ pub struct LogStore {
 
 struct LogInner {
     dir: PathBuf,
+    /// Released to let a write through on a full disk (see [`SpaceReserve`]).
+    reserve: Arc<SpaceReserve>,
     file: File,
     file_len: u64,
     entries: BTreeMap<u64, Entry>,
@@ -126,6 +129,11 @@ fn decode_frames(bytes: &[u8]) -> (Vec<(u64, Entry)>, u64) {
 impl LogStore {
     /// Opens (or creates) the log in `dir`, repairing a torn tail.
     pub fn open(dir: &Path) -> std::io::Result<Self> {
+        Self::open_with_reserve(dir, Arc::new(SpaceReserve::none()))
+    }
+
+    /// [`Self::open`] with the space reserve its writes may release on a full disk.
+    pub fn open_with_reserve(dir: &Path, reserve: Arc<SpaceReserve>) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let vote = read_json(&dir.join(VOTE_FILE))?;
         let committed = read_json(&dir.join(COMMITTED_FILE))?;
@@ -172,6 +180,7 @@ impl LogStore {
         Ok(Self {
             inner: Arc::new(Mutex::new(LogInner {
                 dir: dir.to_path_buf(),
+                reserve,
                 file,
                 file_len: valid_len,
                 entries,
@@ -197,13 +206,29 @@ impl LogInner {
             buf.extend_from_slice(&encode_frame(&entry)?);
             placed.push((offset, entry));
         }
-        self.file.write_all(&buf)?;
+        let (mut file, len) = (&self.file, self.file_len);
+        self.reserve
+            .on_full_disk_release_and_retry("appending to the metadata log", || {
+                let written = file.write_all(&buf).and_then(|()| file.sync_data());
+                if written.is_err() {
+                    // Cut what part of the frames landed, so a retry (or the next append)
+                    // does not follow a torn frame that would hide it on the next open.
+                    let _ = file.set_len(len);
+                }
+                written
+            })?;
         self.file_len += buf.len() as u64;
         for (offset, entry) in placed {
             self.offsets.insert(entry.log_id.index, offset);
             self.entries.insert(entry.log_id.index, entry);
         }
-        self.file.sync_data()
+        Ok(())
+    }
+
+    /// [`write_atomic`], releasing the space reserve if the disk is full.
+    fn write_file(&self, what: &str, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        self.reserve
+            .on_full_disk_release_and_retry(what, || write_atomic(path, bytes))
     }
 
     fn truncate_from(&mut self, index: u64) -> std::io::Result<()> {
@@ -223,7 +248,11 @@ impl LogInner {
 
     fn purge_upto(&mut self, log_id: LogId<u64>) -> std::io::Result<()> {
         let bytes = serde_json::to_vec(&log_id).map_err(io_err)?;
-        write_atomic(&self.dir.join(PURGED_FILE), &bytes)?;
+        self.write_file(
+            "saving the purged log id",
+            &self.dir.join(PURGED_FILE),
+            &bytes,
+        )?;
         self.last_purged = Some(log_id);
         self.entries = self.entries.split_off(&(log_id.index + 1));
         // Rewrite the file with the remaining entries.
@@ -234,7 +263,7 @@ impl LogInner {
             offsets.insert(*index, buf.len() as u64);
             buf.extend_from_slice(&encode_frame(entry)?);
         }
-        write_atomic(&path, &buf)?;
+        self.write_file("rewriting the purged metadata log", &path, &buf)?;
         self.file = OpenOptions::new().read(true).append(true).open(&path)?;
         self.file_len = buf.len() as u64;
         self.offsets = offsets;
@@ -275,7 +304,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), SErr> {
         let mut inner = self.lock();
         let bytes = serde_json::to_vec(vote).map_err(|e| StorageIOError::write_vote(&e))?;
-        write_atomic(&inner.dir.join(VOTE_FILE), &bytes)
+        inner
+            .write_file("saving the vote", &inner.dir.join(VOTE_FILE), &bytes)
             .map_err(|e| StorageIOError::write_vote(&e))?;
         inner.vote = Some(*vote);
         Ok(())
@@ -288,7 +318,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> Result<(), SErr> {
         let mut inner = self.lock();
         let bytes = serde_json::to_vec(&committed).map_err(|e| StorageIOError::write(&e))?;
-        write_atomic(&inner.dir.join(COMMITTED_FILE), &bytes)
+        inner
+            .write_file(
+                "saving the committed log id",
+                &inner.dir.join(COMMITTED_FILE),
+                &bytes,
+            )
             .map_err(|e| StorageIOError::write(&e))?;
         inner.committed = committed;
         Ok(())

@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use super::fsutil::{read_optional, write_atomic};
 use super::{Entry, Node, TypeConfig};
 use crate::image::{Applied, Image, ImageError};
+use ferry_common::SpaceReserve;
 
 const SNAPSHOT_FILE: &str = "raft-snapshot.json";
 
@@ -47,6 +48,8 @@ pub struct StateMachineStore {
 
 struct SmInner {
     dir: PathBuf,
+    /// Released to let a snapshot through on a full disk (see [`SpaceReserve`]).
+    reserve: Arc<SpaceReserve>,
     image: Image,
     last_applied: Option<LogId<u64>>,
     last_membership: StoredMembership<u64, Node>,
@@ -59,6 +62,14 @@ struct SmInner {
 impl StateMachineStore {
     /// Opens the state machine in `dir`, starting from the snapshot there if any.
     pub fn open(dir: &Path) -> std::io::Result<(Self, watch::Receiver<Arc<Image>>)> {
+        Self::open_with_reserve(dir, Arc::new(SpaceReserve::none()))
+    }
+
+    /// [`Self::open`] with the space reserve a snapshot write may release on a full disk.
+    pub fn open_with_reserve(
+        dir: &Path,
+        reserve: Arc<SpaceReserve>,
+    ) -> std::io::Result<(Self, watch::Receiver<Arc<Image>>)> {
         std::fs::create_dir_all(dir)?;
         let mut inner_image = Image::default();
         let mut last_applied = None;
@@ -82,6 +93,7 @@ impl StateMachineStore {
             Self {
                 inner: Arc::new(Mutex::new(SmInner {
                     dir: dir.to_path_buf(),
+                    reserve,
                     image: inner_image,
                     last_applied,
                     last_membership,
@@ -107,7 +119,11 @@ impl SmInner {
             image: self.image.clone(),
         };
         let bytes = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
-        write_atomic(&self.dir.join(SNAPSHOT_FILE), &bytes)?;
+        let path = self.dir.join(SNAPSHOT_FILE);
+        self.reserve
+            .on_full_disk_release_and_retry("saving a metadata snapshot", || {
+                write_atomic(&path, &bytes)
+            })?;
         let data = serde_json::to_vec(&self.image).map_err(std::io::Error::other)?;
         self.snapshot = Some((meta, data.clone()));
         Ok(data)

@@ -381,3 +381,34 @@ fn loading_and_closing_many_logs_sync_the_file_system_once_not_each_file() {
         );
     }
 }
+
+#[test]
+fn a_full_dir_refuses_appends_without_writing_and_takes_them_once_it_has_room() {
+    use crate::dir_space::RECHECK_MS;
+
+    let root = tempfile::tempdir().unwrap();
+    let (c, clock) = clock(1_000);
+    let m = LogManager::open(vec![root.path().to_path_buf()], Arc::clone(&clock)).unwrap();
+    let tp = TopicPartition::new("t", 0);
+    let log = m.get_or_create(&tp, LogConfig::default()).unwrap();
+    log.append_as_leader(&simple(3, 1), 0).unwrap();
+    let size = log.size_in_bytes();
+
+    // An append met ENOSPC: the dir is full.
+    let space = &m.dir_spaces()[0];
+    space.note_error(
+        &crate::LogError::Io(std::io::Error::from_raw_os_error(28)),
+        clock.now_ms(),
+    );
+    let err = log.append_as_leader(&simple(3, 1), 0).unwrap_err();
+    assert!(err.is_disk_full(), "{err}");
+    assert_eq!(err.kind(), crate::ErrorKind::DiskFull);
+    assert_eq!(log.size_in_bytes(), size, "a refused append writes nothing");
+    assert_eq!(log.log_end_offset(), 3);
+
+    // The temp dir has room: the next look, one recheck interval later, lets appends in.
+    c.advance(RECHECK_MS);
+    log.append_as_leader(&simple(3, 1), 0).unwrap();
+    assert_eq!(log.log_end_offset(), 6);
+    assert!(!space.is_full());
+}
