@@ -177,3 +177,41 @@ def test_restart_on_a_full_disk_then_delete_records_frees_space(small_fs, broker
         time.sleep(1)
     assert len(more) >= 20
     assert all(o >= end for (_, o) in more)
+
+
+def test_retention_frees_a_full_disk_with_no_free_block(small_fs, broker_factory):
+    broker = broker_factory({"log.dirs": str(small_fs), "log.segment.bytes": 4 << 20,
+                             "metadata.log.reserve.bytes": RESERVE,
+                             "log.retention.check.interval.ms": 500})
+    topic = create_topic(broker, unique_topic("full-retention"), partitions=1)
+    value = os.urandom(16 << 10)
+    acked: dict = {}
+    errors = produce_until_full(broker, topic, acked, value, (FS_MB << 20) // len(value) + 800)
+    assert "KAFKA_STORAGE_ERROR" in errors, errors
+
+    # The operator lowers retention (a metadata write: the reserve lets it through), then
+    # the disk loses its last free block before retention runs.
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = ck_admin(broker)
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.bytes", str(8 << 20),
+                    incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([res]).values():
+        f.result(timeout=60)
+    fill_to_the_last_byte(small_fs / "filler")
+
+    # Retention deletes segments even though it cannot write its checkpoint first, and
+    # produce resumes.
+    more: dict = {}
+    deadline = time.monotonic() + 60
+    while True:
+        errs = produce_until_full(broker, topic, more, value, 20)
+        if not errs:
+            break
+        assert time.monotonic() < deadline, f"produce did not resume: {errs}"
+        time.sleep(1)
+    got = read_all(broker, topic, 1)
+    assert {k: v for k, v in acked.items() if k in got} == {k: got[k] for k in acked if k in got}
+    assert all(got.get(k) == v for k, v in more.items())
+    assert broker.alive()

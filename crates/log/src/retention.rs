@@ -41,7 +41,11 @@ impl PartitionLog {
             a.size > 0 && now - basis > config.segment_ms
         };
         if roll_by_age {
-            self.roll_locked(now)?;
+            match self.roll_locked(now) {
+                // Rolled later; what is already due is deleted now, which frees the space.
+                Err(e) if e.is_disk_full() => {}
+                other => other?,
+            }
         }
 
         let (count, reason) = {
@@ -71,9 +75,16 @@ impl PartitionLog {
         if count == 0 {
             return Ok(0);
         }
+        let mut count = count;
         if count >= self.state.read().segments.len() {
-            // Everything expired: roll so the log keeps an (empty) active segment.
-            self.roll_locked(now)?;
+            // Everything expired: roll so the log keeps an (empty) active segment. On a full
+            // disk the roll cannot write: delete all but the active segment now, and roll
+            // once that space is back.
+            match self.roll_locked(now) {
+                Ok(()) => {}
+                Err(e) if e.is_disk_full() => count -= 1,
+                Err(e) => return Err(e),
+            }
         }
         self.delete_oldest_segments(count, reason)
     }
@@ -90,11 +101,21 @@ impl PartitionLog {
             let new_lso = st.log_start_offset.max(st.segments[count].base_offset);
             (count, new_lso)
         };
-        write_offset_checkpoint(
-            &self.dir.join(LOG_START_OFFSET_FILE),
-            new_lso,
-            Durability::Synced,
-        )?;
+        let checkpoint = || {
+            write_offset_checkpoint(
+                &self.dir.join(LOG_START_OFFSET_FILE),
+                new_lso,
+                Durability::Synced,
+            )
+        };
+        // On a full disk the checkpoint cannot be written before the segments go: delete
+        // them first and write it after. A crash in between is safe: a load starts the log
+        // at the first remaining segment when that is above the checkpoint.
+        let written_first = match checkpoint() {
+            Ok(()) => true,
+            Err(e) if e.is_disk_full() => false,
+            Err(e) => return Err(e),
+        };
         let deleted: Vec<Segment> = {
             let mut st = self.state.write();
             st.log_start_offset = new_lso;
@@ -103,6 +124,9 @@ impl PartitionLog {
         for seg in &deleted {
             info!(tp = %self.tp, segment = seg.base_offset, ?reason, "deleting log segment");
             seg.delete_files()?;
+        }
+        if !written_first {
+            checkpoint()?;
         }
         self.after_log_start_moved(new_lso)?;
         Ok(deleted.len())
@@ -139,11 +163,30 @@ impl PartitionLog {
         if offset <= lso {
             return Ok(lso);
         }
-        write_offset_checkpoint(
-            &self.dir.join(LOG_START_OFFSET_FILE),
-            offset,
-            Durability::Synced,
-        )?;
+        let checkpoint = || {
+            write_offset_checkpoint(
+                &self.dir.join(LOG_START_OFFSET_FILE),
+                offset,
+                Durability::Synced,
+            )
+        };
+        match checkpoint() {
+            Ok(()) => {}
+            Err(e) if e.is_disk_full() && wholly_below > 0 => {
+                // A full disk: the segments wholly below the new start go first (they go
+                // whatever happens, and a load never starts below the first segment), then
+                // the checkpoint fits.
+                self.delete_oldest_segments(
+                    wholly_below,
+                    SegmentDeletionReason::LogStartOffsetBreach,
+                )?;
+                checkpoint()?;
+                self.state.write().log_start_offset = offset;
+                self.after_log_start_moved(offset)?;
+                return Ok(offset);
+            }
+            Err(e) => return Err(e),
+        }
         self.state.write().log_start_offset = offset;
         if wholly_below > 0 {
             self.delete_oldest_segments(wholly_below, SegmentDeletionReason::LogStartOffsetBreach)?;
