@@ -318,3 +318,58 @@ def test_broker_logger_levels_change_at_run_time(broker):
     assert err == KafkaError.INVALID_CONFIG, msg
     err, _ = incremental_v0(broker, BROKER_LOGGER, "99", [("ferry_broker", SET, "INFO")])
     assert err == KafkaError.INVALID_REQUEST
+
+
+def test_timestamps_outside_kip_937_bounds_answer_invalid_timestamp(broker):
+    """message.timestamp.before.max.ms / after.max.ms (KIP-937) refuse a CreateTime batch
+    whose timestamps lie too far from the broker's clock; LogAppendTime topics take any."""
+    import time as _time
+
+    from conftest import ck_consumer, ck_producer
+
+    strict = create_topic(broker, unique_topic("ts-bounds"), config={
+        "message.timestamp.before.max.ms": "60000",
+        "message.timestamp.after.max.ms": "60000",
+    })
+    stamped = create_topic(broker, unique_topic("ts-append"), config={
+        "message.timestamp.type": "LogAppendTime",
+        "message.timestamp.before.max.ms": "60000",
+    })
+    now = int(_time.time() * 1000)
+    outcomes = {}
+
+    def deliver(tag):
+        def cb(err, msg):
+            outcomes[tag] = err.code() if err else None
+        return cb
+
+    p = ck_producer(broker, retries=0)
+    # One batch each: one record out of bounds refuses its whole batch, as in Kafka.
+    for topic, value, ts, tag in [(strict, b"old", now - 3_600_000, "old"),
+                                  (strict, b"future", now + 3_600_000, "future"),
+                                  (strict, b"now", now, "now"),
+                                  (stamped, b"old", now - 3_600_000, "stamped")]:
+        p.produce(topic, value, timestamp=ts, on_delivery=deliver(tag))
+        p.flush(30)
+    assert outcomes == {
+        "old": KafkaError.INVALID_TIMESTAMP,
+        "future": KafkaError.INVALID_TIMESTAMP,
+        "now": None,
+        "stamped": None,
+    }, outcomes
+
+    from confluent_kafka import TopicPartition
+
+    c = ck_consumer(broker)
+    c.assign([TopicPartition(strict, 0, 0)])
+    got = []
+    deadline = _time.monotonic() + 30
+    while _time.monotonic() < deadline:
+        m = c.poll(1.0)
+        if m is None:
+            continue
+        if m.error():
+            break  # end of partition
+        got.append(m.value())
+    c.close()
+    assert got == [b"now"]

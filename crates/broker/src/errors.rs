@@ -12,6 +12,7 @@ pub fn log_error(e: &LogError) -> ResponseError {
     match e {
         LogError::CorruptMessage(_) => ResponseError::CorruptMessage,
         LogError::InvalidRecord(_) => ResponseError::InvalidRecord,
+        LogError::InvalidTimestamp(_) => ResponseError::InvalidTimestamp,
         LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
         LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,

@@ -247,6 +247,16 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
         } else {
             TimestampType::CreateTime
         },
+        timestamp_before_max_ms: num(
+            "message.timestamp.before.max.ms",
+            defaults.timestamp_before_max_ms,
+        )
+        .max(0),
+        timestamp_after_max_ms: num(
+            "message.timestamp.after.max.ms",
+            defaults.timestamp_after_max_ms,
+        )
+        .max(0),
         flush_interval_messages: num("flush.messages", i64::MAX).max(1) as u64,
         file_delete_delay_ms: num("file.delete.delay.ms", defaults.file_delete_delay_ms).max(0),
         compact,

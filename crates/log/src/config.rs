@@ -28,6 +28,12 @@ pub struct LogConfig {
     pub max_message_bytes: usize,
     /// `message.timestamp.type`.
     pub message_timestamp_type: TimestampType,
+    /// `message.timestamp.before.max.ms` (KIP-937): a CreateTime batch whose first timestamp
+    /// lies further before the broker's clock is refused with INVALID_TIMESTAMP.
+    pub timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms` (KIP-937): a CreateTime batch whose largest timestamp
+    /// lies further after the broker's clock is refused with INVALID_TIMESTAMP.
+    pub timestamp_after_max_ms: i64,
     /// `flush.messages`: fsync after this many records (u64::MAX leaves it to the page cache).
     pub flush_interval_messages: u64,
     /// `file.delete.delay.ms`: how long a deleted segment's files linger as `*.deleted`.
@@ -59,6 +65,9 @@ impl Default for LogConfig {
             retention_bytes: -1,
             max_message_bytes: 1_048_588,
             message_timestamp_type: TimestampType::CreateTime,
+            timestamp_before_max_ms: i64::MAX,
+            // Kafka 4's default (KIP-1030): an hour into the future.
+            timestamp_after_max_ms: 3_600_000,
             flush_interval_messages: u64::MAX,
             file_delete_delay_ms: 60_000,
             compact: false,

@@ -28,6 +28,10 @@ pub enum LogError {
     /// A batch is well formed but not acceptable (Kafka INVALID_RECORD / UNSUPPORTED_FOR_MESSAGE_FORMAT).
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    /// A CreateTime timestamp outside `message.timestamp.before.max.ms` /
+    /// `message.timestamp.after.max.ms` of the broker's clock (Kafka INVALID_TIMESTAMP).
+    #[error("invalid timestamp: {0}")]
+    InvalidTimestamp(String),
     /// A batch is larger than `max.message.bytes` (Kafka MESSAGE_TOO_LARGE).
     #[error("batch of {size} bytes is larger than max.message.bytes {max}")]
     MessageTooLarge { size: usize, max: usize },
@@ -94,6 +98,7 @@ impl LogError {
             }
             LogError::CorruptMessage(_) => ErrorKind::Retriable,
             LogError::InvalidRecord(_)
+            | LogError::InvalidTimestamp(_)
             | LogError::MessageTooLarge { .. }
             | LogError::InvalidProducerEpoch { .. }
             | LogError::InvalidTxnState(_)

@@ -367,6 +367,9 @@ impl PartitionLog {
     pub fn append_as_leader(&self, records: &[u8], leader_epoch: i32) -> Result<AppendInfo> {
         let config = self.config.read().clone();
         let headers = validate_produced(records, config.max_message_bytes)?;
+        if config.message_timestamp_type == TimestampType::CreateTime {
+            check_timestamps(&headers, self.clock.now_ms(), &config)?;
+        }
         if config.compact {
             // Kafka refuses keyless records on compacted topics (INVALID_RECORD).
             let mut pos = 0usize;
@@ -960,4 +963,30 @@ impl PartitionLog {
         let active_base = self.state.read().active().base_offset;
         self.flush_up_to(active_base)
     }
+}
+
+/// KIP-937's bounds on CreateTime timestamps, per batch: its first timestamp against
+/// `message.timestamp.before.max.ms`, its largest against `message.timestamp.after.max.ms`
+/// (Kafka refuses the whole batch for one record out of range). -1 (no timestamp) passes.
+fn check_timestamps(headers: &[BatchHeader], now: i64, config: &LogConfig) -> Result<()> {
+    for h in headers {
+        let oldest = h.base_timestamp.min(h.max_timestamp);
+        if oldest >= 0 && now.saturating_sub(oldest) > config.timestamp_before_max_ms {
+            return Err(LogError::InvalidTimestamp(format!(
+                "timestamp {oldest} of the batch at base offset {} is more than \
+                 message.timestamp.before.max.ms ({} ms) before the broker's time {now}",
+                h.base_offset, config.timestamp_before_max_ms
+            )));
+        }
+        if h.max_timestamp >= 0
+            && h.max_timestamp.saturating_sub(now) > config.timestamp_after_max_ms
+        {
+            return Err(LogError::InvalidTimestamp(format!(
+                "timestamp {} of the batch at base offset {} is more than \
+                 message.timestamp.after.max.ms ({} ms) after the broker's time {now}",
+                h.max_timestamp, h.base_offset, config.timestamp_after_max_ms
+            )));
+        }
+    }
+    Ok(())
 }

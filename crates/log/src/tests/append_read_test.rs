@@ -387,3 +387,39 @@ fn throughput() {
     }
     println!("read: {:.0} MB/s", mb / start.elapsed().as_secs_f64());
 }
+
+#[test]
+fn create_time_timestamps_outside_kip_937_bounds_are_refused_with_invalid_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = 10_000_000;
+    let (_c, clock) = clock(now);
+    let config = LogConfig {
+        timestamp_before_max_ms: 60_000,
+        timestamp_after_max_ms: 1_000,
+        ..LogConfig::default()
+    };
+    let log = open(dir.path(), config.clone(), true, &clock);
+    for ts in [now - 60_001, now + 1_001] {
+        match log.append_as_leader(&simple(1, ts), 0) {
+            Err(crate::LogError::InvalidTimestamp(_)) => {}
+            other => panic!("timestamp {ts}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        log.log_end_offset(),
+        0,
+        "nothing of a refused batch is stored"
+    );
+    log.append_as_leader(&simple(1, now - 60_000), 0).unwrap();
+    log.append_as_leader(&simple(1, now + 1_000), 0).unwrap();
+    assert_eq!(log.log_end_offset(), 2);
+
+    // LogAppendTime topics take any producer timestamp: the broker's replaces it.
+    let dir2 = tempfile::tempdir().unwrap();
+    let stamped = LogConfig {
+        message_timestamp_type: TimestampType::LogAppendTime,
+        ..config
+    };
+    let log2 = open(dir2.path(), stamped, true, &clock);
+    log2.append_as_leader(&simple(1, 5), 0).unwrap();
+}
