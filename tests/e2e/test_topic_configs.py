@@ -373,3 +373,41 @@ def test_timestamps_outside_kip_937_bounds_answer_invalid_timestamp(broker):
         got.append(m.value())
     c.close()
     assert got == [b"now"]
+
+
+def test_compression_levels_are_used_when_the_broker_recompresses(broker):
+    """compression.<codec>.level (KIP-390): the same uncompressed records take less disk at a
+    higher level of the topic's codec, and read back the same."""
+    import time as _time
+    from pathlib import Path
+
+    from conftest import ck_consumer, ck_producer
+
+    values = [(f"record {i} of a level test, {i * 7919 % 1000} " * 8).encode() for i in range(3000)]
+    sizes = {}
+    for codec, low, high in [("gzip", 1, 9), ("zstd", 1, 19)]:
+        for level in (low, high):
+            topic = create_topic(broker, unique_topic(f"lvl-{codec}-{level}"), config={
+                "compression.type": codec, f"compression.{codec}.level": str(level)})
+            p = ck_producer(broker, **{"compression.type": "none", "linger.ms": 50,
+                                       "batch.size": 1 << 20})
+            for v in values:
+                p.produce(topic, v)
+            assert p.flush(30) == 0
+            seg = sum(f.stat().st_size for d in broker.data_dirs
+                      for f in Path(d).glob(f"{topic}-0/*.log"))
+            sizes[(codec, level)] = seg
+
+            from confluent_kafka import TopicPartition
+
+            c = ck_consumer(broker)
+            c.assign([TopicPartition(topic, 0, 0)])
+            got = []
+            deadline = _time.monotonic() + 30
+            while len(got) < len(values) and _time.monotonic() < deadline:
+                m = c.poll(1.0)
+                if m is not None and not m.error():
+                    got.append(m.value())
+            c.close()
+            assert got == values, (codec, level)
+        assert sizes[(codec, high)] < sizes[(codec, low)], sizes

@@ -4,10 +4,84 @@
 //! timestamps and order; a batch keeps its producer id, epoch and base sequence, so
 //! idempotent producers are checked exactly as for batches stored as sent.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::records::{
     Compression, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
 };
+
+/// A topic's `compression.type` codec and its `compression.<codec>.level` (KIP-390).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TargetCodec {
+    pub compression: Compression,
+    /// The level as configured (gzip -1 = the codec's default); snappy and none have none.
+    pub level: i32,
+}
+
+impl TargetCodec {
+    /// The topic config key holding this codec's level, if it has one.
+    pub fn level_key(compression: Compression) -> Option<&'static str> {
+        match compression {
+            Compression::Gzip => Some("compression.gzip.level"),
+            Compression::Lz4 => Some("compression.lz4.level"),
+            Compression::Zstd => Some("compression.zstd.level"),
+            _ => None,
+        }
+    }
+
+    /// Kafka's default level of each codec (gzip -1 = zlib's 6, lz4 9, zstd 3).
+    pub fn default_level(compression: Compression) -> i32 {
+        match compression {
+            Compression::Gzip => -1,
+            Compression::Lz4 => 9,
+            Compression::Zstd => 3,
+            _ => 0,
+        }
+    }
+
+    pub fn with_default_level(compression: Compression) -> Self {
+        Self {
+            compression,
+            level: Self::default_level(compression),
+        }
+    }
+
+    /// Compresses `raw` (a batch's encoded records) into `out` at this level.
+    fn compress(&self, raw: &mut BytesMut, out: &mut BytesMut) -> anyhow::Result<()> {
+        use kafka_protocol::compression::{Compressor, Snappy};
+        use std::io::Write;
+        match self.compression {
+            Compression::None => out.put(raw),
+            Compression::Snappy => <Snappy as Compressor<BytesMut>>::compress(out, |b| {
+                b.put(raw);
+                Ok(())
+            })?,
+            Compression::Gzip => {
+                let level = match self.level {
+                    -1 => flate2::Compression::default(),
+                    l => flate2::Compression::new(l.clamp(1, 9) as u32),
+                };
+                let mut e = flate2::write::GzEncoder::new(out.writer(), level);
+                e.write_all(raw)?;
+                e.finish()?;
+            }
+            Compression::Lz4 => {
+                // Kafka's lz4 levels go to 17 (lz4-java); the C library's frame format stops
+                // at 12, which compresses the same as anything above.
+                let mut e = lz4::EncoderBuilder::new()
+                    .level(self.level.clamp(1, 12) as u32)
+                    .block_mode(lz4::BlockMode::Independent)
+                    .build(out.writer())?;
+                e.write_all(raw)?;
+                let (_, finished) = e.finish();
+                finished?;
+            }
+            Compression::Zstd => {
+                zstd::stream::copy_encode(raw.reader(), out.writer(), self.level)?;
+            }
+        }
+        Ok(())
+    }
+}
 
 /// What a `compression.type` value asks for: `None` keeps the producer's codec.
 pub fn target_codec(value: &str) -> Option<Compression> {
@@ -31,10 +105,11 @@ fn codecs(records: &[u8]) -> impl Iterator<Item = u8> + '_ {
     })
 }
 
-/// Re-encodes `records` with `target` unless every batch already uses it (then `Ok(None)`).
-/// A batch that cannot be decoded is an error (CORRUPT_MESSAGE for the producer).
-pub fn recompress(records: &Bytes, target: Compression) -> Result<Option<Bytes>, String> {
-    if codecs(records).all(|c| c == target as u8) {
+/// Re-encodes `records` with `target` unless every batch already uses its codec (then
+/// `Ok(None)`: a producer's batch is kept as sent, whatever level it was compressed at, as
+/// Kafka keeps it). A batch that cannot be decoded is an error (CORRUPT_MESSAGE).
+pub fn recompress(records: &Bytes, target: TargetCodec) -> Result<Option<Bytes>, String> {
+    if codecs(records).all(|c| c == target.compression as u8) {
         return Ok(None);
     }
     let mut input = records.clone();
@@ -54,13 +129,16 @@ pub fn recompress(records: &Bytes, target: Compression) -> Result<Option<Bytes>,
                 r.sequence = (r.offset - base_offset) as i32 - 1;
             }
         }
-        RecordBatchEncoder::encode(
+        RecordBatchEncoder::encode_with_custom_compression(
             &mut out,
             &records,
             &RecordEncodeOptions {
                 version: 2,
-                compression: target,
+                compression: target.compression,
             },
+            Some(|raw: &mut BytesMut, out: &mut BytesMut, _: Compression| {
+                target.compress(raw, out)
+            }),
         )
         .map_err(|e| format!("cannot encode batch: {e}"))?;
     }
@@ -88,7 +166,11 @@ mod tests {
     #[test]
     fn same_codec_is_left_alone() {
         let b = batch(Compression::Gzip, None);
-        assert!(recompress(&b, Compression::Gzip).unwrap().is_none());
+        assert!(
+            recompress(&b, TargetCodec::with_default_level(Compression::Gzip))
+                .unwrap()
+                .is_none()
+        );
         assert_eq!(target_codec("producer"), None);
         assert_eq!(target_codec("uncompressed"), Some(Compression::None));
     }
@@ -101,7 +183,9 @@ mod tests {
             (Compression::Lz4, Compression::None),
         ] {
             let original = batch(from, Some((7, 2, 40)));
-            let again = recompress(&original, to).unwrap().unwrap();
+            let again = recompress(&original, TargetCodec::with_default_level(to))
+                .unwrap()
+                .unwrap();
             assert_eq!(
                 codecs(&again).collect::<Vec<_>>(),
                 vec![to as u8],
@@ -115,9 +199,12 @@ mod tests {
 
     #[test]
     fn records_without_a_producer_stay_in_one_batch() {
-        let again = recompress(&batch(Compression::None, None), Compression::Lz4)
-            .unwrap()
-            .unwrap();
+        let again = recompress(
+            &batch(Compression::None, None),
+            TargetCodec::with_default_level(Compression::Lz4),
+        )
+        .unwrap()
+        .unwrap();
         let sets = RecordBatchDecoder::decode_all(&mut again.clone()).unwrap();
         assert_eq!(sets.len(), 1);
         assert_eq!(sets[0].records.len(), 5);
@@ -131,6 +218,41 @@ mod tests {
         for byte in &mut b[61..n] {
             *byte = 0xAB;
         }
-        assert!(recompress(&b.freeze(), Compression::None).is_err());
+        assert!(recompress(
+            &b.freeze(),
+            TargetCodec::with_default_level(Compression::None)
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn the_configured_level_is_the_one_used() {
+        let original = Batches::of(300, |i| {
+            format!("record {i} of a level test, {} ", i * 7919 % 1000).repeat(8)
+        })
+        .encode();
+        let before = RecordBatchDecoder::decode_all(&mut original.clone()).unwrap();
+        for (compression, low, high) in [
+            (Compression::Gzip, 1, 9),
+            (Compression::Lz4, 1, 12),
+            (Compression::Zstd, 1, 19),
+        ] {
+            let at = |level| {
+                recompress(&original, TargetCodec { compression, level })
+                    .unwrap()
+                    .unwrap()
+            };
+            let (fast, small) = (at(low), at(high));
+            assert!(
+                small.len() < fast.len(),
+                "{compression:?}: level {high} gave {} bytes, level {low} {}",
+                small.len(),
+                fast.len()
+            );
+            for b in [fast, small] {
+                let after = RecordBatchDecoder::decode_all(&mut b.clone()).unwrap();
+                assert_eq!(before[0].records, after[0].records, "{compression:?}");
+            }
+        }
     }
 }

@@ -18,7 +18,6 @@ use kafka_protocol::messages::produce_response::{
     LeaderIdAndEpoch, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, TopicName};
-use kafka_protocol::records::Compression;
 
 use std::time::Duration;
 
@@ -285,7 +284,7 @@ struct TopicTarget {
     /// The topic's `min.insync.replicas` (1 for an unknown topic).
     min_isr: i32,
     /// Broker-side compression: `None` keeps the producer's codec.
-    codec: Option<Compression>,
+    codec: Option<ferry_log::recompress::TargetCodec>,
     /// What a partition of an unknown topic answers: v13+ names topics by id.
     unknown_topic_error: ResponseError,
 }
@@ -307,8 +306,14 @@ impl TopicTarget {
                 .unwrap_or(1)
         });
         let codec = meta.as_ref().and_then(|m| {
-            topic_config::effective(&broker.config, &m.configs, "compression.type")
-                .and_then(|(v, _)| ferry_log::recompress::target_codec(&v))
+            use ferry_log::recompress::{target_codec, TargetCodec};
+            let effective = |key| topic_config::effective(&broker.config, &m.configs, key);
+            let compression = effective("compression.type").and_then(|(v, _)| target_codec(&v))?;
+            let level = TargetCodec::level_key(compression)
+                .and_then(effective)
+                .and_then(|(v, _)| v.parse::<i32>().ok())
+                .unwrap_or_else(|| TargetCodec::default_level(compression));
+            Some(TargetCodec { compression, level })
         });
         let unknown_topic_error = if version >= 13 {
             ResponseError::UnknownTopicId
