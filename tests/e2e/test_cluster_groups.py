@@ -281,3 +281,70 @@ def test_group_survives_a_kill9_of_its_coordinator(cluster, protocol):
         assert sorted(set(m.seen[p]) | set(m2.seen[p])) == list(range(PER_PARTITION)), (
             p, m.seen[p][:5], m2.seen[p][:5], last)
     m2.close()
+
+
+def test_commits_in_flight_while_the_coordinator_moves_lose_nothing_acknowledged(cluster):
+    """Issue 15: a coordinator moved away mid-commit. A client commits offsets without pause
+    (each commit a higher offset) while its coordinator's broker shuts down (controlled
+    shutdown: the offsets partition's leadership moves while requests are in flight). Every
+    commit the client was told succeeded stays: the offset fetched afterwards is at least the
+    last acknowledged one and never above the last attempted (an empty or wrong response read
+    as success would show here)."""
+    import threading
+
+    topic = "cg-midcommit"
+    create_topic(cluster, topic, PARTITIONS)
+    group = "g-midcommit"
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                  "enable.auto.commit": False})
+    acked: dict[int, int] = {}
+    attempted: dict[int, int] = {}
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def committer():
+        offset = 0
+        while not stop.is_set():
+            offset += 1
+            tps = [TopicPartition(topic, p, offset) for p in range(PARTITIONS)]
+            for p in range(PARTITIONS):
+                attempted[p] = offset
+            try:
+                done = c.commit(offsets=tps, asynchronous=False)
+            except KafkaException as e:
+                errors.append(e.args[0].name())
+                time.sleep(0.05)
+                continue
+            for tp in done or []:
+                if tp.error is None:
+                    acked[tp.partition] = tp.offset
+                else:
+                    errors.append(str(tp.error))
+
+    t = threading.Thread(target=committer, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 30
+    while len(acked) < PARTITIONS:
+        assert time.monotonic() < deadline, f"no commit succeeded: {errors[-5:]}"
+        time.sleep(0.1)
+    victim = coordinator_of(cluster, group)
+    alive = [b for b in cluster.brokers if b is not cluster.by_id(victim)]
+    before_move = dict(acked)
+    cluster.by_id(victim).stop()
+    new_coord = coordinator_of(cluster, group, alive)
+    assert new_coord != victim
+    # Commits go on through the new coordinator.
+    deadline = time.monotonic() + 60
+    while not all(acked.get(p, 0) > before_move[p] + 20 for p in range(PARTITIONS)):
+        assert time.monotonic() < deadline, f"commits did not resume: {errors[-5:]}"
+        time.sleep(0.1)
+    stop.set()
+    t.join(30)
+    c.close()
+    got = committed(cluster, group, topic, alive)
+    for p in range(PARTITIONS):
+        assert acked[p] <= got[p] <= attempted[p], (p, acked[p], got[p], attempted[p])
+    # What the client saw while the coordinator moved are Kafka's retriable errors.
+    allowed = {"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS",
+               "_TRANSPORT", "_TIMED_OUT", "REQUEST_TIMED_OUT", "_WAIT_COORD"}
+    assert set(errors) <= allowed, set(errors)
