@@ -135,3 +135,34 @@ def test_list_client_metrics_resources_is_empty(kp_admin):
     """ListConfigResources v0 (KIP-714's ListClientMetricsResources), as kafka-client-metrics
     --list sends it: ferry has no client-metrics resources."""
     assert dict(kp_admin.list_config_resources()) == {}
+
+
+def test_describe_producers_lists_an_idempotent_producer_and_an_open_transaction(broker, kp_admin):
+    """DescribeProducers (what kafka-transactions.sh describe-producers calls), through
+    kafka-python: the idempotent producer with its epoch and last sequence, and a transactional
+    producer with the offset its open transaction started at."""
+    from confluent_kafka import Producer
+    from kafka import TopicPartition as KTopicPartition
+
+    topic = create_topic(broker, unique_topic("dp"))
+    idem = ck_producer(broker, **{"enable.idempotence": True})
+    for i in range(5):
+        idem.produce(topic, f"v{i}".encode(), partition=0)
+    assert idem.flush(30) == 0
+    txn = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": unique_topic("dp-t")})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    txn.produce(topic, b"in-txn", partition=0)
+    txn.flush(30)
+
+    tp = KTopicPartition(topic, 0)
+    state = kp_admin.describe_producers([tp])[tp]
+    producers = sorted(state.active_producers, key=lambda p: p.current_transaction_start_offset)
+    assert len(producers) == 2, producers
+    plain, open_txn = producers
+    assert plain.current_transaction_start_offset == -1
+    assert plain.last_sequence == 4 and plain.producer_epoch >= 0
+    assert open_txn.current_transaction_start_offset == 5
+    assert open_txn.last_sequence == 0
+    assert open_txn.last_timestamp > 0
+    txn.abort_transaction(30)
