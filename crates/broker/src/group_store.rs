@@ -35,6 +35,9 @@ impl TopicCatalog for MetadataCatalog {
             .filter(|name| !crate::broker::Broker::is_internal_topic(name))
             .collect()
     }
+    fn topic_names_version(&self) -> Option<u64> {
+        Some(self.0.image().applied_index)
+    }
 }
 
 /// `__consumer_offsets` as the group coordinator's store.

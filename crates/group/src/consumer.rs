@@ -3,8 +3,9 @@
 //! towards it.
 //!
 //! Subscriptions: a member subscribes by topic names, by a regular expression
-//! (`SubscribedTopicRegex`, resolved here against the topic names on every heartbeat, so a
-//! topic created or deleted moves the group epoch like any other topic change), or both.
+//! (`SubscribedTopicRegex`, resolved here against the topic names when a regex or the metadata
+//! image changed, so a topic created or deleted moves the group epoch like any other topic
+//! change), or both.
 //!
 //! Epochs: the group epoch rises whenever membership, subscriptions or subscribed topics'
 //! partition counts change; the assignment epoch is the group epoch the current target was
@@ -34,6 +35,12 @@ pub trait TopicCatalog: Send + Sync {
     /// The names of the topics a regular-expression subscription may match (internal topics
     /// left out).
     fn topic_names(&self) -> Vec<String>;
+    /// A number that changes whenever the set of topic names may have changed (the metadata
+    /// image's position will do), so regex subscriptions are resolved again only then.
+    /// `None`: unknown, resolve on every heartbeat.
+    fn topic_names_version(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A member's regular-expression subscription (KIP-848 `SubscribedTopicRegex`), resolved by the
@@ -97,6 +104,9 @@ pub struct ConsumerGroup {
     pub target: BTreeMap<String, Assignment>,
     /// topic name → (id, partitions) as of the last target computation.
     pub subscribed_metadata: BTreeMap<String, (Uuid, i32)>,
+    /// The catalog's [`TopicCatalog::topic_names_version`] the members' regexes were last
+    /// resolved at; `None` when a regex changed since (or never resolved).
+    pub regexes_resolved_at: Option<u64>,
 }
 
 /// Settings of the consumer protocol.
@@ -225,7 +235,10 @@ impl ConsumerGroup {
 
     /// Whether subscribed topics changed shape (created, deleted, repartitioned).
     fn refresh_metadata(&mut self, catalog: &dyn TopicCatalog) -> bool {
-        if self.members.values().any(|m| m.subscribed_regex.is_some()) {
+        let version = catalog.topic_names_version();
+        let resolved = version.is_some() && version == self.regexes_resolved_at;
+        if !resolved && self.members.values().any(|m| m.subscribed_regex.is_some()) {
+            self.regexes_resolved_at = version;
             let names = catalog.topic_names();
             for m in self.members.values_mut() {
                 m.regex_topics = match &m.subscribed_regex {
@@ -347,6 +360,7 @@ pub fn heartbeat(
         if !same {
             m.subscribed_regex = regex;
             m.regex_topics.clear();
+            group.regexes_resolved_at = None;
             bump = true;
         }
     }

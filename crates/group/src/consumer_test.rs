@@ -304,3 +304,64 @@ fn an_invalid_regex_is_invalid_regular_expression() {
     );
     assert_eq!(r.error_code, ResponseError::InvalidRequest.code());
 }
+
+/// The two-topic catalog, counting how often the topic names are listed, with a names version
+/// the test moves.
+struct VersionedCatalog {
+    version: std::sync::atomic::AtomicU64,
+    listed: std::sync::atomic::AtomicUsize,
+}
+
+impl crate::TopicCatalog for VersionedCatalog {
+    fn topic(&self, name: &str) -> Option<(Uuid, i32)> {
+        super::tests::Catalog.topic(name)
+    }
+    fn topic_name(&self, id: Uuid) -> Option<String> {
+        super::tests::Catalog.topic_name(id)
+    }
+    fn topic_names(&self) -> Vec<String> {
+        self.listed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        super::tests::Catalog.topic_names()
+    }
+    fn topic_names_version(&self) -> Option<u64> {
+        Some(self.version.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+#[test]
+fn regexes_are_resolved_again_only_when_topics_or_the_regex_change() {
+    use std::sync::atomic::Ordering::Relaxed;
+
+    let catalog = Arc::new(VersionedCatalog {
+        version: 1.into(),
+        listed: 0.into(),
+    });
+    let f = super::tests::fixture_on(catalog.clone());
+    let a = hb_regex(&f, "", 0, "t", None);
+    assert_eq!(a.error_code, 0, "{:?}", a.error_message);
+    let id = a.member_id.clone().unwrap().to_string();
+    let mine = owned(&a).unwrap();
+    let after_join = catalog.listed.load(Relaxed);
+    assert!(after_join >= 1);
+
+    // Steady heartbeats with the same topics: no listing at all.
+    let mut epoch = a.member_epoch;
+    for _ in 0..5 {
+        let r = hb(&f, &id, epoch, None, Some(&mine));
+        assert_eq!(r.error_code, 0);
+        epoch = r.member_epoch;
+    }
+    assert_eq!(catalog.listed.load(Relaxed), after_join);
+
+    // The topics moved on: resolved once more.
+    catalog.version.store(2, Relaxed);
+    hb(&f, &id, epoch, None, Some(&mine));
+    hb(&f, &id, epoch, None, Some(&mine));
+    assert_eq!(catalog.listed.load(Relaxed), after_join + 1);
+
+    // A new regex is resolved at once, at the same version.
+    let wider = hb_regex(&f, &id, epoch, "[tu]", Some(&mine));
+    assert_eq!(owned(&wider).unwrap().len(), 6);
+    assert_eq!(catalog.listed.load(Relaxed), after_join + 2);
+}

@@ -199,7 +199,16 @@ pub(crate) fn fixture_with_catalog() -> Fixture {
     fixture(0)
 }
 
+/// A fixture whose coordinator looks topics up in `catalog`.
+pub(crate) fn fixture_on(catalog: Arc<dyn crate::TopicCatalog>) -> Fixture {
+    fixture_with(0, catalog)
+}
+
 fn fixture(initial_delay: i64) -> Fixture {
+    fixture_with(initial_delay, Arc::new(Catalog))
+}
+
+fn fixture_with(initial_delay: i64, catalog: Arc<dyn crate::TopicCatalog>) -> Fixture {
     let clock = ManualClock::new(1_000_000);
     let store = Arc::new(MemStore::default());
     let config = GroupConfig {
@@ -211,7 +220,7 @@ fn fixture(initial_delay: i64) -> Fixture {
         config,
         clock.clone(),
         store.clone(),
-        Arc::new(Catalog),
+        catalog,
     ));
     // A single broker: it leads every partition of `__consumer_offsets`.
     coord.load().unwrap();
