@@ -6,8 +6,13 @@
 //! of the dir closed cleanly. A partition lives in exactly one log dir: the one that already
 //! holds it, else the dir with the fewest partitions. Deleted partitions are first renamed to
 //! `<topic>-<partition>.<id>-delete`, which is never opened again, then removed.
+//!
+//! A log dir whose disk fails (an I/O error that is not a full file system) is marked offline
+//! ([`LogManager::mark_dir_offline`], Kafka's `LogDirFailureChannel`): its logs are forgotten,
+//! nothing is placed, opened, checkpointed or closed there again, and it stays offline until the
+//! broker restarts. The other dirs keep serving.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,10 +20,10 @@ use std::sync::Arc;
 
 use ferry_common::{SharedClock, TopicPartition};
 use parking_lot::{Mutex, RwLock};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::config::LogConfig;
-use crate::error::{LogError, Result};
+use crate::error::{ErrorKind, LogError, Result};
 use crate::log::PartitionLog;
 use crate::offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
 
@@ -29,6 +34,14 @@ pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 struct LogDir {
     path: PathBuf,
     had_clean_shutdown: bool,
+    /// Why the dir went offline; `None` while it serves.
+    offline: Mutex<Option<String>>,
+}
+
+impl LogDir {
+    fn is_online(&self) -> bool {
+        self.offline.lock().is_none()
+    }
 }
 
 /// All partition logs of a broker. `Send + Sync`.
@@ -41,6 +54,9 @@ pub struct LogManager {
     delete_seq: AtomicU64,
     /// The high watermarks read from each dir's `replication-offset-checkpoint` at open.
     checkpointed_high_watermarks: HashMap<TopicPartition, i64>,
+    /// The partitions whose logs were in a dir that went offline: never opened or created
+    /// elsewhere until restart (their directory cannot even be listed any more).
+    offline_logs: Mutex<HashSet<TopicPartition>>,
 }
 
 impl std::fmt::Debug for LogManager {
@@ -103,6 +119,7 @@ impl LogManager {
             dirs.push(LogDir {
                 path,
                 had_clean_shutdown,
+                offline: Mutex::new(None),
             });
         }
         Ok(LogManager {
@@ -112,11 +129,75 @@ impl LogManager {
             create_lock: Mutex::new(()),
             delete_seq: AtomicU64::new(0),
             checkpointed_high_watermarks,
+            offline_logs: Mutex::new(HashSet::new()),
         })
     }
 
     pub fn log_dirs(&self) -> Vec<PathBuf> {
         self.dirs.iter().map(|d| d.path.clone()).collect()
+    }
+
+    /// The log dirs that went offline, with the reason of each.
+    pub fn offline_dirs(&self) -> Vec<(PathBuf, String)> {
+        self.dirs
+            .iter()
+            .filter_map(|d| d.offline.lock().clone().map(|why| (d.path.clone(), why)))
+            .collect()
+    }
+
+    /// Whether `tp`'s log was in a dir that went offline.
+    pub fn is_offline(&self, tp: &TopicPartition) -> bool {
+        self.offline_logs.lock().contains(tp)
+    }
+
+    /// The log dir holding `log`.
+    pub fn dir_of(log: &PartitionLog) -> Option<&Path> {
+        log.dir_path().parent()
+    }
+
+    /// Marks `dir` offline after `cause` (Kafka's `LogDirFailureChannel.maybeAddOfflineLogDir`):
+    /// its logs are dropped from the manager and their partitions remembered as offline.
+    /// Returns those partitions the first time, `None` if the dir was already offline or is
+    /// not one of ours. Logs once, at error level, which dir and why.
+    pub fn mark_dir_offline(&self, dir: &Path, cause: &str) -> Option<Vec<TopicPartition>> {
+        let d = self.dirs.iter().find(|d| d.path == dir)?;
+        {
+            let mut offline = d.offline.lock();
+            if offline.is_some() {
+                return None;
+            }
+            *offline = Some(cause.to_owned());
+        }
+        let _guard = self.create_lock.lock();
+        let removed: Vec<TopicPartition> = {
+            let mut logs = self.logs.write();
+            let in_dir: Vec<TopicPartition> = logs
+                .iter()
+                .filter(|(_, l)| Self::dir_of(l) == Some(dir))
+                .map(|(tp, _)| tp.clone())
+                .collect();
+            for tp in &in_dir {
+                logs.remove(tp);
+            }
+            in_dir
+        };
+        self.offline_logs.lock().extend(removed.iter().cloned());
+        let online = self.dirs.iter().filter(|d| d.is_online()).count();
+        error!(dir = %dir.display(), cause, partitions = removed.len(), online_dirs = online,
+            "log dir failed; it is offline until restart and its partitions are no longer served");
+        Some(removed)
+    }
+
+    /// Marks the dir of `log` offline if `e` says its disk failed ([`ErrorKind::Storage`]; a
+    /// full disk is not a failed one). Returns whether the dir went offline now.
+    pub fn maybe_mark_offline(&self, log: &PartitionLog, e: &LogError) -> bool {
+        if e.kind() != ErrorKind::Storage {
+            return false;
+        }
+        let Some(dir) = Self::dir_of(log) else {
+            return false;
+        };
+        self.mark_dir_offline(dir, &e.to_string()).is_some()
     }
 
     /// Whether `dir` had a clean shutdown marker when the manager opened it.
@@ -172,6 +253,7 @@ impl LogManager {
     fn existing_dir(&self, tp: &TopicPartition) -> Option<&LogDir> {
         self.dirs
             .iter()
+            .filter(|d| d.is_online())
             .find(|d| Self::partition_path(&d.path, tp).is_dir())
     }
 
@@ -189,6 +271,11 @@ impl LogManager {
         if let Some(log) = self.get(tp) {
             return Ok(log);
         }
+        if self.is_offline(tp) {
+            return Err(LogError::KafkaStorage(format!(
+                "{tp} is in an offline log dir"
+            )));
+        }
         let (dir, clean) = match self.existing_dir(tp) {
             Some(d) => (d, d.had_clean_shutdown),
             None => {
@@ -198,8 +285,13 @@ impl LogManager {
                         .filter(|l| l.dir_path().parent() == Some(&d.path))
                         .count()
                 };
-                let Some(d) = self.dirs.iter().min_by_key(|d| count(d)) else {
-                    return Err(LogError::KafkaStorage("no log dirs configured".into()));
+                let Some(d) = self
+                    .dirs
+                    .iter()
+                    .filter(|d| d.is_online())
+                    .min_by_key(|d| count(d))
+                else {
+                    return Err(LogError::KafkaStorage("every log dir is offline".into()));
                 };
                 (d, true)
             }
@@ -342,7 +434,7 @@ impl LogManager {
     ) -> Result<()> {
         let logs = self.all();
         let mut first_err = None;
-        for d in &self.dirs {
+        for d in self.dirs.iter().filter(|d| d.is_online()) {
             let offsets: BTreeMap<TopicPartition, i64> = logs
                 .iter()
                 .filter(|l| l.dir_path().parent() == Some(d.path.as_path()))
@@ -354,6 +446,9 @@ impl LogManager {
             let file = OffsetCheckpointFile::new(d.path.join(REPLICATION_OFFSET_CHECKPOINT_FILE));
             if let Err(e) = file.write(&offsets) {
                 warn!(dir = %d.path.display(), error = %e, "writing the high-watermark checkpoint failed");
+                if e.kind() == ErrorKind::Storage {
+                    self.mark_dir_offline(&d.path, &e.to_string());
+                }
                 first_err.get_or_insert(e);
             }
         }
@@ -415,20 +510,29 @@ impl LogManager {
         let mut deleted = 0;
         let mut first_err = None;
         for log in self.all() {
+            // A log of a dir that failed meanwhile is no longer ours to touch.
+            if self.get(log.topic_partition()).is_none() {
+                continue;
+            }
             match log.enforce_retention() {
                 Ok(n) => deleted += n,
                 Err(e) => {
                     warn!(tp = %log.topic_partition(), error = %e, "retention failed");
+                    self.maybe_mark_offline(&log, &e);
                     first_err.get_or_insert(e);
+                    continue;
                 }
             }
             if let Err(e) = log.flush_rolled_segments() {
                 warn!(tp = %log.topic_partition(), error = %e, "flush failed");
+                self.maybe_mark_offline(&log, &e);
                 first_err.get_or_insert(e);
+                continue;
             }
             if log.needs_cleaning() {
                 if let Err(e) = log.clean() {
                     warn!(tp = %log.topic_partition(), error = %e, "log cleaning failed");
+                    self.maybe_mark_offline(&log, &e);
                     first_err.get_or_insert(e);
                 }
             }
@@ -470,7 +574,11 @@ impl LogManager {
         let mut first_err = None;
         // A dir that was not shut down cleanly may hold partitions this run never opened, hence
         // never recovered: recover them now, or the marker would vouch for them unchecked.
-        for d in self.dirs.iter().filter(|d| !d.had_clean_shutdown) {
+        for d in self
+            .dirs
+            .iter()
+            .filter(|d| !d.had_clean_shutdown && d.is_online())
+        {
             for tp in Self::partitions_in_dir(&d.path) {
                 if self.get(&tp).is_some() {
                     continue;
@@ -503,7 +611,9 @@ impl LogManager {
             }
         }
         for d in &self.dirs {
-            if failed_dirs.contains(&d.path) {
+            // An offline dir gets no marker: its logs were never closed, so the next start
+            // recovers them (after the disk is replaced, usually from the other replicas).
+            if failed_dirs.contains(&d.path) || !d.is_online() {
                 continue;
             }
             if let Err(e) = sync_file_system(&d.path) {
