@@ -102,6 +102,7 @@ fn heartbeat_request(broker: &Broker, want_shutdown: bool) -> BrokerHeartbeat {
         current_metadata_offset: broker.metadata.image().applied_index,
         want_fence: false,
         want_shutdown,
+        offline_replicas: Vec::new(),
     }
 }
 

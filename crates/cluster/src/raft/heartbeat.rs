@@ -33,6 +33,18 @@ pub struct BrokerHeartbeat {
     pub current_metadata_offset: u64,
     pub want_fence: bool,
     pub want_shutdown: bool,
+    /// The partitions whose replica here sat in a log dir that failed (Kafka's heartbeat
+    /// carries `OfflineLogDirs`; the partitions say the same without a directory registry).
+    /// The controller takes this broker out of their ISR and moves their leadership.
+    #[serde(default)]
+    pub offline_replicas: Vec<OfflineReplica>,
+}
+
+/// One replica of this broker that is offline (its log dir failed), by topic id and partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct OfflineReplica {
+    pub topic_id: uuid::Uuid,
+    pub partition: i32,
 }
 
 /// Kafka's `BrokerHeartbeatResponse` (without error and throttle, see [`HeartbeatError`]).
