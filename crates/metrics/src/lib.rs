@@ -170,6 +170,8 @@ pub struct Metrics {
     pub under_replicated_partitions: Gauge,
     pub isr_shrinks: Counter,
     pub isr_expands: Counter,
+    /// Log dirs that failed and are offline until restart (Kafka's `OfflineLogDirectoryCount`).
+    pub offline_log_dirs: Gauge,
 }
 
 impl Default for Metrics {
@@ -228,6 +230,12 @@ impl Metrics {
         let under_replicated_partitions = Gauge::default();
         let isr_shrinks = Counter::default();
         let isr_expands = Counter::default();
+        let offline_log_dirs = Gauge::default();
+        registry.register(
+            "offline_log_directory_count",
+            "Log dirs of this broker that failed (an I/O error other than a full disk) and are offline until restart",
+            offline_log_dirs.clone(),
+        );
         registry.register(
             "consumer_fetch_bytes",
             "Record-batch bytes served to consumers, by topic and by whether this broker leads the partition or follows it (KIP-392 follower reads)",
@@ -315,6 +323,7 @@ impl Metrics {
             under_replicated_partitions,
             isr_shrinks,
             isr_expands,
+            offline_log_dirs,
             inter_broker_bytes,
             peer_racks: RwLock::new(HashMap::new()),
             rack_totals: std::sync::Mutex::new(HashMap::new()),
@@ -538,6 +547,7 @@ mod tests {
         );
         m.consumer_fetch("orders", false, 5);
         m.under_replicated_partitions.set(2);
+        m.offline_log_dirs.set(1);
         let text = m.encode();
         assert!(
             text.contains("ferry_consumer_fetch_bytes_total{topic=\"orders\",role=\"follower\"} 5"),
@@ -545,6 +555,10 @@ mod tests {
         );
         assert!(
             text.contains("ferry_under_replicated_partitions 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ferry_offline_log_directory_count 1"),
             "{text}"
         );
     }
