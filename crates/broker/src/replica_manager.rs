@@ -977,6 +977,7 @@ impl ReplicaManager {
                 failed.insert(tp, e);
             }
         }
+        self.hold_unfound_offline(topics);
         let skip: HashSet<TopicPartition> = failed.keys().cloned().collect();
         let mut errors = Vec::new();
         for (topic, config) in topics {
@@ -991,6 +992,28 @@ impl ReplicaManager {
             }
         }
         errors
+    }
+
+    /// At start-up with a log dir that failed to open: the hosted partitions found in no online
+    /// dir may be in it, so they are offline (reported to the controller, not created empty
+    /// elsewhere; Kafka's rule for a log that is not new). Partitions assigned later are new.
+    fn hold_unfound_offline(&self, topics: &[(&TopicImage, LogConfig)]) {
+        if self.logs.offline_dirs().is_empty() {
+            return;
+        }
+        let mut offline = self.offline.write().unwrap_or_else(|p| p.into_inner());
+        for (topic, _) in topics {
+            for (tp, _) in self.hosted_partitions(topic) {
+                if self.logs.get(&tp).is_none() && self.read().get(&tp).is_none() {
+                    self.logs.hold_offline(&tp);
+                    offline.insert(tp, topic.id);
+                }
+            }
+        }
+        tracing::warn!(
+            partitions = offline.len(),
+            "partitions found in no online log dir are offline until restart"
+        );
     }
 
     /// Follows the image: opens logs of new partitions of this broker, takes leaders, epochs and

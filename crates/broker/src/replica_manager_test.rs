@@ -749,3 +749,40 @@ fn a_failed_log_dir_takes_its_partitions_offline_and_the_other_dir_keeps_serving
     rm.apply_image(&Image::default(), |_| LogConfig::default());
     assert!(rm.offline_replicas().is_empty());
 }
+
+#[test]
+fn at_start_up_with_a_failed_dir_partitions_found_nowhere_are_offline_not_created_empty() {
+    let root = tempfile::tempdir().unwrap();
+    let good = root.path().join("good");
+    let mut t = topic(1, vec![1, 2, 3], 0);
+    t.partitions.push(t.partitions[0].clone());
+    {
+        let logs = LogManager::open(vec![good.clone()], ferry_common::system_clock()).unwrap();
+        let rm = ReplicaManager::new(logs, 1);
+        rm.ensure_topic(&t, LogConfig::default()).unwrap();
+        rm.partition_of("t", 0).unwrap().append(&batch(2)).unwrap();
+        rm.shutdown().unwrap();
+    }
+    // Partition 1 was on the disk that failed: its dir cannot even be created now.
+    std::fs::remove_dir_all(good.join("t-1")).unwrap();
+    let bad = root.path().join("bad");
+    std::fs::write(&bad, "a file where the dir should be").unwrap();
+    let logs = LogManager::open(vec![good, bad], ferry_common::system_clock()).unwrap();
+    let rm = ReplicaManager::new(logs, 1);
+    assert!(rm.open_topics(&[(&t, LogConfig::default())], 2).is_empty());
+    assert_eq!(rm.partition_of("t", 0).unwrap().log.log_end_offset(), 2);
+    assert!(rm.partition_of("t", 1).is_none());
+    assert!(rm.is_offline(&TopicPartition::new("t", 1)));
+    assert_eq!(rm.offline_replicas().len(), 1);
+    // Later images do not create it either; a partition assigned later is new and is created.
+    assert!(rm
+        .ensure_topic(&t, LogConfig::default())
+        .unwrap()
+        .is_empty());
+    assert!(rm.partition_of("t", 1).is_none());
+    let mut other = topic(1, vec![1, 2, 3], 0);
+    other.name = "u".into();
+    other.id = Uuid::from_u128(8);
+    rm.ensure_topic(&other, LogConfig::default()).unwrap();
+    assert!(rm.partition_of("u", 0).is_some());
+}

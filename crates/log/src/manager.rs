@@ -83,44 +83,38 @@ pub fn parse_partition_dir(name: &str) -> Option<TopicPartition> {
 impl LogManager {
     /// Opens the log dirs (creating them), notes whether each had a clean shutdown marker and
     /// removes it. Leftover `*-delete` directories are removed. Partitions are opened lazily.
+    ///
+    /// A dir that cannot be opened (an I/O error, not a full disk) starts offline, as in Kafka,
+    /// as long as another dir opens: the broker serves what it can. Which partitions it held is
+    /// unknown; see [`Self::hold_offline`].
     pub fn open(log_dirs: Vec<PathBuf>, clock: SharedClock) -> Result<LogManager> {
         if log_dirs.is_empty() {
             return Err(LogError::KafkaStorage("no log dirs configured".into()));
         }
         let mut dirs = Vec::with_capacity(log_dirs.len());
         let mut checkpointed_high_watermarks = HashMap::new();
+        let mut first_err = None;
         for path in log_dirs {
-            fs::create_dir_all(&path).map_err(LogError::io_at(&path))?;
-            let marker = path.join(CLEAN_SHUTDOWN_FILE);
-            let had_clean_shutdown = marker.exists();
-            if had_clean_shutdown {
-                fs::remove_file(&marker).map_err(LogError::io_at(&marker))?;
-                sync_dir(&path);
-            }
-            for e in fs::read_dir(&path).map_err(LogError::io_at(&path))? {
-                let e = e.map_err(LogError::io_at(&path))?;
-                if e.file_name().to_string_lossy().ends_with("-delete") {
-                    let p = e.path();
-                    if let Err(err) = fs::remove_dir_all(&p) {
-                        warn!(dir = %p.display(), error = %err, "could not remove deleted log");
+            let (had_clean_shutdown, offline) =
+                match Self::open_dir(&path, &mut checkpointed_high_watermarks) {
+                    Ok(clean) => (clean, None),
+                    Err(e) if e.kind() == ErrorKind::Storage => {
+                        error!(dir = %path.display(), error = %e,
+                            "log dir failed at start-up; it is offline until restart");
+                        let cause = e.to_string();
+                        first_err.get_or_insert(e);
+                        (false, Some(cause))
                     }
-                }
-            }
-            let checkpoint =
-                OffsetCheckpointFile::new(path.join(REPLICATION_OFFSET_CHECKPOINT_FILE));
-            match checkpoint.read() {
-                Ok(hws) => checkpointed_high_watermarks.extend(hws),
-                // Only costs a slower start (high watermarks from the log start), never data.
-                Err(e) => {
-                    warn!(dir = %path.display(), error = %e, "ignoring high-watermark checkpoint")
-                }
-            }
-            info!(dir = %path.display(), had_clean_shutdown, "opened log dir");
+                    Err(e) => return Err(e),
+                };
             dirs.push(LogDir {
                 path,
                 had_clean_shutdown,
-                offline: Mutex::new(None),
+                offline: Mutex::new(offline),
             });
+        }
+        if let Some(e) = first_err.filter(|_| !dirs.iter().any(|d| d.is_online())) {
+            return Err(e);
         }
         Ok(LogManager {
             dirs,
@@ -131,6 +125,44 @@ impl LogManager {
             checkpointed_high_watermarks,
             offline_logs: Mutex::new(HashSet::new()),
         })
+    }
+
+    /// One dir of [`Self::open`]: created if missing, its marker read and removed, leftover
+    /// deletions removed, its high-watermark checkpoint read. Returns whether it had the marker.
+    fn open_dir(path: &Path, checkpointed: &mut HashMap<TopicPartition, i64>) -> Result<bool> {
+        fs::create_dir_all(path).map_err(LogError::io_at(path))?;
+        let marker = path.join(CLEAN_SHUTDOWN_FILE);
+        let had_clean_shutdown = marker.exists();
+        if had_clean_shutdown {
+            fs::remove_file(&marker).map_err(LogError::io_at(&marker))?;
+            sync_dir(path);
+        }
+        for e in fs::read_dir(path).map_err(LogError::io_at(path))? {
+            let e = e.map_err(LogError::io_at(path))?;
+            if e.file_name().to_string_lossy().ends_with("-delete") {
+                let p = e.path();
+                if let Err(err) = fs::remove_dir_all(&p) {
+                    warn!(dir = %p.display(), error = %err, "could not remove deleted log");
+                }
+            }
+        }
+        let checkpoint = OffsetCheckpointFile::new(path.join(REPLICATION_OFFSET_CHECKPOINT_FILE));
+        match checkpoint.read() {
+            Ok(hws) => checkpointed.extend(hws),
+            // Only costs a slower start (high watermarks from the log start), never data.
+            Err(e) => {
+                warn!(dir = %path.display(), error = %e, "ignoring high-watermark checkpoint")
+            }
+        }
+        info!(dir = %path.display(), had_clean_shutdown, "opened log dir");
+        Ok(had_clean_shutdown)
+    }
+
+    /// Treats `tp` as a log of an offline dir: it is not created anew elsewhere. For a partition
+    /// this broker hosts but finds in no online dir while a dir is offline since start-up: it
+    /// may be in that dir (Kafka refuses to create a log that is not new while a dir is offline).
+    pub fn hold_offline(&self, tp: &TopicPartition) {
+        self.offline_logs.lock().insert(tp.clone());
     }
 
     pub fn log_dirs(&self) -> Vec<PathBuf> {
@@ -213,6 +245,7 @@ impl LogManager {
         let mut out: Vec<TopicPartition> = self
             .dirs
             .iter()
+            .filter(|d| d.is_online())
             .flat_map(|d| Self::partitions_in_dir(&d.path))
             .collect();
         out.sort();

@@ -414,6 +414,11 @@ fn open_known_topics(broker: &Arc<Broker>, on_disk: Vec<ferry_common::TopicParti
             tracing::error!(topic = %topic, error = %e, "cannot open every log of a topic");
         }
     }
+    let offline_dirs = broker.replicas.logs().offline_dirs().len();
+    broker
+        .metrics
+        .offline_log_dirs
+        .set(i64::try_from(offline_dirs).unwrap_or(i64::MAX));
     if broker
         .metadata
         .topic(crate::group_store::OFFSETS_TOPIC)

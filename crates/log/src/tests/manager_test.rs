@@ -436,3 +436,25 @@ fn a_failed_dir_goes_offline_once_and_the_other_keeps_serving() {
     let l1 = m.get_or_create(&t1, LogConfig::default()).unwrap();
     assert_eq!(l1.log_end_offset(), 2);
 }
+
+#[test]
+fn a_dir_that_cannot_be_opened_starts_offline_unless_it_is_the_only_one() {
+    let root = tempfile::tempdir().unwrap();
+    let good = root.path().join("good");
+    // A regular file where a dir should be: creating the dir fails with an I/O error.
+    let bad = root.path().join("bad");
+    std::fs::write(&bad, "not a dir").unwrap();
+    let (_c, clock) = clock(0);
+    assert!(LogManager::open(vec![bad.clone()], Arc::clone(&clock)).is_err());
+    let m = LogManager::open(vec![good.clone(), bad.clone()], clock).unwrap();
+    let offline = m.offline_dirs();
+    assert_eq!(offline.len(), 1);
+    assert_eq!(offline[0].0, bad);
+    let t = TopicPartition::new("t", 0);
+    let log = m.get_or_create(&t, LogConfig::default()).unwrap();
+    assert_eq!(log.dir().parent(), Some(good.as_path()));
+    let held = TopicPartition::new("t", 1);
+    m.hold_offline(&held);
+    assert!(m.get_or_create(&held, LogConfig::default()).is_err());
+    m.shutdown().unwrap();
+}
