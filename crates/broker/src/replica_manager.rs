@@ -697,7 +697,7 @@ impl LogDirFailureChannel {
     /// Reports `e` from `log` if it says the disk failed; a dir already reported is not
     /// queued again.
     pub fn report(&self, log: &PartitionLog, e: &LogError) {
-        if e.kind() != ferry_log::ErrorKind::Storage {
+        if !ferry_log::is_dir_failure(e) {
             return;
         }
         let Some(dir) = LogManager::dir_of(log) else {
@@ -735,6 +735,8 @@ pub struct ReplicaManager {
     /// Partitions of this broker whose log dir went offline, by topic id: no longer hosted,
     /// reported to the controller until restart.
     offline: RwLock<HashMap<TopicPartition, Uuid>>,
+    /// The offline dirs [`Self::handle_log_dir_failures`] has returned.
+    handled_dirs: Mutex<HashSet<PathBuf>>,
     /// See [`ReplicaManager::image_apply_guard`].
     image_apply: Mutex<()>,
 }
@@ -756,6 +758,7 @@ impl ReplicaManager {
             partitions: RwLock::new(HashMap::new()),
             failures: Arc::new(LogDirFailureChannel::default()),
             offline: RwLock::new(HashMap::new()),
+            handled_dirs: Mutex::new(HashSet::new()),
             image_apply: Mutex::new(()),
         }
     }
@@ -770,12 +773,19 @@ impl ReplicaManager {
     /// log manager marked itself (retention, checkpoints) are handled too. Returns the dirs
     /// that went offline now; the caller stops their fetchers and tells the controller.
     pub fn handle_log_dir_failures(&self) -> Vec<PathBuf> {
-        let mut newly: Vec<PathBuf> = Vec::new();
         for (dir, cause) in self.failures.take() {
-            if self.logs.mark_dir_offline(&dir, &cause).is_some() {
-                newly.push(dir);
-            }
+            self.logs.mark_dir_offline(&dir, &cause);
         }
+        // Marked here, by the log manager itself, or at start-up: each is returned once.
+        let newly: Vec<PathBuf> = {
+            let mut handled = self.handled_dirs.lock().unwrap_or_else(|p| p.into_inner());
+            self.logs
+                .offline_dirs()
+                .into_iter()
+                .map(|(dir, _)| dir)
+                .filter(|dir| handled.insert(dir.clone()))
+                .collect()
+        };
         let gone: Vec<Arc<Partition>> = {
             let mut map = self.write();
             let keys: Vec<TopicPartition> = map
@@ -797,11 +807,6 @@ impl ReplicaManager {
         for p in &gone {
             // Wake long-polling fetches and acks=all produces: the partition is gone from here.
             p.end_offset.send_replace(-1);
-            if let Some(dir) = LogManager::dir_of(&p.log) {
-                if !newly.iter().any(|d| d == dir) {
-                    newly.push(dir.to_path_buf());
-                }
-            }
         }
         tracing::warn!(partitions = gone.len(), dirs = ?newly, "stopped hosting the partitions of failed log dirs");
         newly

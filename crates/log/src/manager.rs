@@ -23,12 +23,23 @@ use parking_lot::{Mutex, RwLock};
 use tracing::{error, info, warn};
 
 use crate::config::LogConfig;
-use crate::error::{ErrorKind, LogError, Result};
+use crate::error::{LogError, Result};
 use crate::log::PartitionLog;
 use crate::offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
 
 /// Name of the clean shutdown marker file in each log dir.
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+
+/// Written, synced and removed in each log dir at open: a dir whose disk failed may still be
+/// listed from the kernel's caches, but takes no write.
+const PROBE_FILE: &str = ".ferry-write-probe";
+
+/// Whether `e` says a log dir's disk failed (Kafka: any `IOException`): an I/O error that is not
+/// a full disk. A state file with bad contents ([`LogError::KafkaStorage`]) or a refused batch
+/// is that log's problem, not the dir's.
+pub fn is_dir_failure(e: &LogError) -> bool {
+    matches!(e, LogError::Io(_) | LogError::IoAt { .. }) && !e.is_disk_full()
+}
 
 #[derive(Debug)]
 struct LogDir {
@@ -98,7 +109,7 @@ impl LogManager {
             let (had_clean_shutdown, offline) =
                 match Self::open_dir(&path, &mut checkpointed_high_watermarks) {
                     Ok(clean) => (clean, None),
-                    Err(e) if e.kind() == ErrorKind::Storage => {
+                    Err(e) if is_dir_failure(&e) => {
                         error!(dir = %path.display(), error = %e,
                             "log dir failed at start-up; it is offline until restart");
                         let cause = e.to_string();
@@ -131,6 +142,11 @@ impl LogManager {
     /// deletions removed, its high-watermark checkpoint read. Returns whether it had the marker.
     fn open_dir(path: &Path, checkpointed: &mut HashMap<TopicPartition, i64>) -> Result<bool> {
         fs::create_dir_all(path).map_err(LogError::io_at(path))?;
+        let probe = path.join(PROBE_FILE);
+        fs::File::create(&probe)
+            .and_then(|f| f.sync_all())
+            .and_then(|()| fs::remove_file(&probe))
+            .map_err(LogError::io_at(&probe))?;
         let marker = path.join(CLEAN_SHUTDOWN_FILE);
         let had_clean_shutdown = marker.exists();
         if had_clean_shutdown {
@@ -220,10 +236,10 @@ impl LogManager {
         Some(removed)
     }
 
-    /// Marks the dir of `log` offline if `e` says its disk failed ([`ErrorKind::Storage`]; a
-    /// full disk is not a failed one). Returns whether the dir went offline now.
+    /// Marks the dir of `log` offline if `e` says its disk failed ([`is_dir_failure`]; a full
+    /// disk is not a failed one). Returns whether the dir went offline now.
     pub fn maybe_mark_offline(&self, log: &PartitionLog, e: &LogError) -> bool {
-        if e.kind() != ErrorKind::Storage {
+        if !is_dir_failure(e) {
             return false;
         }
         let Some(dir) = Self::dir_of(log) else {
@@ -479,7 +495,7 @@ impl LogManager {
             let file = OffsetCheckpointFile::new(d.path.join(REPLICATION_OFFSET_CHECKPOINT_FILE));
             if let Err(e) = file.write(&offsets) {
                 warn!(dir = %d.path.display(), error = %e, "writing the high-watermark checkpoint failed");
-                if e.kind() == ErrorKind::Storage {
+                if is_dir_failure(&e) {
                     self.mark_dir_offline(&d.path, &e.to_string());
                 }
                 first_err.get_or_insert(e);

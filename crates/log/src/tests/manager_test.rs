@@ -397,6 +397,9 @@ fn a_failed_dir_goes_offline_once_and_the_other_keeps_serving() {
     // A full disk is not a failed one.
     let full = crate::LogError::Io(std::io::Error::from_raw_os_error(28));
     assert!(!m.maybe_mark_offline(&l1, &full));
+    // Nor is a state file with bad contents: that is the log's problem, not the disk's.
+    let corrupt = crate::LogError::KafkaStorage("corrupt checkpoint".into());
+    assert!(!m.maybe_mark_offline(&l1, &corrupt));
     assert!(m.offline_dirs().is_empty());
 
     let eio = crate::LogError::IoAt {
