@@ -175,6 +175,18 @@ def test_a_failed_log_dir_moves_leadership_and_loses_nothing(cluster, small_disk
     failures = victim.log_path.read_text(errors="replace").count("log dir failed")
     assert failures == 1, f"{failures} 'log dir failed' lines"
 
+    # Restarted with the disk still failed, the broker starts with that dir offline (as Kafka
+    # does): it serves the other dir and does not recreate the failed dir's partitions.
+    victim.stop()
+    victim.start()
+    wait_for("the restarted broker reports the failed dir", lambda: (
+        lambda d: d if d[failed_dir][0] == KAFKA_STORAGE_ERROR else None)(log_dirs(victim)))
+    assert metric(victim, "ferry_offline_log_directory_count") == 1
+    wait_for("the healthy dir's partitions back in sync on the restarted broker", lambda: all(
+        VICTIM in partitions_of(cluster, topic)[p][2] for p in on_healthy), timeout=60)
+    now = partitions_of(cluster, topic)
+    assert all(VICTIM not in now[p][2] for p in on_failed), now
+
     # The operator's remedy: replace the disk (a new, empty file system at the same path) and
     # restart. The broker comes back with both dirs online, re-replicates the partitions the
     # disk held from the leaders and rejoins their ISR.
