@@ -121,6 +121,16 @@ def log_dirs(broker) -> dict:
     }
 
 
+def offline_replicas(broker, topic: str) -> dict:
+    """{partition: offline replicas} in `broker`'s Metadata answer."""
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        [t] = admin.describe_topics([topic])
+    finally:
+        admin.close()
+    return {p["partition_index"]: sorted(p["offline_replicas"]) for p in t["partitions"]}
+
+
 def test_a_failed_log_dir_moves_leadership_and_loses_nothing(cluster, small_disk):
     victim = cluster.by_id(VICTIM)
     failed_dir = str(small_disk / "logs")
@@ -163,6 +173,12 @@ def test_a_failed_log_dir_moves_leadership_and_loses_nothing(cluster, small_disk
         assert after[healthy_dir][1].get(topic) == on_healthy, after
         assert metric(victim, "ferry_offline_log_directory_count") == 1
 
+        # Every broker's Metadata lists broker 2's replicas of the failed dir as offline.
+        for b in cluster.brokers:
+            listed = offline_replicas(b, topic)
+            assert all(listed[p] == ([VICTIM] if p in on_failed else [])
+                       for p in range(PARTITIONS)), (b.bootstrap, listed)
+
         # The other dir keeps serving: broker 2 stays in sync there (and leads where it did).
         now = partitions_of(cluster, topic)
         for p in on_healthy:
@@ -200,4 +216,5 @@ def test_a_failed_log_dir_moves_leadership_and_loses_nothing(cluster, small_disk
     assert healed[failed_dir][0] == 0, healed
     assert healed[failed_dir][1].get(topic) == on_failed, healed
     assert metric(victim, "ferry_offline_log_directory_count") == 0
+    assert all(not v for v in offline_replicas(victim, topic).values())
     check_acknowledged_exactly_once(cluster, topic, producer)

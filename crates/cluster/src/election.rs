@@ -150,7 +150,8 @@ pub fn fence_broker(image: &Image, broker: BrokerId, default_unclean: bool) -> V
 }
 
 /// The records for replicas of `broker` that went offline with their log dir (the broker is
-/// live and keeps its other replicas): `broker` leaves the ISR of each, and where it led, the
+/// live and keeps its other replicas): the image records them (for Metadata's offline
+/// replicas), `broker` leaves the ISR of each, and where it led, the
 /// first live in-sync replica leads instead. A partition whose only in-sync replica is the
 /// offline one is left as it is: no clean leader exists, and taking the broker out (leader -1)
 /// would only have the next unfence round elect it again.
@@ -159,8 +160,20 @@ pub fn offline_replicas(
     broker: BrokerId,
     offline: &BTreeSet<OfflineReplica>,
 ) -> Vec<MetadataRecord> {
+    let Some(reg) = image.brokers.get(&broker) else {
+        return Vec::new();
+    };
     let live = |b: BrokerId| b != broker && image.is_live(b);
     let mut out = Vec::new();
+    let unrecorded: Vec<OfflineReplica> =
+        offline.difference(&reg.offline_replicas).copied().collect();
+    if !unrecorded.is_empty() {
+        out.push(MetadataRecord::MarkReplicasOffline {
+            id: broker,
+            broker_epoch: reg.epoch,
+            replicas: unrecorded,
+        });
+    }
     for r in offline {
         let Some(topic) = image.topic_by_id(r.topic_id) else {
             continue;

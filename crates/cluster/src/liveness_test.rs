@@ -256,6 +256,9 @@ fn offline_replicas_leave_the_isr_and_their_leadership_moves_while_the_broker_st
     // Its third replica is healthy and untouched; the broker stays live.
     assert!(parts[2].isr.contains(&1));
     assert!(img.is_live(1));
+    // The image records them, for Metadata's offline replicas.
+    assert!(img.is_offline_replica(1, id, 0) && img.is_offline_replica(1, id, 1));
+    assert!(!img.is_offline_replica(1, id, 2));
     // The next heartbeats repeat the report: nothing more to propose, and the rounds that
     // unfence and reconcile do not hand the leadership back.
     assert!(records_for(&img, &action, false).is_empty());
@@ -265,5 +268,25 @@ fn offline_replicas_leave_the_isr_and_their_leadership_moves_while_the_broker_st
     act(&mut img, Action::Fence(3));
     assert_eq!(img.topics["t"].partitions[2].isr, vec![1]);
     let sole = Action::OfflineReplicas(1, offline(&[2]).into_iter().collect());
-    assert!(records_for(&img, &sole, false).is_empty());
+    assert!(records_for(&img, &sole, false)
+        .iter()
+        .all(|r| matches!(r, MetadataRecord::MarkReplicasOffline { .. })));
+
+    // A restart (a new registration) starts with no offline replica.
+    img.apply(&MetadataRecord::RegisterBroker {
+        id: 1,
+        rack: None,
+        host: "h".into(),
+        port: 1,
+        endpoints: Vec::new(),
+    })
+    .unwrap();
+    assert!(!img.is_offline_replica(1, id, 0));
+    // A report of the previous incarnation is refused.
+    let stale = MetadataRecord::MarkReplicasOffline {
+        id: 1,
+        broker_epoch: 1,
+        replicas: offline(&[0]),
+    };
+    assert!(img.apply(&stale).is_err());
 }

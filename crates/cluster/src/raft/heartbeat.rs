@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::image::BrokerId;
+pub use crate::image::OfflineReplica;
 
 /// How many heartbeats may wait for the liveness task before new ones are refused.
 const INBOX_CAPACITY: usize = 256;
@@ -38,13 +39,6 @@ pub struct BrokerHeartbeat {
     /// The controller takes this broker out of their ISR and moves their leadership.
     #[serde(default)]
     pub offline_replicas: Vec<OfflineReplica>,
-}
-
-/// One replica of this broker that is offline (its log dir failed), by topic id and partition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct OfflineReplica {
-    pub topic_id: uuid::Uuid,
-    pub partition: i32,
 }
 
 /// Kafka's `BrokerHeartbeatResponse` (without error and throttle, see [`HeartbeatError`]).
