@@ -212,9 +212,16 @@ impl Broker {
             .map_err(|e| TopicError::new(errors::log_error(&e), e.to_string()))
     }
 
-    /// The error for a partition not hosted here: NOT_LEADER_OR_FOLLOWER if the image knows it
-    /// (another broker hosts it), else UNKNOWN_TOPIC_OR_PARTITION.
+    /// The error for a partition not hosted here: KAFKA_STORAGE_ERROR if its replica here was
+    /// in a failed log dir (Kafka's answer for an offline partition), NOT_LEADER_OR_FOLLOWER if
+    /// the image knows it (another broker hosts it), else UNKNOWN_TOPIC_OR_PARTITION.
     pub fn missing_partition_error(&self, topic: &str, partition: i32) -> ResponseError {
+        if self
+            .replicas
+            .is_offline(&ferry_common::TopicPartition::new(topic, partition))
+        {
+            return ResponseError::KafkaStorageError;
+        }
         let known = self
             .metadata
             .image()

@@ -102,6 +102,24 @@ fn heartbeat_request(broker: &Broker, want_shutdown: bool) -> BrokerHeartbeat {
         current_metadata_offset: broker.metadata.image().applied_index,
         want_fence: false,
         want_shutdown,
+        offline_replicas: broker.replicas.offline_replicas(),
+    }
+}
+
+/// Sends a heartbeat now, so the controller learns of replicas that just went offline without
+/// waiting for the next beat (which repeats them anyway).
+pub async fn report_offline_replicas(broker: &Broker) {
+    if !broker.metadata.clustered() {
+        return;
+    }
+    let settings = Settings::of(broker);
+    let request = heartbeat_request(broker, false);
+    if let Err(e) = broker
+        .metadata
+        .heartbeat(request, settings.heartbeat_ttl())
+        .await
+    {
+        tracing::info!(error = %e, "reporting offline replicas failed; the next heartbeat repeats them");
     }
 }
 

@@ -17,20 +17,26 @@
 //! so the high watermark is the log end offset. Every change of the log end offset or the high
 //! watermark is published on the partition's watch channel; long-polling fetches and acks=all
 //! produce requests wait on it.
+//!
+//! An I/O error of a log (not a full disk) is reported on the [`LogDirFailureChannel`]; the
+//! broker's failure task then has [`ReplicaManager::handle_log_dir_failures`] take the dir
+//! offline: its partitions stop being hosted (fetchers stop, waiters wake, requests get
+//! KAFKA_STORAGE_ERROR) and are reported to the controller with every heartbeat until restart.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use ferry_cluster::image::{PartitionState, TopicImage};
-use ferry_cluster::{BrokerId, Image};
+use ferry_cluster::{BrokerId, Image, OfflineReplica};
 use ferry_common::TopicPartition;
 use ferry_log::batch::whole_batches;
 use ferry_log::{AppendInfo, FetchData, LogConfig, LogError, LogManager, PartitionLog};
 use ferry_replication::divergence;
 use ferry_replication::ReplicaState;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -62,6 +68,8 @@ pub struct Partition {
     /// Serialises appends that must keep their order with a follow-up (leader: the remote WAL
     /// hand-off; follower: appends checked against the log end).
     append_order: Mutex<()>,
+    /// Where this partition's log reports that its disk failed.
+    failures: Arc<LogDirFailureChannel>,
 }
 
 impl Partition {
@@ -74,6 +82,7 @@ impl Partition {
         log: Arc<PartitionLog>,
         node_id: BrokerId,
         checkpointed_high_watermark: Option<i64>,
+        failures: Arc<LogDirFailureChannel>,
     ) -> Self {
         let leo = log.log_end_offset();
         let high_watermark = checkpointed_high_watermark
@@ -95,7 +104,16 @@ impl Partition {
             leader_high_watermark: AtomicI64::new(-1),
             validated_epoch: AtomicI32::new(-1),
             append_order: Mutex::new(()),
+            failures,
         }
+    }
+
+    /// Passes a result of the log through, reporting an error that says the disk failed.
+    fn checked<T>(&self, result: Result<T, LogError>) -> Result<T, LogError> {
+        if let Err(e) = &result {
+            self.failures.report(&self.log, e);
+        }
+        result
     }
 
     /// Whether the replica fetcher only reports offsets for this partition (remote WAL).
@@ -244,7 +262,7 @@ impl Partition {
     /// Appends a producer's batches as leader.
     pub fn append(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
         self.check_leader()?;
-        let info = self.log.append_as_leader(records, self.leader_epoch())?;
+        let info = self.checked(self.log.append_as_leader(records, self.leader_epoch()))?;
         self.appended_as_leader(&info);
         Ok(info)
     }
@@ -279,9 +297,7 @@ impl Partition {
     ) -> Result<AppendInfo, LogError> {
         let _order = self.append_order();
         self.check_leader()?;
-        let info = self
-            .log
-            .append_control_marker(marker, self.leader_epoch())?;
+        let info = self.checked(self.log.append_control_marker(marker, self.leader_epoch()))?;
         self.appended_as_leader(&info);
         then(self, &info);
         Ok(info)
@@ -318,7 +334,7 @@ impl Partition {
                 self.restart_log_at(base)?;
             }
         }
-        let info = self.log.append_as_follower(records)?;
+        let info = self.checked(self.log.append_as_follower(records))?;
         self.notify();
         Ok(info)
     }
@@ -351,9 +367,10 @@ impl Partition {
                 self.tp
             )));
         }
-        let info = self
-            .log
-            .append_as_follower_with(records, ferry_log::BatchCrcs::AlreadyVerified)?;
+        let info = self.checked(
+            self.log
+                .append_as_follower_with(records, ferry_log::BatchCrcs::AlreadyVerified),
+        )?;
         self.notify();
         Ok(info)
     }
@@ -397,7 +414,7 @@ impl Partition {
     ) -> Result<(), LogError> {
         let target = leader_log_start_offset.min(self.log.log_end_offset());
         if target > self.log.log_start_offset() {
-            self.log.delete_records_before(target)?;
+            self.checked(self.log.delete_records_before(target))?;
             self.high_watermark
                 .fetch_max(self.log.log_start_offset(), Ordering::AcqRel);
             self.notify();
@@ -415,7 +432,7 @@ impl Partition {
 
     /// [`Partition::truncate_fully_and_start_at`] with the append order already held.
     fn restart_log_at(&self, offset: i64) -> Result<(), LogError> {
-        self.log.truncate_fully_and_start_at(offset)?;
+        self.checked(self.log.truncate_fully_and_start_at(offset))?;
         self.high_watermark.store(offset, Ordering::Release);
         self.notify();
         Ok(())
@@ -426,7 +443,7 @@ impl Partition {
         let _order = self.append_order();
         if offset < self.log.log_end_offset() {
             self.validated_epoch.store(-1, Ordering::Release);
-            self.log.truncate_to(offset)?;
+            self.checked(self.log.truncate_to(offset))?;
             self.high_watermark
                 .fetch_min(self.log.log_end_offset(), Ordering::AcqRel);
             self.notify();
@@ -565,9 +582,11 @@ impl Partition {
         min_one_batch: bool,
         high_watermark: i64,
     ) -> Result<FetchData, LogError> {
-        let first = self
-            .log
-            .read(offset, max_bytes, high_watermark, min_one_batch)?;
+        let first =
+            self.checked(
+                self.log
+                    .read(offset, max_bytes, high_watermark, min_one_batch),
+            )?;
         let mut next = match last_offset_of(&first.records) {
             Some(last) => last + 1,
             None => return Ok(first),
@@ -581,9 +600,7 @@ impl Partition {
         let mut more_parts: Vec<bytes::Bytes> = Vec::new();
         let mut len = first.records.len();
         while len < max_bytes && next < high_watermark {
-            let more = self
-                .log
-                .read(next, max_bytes - len, high_watermark, false)?;
+            let more = self.checked(self.log.read(next, max_bytes - len, high_watermark, false))?;
             let Some(last) = last_offset_of(&more.records) else {
                 break;
             };
@@ -665,10 +682,61 @@ impl ReplicationObserver for NoObserver {
     fn on_wal_progress_reported(&self, _: Duration) {}
 }
 
+/// Where partitions report that their log dir's disk failed (Kafka's `LogDirFailureChannel`):
+/// the first report of a dir is queued and wakes the broker's failure task, which takes the
+/// dir offline ([`ReplicaManager::handle_log_dir_failures`]). A full disk is not reported
+/// (`ErrorKind::DiskFull`): the same write succeeds once space is freed.
+#[derive(Debug, Default)]
+pub struct LogDirFailureChannel {
+    /// Dirs reported and not yet handled, with the first error of each.
+    pending: Mutex<Vec<(PathBuf, String)>>,
+    wake: Notify,
+}
+
+impl LogDirFailureChannel {
+    /// Reports `e` from `log` if it says the disk failed; a dir already reported is not
+    /// queued again.
+    pub fn report(&self, log: &PartitionLog, e: &LogError) {
+        if !ferry_log::is_dir_failure(e) {
+            return;
+        }
+        let Some(dir) = LogManager::dir_of(log) else {
+            return;
+        };
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.iter().any(|(d, _)| d == dir) {
+            return;
+        }
+        pending.push((dir.to_path_buf(), e.to_string()));
+        drop(pending);
+        self.wake.notify_one();
+    }
+
+    /// Wakes the failure task (the log manager marked a dir offline itself).
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Waits for a report (or a wake-up given before the call).
+    pub async fn wait(&self) {
+        self.wake.notified().await;
+    }
+
+    fn take(&self) -> Vec<(PathBuf, String)> {
+        std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
 pub struct ReplicaManager {
     node_id: BrokerId,
     logs: LogManager,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    failures: Arc<LogDirFailureChannel>,
+    /// Partitions of this broker whose log dir went offline, by topic id: no longer hosted,
+    /// reported to the controller until restart.
+    offline: RwLock<HashMap<TopicPartition, Uuid>>,
+    /// The offline dirs [`Self::handle_log_dir_failures`] has returned.
+    handled_dirs: Mutex<HashSet<PathBuf>>,
     /// See [`ReplicaManager::image_apply_guard`].
     image_apply: Mutex<()>,
 }
@@ -688,8 +756,81 @@ impl ReplicaManager {
             node_id,
             logs,
             partitions: RwLock::new(HashMap::new()),
+            failures: Arc::new(LogDirFailureChannel::default()),
+            offline: RwLock::new(HashMap::new()),
+            handled_dirs: Mutex::new(HashSet::new()),
             image_apply: Mutex::new(()),
         }
+    }
+
+    /// Where this broker's partitions report failed disks.
+    pub fn failures(&self) -> &Arc<LogDirFailureChannel> {
+        &self.failures
+    }
+
+    /// Takes the dirs reported failed offline (Kafka's `handleLogDirFailure`): their partitions
+    /// are no longer hosted, their waiters wake, and they are offline until restart. Dirs the
+    /// log manager marked itself (retention, checkpoints) are handled too. Returns the dirs
+    /// that went offline now; the caller stops their fetchers and tells the controller.
+    pub fn handle_log_dir_failures(&self) -> Vec<PathBuf> {
+        for (dir, cause) in self.failures.take() {
+            self.logs.mark_dir_offline(&dir, &cause);
+        }
+        // Marked here, by the log manager itself, or at start-up: each is returned once.
+        let newly: Vec<PathBuf> = {
+            let mut handled = self.handled_dirs.lock().unwrap_or_else(|p| p.into_inner());
+            self.logs
+                .offline_dirs()
+                .into_iter()
+                .map(|(dir, _)| dir)
+                .filter(|dir| handled.insert(dir.clone()))
+                .collect()
+        };
+        let gone: Vec<Arc<Partition>> = {
+            let mut map = self.write();
+            let keys: Vec<TopicPartition> = map
+                .keys()
+                .filter(|tp| self.logs.is_offline(tp))
+                .cloned()
+                .collect();
+            keys.iter().filter_map(|k| map.remove(k)).collect()
+        };
+        if gone.is_empty() {
+            return newly;
+        }
+        {
+            let mut offline = self.offline.write().unwrap_or_else(|p| p.into_inner());
+            for p in &gone {
+                offline.insert(p.tp.clone(), p.topic_id);
+            }
+        }
+        for p in &gone {
+            // Wake long-polling fetches and acks=all produces: the partition is gone from here.
+            p.end_offset.send_replace(-1);
+        }
+        tracing::warn!(partitions = gone.len(), dirs = ?newly, "stopped hosting the partitions of failed log dirs");
+        newly
+    }
+
+    /// Whether `tp`'s replica here was in a log dir that went offline.
+    pub fn is_offline(&self, tp: &TopicPartition) -> bool {
+        self.offline
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(tp)
+    }
+
+    /// This broker's offline replicas, for the heartbeat.
+    pub fn offline_replicas(&self) -> Vec<OfflineReplica> {
+        let offline = self.offline.read().unwrap_or_else(|p| p.into_inner());
+        let set: BTreeSet<OfflineReplica> = offline
+            .iter()
+            .map(|(tp, topic_id)| OfflineReplica {
+                topic_id: *topic_id,
+                partition: tp.partition,
+            })
+            .collect();
+        set.into_iter().collect()
     }
 
     /// Held while a metadata image is applied to the replicas and while a just-created topic's
@@ -750,7 +891,9 @@ impl ReplicaManager {
         let mut new_followers = Vec::new();
         let mut first_error = None;
         for (tp, state) in self.hosted_partitions(topic) {
-            if skip.contains(&tp) {
+            // A partition of a failed dir is not hosted until restart (not even created anew in
+            // another dir: its data there cannot be read, and the controller moved it away).
+            if skip.contains(&tp) || self.logs.is_offline(&tp) {
                 continue;
             }
             let existing = self.read().get(&tp).cloned();
@@ -782,6 +925,7 @@ impl ReplicaManager {
                         log,
                         self.node_id,
                         checkpointed,
+                        Arc::clone(&self.failures),
                     ));
                     self.write().entry(tp).or_insert(fresh).clone()
                 }
@@ -838,6 +982,7 @@ impl ReplicaManager {
                 failed.insert(tp, e);
             }
         }
+        self.hold_unfound_offline(topics);
         let skip: HashSet<TopicPartition> = failed.keys().cloned().collect();
         let mut errors = Vec::new();
         for (topic, config) in topics {
@@ -852,6 +997,28 @@ impl ReplicaManager {
             }
         }
         errors
+    }
+
+    /// At start-up with a log dir that failed to open: the hosted partitions found in no online
+    /// dir may be in it, so they are offline (reported to the controller, not created empty
+    /// elsewhere; Kafka's rule for a log that is not new). Partitions assigned later are new.
+    fn hold_unfound_offline(&self, topics: &[(&TopicImage, LogConfig)]) {
+        if self.logs.offline_dirs().is_empty() {
+            return;
+        }
+        let mut offline = self.offline.write().unwrap_or_else(|p| p.into_inner());
+        for (topic, _) in topics {
+            for (tp, _) in self.hosted_partitions(topic) {
+                if self.logs.get(&tp).is_none() && self.read().get(&tp).is_none() {
+                    self.logs.hold_offline(&tp);
+                    offline.insert(tp, topic.id);
+                }
+            }
+        }
+        tracing::warn!(
+            partitions = offline.len(),
+            "partitions found in no online log dir are offline until restart"
+        );
     }
 
     /// Follows the image: opens logs of new partitions of this broker, takes leaders, epochs and
@@ -877,6 +1044,11 @@ impl ReplicaManager {
             .filter(|p| image.topic(&p.tp.topic).is_none_or(|t| t.id != p.topic_id))
             .map(|p| p.tp.topic.clone())
             .collect();
+        // An offline replica of a deleted topic is no longer anyone's concern.
+        self.offline
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|tp, id| image.topic(&tp.topic).is_some_and(|t| t.id == *id));
         for topic in gone {
             match self.delete_topic(&topic) {
                 Ok(()) => changes.deleted_topics.push(topic),

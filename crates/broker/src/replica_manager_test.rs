@@ -686,3 +686,103 @@ fn open_topics_registers_every_partition_but_a_damaged_one() {
     assert!(rm.ensure_topic(&topics[2], LogConfig::default()).is_err());
     assert!(rm.partition_of("t2", 4).is_some());
 }
+
+#[test]
+fn a_failed_log_dir_takes_its_partitions_offline_and_the_other_dir_keeps_serving() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = vec![root.path().join("a"), root.path().join("b")];
+    let logs = LogManager::open(dirs, ferry_common::system_clock()).unwrap();
+    let rm = ReplicaManager::new(logs, 1);
+    let mut t = topic(1, vec![1, 2, 3], 0);
+    t.partitions.push(t.partitions[0].clone());
+    rm.ensure_topic(&t, LogConfig::default()).unwrap();
+    let (p0, p1) = (
+        rm.partition_of("t", 0).unwrap(),
+        rm.partition_of("t", 1).unwrap(),
+    );
+    assert_ne!(p0.log.dir().parent(), p1.log.dir().parent());
+    p0.append(&batch(2)).unwrap();
+    p1.append(&batch(2)).unwrap();
+
+    // A full disk and a refused request are not failed disks.
+    let full = LogError::Io(std::io::Error::from_raw_os_error(28));
+    rm.failures().report(&p1.log, &full);
+    rm.failures()
+        .report(&p1.log, &LogError::MessageTooLarge { size: 2, max: 1 });
+    assert!(rm.handle_log_dir_failures().is_empty());
+    assert!(rm.partition_of("t", 1).is_some());
+
+    // A real I/O error of the log (its directory is gone) is reported by the partition.
+    let mut waiter = p1.subscribe();
+    std::fs::remove_dir_all(p1.log.dir()).unwrap();
+    let err = p1.truncate_fully_and_start_at(10).unwrap_err();
+    assert_eq!(err.kind(), ferry_log::ErrorKind::Storage, "{err}");
+    let failed = rm.handle_log_dir_failures();
+    assert_eq!(failed, vec![p1.log.dir().parent().unwrap().to_path_buf()]);
+    assert!(rm.partition_of("t", 1).is_none());
+    let tp1 = TopicPartition::new("t", 1);
+    assert!(rm.is_offline(&tp1));
+    assert_eq!(*waiter.borrow_and_update(), -1, "waiters are woken");
+    assert_eq!(
+        rm.offline_replicas(),
+        vec![OfflineReplica {
+            topic_id: t.id,
+            partition: 1
+        }]
+    );
+    assert_eq!(rm.logs().offline_dirs().len(), 1);
+
+    // Reported again, nothing new; the next image does not bring it back (not even in the
+    // other dir); the other dir keeps serving.
+    let eio = LogError::Io(std::io::Error::from_raw_os_error(5));
+    rm.failures().report(&p1.log, &eio);
+    assert!(rm.handle_log_dir_failures().is_empty());
+    assert!(rm
+        .ensure_topic(&t, LogConfig::default())
+        .unwrap()
+        .is_empty());
+    assert!(rm.partition_of("t", 1).is_none());
+    p0.append(&batch(1)).unwrap();
+    assert_eq!(p0.log.log_end_offset(), 3);
+
+    // A deleted topic's offline replicas are no longer reported.
+    rm.apply_image(&Image::default(), |_| LogConfig::default());
+    assert!(rm.offline_replicas().is_empty());
+}
+
+#[test]
+fn at_start_up_with_a_failed_dir_partitions_found_nowhere_are_offline_not_created_empty() {
+    let root = tempfile::tempdir().unwrap();
+    let good = root.path().join("good");
+    let mut t = topic(1, vec![1, 2, 3], 0);
+    t.partitions.push(t.partitions[0].clone());
+    {
+        let logs = LogManager::open(vec![good.clone()], ferry_common::system_clock()).unwrap();
+        let rm = ReplicaManager::new(logs, 1);
+        rm.ensure_topic(&t, LogConfig::default()).unwrap();
+        rm.partition_of("t", 0).unwrap().append(&batch(2)).unwrap();
+        rm.shutdown().unwrap();
+    }
+    // Partition 1 was on the disk that failed: its dir cannot even be created now.
+    std::fs::remove_dir_all(good.join("t-1")).unwrap();
+    let bad = root.path().join("bad");
+    std::fs::write(&bad, "a file where the dir should be").unwrap();
+    let logs = LogManager::open(vec![good, bad], ferry_common::system_clock()).unwrap();
+    let rm = ReplicaManager::new(logs, 1);
+    assert!(rm.open_topics(&[(&t, LogConfig::default())], 2).is_empty());
+    assert_eq!(rm.partition_of("t", 0).unwrap().log.log_end_offset(), 2);
+    assert!(rm.partition_of("t", 1).is_none());
+    assert!(rm.is_offline(&TopicPartition::new("t", 1)));
+    assert_eq!(rm.offline_replicas().len(), 1);
+    // Later images do not create it either; a partition assigned later is new and is created.
+    assert!(rm
+        .ensure_topic(&t, LogConfig::default())
+        .unwrap()
+        .is_empty());
+    assert!(rm.partition_of("t", 1).is_none());
+    let mut other = topic(1, vec![1, 2, 3], 0);
+    other.name = "u".into();
+    other.id = Uuid::from_u128(8);
+    rm.ensure_topic(&other, LogConfig::default()).unwrap();
+    assert!(rm.partition_of("u", 0).is_some());
+}

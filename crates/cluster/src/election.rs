@@ -19,11 +19,12 @@
 //! - **ISR shrink/expand** is proposed by the partition leader (AlterPartition), checked against
 //!   its leader epoch and partition epoch; a replica joins the ISR only while live.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
 use crate::image::{BrokerId, Image, MetadataRecord, PartitionState, TopicImage, NO_LEADER};
+use crate::OfflineReplica;
 
 /// The topic config that allows electing an out-of-sync replica.
 pub const UNCLEAN_LEADER_ELECTION: &str = "unclean.leader.election.enable";
@@ -140,6 +141,59 @@ pub fn fence_broker(image: &Image, broker: BrokerId, default_unclean: bool) -> V
             Election {
                 leader: state.leader,
                 isr,
+                unclean: false,
+            }
+        };
+        out.extend(change_record(topic.id, i, state, next));
+    }
+    out
+}
+
+/// The records for replicas of `broker` that went offline with their log dir (the broker is
+/// live and keeps its other replicas): the image records them (for Metadata's offline
+/// replicas), `broker` leaves the ISR of each, and where it led, the
+/// first live in-sync replica leads instead. A partition whose only in-sync replica is the
+/// offline one is left as it is: no clean leader exists, and taking the broker out (leader -1)
+/// would only have the next unfence round elect it again.
+pub fn offline_replicas(
+    image: &Image,
+    broker: BrokerId,
+    offline: &BTreeSet<OfflineReplica>,
+) -> Vec<MetadataRecord> {
+    let Some(reg) = image.brokers.get(&broker) else {
+        return Vec::new();
+    };
+    let live = |b: BrokerId| b != broker && image.is_live(b);
+    let mut out = Vec::new();
+    let unrecorded: Vec<OfflineReplica> =
+        offline.difference(&reg.offline_replicas).copied().collect();
+    if !unrecorded.is_empty() {
+        out.push(MetadataRecord::MarkReplicasOffline {
+            id: broker,
+            broker_epoch: reg.epoch,
+            replicas: unrecorded,
+        });
+    }
+    for r in offline {
+        let Some(topic) = image.topic_by_id(r.topic_id) else {
+            continue;
+        };
+        let Some((i, state)) = usize::try_from(r.partition)
+            .ok()
+            .and_then(|i| Some((i, topic.partitions.get(i)?)))
+        else {
+            continue;
+        };
+        let others: Vec<BrokerId> = state.isr.iter().copied().filter(|b| *b != broker).collect();
+        if others.len() == state.isr.len() || others.is_empty() {
+            continue;
+        }
+        let next = if state.leader == broker {
+            elect_leader(state, &others, live, false)
+        } else {
+            Election {
+                leader: state.leader,
+                isr: others,
                 unclean: false,
             }
         };

@@ -66,6 +66,17 @@ pub struct BrokerRegistration {
     pub epoch: i64,
     /// A fenced broker leads nothing and joins no ISR. Brokers register fenced.
     pub fenced: bool,
+    /// Replicas of this broker that went offline with a failed log dir, as its heartbeats
+    /// reported them; a new registration (a restart) starts with none.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub offline_replicas: BTreeSet<OfflineReplica>,
+}
+
+/// One replica of a broker that is offline (its log dir failed), by topic id and partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct OfflineReplica {
+    pub topic_id: Uuid,
+    pub partition: i32,
 }
 
 impl BrokerRegistration {
@@ -134,6 +145,13 @@ pub enum MetadataRecord {
     },
     FenceBroker {
         id: BrokerId,
+    },
+    /// Adds replicas of the broker registered with `broker_epoch` that went offline with a
+    /// failed log dir (Metadata lists them among a partition's offline replicas).
+    MarkReplicasOffline {
+        id: BrokerId,
+        broker_epoch: i64,
+        replicas: Vec<OfflineReplica>,
     },
     UnfenceBroker {
         id: BrokerId,
@@ -232,6 +250,12 @@ pub enum ImageError {
     ClusterIdSet(String),
     #[error("broker {0} is not registered")]
     UnknownBroker(BrokerId),
+    #[error("broker {id} is registered with epoch {current}, not {got}")]
+    StaleBrokerEpoch {
+        id: BrokerId,
+        current: i64,
+        got: i64,
+    },
     #[error("topic `{0}` already exists")]
     TopicExists(String),
     #[error("topic id {0} is nil or already in use")]
@@ -304,6 +328,17 @@ impl Image {
         self.topics.get(name)
     }
 
+    /// Whether `broker`'s replica of partition `partition` of topic `topic_id` went offline
+    /// with a failed log dir.
+    pub fn is_offline_replica(&self, broker: BrokerId, topic_id: Uuid, partition: i32) -> bool {
+        self.brokers.get(&broker).is_some_and(|b| {
+            b.offline_replicas.contains(&OfflineReplica {
+                topic_id,
+                partition,
+            })
+        })
+    }
+
     pub fn topic_by_id(&self, id: Uuid) -> Option<&TopicImage> {
         self.topics.values().find(|t| t.id == id)
     }
@@ -349,11 +384,31 @@ impl Image {
                         endpoints: endpoints.clone(),
                         epoch,
                         fenced: true,
+                        offline_replicas: BTreeSet::new(),
                     },
                 );
                 Ok(Applied::BrokerEpoch(epoch))
             }
             MetadataRecord::FenceBroker { id } => self.set_fenced(*id, true),
+            MetadataRecord::MarkReplicasOffline {
+                id,
+                broker_epoch,
+                replicas,
+            } => {
+                let broker = self
+                    .brokers
+                    .get_mut(id)
+                    .ok_or(ImageError::UnknownBroker(*id))?;
+                if broker.epoch != *broker_epoch {
+                    return Err(ImageError::StaleBrokerEpoch {
+                        id: *id,
+                        current: broker.epoch,
+                        got: *broker_epoch,
+                    });
+                }
+                broker.offline_replicas.extend(replicas.iter().copied());
+                Ok(Applied::Done)
+            }
             MetadataRecord::UnfenceBroker { id } => self.set_fenced(*id, false),
             MetadataRecord::CreateTopic {
                 name,

@@ -27,5 +27,5 @@ pub use error::{ClusterError, ErrorKind};
 pub use image::{Applied, BrokerId, Endpoint, Image, ImageError, MetadataRecord};
 pub use raft::{
     BrokerHeartbeat, Committed, Controller, ControllerConfig, HeartbeatCall, HeartbeatError,
-    HeartbeatInbox, HeartbeatReply, QuorumTls, Traffic, TrafficObserver,
+    HeartbeatInbox, HeartbeatReply, OfflineReplica, QuorumTls, Traffic, TrafficObserver,
 };

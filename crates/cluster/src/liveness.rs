@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use crate::image::NO_LEADER;
 use crate::{
     election, BrokerHeartbeat, BrokerId, HeartbeatError, HeartbeatReply, Image, MetadataRecord,
+    OfflineReplica,
 };
 
 /// How soon a fence that did not take effect (no quorum) is tried again.
@@ -23,6 +24,9 @@ pub enum Action {
     Fence(BrokerId),
     ControlledShutdown(BrokerId),
     Unfence(BrokerId),
+    /// The broker's replicas that went offline with a failed log dir leave their ISRs, and
+    /// their leadership moves.
+    OfflineReplicas(BrokerId, BTreeSet<OfflineReplica>),
     /// Restore preferred leaders, never onto these brokers (they are shutting down).
     Rebalance(BTreeSet<BrokerId>),
     /// Finish fences and elections that a rejected record left undone.
@@ -154,7 +158,16 @@ impl Sessions {
                     is_fenced: false,
                     should_shut_down: false,
                 }),
-                action: req.want_fence.then_some(Action::Fence(id)),
+                // Sent with every heartbeat while the replicas are offline: once their records
+                // are in, the action proposes nothing.
+                action: if req.want_fence {
+                    Some(Action::Fence(id))
+                } else if req.offline_replicas.is_empty() {
+                    None
+                } else {
+                    let offline = req.offline_replicas.iter().copied().collect();
+                    Some(Action::OfflineReplicas(id, offline))
+                },
                 shutdown_completed: false,
             };
         }
@@ -269,6 +282,7 @@ pub fn records_for(image: &Image, action: &Action, unclean: bool) -> Vec<Metadat
             records
         }
         Action::ControlledShutdown(id) => election::controlled_shutdown(image, *id),
+        Action::OfflineReplicas(id, offline) => election::offline_replicas(image, *id, offline),
         // Expanded broker by broker in `propose_action`, each from a fresh image.
         Action::Reconcile(_) | Action::Rebalance(_) => Vec::new(),
     }

@@ -44,6 +44,7 @@ fn hb(id: i32, epoch: i64, want_shutdown: bool) -> BrokerHeartbeat {
         current_metadata_offset: 0,
         want_fence: false,
         want_shutdown,
+        offline_replicas: Vec::new(),
     }
 }
 
@@ -222,4 +223,70 @@ fn preferred_leaders_return_only_for_brokers_over_the_imbalance_ratio() {
     apply_all(&mut img, records);
     assert_eq!(img.topics["t"].partitions[0].leader, 1);
     assert!(rebalance_records(&img, 10, &BTreeSet::new()).is_empty());
+}
+
+#[test]
+fn offline_replicas_leave_the_isr_and_their_leadership_moves_while_the_broker_stays_live() {
+    let mut img = image(3);
+    let t0 = Instant::now();
+    let id = Uuid::from_u128(7);
+    let offline = |partitions: &[i32]| -> Vec<crate::OfflineReplica> {
+        partitions
+            .iter()
+            .map(|&partition| crate::OfflineReplica {
+                topic_id: id,
+                partition,
+            })
+            .collect()
+    };
+    let mut s = Sessions::new(TIMEOUT);
+    s.reset(&img, t0);
+    // Broker 1 leads partition 0 and follows partition 1; both were on its failed dir.
+    let mut req = hb(1, 1, false);
+    req.offline_replicas = offline(&[0, 1]);
+    let out = s.heartbeat(&img, &req, t0);
+    assert!(!out.reply.unwrap().is_fenced);
+    let action = out.action.unwrap();
+    assert!(matches!(&action, Action::OfflineReplicas(1, set) if set.len() == 2));
+    act(&mut img, action.clone());
+    let parts = &img.topics["t"].partitions;
+    assert_eq!((parts[0].leader, parts[0].isr.clone()), (2, vec![2, 3]));
+    assert_eq!(parts[1].leader, 2);
+    assert!(!parts[1].isr.contains(&1));
+    // Its third replica is healthy and untouched; the broker stays live.
+    assert!(parts[2].isr.contains(&1));
+    assert!(img.is_live(1));
+    // The image records them, for Metadata's offline replicas.
+    assert!(img.is_offline_replica(1, id, 0) && img.is_offline_replica(1, id, 1));
+    assert!(!img.is_offline_replica(1, id, 2));
+    // The next heartbeats repeat the report: nothing more to propose, and the rounds that
+    // unfence and reconcile do not hand the leadership back.
+    assert!(records_for(&img, &action, false).is_empty());
+    assert!(records_for(&img, &Action::Unfence(1), false).is_empty());
+    // Without another in-sync replica the partition is left as it is (no flapping leader).
+    act(&mut img, Action::Fence(2));
+    act(&mut img, Action::Fence(3));
+    assert_eq!(img.topics["t"].partitions[2].isr, vec![1]);
+    let sole = Action::OfflineReplicas(1, offline(&[2]).into_iter().collect());
+    assert!(records_for(&img, &sole, false)
+        .iter()
+        .all(|r| matches!(r, MetadataRecord::MarkReplicasOffline { .. })));
+
+    // A restart (a new registration) starts with no offline replica.
+    img.apply(&MetadataRecord::RegisterBroker {
+        id: 1,
+        rack: None,
+        host: "h".into(),
+        port: 1,
+        endpoints: Vec::new(),
+    })
+    .unwrap();
+    assert!(!img.is_offline_replica(1, id, 0));
+    // A report of the previous incarnation is refused.
+    let stale = MetadataRecord::MarkReplicasOffline {
+        id: 1,
+        broker_epoch: 1,
+        replicas: offline(&[0]),
+    };
+    assert!(img.apply(&stale).is_err());
 }

@@ -346,6 +346,7 @@ async fn t50_heartbeats_reach_the_leaders_inbox_from_any_voter() {
                     current_metadata_offset: 0,
                     want_fence: false,
                     want_shutdown: id == 3,
+                    offline_replicas: Vec::new(),
                 },
                 WAIT,
             )
@@ -370,6 +371,7 @@ async fn t50_heartbeats_reach_the_leaders_inbox_from_any_voter() {
                 current_metadata_offset: 0,
                 want_fence: false,
                 want_shutdown: false,
+                offline_replicas: Vec::new(),
             },
             WAIT,
         )

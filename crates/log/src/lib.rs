@@ -66,7 +66,7 @@ pub use config::{LogConfig, TimestampType};
 pub use dir_space::DirSpace;
 pub use error::{is_disk_full, ErrorKind, LogError, Result};
 pub use log::{AppendInfo, FetchData, PartitionLog};
-pub use manager::{LogManager, CLEAN_SHUTDOWN_FILE};
+pub use manager::{is_dir_failure, LogManager, CLEAN_SHUTDOWN_FILE};
 pub use offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
 pub use producer_state::{BatchMetadata, ProducerEntry};
 pub use retention::SegmentDeletionReason;

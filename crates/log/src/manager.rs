@@ -6,8 +6,13 @@
 //! of the dir closed cleanly. A partition lives in exactly one log dir: the one that already
 //! holds it, else the dir with the fewest partitions. Deleted partitions are first renamed to
 //! `<topic>-<partition>.<id>-delete`, which is never opened again, then removed.
+//!
+//! A log dir whose disk fails (an I/O error that is not a full file system) is marked offline
+//! ([`LogManager::mark_dir_offline`], Kafka's `LogDirFailureChannel`): its logs are forgotten,
+//! nothing is placed, opened, checkpointed or closed there again, and it stays offline until the
+//! broker restarts. The other dirs keep serving.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +20,7 @@ use std::sync::Arc;
 
 use ferry_common::{SharedClock, TopicPartition};
 use parking_lot::{Mutex, RwLock};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::config::LogConfig;
 use crate::dir_space::DirSpace;
@@ -27,12 +32,31 @@ use ferry_common::SpaceReserve;
 /// Name of the clean shutdown marker file in each log dir.
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 
+/// Written, synced and removed in each log dir at open: a dir whose disk failed may still be
+/// listed from the kernel's caches, but takes no write.
+const PROBE_FILE: &str = ".ferry-write-probe";
+
+/// Whether `e` says a log dir's disk failed (Kafka: any `IOException`): an I/O error that is not
+/// a full disk. A state file with bad contents ([`LogError::KafkaStorage`]) or a refused batch
+/// is that log's problem, not the dir's.
+pub fn is_dir_failure(e: &LogError) -> bool {
+    matches!(e, LogError::Io(_) | LogError::IoAt { .. }) && !e.is_disk_full()
+}
+
 #[derive(Debug)]
 struct LogDir {
     path: PathBuf,
     had_clean_shutdown: bool,
     /// Whether it has room; shared with its logs.
     space: Arc<DirSpace>,
+    /// Why the dir went offline; `None` while it serves.
+    offline: Mutex<Option<String>>,
+}
+
+impl LogDir {
+    fn is_online(&self) -> bool {
+        self.offline.lock().is_none()
+    }
 }
 
 /// All partition logs of a broker. `Send + Sync`.
@@ -45,6 +69,9 @@ pub struct LogManager {
     delete_seq: AtomicU64,
     /// The high watermarks read from each dir's `replication-offset-checkpoint` at open.
     checkpointed_high_watermarks: HashMap<TopicPartition, i64>,
+    /// The partitions whose logs were in a dir that went offline: never opened or created
+    /// elsewhere until restart (their directory cannot even be listed any more).
+    offline_logs: Mutex<HashSet<TopicPartition>>,
 }
 
 impl std::fmt::Debug for LogManager {
@@ -71,6 +98,10 @@ pub fn parse_partition_dir(name: &str) -> Option<TopicPartition> {
 impl LogManager {
     /// Opens the log dirs (creating them), notes whether each had a clean shutdown marker and
     /// removes it. Leftover `*-delete` directories are removed. Partitions are opened lazily.
+    ///
+    /// A dir that cannot be opened (an I/O error, not a full disk) starts offline, as in Kafka,
+    /// as long as another dir opens: the broker serves what it can. Which partitions it held is
+    /// unknown; see [`Self::hold_offline`].
     pub fn open(log_dirs: Vec<PathBuf>, clock: SharedClock) -> Result<LogManager> {
         Self::open_with_reserve(log_dirs, clock, Arc::new(SpaceReserve::none()))
     }
@@ -87,38 +118,29 @@ impl LogManager {
         }
         let mut dirs = Vec::with_capacity(log_dirs.len());
         let mut checkpointed_high_watermarks = HashMap::new();
+        let mut first_err = None;
         for path in log_dirs {
-            fs::create_dir_all(&path).map_err(LogError::io_at(&path))?;
-            let marker = path.join(CLEAN_SHUTDOWN_FILE);
-            let had_clean_shutdown = marker.exists();
-            if had_clean_shutdown {
-                fs::remove_file(&marker).map_err(LogError::io_at(&marker))?;
-                sync_dir(&path);
-            }
-            for e in fs::read_dir(&path).map_err(LogError::io_at(&path))? {
-                let e = e.map_err(LogError::io_at(&path))?;
-                if e.file_name().to_string_lossy().ends_with("-delete") {
-                    let p = e.path();
-                    if let Err(err) = fs::remove_dir_all(&p) {
-                        warn!(dir = %p.display(), error = %err, "could not remove deleted log");
+            let (had_clean_shutdown, offline) =
+                match Self::open_dir(&path, &mut checkpointed_high_watermarks) {
+                    Ok(clean) => (clean, None),
+                    Err(e) if is_dir_failure(&e) => {
+                        error!(dir = %path.display(), error = %e,
+                            "log dir failed at start-up; it is offline until restart");
+                        let cause = e.to_string();
+                        first_err.get_or_insert(e);
+                        (false, Some(cause))
                     }
-                }
-            }
-            let checkpoint =
-                OffsetCheckpointFile::new(path.join(REPLICATION_OFFSET_CHECKPOINT_FILE));
-            match checkpoint.read() {
-                Ok(hws) => checkpointed_high_watermarks.extend(hws),
-                // Only costs a slower start (high watermarks from the log start), never data.
-                Err(e) => {
-                    warn!(dir = %path.display(), error = %e, "ignoring high-watermark checkpoint")
-                }
-            }
-            info!(dir = %path.display(), had_clean_shutdown, "opened log dir");
+                    Err(e) => return Err(e),
+                };
             dirs.push(LogDir {
                 space: DirSpace::new(path.clone(), Arc::clone(&reserve)),
                 path,
                 had_clean_shutdown,
+                offline: Mutex::new(offline),
             });
+        }
+        if let Some(e) = first_err.filter(|_| !dirs.iter().any(|d| d.is_online())) {
+            return Err(e);
         }
         Ok(LogManager {
             dirs,
@@ -127,6 +149,7 @@ impl LogManager {
             create_lock: Mutex::new(()),
             delete_seq: AtomicU64::new(0),
             checkpointed_high_watermarks,
+            offline_logs: Mutex::new(HashSet::new()),
         })
     }
 
@@ -135,8 +158,114 @@ impl LogManager {
         self.dirs.iter().map(|d| Arc::clone(&d.space)).collect()
     }
 
+    /// One dir of [`Self::open`]: created if missing, its marker read and removed, leftover
+    /// deletions removed, its high-watermark checkpoint read. Returns whether it had the marker.
+    fn open_dir(path: &Path, checkpointed: &mut HashMap<TopicPartition, i64>) -> Result<bool> {
+        fs::create_dir_all(path).map_err(LogError::io_at(path))?;
+        let probe = path.join(PROBE_FILE);
+        fs::File::create(&probe)
+            .and_then(|f| f.sync_all())
+            .and_then(|()| fs::remove_file(&probe))
+            .map_err(LogError::io_at(&probe))?;
+        let marker = path.join(CLEAN_SHUTDOWN_FILE);
+        let had_clean_shutdown = marker.exists();
+        if had_clean_shutdown {
+            fs::remove_file(&marker).map_err(LogError::io_at(&marker))?;
+            sync_dir(path);
+        }
+        for e in fs::read_dir(path).map_err(LogError::io_at(path))? {
+            let e = e.map_err(LogError::io_at(path))?;
+            if e.file_name().to_string_lossy().ends_with("-delete") {
+                let p = e.path();
+                if let Err(err) = fs::remove_dir_all(&p) {
+                    warn!(dir = %p.display(), error = %err, "could not remove deleted log");
+                }
+            }
+        }
+        let checkpoint = OffsetCheckpointFile::new(path.join(REPLICATION_OFFSET_CHECKPOINT_FILE));
+        match checkpoint.read() {
+            Ok(hws) => checkpointed.extend(hws),
+            // Only costs a slower start (high watermarks from the log start), never data.
+            Err(e) => {
+                warn!(dir = %path.display(), error = %e, "ignoring high-watermark checkpoint")
+            }
+        }
+        info!(dir = %path.display(), had_clean_shutdown, "opened log dir");
+        Ok(had_clean_shutdown)
+    }
+
+    /// Treats `tp` as a log of an offline dir: it is not created anew elsewhere. For a partition
+    /// this broker hosts but finds in no online dir while a dir is offline since start-up: it
+    /// may be in that dir (Kafka refuses to create a log that is not new while a dir is offline).
+    pub fn hold_offline(&self, tp: &TopicPartition) {
+        self.offline_logs.lock().insert(tp.clone());
+    }
+
     pub fn log_dirs(&self) -> Vec<PathBuf> {
         self.dirs.iter().map(|d| d.path.clone()).collect()
+    }
+
+    /// The log dirs that went offline, with the reason of each.
+    pub fn offline_dirs(&self) -> Vec<(PathBuf, String)> {
+        self.dirs
+            .iter()
+            .filter_map(|d| d.offline.lock().clone().map(|why| (d.path.clone(), why)))
+            .collect()
+    }
+
+    /// Whether `tp`'s log was in a dir that went offline.
+    pub fn is_offline(&self, tp: &TopicPartition) -> bool {
+        self.offline_logs.lock().contains(tp)
+    }
+
+    /// The log dir holding `log`.
+    pub fn dir_of(log: &PartitionLog) -> Option<&Path> {
+        log.dir_path().parent()
+    }
+
+    /// Marks `dir` offline after `cause` (Kafka's `LogDirFailureChannel.maybeAddOfflineLogDir`):
+    /// its logs are dropped from the manager and their partitions remembered as offline.
+    /// Returns those partitions the first time, `None` if the dir was already offline or is
+    /// not one of ours. Logs once, at error level, which dir and why.
+    pub fn mark_dir_offline(&self, dir: &Path, cause: &str) -> Option<Vec<TopicPartition>> {
+        let d = self.dirs.iter().find(|d| d.path == dir)?;
+        {
+            let mut offline = d.offline.lock();
+            if offline.is_some() {
+                return None;
+            }
+            *offline = Some(cause.to_owned());
+        }
+        let _guard = self.create_lock.lock();
+        let removed: Vec<TopicPartition> = {
+            let mut logs = self.logs.write();
+            let in_dir: Vec<TopicPartition> = logs
+                .iter()
+                .filter(|(_, l)| Self::dir_of(l) == Some(dir))
+                .map(|(tp, _)| tp.clone())
+                .collect();
+            for tp in &in_dir {
+                logs.remove(tp);
+            }
+            in_dir
+        };
+        self.offline_logs.lock().extend(removed.iter().cloned());
+        let online = self.dirs.iter().filter(|d| d.is_online()).count();
+        error!(dir = %dir.display(), cause, partitions = removed.len(), online_dirs = online,
+            "log dir failed; it is offline until restart and its partitions are no longer served");
+        Some(removed)
+    }
+
+    /// Marks the dir of `log` offline if `e` says its disk failed ([`is_dir_failure`]; a full
+    /// disk is not a failed one). Returns whether the dir went offline now.
+    pub fn maybe_mark_offline(&self, log: &PartitionLog, e: &LogError) -> bool {
+        if !is_dir_failure(e) {
+            return false;
+        }
+        let Some(dir) = Self::dir_of(log) else {
+            return false;
+        };
+        self.mark_dir_offline(dir, &e.to_string()).is_some()
     }
 
     /// Whether `dir` had a clean shutdown marker when the manager opened it.
@@ -152,6 +281,7 @@ impl LogManager {
         let mut out: Vec<TopicPartition> = self
             .dirs
             .iter()
+            .filter(|d| d.is_online())
             .flat_map(|d| Self::partitions_in_dir(&d.path))
             .collect();
         out.sort();
@@ -192,6 +322,7 @@ impl LogManager {
     fn existing_dir(&self, tp: &TopicPartition) -> Option<&LogDir> {
         self.dirs
             .iter()
+            .filter(|d| d.is_online())
             .find(|d| Self::partition_path(&d.path, tp).is_dir())
     }
 
@@ -209,6 +340,11 @@ impl LogManager {
         if let Some(log) = self.get(tp) {
             return Ok(log);
         }
+        if self.is_offline(tp) {
+            return Err(LogError::KafkaStorage(format!(
+                "{tp} is in an offline log dir"
+            )));
+        }
         let (dir, clean) = match self.existing_dir(tp) {
             Some(d) => (d, d.had_clean_shutdown),
             None => {
@@ -218,8 +354,13 @@ impl LogManager {
                         .filter(|l| l.dir_path().parent() == Some(&d.path))
                         .count()
                 };
-                let Some(d) = self.dirs.iter().min_by_key(|d| count(d)) else {
-                    return Err(LogError::KafkaStorage("no log dirs configured".into()));
+                let Some(d) = self
+                    .dirs
+                    .iter()
+                    .filter(|d| d.is_online())
+                    .min_by_key(|d| count(d))
+                else {
+                    return Err(LogError::KafkaStorage("every log dir is offline".into()));
                 };
                 (d, true)
             }
@@ -365,7 +506,7 @@ impl LogManager {
     ) -> Result<()> {
         let logs = self.all();
         let mut first_err = None;
-        for d in &self.dirs {
+        for d in self.dirs.iter().filter(|d| d.is_online()) {
             let offsets: BTreeMap<TopicPartition, i64> = logs
                 .iter()
                 .filter(|l| l.dir_path().parent() == Some(d.path.as_path()))
@@ -377,6 +518,9 @@ impl LogManager {
             let file = OffsetCheckpointFile::new(d.path.join(REPLICATION_OFFSET_CHECKPOINT_FILE));
             if let Err(e) = file.write(&offsets) {
                 warn!(dir = %d.path.display(), error = %e, "writing the high-watermark checkpoint failed");
+                if is_dir_failure(&e) {
+                    self.mark_dir_offline(&d.path, &e.to_string());
+                }
                 first_err.get_or_insert(e);
             }
         }
@@ -438,20 +582,29 @@ impl LogManager {
         let mut deleted = 0;
         let mut first_err = None;
         for log in self.all() {
+            // A log of a dir that failed meanwhile is no longer ours to touch.
+            if self.get(log.topic_partition()).is_none() {
+                continue;
+            }
             match log.enforce_retention() {
                 Ok(n) => deleted += n,
                 Err(e) => {
                     warn!(tp = %log.topic_partition(), error = %e, "retention failed");
+                    self.maybe_mark_offline(&log, &e);
                     first_err.get_or_insert(e);
+                    continue;
                 }
             }
             if let Err(e) = log.flush_rolled_segments() {
                 warn!(tp = %log.topic_partition(), error = %e, "flush failed");
+                self.maybe_mark_offline(&log, &e);
                 first_err.get_or_insert(e);
+                continue;
             }
             if log.needs_cleaning() {
                 if let Err(e) = log.clean() {
                     warn!(tp = %log.topic_partition(), error = %e, "log cleaning failed");
+                    self.maybe_mark_offline(&log, &e);
                     first_err.get_or_insert(e);
                 }
             }
@@ -493,7 +646,11 @@ impl LogManager {
         let mut first_err = None;
         // A dir that was not shut down cleanly may hold partitions this run never opened, hence
         // never recovered: recover them now, or the marker would vouch for them unchecked.
-        for d in self.dirs.iter().filter(|d| !d.had_clean_shutdown) {
+        for d in self
+            .dirs
+            .iter()
+            .filter(|d| !d.had_clean_shutdown && d.is_online())
+        {
             for tp in Self::partitions_in_dir(&d.path) {
                 if self.get(&tp).is_some() {
                     continue;
@@ -526,7 +683,9 @@ impl LogManager {
             }
         }
         for d in &self.dirs {
-            if failed_dirs.contains(&d.path) {
+            // An offline dir gets no marker: its logs were never closed, so the next start
+            // recovers them (after the disk is replaced, usually from the other replicas).
+            if failed_dirs.contains(&d.path) || !d.is_online() {
                 continue;
             }
             if let Err(e) = sync_file_system(&d.path) {

@@ -179,6 +179,8 @@ pub struct Metrics {
     pub log_dir_full: Family<LogDirLabels, Gauge>,
     /// Run before each scrape, to set gauges that are read from state rather than counted.
     scrape_hooks: std::sync::Mutex<Vec<ScrapeHook>>,
+    /// Log dirs that failed and are offline until restart (Kafka's `OfflineLogDirectoryCount`).
+    pub offline_log_dirs: Gauge,
 }
 
 type ScrapeHook = Box<dyn Fn(&Metrics) + Send + Sync>;
@@ -244,6 +246,12 @@ impl Metrics {
             "log_dir_full",
             "1 while the file system of a log dir is full: appends to its partitions fail with KAFKA_STORAGE_ERROR until space is freed",
             log_dir_full.clone(),
+        );
+        let offline_log_dirs = Gauge::default();
+        registry.register(
+            "offline_log_directory_count",
+            "Log dirs of this broker that failed (an I/O error other than a full disk) and are offline until restart",
+            offline_log_dirs.clone(),
         );
         registry.register(
             "consumer_fetch_bytes",
@@ -334,6 +342,7 @@ impl Metrics {
             isr_expands,
             log_dir_full,
             scrape_hooks: std::sync::Mutex::new(Vec::new()),
+            offline_log_dirs,
             inter_broker_bytes,
             peer_racks: RwLock::new(HashMap::new()),
             rack_totals: std::sync::Mutex::new(HashMap::new()),
@@ -573,6 +582,7 @@ mod tests {
         );
         m.consumer_fetch("orders", false, 5);
         m.under_replicated_partitions.set(2);
+        m.offline_log_dirs.set(1);
         let text = m.encode();
         assert!(
             text.contains("ferry_consumer_fetch_bytes_total{topic=\"orders\",role=\"follower\"} 5"),
@@ -580,6 +590,10 @@ mod tests {
         );
         assert!(
             text.contains("ferry_under_replicated_partitions 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ferry_offline_log_directory_count 1"),
             "{text}"
         );
     }

@@ -117,9 +117,27 @@ pub fn describe_log_dirs(
                     .with_offset_lag(0),
             );
     }
+    let offline: Vec<String> = broker
+        .replicas
+        .logs()
+        .offline_dirs()
+        .into_iter()
+        .map(|(dir, _)| dir.display().to_string())
+        .collect();
     let results = dirs
         .into_iter()
         .map(|(dir, topics)| {
+            // Kafka's answer for an offline dir: the error, and nothing about its contents.
+            if offline.contains(&dir) {
+                broker
+                    .metrics
+                    .error("DescribeLogDirs", ResponseError::KafkaStorageError.code());
+                return DescribeLogDirsResult::default()
+                    .with_error_code(ResponseError::KafkaStorageError.code())
+                    .with_log_dir(str_bytes(&dir))
+                    .with_total_bytes(-1)
+                    .with_usable_bytes(-1);
+            }
             let (total, usable) = disk_space(std::path::Path::new(&dir)).unwrap_or((-1, -1));
             DescribeLogDirsResult::default()
                 .with_log_dir(str_bytes(&dir))

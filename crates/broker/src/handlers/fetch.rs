@@ -451,13 +451,14 @@ fn not_hosted(
     } else {
         Some(req.key.topic.to_string())
     };
-    let e = match known {
-        Some(name)
-            if broker.missing_partition_error(&name, req.key.partition)
-                == ResponseError::NotLeaderOrFollower =>
-        {
+    let e = match known.map(|name| {
+        let e = broker.missing_partition_error(&name, req.key.partition);
+        (name, e)
+    }) {
+        Some((name, ResponseError::NotLeaderOrFollower)) => {
             return not_leader(broker, data, &name, req.key.partition);
         }
+        Some((_, e @ ResponseError::KafkaStorageError)) => e,
         _ if version >= 13 => ResponseError::UnknownTopicId,
         _ => ResponseError::UnknownTopicOrPartition,
     };

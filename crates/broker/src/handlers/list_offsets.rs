@@ -88,12 +88,14 @@ pub fn handle(
                                 EARLIEST | EARLIEST_LOCAL => Ok(Some((log.log_start_offset(), -1))),
                                 // Nothing is tiered yet.
                                 LATEST_TIERED => Ok(Some((-1, -1))),
-                                MAX_TIMESTAMP => {
-                                    log.max_timestamp().map_err(|e| errors::log_error(&e))
-                                }
-                                ts if ts >= 0 => log
-                                    .offset_for_timestamp(ts)
-                                    .map_err(|e| errors::log_error(&e)),
+                                MAX_TIMESTAMP => log.max_timestamp().map_err(|e| {
+                                    broker.replicas.failures().report(log, &e);
+                                    errors::log_error(&e)
+                                }),
+                                ts if ts >= 0 => log.offset_for_timestamp(ts).map_err(|e| {
+                                    broker.replicas.failures().report(log, &e);
+                                    errors::log_error(&e)
+                                }),
                                 _ => Err(ResponseError::InvalidRequest),
                             };
                             match found {

@@ -162,13 +162,24 @@ pub fn live_brokers(broker: &Broker, listener: &str) -> Vec<(i32, String, u16, O
     all
 }
 
-/// The replicas of a partition that are not live brokers (Metadata's and
-/// DescribeTopicPartitions' `offline_replicas`).
-pub(crate) fn offline_replicas(replicas: &[i32], image: &ferry_cluster::image::Image) -> Vec<i32> {
-    replicas
+/// The replicas of partition `partition` of `topic` that are not live brokers or sat in a log
+/// dir that failed (Metadata's and DescribeTopicPartitions' `offline_replicas`).
+pub(crate) fn offline_replicas(
+    image: &ferry_cluster::image::Image,
+    topic: &ferry_cluster::image::TopicImage,
+    partition: i32,
+) -> Vec<i32> {
+    let Some(state) = usize::try_from(partition)
+        .ok()
+        .and_then(|i| topic.partitions.get(i))
+    else {
+        return Vec::new();
+    };
+    state
+        .replicas
         .iter()
         .copied()
-        .filter(|r| !image.is_live(*r))
+        .filter(|r| !image.is_live(*r) || image.is_offline_replica(*r, topic.id, partition))
         .collect()
 }
 
@@ -181,9 +192,10 @@ fn describe(broker: &Broker, topic: &TopicMeta) -> MetadataResponseTopic {
             .iter()
             .enumerate()
             .map(|(i, state)| {
-                let offline = offline_replicas(&state.replicas, &image);
+                let index = i32::try_from(i).unwrap_or(i32::MAX);
+                let offline = offline_replicas(&image, t, index);
                 let base = MetadataResponsePartition::default()
-                    .with_partition_index(i32::try_from(i).unwrap_or(i32::MAX))
+                    .with_partition_index(index)
                     .with_leader_id(BrokerId(state.leader))
                     .with_leader_epoch(state.leader_epoch)
                     .with_replica_nodes(ids(&state.replicas))

@@ -452,6 +452,15 @@ impl PartitionAppend<'_> {
             ));
         }
         match broker.replicas.partition_of(name, index) {
+            None if broker
+                .replicas
+                .is_offline(&ferry_common::TopicPartition::new(name.as_str(), index)) =>
+            {
+                Err((
+                    ResponseError::KafkaStorageError,
+                    format!("{name}-{index} is in a failed log dir of this broker"),
+                ))
+            }
             None if *known
                 && broker.missing_partition_error(name, index)
                     == ResponseError::NotLeaderOrFollower =>

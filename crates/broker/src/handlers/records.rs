@@ -61,7 +61,10 @@ pub fn delete_records(
                             } else {
                                 match part.log.delete_records_before(target) {
                                     Ok(low) => base.with_low_watermark(low),
-                                    Err(e) => base.with_error_code(errors::log_error(&e).code()),
+                                    Err(e) => {
+                                        broker.replicas.failures().report(&part.log, &e);
+                                        base.with_error_code(errors::log_error(&e).code())
+                                    }
                                 }
                             }
                         }

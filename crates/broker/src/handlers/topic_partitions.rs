@@ -184,7 +184,7 @@ fn partition(
 ) -> Option<DescribeTopicPartitionsResponsePartition> {
     let state = topic.partitions.get(usize::try_from(index).ok()?)?;
     let ids = |v: &[i32]| v.iter().map(|b| BrokerId(*b)).collect::<Vec<_>>();
-    let offline = offline_replicas(&state.replicas, image);
+    let offline = offline_replicas(image, topic, index);
     Some(
         DescribeTopicPartitionsResponsePartition::default()
             .with_partition_index(index)

@@ -449,6 +449,11 @@ fn open_known_topics(broker: &Arc<Broker>, on_disk: Vec<ferry_common::TopicParti
             tracing::error!(topic = %topic, error = %e, "cannot open every log of a topic");
         }
     }
+    let offline_dirs = broker.replicas.logs().offline_dirs().len();
+    broker
+        .metrics
+        .offline_log_dirs
+        .set(i64::try_from(offline_dirs).unwrap_or(i64::MAX));
     if broker
         .metadata
         .topic(crate::group_store::OFFSETS_TOPIC)
@@ -645,6 +650,8 @@ impl Server {
         background.spawn(isr_shrink(broker.clone()));
         crate::liveness::spawn(&broker, &mut background);
         background.spawn(checkpoint_high_watermarks(broker.clone()));
+        let every_dir_failed = Arc::new(tokio::sync::Notify::new());
+        background.spawn(log_dir_failures(broker.clone(), every_dir_failed.clone()));
         let isr_rx = self.isr_rx.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(rx) = isr_rx {
             background.spawn(propose_isr_changes(broker.clone(), rx));
@@ -708,6 +715,11 @@ impl Server {
                     if *shutdown.borrow() {
                         handing_over = Some(Box::pin(crate::liveness::controlled_shutdown(broker.clone())));
                     }
+                }
+                // As Kafka does, a broker without a log dir left stops (it could serve nothing).
+                _ = every_dir_failed.notified(), if handing_over.is_none() => {
+                    tracing::error!("every log dir is offline; shutting down");
+                    handing_over = Some(Box::pin(crate::liveness::controlled_shutdown(broker.clone())));
                 }
                 _ = async {
                     match handing_over.as_mut() {
@@ -824,7 +836,11 @@ async fn maintenance(broker: Arc<Broker>) {
         match tokio::task::spawn_blocking(move || b.replicas.logs().run_maintenance()).await {
             Ok(Ok(0)) => {}
             Ok(Ok(n)) => tracing::info!(segments = n, "retention deleted segments"),
-            Ok(Err(e)) => tracing::error!(error = %e, "log maintenance failed"),
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "log maintenance failed");
+                // It may have taken a failed dir offline.
+                broker.replicas.failures().wake();
+            }
             Err(e) => tracing::error!(error = %e, "log maintenance task panicked"),
         }
     }
@@ -842,9 +858,46 @@ async fn checkpoint_high_watermarks(broker: Arc<Broker>) {
         let b = broker.clone();
         match tokio::task::spawn_blocking(move || b.replicas.checkpoint_high_watermarks()).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "high-watermark checkpoint failed"),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "high-watermark checkpoint failed");
+                broker.replicas.failures().wake();
+            }
             Err(e) => tracing::error!(error = %e, "high-watermark checkpoint task panicked"),
         }
+    }
+}
+
+/// Takes log dirs offline as their partitions report disk failures (Kafka's
+/// `LogDirFailureHandler`): stops the fetchers of their partitions, sets the metric, and tells
+/// the controller at once, which moves the leaderships. Notifies `every_dir_failed` when no
+/// dir is left.
+async fn log_dir_failures(broker: Arc<Broker>, every_dir_failed: Arc<tokio::sync::Notify>) {
+    loop {
+        broker.replicas.failures().wait().await;
+        let b = broker.clone();
+        let newly =
+            match tokio::task::spawn_blocking(move || b.replicas.handle_log_dir_failures()).await {
+                Ok(newly) => newly,
+                Err(e) => {
+                    tracing::error!(error = %e, "log dir failure task panicked");
+                    continue;
+                }
+            };
+        if newly.is_empty() {
+            continue;
+        }
+        broker.fetcher.sync(broker.replicas.all());
+        let logs = broker.replicas.logs();
+        let offline = logs.offline_dirs().len();
+        broker
+            .metrics
+            .offline_log_dirs
+            .set(i64::try_from(offline).unwrap_or(i64::MAX));
+        if offline == logs.log_dirs().len() {
+            every_dir_failed.notify_one();
+            return;
+        }
+        crate::liveness::report_offline_replicas(&broker).await;
     }
 }
 

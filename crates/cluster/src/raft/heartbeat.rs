@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::image::BrokerId;
+pub use crate::image::OfflineReplica;
 
 /// How many heartbeats may wait for the liveness task before new ones are refused.
 const INBOX_CAPACITY: usize = 256;
@@ -33,6 +34,11 @@ pub struct BrokerHeartbeat {
     pub current_metadata_offset: u64,
     pub want_fence: bool,
     pub want_shutdown: bool,
+    /// The partitions whose replica here sat in a log dir that failed (Kafka's heartbeat
+    /// carries `OfflineLogDirs`; the partitions say the same without a directory registry).
+    /// The controller takes this broker out of their ISR and moves their leadership.
+    #[serde(default)]
+    pub offline_replicas: Vec<OfflineReplica>,
 }
 
 /// Kafka's `BrokerHeartbeatResponse` (without error and throttle, see [`HeartbeatError`]).

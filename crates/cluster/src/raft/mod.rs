@@ -21,7 +21,7 @@ pub mod transport;
 
 pub use controller::{Committed, Controller, ControllerConfig};
 pub use heartbeat::{
-    BrokerHeartbeat, HeartbeatCall, HeartbeatError, HeartbeatInbox, HeartbeatReply,
+    BrokerHeartbeat, HeartbeatCall, HeartbeatError, HeartbeatInbox, HeartbeatReply, OfflineReplica,
 };
 pub use network::{Traffic, TrafficObserver};
 pub use transport::QuorumTls;

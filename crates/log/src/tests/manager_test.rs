@@ -412,3 +412,83 @@ fn a_full_dir_refuses_appends_without_writing_and_takes_them_once_it_has_room() 
     assert_eq!(log.log_end_offset(), 6);
     assert!(!space.is_full());
 }
+
+#[test]
+fn a_failed_dir_goes_offline_once_and_the_other_keeps_serving() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = vec![root.path().join("a"), root.path().join("b")];
+    let (_c, clock) = clock(0);
+    let m = LogManager::open(dirs.clone(), Arc::clone(&clock)).unwrap();
+    let (t0, t1) = (TopicPartition::new("t", 0), TopicPartition::new("t", 1));
+    let l0 = m.get_or_create(&t0, LogConfig::default()).unwrap();
+    let l1 = m.get_or_create(&t1, LogConfig::default()).unwrap();
+    l1.append_as_leader(&simple(2, 1), 0).unwrap();
+    let failed = l1.dir().parent().unwrap().to_path_buf();
+
+    // A full disk is not a failed one.
+    let full = crate::LogError::Io(std::io::Error::from_raw_os_error(28));
+    assert!(!m.maybe_mark_offline(&l1, &full));
+    // Nor is a state file with bad contents: that is the log's problem, not the disk's.
+    let corrupt = crate::LogError::KafkaStorage("corrupt checkpoint".into());
+    assert!(!m.maybe_mark_offline(&l1, &corrupt));
+    assert!(m.offline_dirs().is_empty());
+
+    let eio = crate::LogError::IoAt {
+        path: l1.dir(),
+        source: std::io::Error::from_raw_os_error(5),
+    };
+    assert!(m.maybe_mark_offline(&l1, &eio));
+    assert!(!m.maybe_mark_offline(&l1, &eio), "reported once");
+    assert_eq!(m.mark_dir_offline(&failed, "again"), None);
+    assert_eq!(m.offline_dirs().len(), 1);
+    assert_eq!(m.offline_dirs()[0].0, failed);
+    assert!(m.get(&t1).is_none());
+    assert!(m.is_offline(&t1));
+    assert!(m.get_or_create(&t1, LogConfig::default()).is_err());
+
+    // New partitions go to the dir still online, however full it is.
+    let t2 = TopicPartition::new("t", 2);
+    let l2 = m.get_or_create(&t2, LogConfig::default()).unwrap();
+    assert_eq!(l2.dir().parent(), l0.dir().parent());
+    l0.append_as_leader(&simple(1, 1), 0).unwrap();
+
+    // Only the online dir is vouched for at shutdown.
+    m.shutdown().unwrap();
+    assert!(l0
+        .dir()
+        .parent()
+        .unwrap()
+        .join(CLEAN_SHUTDOWN_FILE)
+        .exists());
+    assert!(!failed.join(CLEAN_SHUTDOWN_FILE).exists());
+    drop((m, l0, l1, l2));
+
+    // After a restart (the disk replaced) the dir serves again, recovering its logs.
+    let m = LogManager::open(dirs, clock).unwrap();
+    assert!(m.offline_dirs().is_empty());
+    assert!(!m.had_clean_shutdown(&failed));
+    let l1 = m.get_or_create(&t1, LogConfig::default()).unwrap();
+    assert_eq!(l1.log_end_offset(), 2);
+}
+
+#[test]
+fn a_dir_that_cannot_be_opened_starts_offline_unless_it_is_the_only_one() {
+    let root = tempfile::tempdir().unwrap();
+    let good = root.path().join("good");
+    // A regular file where a dir should be: creating the dir fails with an I/O error.
+    let bad = root.path().join("bad");
+    std::fs::write(&bad, "not a dir").unwrap();
+    let (_c, clock) = clock(0);
+    assert!(LogManager::open(vec![bad.clone()], Arc::clone(&clock)).is_err());
+    let m = LogManager::open(vec![good.clone(), bad.clone()], clock).unwrap();
+    let offline = m.offline_dirs();
+    assert_eq!(offline.len(), 1);
+    assert_eq!(offline[0].0, bad);
+    let t = TopicPartition::new("t", 0);
+    let log = m.get_or_create(&t, LogConfig::default()).unwrap();
+    assert_eq!(log.dir().parent(), Some(good.as_path()));
+    let held = TopicPartition::new("t", 1);
+    m.hold_offline(&held);
+    assert!(m.get_or_create(&held, LogConfig::default()).is_err());
+    m.shutdown().unwrap();
+}
