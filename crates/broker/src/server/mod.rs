@@ -181,7 +181,11 @@ pub async fn open_broker(
     let wal_stores = crate::remote_wal::store::Stores::open(&wal_config, &wal_metrics.objstore)
         .await
         .context("setting up the remote WAL (remote.wal.*)")?;
-    let metrics = Arc::new(Metrics::with_extra(|r| wal_metrics.register(r)));
+    let integrity = Arc::new(crate::corruption::Integrity::new());
+    let metrics = Arc::new(Metrics::with_extra(|r| {
+        wal_metrics.register(r);
+        integrity.metrics.register(r);
+    }));
     let metadata = Arc::new(
         open_metadata(
             &config,
@@ -286,6 +290,7 @@ pub async fn open_broker(
         acls,
         quotas,
         controller_tls,
+        integrity,
     });
     txn_markers.attach(&broker);
     open_known_topics(&broker, on_disk);
@@ -610,6 +615,20 @@ impl Server {
         background.spawn(isr_shrink(broker.clone()));
         crate::liveness::spawn(&broker, &mut background);
         background.spawn(checkpoint_high_watermarks(broker.clone()));
+        let (scrub, bytes_per_second, interval) = broker.config.log_scrubber();
+        if scrub {
+            let scrubber = crate::corruption::scrubber::Scrubber {
+                node_id: broker.node_id,
+                replicas: Arc::downgrade(&broker.replicas),
+                peers: broker.peers.clone(),
+                integrity: broker.integrity.clone(),
+                settings: crate::corruption::scrubber::ScrubberSettings {
+                    bytes_per_second,
+                    interval,
+                },
+            };
+            background.spawn(scrubber.run());
+        }
         let isr_rx = self.isr_rx.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(rx) = isr_rx {
             background.spawn(propose_isr_changes(broker.clone(), rx));
