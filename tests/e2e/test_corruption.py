@@ -128,9 +128,10 @@ def consume_all(cluster: Cluster, topic: str) -> list[bytes]:
     return values
 
 
-def wait_metric_above(broker, name: str, baseline: float, timeout: float = 120) -> float:
-    """Seconds until the counter passed `baseline` on `broker`."""
-    start = time.monotonic()
+def wait_metric_above(broker, name: str, baseline: float, timeout: float = 120,
+                      since: float | None = None) -> float:
+    """Seconds from `since` (default: now) until the counter passed `baseline` on `broker`."""
+    start = time.monotonic() if since is None else since
     while time.monotonic() - start < timeout:
         if metric(broker, name) > baseline:
             return time.monotonic() - start
@@ -156,10 +157,13 @@ def test_a_flipped_byte_in_a_closed_segment_is_found_and_repaired(cluster, role)
     repaired = metric(target, "ferry_log_corrupt_batches_repaired_total")
 
     flip_a_record_byte(segment)
+    flipped = time.monotonic()
     assert segment.read_bytes() != original
-    detect_s = wait_metric_above(target, "ferry_log_corrupt_batches_found_total", found)
-    repair_s = wait_metric_above(target, "ferry_log_corrupt_batches_repaired_total", repaired)
-    print(f"\n{role}: detected after {detect_s:.2f} s, repaired after {repair_s:.2f} s")
+    detect_s = wait_metric_above(target, "ferry_log_corrupt_batches_found_total", found,
+                                 since=flipped)
+    repair_s = wait_metric_above(target, "ferry_log_corrupt_batches_repaired_total", repaired,
+                                 since=flipped)
+    print(f"\n{role}: found {detect_s:.3f} s and repaired {repair_s:.3f} s after the flip")
 
     assert segment.read_bytes() == original
     others = [b for b in cluster.brokers if b is not target]
@@ -206,11 +210,16 @@ def test_a_leader_never_sends_a_follower_a_corrupt_batch_and_repairs_its_copy(
         flip_a_record_byte(segment)
     finally:
         behind.resume()
+    resumed = time.monotonic()
 
     # The follower's fetch reaches the bad batch: the leader sends what precedes it, and
     # repairs its copy from the in-sync follower; then the follower gets the good bytes.
-    wait_metric_above(leader, "ferry_log_corrupt_batches_found_total", found)
-    wait_metric_above(leader, "ferry_log_corrupt_batches_repaired_total", 0)
+    detect_s = wait_metric_above(leader, "ferry_log_corrupt_batches_found_total", found,
+                                 since=resumed)
+    repair_s = wait_metric_above(leader, "ferry_log_corrupt_batches_repaired_total", 0,
+                                 since=resumed)
+    print(f"\nreplica fetch: found {detect_s:.3f} s and repaired {repair_s:.3f} s after the "
+          "follower resumed")
     assert segment.read_bytes() == original
     wait_replicas_equal(cluster, topic)
     assert metric(leader, "ferry_log_scrubber_bytes_checked_total") == 0
