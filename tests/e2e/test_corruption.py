@@ -176,11 +176,11 @@ def test_a_flipped_byte_in_a_closed_segment_is_found_and_repaired(cluster, role)
 
 @pytest.fixture(scope="module")
 def cluster_without_scans(tmp_path_factory):
-    """The scrubber never scans here (its first pass ran before any topic existed, the next is
-    an hour away): only the leader's check of replica fetches can find corruption."""
+    """The scrubber scans nothing here (`log.scrubber.enable=false`): only the leader's check of
+    replica fetches can find corruption, and the repair of what it finds still runs."""
     c = Cluster(
         tmp_path_factory.mktemp("corruption-fetch"),
-        {"log.scrubber.interval.ms": 3_600_000},
+        {"log.scrubber.enable": False},
     )
     c.start()
     yield c

@@ -154,7 +154,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("compression.zstd.level", Int, "3", "Default of the topic config `compression.zstd.level` (accepted, no effect)."),
     def("log.local.retention.bytes", Long, "-2", "Default of the topic config `local.retention.bytes` (accepted, no effect: ferry has no KIP-405 tier)."),
     def("log.segment.delete.delay.ms", Long, "60000", "Default of `file.delete.delay.ms`."),
-    def("log.scrubber.enable", Boolean, "true", "ferry's scrubber: a background task that reads every closed segment of the partitions this broker hosts, checks each batch's structure and CRC-32C, and repairs a corrupt batch in place with another replica's bytes (see docs/reliability.md, Corruption). Kafka has none."),
+    def("log.scrubber.enable", Boolean, "true", "ferry's scrubber: a background task that reads every closed segment of the partitions this broker hosts, checks each batch's structure and CRC-32C, and repairs a corrupt batch in place with another replica's bytes (see docs/reliability.md, Corruption). Kafka has none. With `false`, corrupt batches met by follower fetches are still kept back and repaired."),
     def("log.scrubber.bytes.per.second", Long, "16777216", "Most bytes per second the scrubber reads (default 16 MiB/s: a few percent of a disk's sequential bandwidth, a pass over 1 TiB a day). At least 4096."),
     def("log.scrubber.interval.ms", Long, "3600000", "Pause between the end of one scrubber pass over every closed segment and the start of the next (at least 100)."),
     def("log.cleaner.delete.retention.ms", Long, "86400000", "Default of `delete.retention.ms`: how long tombstones survive compaction."),

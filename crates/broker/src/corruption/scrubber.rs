@@ -10,6 +10,8 @@
 //!
 //! It holds no log lock while reading ([`ferry_log::PartitionLog::scrub_chunk`]); a segment
 //! that retention, the cleaner or a truncation removed meanwhile is skipped without a word.
+//! With `log.scrubber.enable=false` the task scans nothing and only does those repairs.
+//!
 //! A range no replica could repair stays known (hidden from consumers), is counted once, and is
 //! tried again on the next pass, never in a loop.
 
@@ -27,6 +29,9 @@ use crate::replica_manager::{Partition, ReplicaManager};
 /// The scrubber's settings (`log.scrubber.*`).
 #[derive(Clone, Copy, Debug)]
 pub struct ScrubberSettings {
+    /// `log.scrubber.enable`: scan closed segments. Without it the task only repairs what the
+    /// fetch path hands it (and retries known ranges every interval).
+    pub scan: bool,
     pub bytes_per_second: u64,
     pub interval: Duration,
 }
@@ -59,7 +64,9 @@ impl Scrubber {
             let Some(checked) = self.pass().await else {
                 return;
             };
-            self.integrity.metrics.scrubber_passes.inc();
+            if self.settings.scan {
+                self.integrity.metrics.scrubber_passes.inc();
+            }
             tracing::debug!(
                 bytes = checked,
                 elapsed_ms = started.elapsed().as_millis() as u64,
@@ -82,6 +89,9 @@ impl Scrubber {
     async fn pass(&self) -> Option<u64> {
         let partitions = self.replicas.upgrade()?.all();
         self.integrity.retry_known();
+        if !self.settings.scan {
+            return self.repair_pending().await.then_some(0);
+        }
         let mut checked = 0u64;
         for partition in partitions {
             for seg in partition.log.closed_segments() {

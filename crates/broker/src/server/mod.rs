@@ -616,19 +616,19 @@ impl Server {
         crate::liveness::spawn(&broker, &mut background);
         background.spawn(checkpoint_high_watermarks(broker.clone()));
         let (scrub, bytes_per_second, interval) = broker.config.log_scrubber();
-        if scrub {
-            let scrubber = crate::corruption::scrubber::Scrubber {
-                node_id: broker.node_id,
-                replicas: Arc::downgrade(&broker.replicas),
-                peers: broker.peers.clone(),
-                integrity: broker.integrity.clone(),
-                settings: crate::corruption::scrubber::ScrubberSettings {
-                    bytes_per_second,
-                    interval,
-                },
-            };
-            background.spawn(scrubber.run());
-        }
+        // Without scans it still repairs what the fetch path finds.
+        let scrubber = crate::corruption::scrubber::Scrubber {
+            node_id: broker.node_id,
+            replicas: Arc::downgrade(&broker.replicas),
+            peers: broker.peers.clone(),
+            integrity: broker.integrity.clone(),
+            settings: crate::corruption::scrubber::ScrubberSettings {
+                scan: scrub,
+                bytes_per_second,
+                interval,
+            },
+        };
+        background.spawn(scrubber.run());
         let isr_rx = self.isr_rx.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(rx) = isr_rx {
             background.spawn(propose_isr_changes(broker.clone(), rx));
