@@ -226,3 +226,69 @@ def test_a_leader_never_sends_a_follower_a_corrupt_batch_and_repairs_its_copy(
 
     values = consume_all(cluster, topic)
     assert values == [value(i) for i in range(RECORDS)]
+
+
+def batches(segment: Path):
+    """(position, base offset, total length) of each batch in a segment file."""
+    data = segment.read_bytes()
+    pos = 0
+    while pos + 12 <= len(data):
+        base, length = struct.unpack(">qi", data[pos:pos + 12])
+        yield pos, base, 12 + length
+        pos += 12 + length
+
+
+def flip_batch_everywhere(cluster: Cluster, topic: str, base_offset: int):
+    """Flips the same record byte of the batch at `base_offset` on every replica (segment
+    boundaries may differ between replicas; the batches do not)."""
+    for b in cluster.brokers:
+        hits = [(seg, pos, n) for seg in segments(b, topic)
+                for pos, base, n in batches(seg) if base == base_offset]
+        assert len(hits) == 1, (b.workdir.name, hits)
+        seg, pos, n = hits[0]
+        at = pos + BATCH_HEADER + (n - BATCH_HEADER) // 2
+        with open(seg, "r+b") as f:
+            f.seek(at)
+            x = f.read(1)
+            f.seek(at)
+            f.write(bytes([x[0] ^ 0xFF]))
+
+
+def test_a_batch_corrupt_on_every_replica_is_unrepairable_and_never_served(cluster):
+    topic = unique_topic("corrupt-everywhere")
+    partitions = create_topic(cluster, topic, 1, config={"segment.bytes": str(SEGMENT_BYTES)})
+    leader = cluster.by_id(partitions[0].leader)
+    produce(cluster, topic)
+    wait_replicas_equal(cluster, topic)
+    # A batch in the middle of a closed segment of the leader.
+    segment = segments(leader, topic)[:-1][3]
+    _, base_offset, _ = list(batches(segment))[1]
+    unrepairable = metric(leader, "ferry_log_corrupt_batches_unrepairable_total")
+
+    flip_batch_everywhere(cluster, topic, base_offset)
+    wait_metric_above(leader, "ferry_log_corrupt_batches_unrepairable_total", unrepairable)
+    # Tried again on later passes, counted once, never in a loop.
+    passes = metric(leader, "ferry_log_scrubber_passes_total")
+    deadline = time.monotonic() + 60
+    while metric(leader, "ferry_log_scrubber_passes_total") < passes + 3:
+        assert time.monotonic() < deadline, "the scrubber stopped passing"
+        time.sleep(0.1)
+    assert metric(leader, "ferry_log_corrupt_batches_unrepairable_total") == unrepairable + 1
+    assert metric(leader, "ferry_log_corrupt_batches_repaired_total") >= 0
+
+    # A check.crcs consumer gets every record before the bad batch, no error, nothing after.
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "corruption-e2e",
+                  "enable.auto.commit": False, "check.crcs": True})
+    c.assign([TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + 10
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            assert m.error() is None, m.error()
+            values.append(m.value())
+    finally:
+        c.close()
+    assert values == [value(i) for i in range(base_offset)]

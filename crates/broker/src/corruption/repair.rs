@@ -129,7 +129,9 @@ async fn fetch_from(
             }
         }
         if !took {
-            anyhow::bail!("holds no batch from offset {next} below its high watermark");
+            anyhow::bail!(
+                "served no batch from offset {next} (past its high watermark, or corrupt there too)"
+            );
         }
     }
     Ok(out.freeze())

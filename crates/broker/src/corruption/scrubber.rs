@@ -148,7 +148,9 @@ impl Scrubber {
         let new = self
             .integrity
             .mark(tp, range.first_offset, range.last_offset, FoundBy::Scrubber);
-        if new || self.integrity.may_warn(tp) {
+        // Asked even for a new range, so that the lines that follow are rate-limited too.
+        let warn = self.integrity.may_warn(tp);
+        if new || warn {
             tracing::warn!(partition = %tp, segment = %seg.path().display(), position = range.position,
                 length = range.length, first_offset = range.first_offset, last_offset = range.last_offset,
                 reason = %range.reason, "scrubber found a corrupt range; repairing it from another replica");
