@@ -155,7 +155,10 @@ impl Scrubber {
                 length = range.length, first_offset = range.first_offset, last_offset = range.last_offset,
                 reason = %range.reason, "scrubber found a corrupt range; repairing it from another replica");
         }
-        self.repair(partition, seg, &range).await;
+        // A range that failed before was already tried again at the start of this pass.
+        if new || !self.integrity.is_unrepairable(tp, range.first_offset) {
+            self.repair(partition, seg, &range).await;
+        }
     }
 
     async fn repair(&self, partition: &Arc<Partition>, seg: &SegmentRef, range: &CorruptRange) {
