@@ -81,6 +81,15 @@ fn log_paths(c: &mut Criterion) {
                 .expect("read inside the log")
         })
     });
+    // What a leader adds to a replica fetch of 1 MB: a CRC-32C check of every batch
+    // (docs/reliability.md, Corruption).
+    let fetched = read_log
+        .read(0, 1 << 20, end, true)
+        .expect("read inside the log")
+        .records;
+    g.bench_function("CRC check of a 1 MB replica fetch", |b| {
+        b.iter(|| assert!(ferry_log::scrub::first_corrupt_batch(&fetched).is_none()))
+    });
     g.finish();
 }
 

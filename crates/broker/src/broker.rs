@@ -61,6 +61,8 @@ pub struct Broker {
     pub quotas: crate::client_quotas::ClientQuotas,
     /// The controller quorum's TLS on an `SSL` controller listener (reloaded with the others).
     pub controller_tls: Option<Arc<crate::tls::ControllerTls>>,
+    /// Corrupt batches known on this broker's disks (see `crate::corruption`).
+    pub integrity: Arc<crate::corruption::Integrity>,
 }
 
 /// A topic-level failure with the Kafka error and a message for the client.

@@ -11,6 +11,7 @@
 pub mod acl;
 pub mod broker;
 pub mod client_quotas;
+pub mod corruption;
 pub mod errors;
 pub mod group_store;
 pub mod handlers;

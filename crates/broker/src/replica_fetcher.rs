@@ -541,6 +541,59 @@ mod tests {
         assert!(awaits_high_watermark(&parts, &reported));
     }
 
+    /// Counts what the fetcher reports as appended.
+    #[derive(Default)]
+    struct Appended(std::sync::atomic::AtomicU64);
+
+    impl ReplicationObserver for Appended {
+        fn on_leader_append(&self, _: &Partition, _: &ferry_log::AppendInfo) {}
+        fn on_replica_report(&self, _: &Partition, _: BrokerId, _: i64) -> bool {
+            false
+        }
+        fn on_classic_follower_append(&self, _: &Partition, bytes: u64) {
+            self.0.fetch_add(bytes, std::sync::atomic::Ordering::SeqCst);
+        }
+        fn on_wal_progress_reported(&self, _: Duration) {}
+    }
+
+    /// A response holding a batch whose CRC does not match (corrupted on the leader's disk or
+    /// on the way) is refused whole: nothing is appended or counted, and the fetcher backs off
+    /// before it fetches the same offsets again.
+    #[test]
+    fn a_corrupt_batch_from_the_leader_is_refused_and_fetched_again_after_a_back_off() {
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        use kafka_protocol::messages::TopicName;
+        use kafka_protocol::protocol::StrBytes;
+
+        let dir = tempfile::tempdir().unwrap();
+        let p = follower(dir.path());
+        p.set_wal_mode(false);
+        let mut bytes = records(0, 5).to_vec();
+        let last = bytes.len() - 2;
+        bytes[last] ^= 0x10;
+        let response =
+            FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+                .with_topic(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(vec![PartitionData::default()
+                    .with_partition_index(0)
+                    .with_high_watermark(5)
+                    .with_records(Some(bytes.into()))])]);
+        let wanted: Wanted = vec![(
+            "t".to_string(),
+            FetchPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(p.leader_epoch()),
+        )];
+        let observer = Appended::default();
+        let backoff = handle_response(&observer, 1, std::slice::from_ref(&p), &wanted, response);
+        assert!(
+            backoff,
+            "a refused append backs off (RETRY_BACKOFF), no hot loop"
+        );
+        assert_eq!(p.log.log_end_offset(), 0);
+        assert_eq!(observer.0.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
+
     /// A WAL append is reported without waiting for any timer.
     #[tokio::test(start_paused = true)]
     async fn a_wal_append_ends_the_wait_at_once() {

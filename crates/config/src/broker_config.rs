@@ -155,6 +155,9 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("compression.zstd.level", Int, "3", "Default of the topic config `compression.zstd.level`."),
     def("log.local.retention.bytes", Long, "-2", "Default of the topic config `local.retention.bytes` (accepted, no effect: ferry has no KIP-405 tier)."),
     def("log.segment.delete.delay.ms", Long, "60000", "Default of `file.delete.delay.ms`."),
+    def("log.scrubber.enable", Boolean, "true", "ferry's scrubber: a background task that reads every closed segment of the partitions this broker hosts, checks each batch's structure and CRC-32C, and repairs a corrupt batch in place with another replica's bytes (see docs/reliability.md, Corruption). Kafka has none. With `false`, corrupt batches met by follower fetches are still kept back and repaired."),
+    def("log.scrubber.bytes.per.second", Long, "16777216", "Most bytes per second the scrubber reads (default 16 MiB/s: a few percent of a disk's sequential bandwidth, a pass over 1 TiB a day). At least 4096."),
+    def("log.scrubber.interval.ms", Long, "3600000", "Pause between the end of one scrubber pass over every closed segment and the start of the next (at least 100)."),
     def("log.cleaner.delete.retention.ms", Long, "86400000", "Default of `delete.retention.ms`: how long tombstones survive compaction."),
     def("log.cleaner.min.compaction.lag.ms", Long, "0", "Default of `min.compaction.lag.ms`."),
     def("log.cleaner.max.compaction.lag.ms", Long, "9223372036854775807", "Default of `max.compaction.lag.ms`."),
@@ -526,6 +529,17 @@ impl BrokerConfig {
     pub fn leader_imbalance_per_broker_percentage(&self) -> i64 {
         self.long("leader.imbalance.per.broker.percentage")
             .clamp(0, 100)
+    }
+
+    /// The scrubber's settings: (`log.scrubber.enable`, `log.scrubber.bytes.per.second`,
+    /// `log.scrubber.interval.ms`).
+    pub fn log_scrubber(&self) -> (bool, u64, Duration) {
+        (
+            self.boolean("log.scrubber.enable"),
+            self.long("log.scrubber.bytes.per.second").max(4096) as u64,
+            // A floor, so that a broker with nothing to scrub does not loop.
+            Duration::from_millis(self.long("log.scrubber.interval.ms").max(100) as u64),
+        )
     }
 
     fn long(&self, key: &str) -> i64 {

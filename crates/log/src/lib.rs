@@ -26,6 +26,9 @@
 //! `compression.type`, as Kafka's log validator recompresses) and [`keyed_records`] (the (key,
 //! value) batches of the broker's internal topics).
 //!
+//! Corruption ([`scrub`]): the broker's scrubber checks closed segments' batches chunk by chunk
+//! without the writer lock, and repairs a corrupt range in place with another replica's bytes.
+//!
 //! Compacted topics (`LogConfig::compact`) refuse records without a key and are cleaned by
 //! [`cleaner`] (Kafka's log cleaner): closed segments are rewritten keeping the latest record per
 //! key, so offsets may have gaps there; reads still return whole batches, from the first batch
@@ -56,6 +59,7 @@ mod producer_state;
 pub mod recompress;
 mod records;
 mod retention;
+pub mod scrub;
 mod segment;
 mod timestamp;
 pub mod txn;
@@ -70,6 +74,7 @@ pub use manager::{is_dir_failure, LogManager, CLEAN_SHUTDOWN_FILE};
 pub use offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
 pub use producer_state::{BatchMetadata, ProducerEntry};
 pub use retention::SegmentDeletionReason;
+pub use scrub::{CorruptRange, RepairOutcome, ScrubCursor, ScrubStep, SegmentRef};
 pub use timestamp::record_timestamps;
 pub use txn::{AbortedTxn, TxnMarker, TxnResult};
 

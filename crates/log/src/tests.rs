@@ -7,5 +7,6 @@ mod manager_test;
 mod producer_test;
 mod recovery_test;
 mod retention_test;
+mod scrub_test;
 mod timestamp_test;
 mod txn_test;

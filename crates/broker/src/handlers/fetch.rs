@@ -554,6 +554,8 @@ fn read_records(
     if max == 0 && !first {
         return (data, 0);
     }
+    // Read before the log read: a consumer read that overlapped a repair is checked again.
+    let repair_generation = broker.integrity.repair_generation();
     let fetched = if replica.is_some() {
         partition
             .read_for_replica(req.fetch_offset, max, first)
@@ -569,10 +571,21 @@ fn read_records(
     };
     match fetched {
         Ok((fetched, aborted)) => {
-            let bytes = fetched.records.len();
+            // A follower never gets a corrupt batch as good data (its CRCs are checked here, on
+            // replica fetches only); a consumer never gets one this broker knows is corrupt.
+            let records = if replica.is_some() {
+                broker
+                    .integrity
+                    .check_for_replica(&partition.tp, fetched.records)
+            } else {
+                broker
+                    .integrity
+                    .hide_known(&partition.tp, fetched.records, repair_generation)
+            };
+            let bytes = records.len();
             let mut data = data
                 .with_log_start_offset(fetched.log_start_offset)
-                .with_records(Some(fetched.records));
+                .with_records(Some(records));
             if let Some(aborted) = aborted {
                 data = data.with_aborted_transactions(Some(
                     aborted

@@ -70,6 +70,17 @@ pub(super) async fn run(
                 return;
             }
         };
+        // The uploader's checksum will vouch for these bytes (followers then skip the batch
+        // CRCs), so a batch corrupted on this disk must not go in: stop before it, and let
+        // followers fetch the rest classically, where the leader checks and repairs it.
+        let (records, corrupt) = match ferry_log::scrub::first_corrupt_batch(&records) {
+            Some((at, span, why)) => {
+                tracing::warn!(partition = %p.tp, base_offset = span.base_offset, reason = %why,
+                    "corrupt batch in the local log; republish stopped before it, followers use the classic fetch for the rest");
+                (records.slice(..at), true)
+            }
+            None => (records, false),
+        };
         let Some((base, last, len)) = whole_batches(&records) else {
             break;
         };
@@ -89,6 +100,9 @@ pub(super) async fn run(
             total += len as u64;
         }
         offset = last + 1;
+        if corrupt {
+            return;
+        }
     }
     tracing::info!(partition = %p.tp, epoch, from, to, bytes = total, "republished the local log to this rack's remote WAL bucket");
 }
@@ -185,6 +199,42 @@ mod tests {
         let read = |p: &Partition| p.log.read(0, 1 << 20, end, true).unwrap().records;
         assert_eq!(read(&p3), read(&p2));
         assert_eq!(p3.log.epoch_entries(), p2.log.epoch_entries());
+    }
+
+    /// The uploader's checksum would vouch for whatever is republished, and followers skip the
+    /// batch CRCs of a verified slice: a batch corrupted on the new leader's disk stays out, and
+    /// so does everything after it (the followers fetch that classically, checked).
+    #[tokio::test]
+    async fn a_corrupt_batch_is_not_republished() {
+        use crate::remote_wal::test_support::{batch, bucket, replicas, shared, topic};
+
+        let dir = tempfile::tempdir().unwrap();
+        let rm = replicas(dir.path(), 1, &topic(1, 3));
+        let p = rm.partition_of("t", 0).unwrap();
+        for n in [3, 5, 2, 4] {
+            p.append(&batch(n)).unwrap();
+        }
+        let end = p.log.log_end_offset();
+        let all = p.log.read(0, 1 << 20, end, true).unwrap().records;
+        let spans: Vec<_> = ferry_log::batch::whole_batches(&all).collect();
+        // A flipped byte in the third batch's records.
+        let segment = p.log.dir().join("00000000000000000000.log");
+        let mut bytes = std::fs::read(&segment).unwrap();
+        bytes[spans[2].bytes.end - 2] ^= 0x01;
+        std::fs::write(&segment, bytes).unwrap();
+
+        let shared = shared();
+        let (_az, up, meta) = bucket("az1");
+        run(shared.clone(), up.clone(), p.clone(), 3, 0, end).await;
+        up.flush().await.unwrap();
+        assert_eq!(
+            shared.metrics.republished_bytes.get(),
+            spans[2].bytes.start as u64
+        );
+        let published = meta.take();
+        assert!(published
+            .iter()
+            .all(|m| m.last_offset < spans[2].base_offset));
     }
 
     #[test]

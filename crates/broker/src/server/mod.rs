@@ -184,7 +184,11 @@ pub async fn open_broker(
     let wal_stores = crate::remote_wal::store::Stores::open(&wal_config, &wal_metrics.objstore)
         .await
         .context("setting up the remote WAL (remote.wal.*)")?;
-    let metrics = Arc::new(Metrics::with_extra(|r| wal_metrics.register(r)));
+    let integrity = Arc::new(crate::corruption::Integrity::new());
+    let metrics = Arc::new(Metrics::with_extra(|r| {
+        wal_metrics.register(r);
+        integrity.metrics.register(r);
+    }));
     let scrape_clock = clock.clone();
     metrics.on_scrape(move |m| {
         for space in &dir_spaces {
@@ -303,6 +307,7 @@ pub async fn open_broker(
         acls,
         quotas,
         controller_tls,
+        integrity,
     });
     txn_markers.attach(&broker);
     open_known_topics(&broker, on_disk);
@@ -652,6 +657,20 @@ impl Server {
         background.spawn(checkpoint_high_watermarks(broker.clone()));
         let every_dir_failed = Arc::new(tokio::sync::Notify::new());
         background.spawn(log_dir_failures(broker.clone(), every_dir_failed.clone()));
+        let (scrub, bytes_per_second, interval) = broker.config.log_scrubber();
+        // Without scans it still repairs what the fetch path finds.
+        let scrubber = crate::corruption::scrubber::Scrubber {
+            node_id: broker.node_id,
+            replicas: Arc::downgrade(&broker.replicas),
+            peers: broker.peers.clone(),
+            integrity: broker.integrity.clone(),
+            settings: crate::corruption::scrubber::ScrubberSettings {
+                scan: scrub,
+                bytes_per_second,
+                interval,
+            },
+        };
+        background.spawn(scrubber.run());
         let isr_rx = self.isr_rx.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(rx) = isr_rx {
             background.spawn(propose_isr_changes(broker.clone(), rx));
