@@ -23,6 +23,18 @@
 //!
 //! Objects are written with `put_if_absent`, so a key is written at most once; a retried upload
 //! reuses the same key and so cannot create a duplicate.
+//!
+//! # Long-term tier keys (KIP-405)
+//!
+//! ```text
+//! tier/<topic-id>/<partition>/<start-offset, 20 digits>-<segment-id>.<file>
+//! tier/5b6c.../3/00000000000000001000-0f1e....log
+//! ```
+//!
+//! One object per file of a copied segment (`log`, `index`, `timeindex`, `txnindex`, `snapshot`,
+//! `leader-epoch-checkpoint`). The topic id, not its name, so a topic deleted and created again
+//! under the same name never meets the old one's objects; the segment id is new for every copy,
+//! so a copy retried by another leader never overwrites one that readers may be using.
 
 use std::fmt;
 use std::str::FromStr;
@@ -34,6 +46,28 @@ pub const MAX_KEY_LEN: usize = 1024;
 
 /// Top-level prefix of all remote WAL objects.
 pub const WAL_PREFIX: &str = "wal/";
+
+/// Top-level prefix of all long-term tier objects.
+pub const TIER_PREFIX: &str = "tier/";
+
+/// The prefix of one partition's objects in the tier (ends with `/`).
+pub fn tier_partition_prefix(topic_id: impl fmt::Display, partition: i32) -> String {
+    format!("{TIER_PREFIX}{topic_id}/{partition}/")
+}
+
+/// The key of one file of one copied segment in the tier (see the module docs).
+pub fn tier_segment_key(
+    topic_id: impl fmt::Display,
+    partition: i32,
+    start_offset: i64,
+    segment_id: impl fmt::Display,
+    file: &str,
+) -> String {
+    format!(
+        "{}{start_offset:020}-{segment_id}.{file}",
+        tier_partition_prefix(topic_id, partition)
+    )
+}
 
 /// Checks that `key` is a valid object key (see the module docs).
 pub fn validate_key(key: &str) -> Result<()> {
@@ -163,6 +197,19 @@ impl FromStr for WalObjectKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tier_keys_sort_by_start_offset_within_a_partition() {
+        let a = tier_segment_key("t1", 3, 999, "seg-b", "log");
+        let b = tier_segment_key("t1", 3, 1_000, "seg-a", "log");
+        assert_eq!(a, "tier/t1/3/00000000000000000999-seg-b.log");
+        assert!(a < b);
+        assert!(b.starts_with(&tier_partition_prefix("t1", 3)));
+        assert!(
+            !tier_segment_key("t1", 30, 0, "s", "log").starts_with(&tier_partition_prefix("t1", 3))
+        );
+        assert!(validate_key(&b).is_ok());
+    }
 
     #[test]
     fn wal_key_formats_fixed_width_and_round_trips() {
