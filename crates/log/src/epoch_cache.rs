@@ -153,18 +153,23 @@ pub fn parse_checkpoint(data: &[u8], width: usize) -> Option<Vec<Vec<i64>>> {
     Some(out)
 }
 
-pub(crate) fn write_checkpoint(
-    path: &Path,
-    entries: &[Vec<i64>],
-    durability: Durability,
-) -> Result<()> {
+/// `entries` in Kafka's checkpoint text format (what [`parse_checkpoint`] reads).
+pub(crate) fn render_checkpoint(entries: &[Vec<i64>]) -> Vec<u8> {
     let mut s = format!("0\n{}\n", entries.len());
     for e in entries {
         let parts: Vec<String> = e.iter().map(i64::to_string).collect();
         s.push_str(&parts.join(" "));
         s.push('\n');
     }
-    write_file_atomically(path, s.as_bytes(), durability)
+    s.into_bytes()
+}
+
+pub(crate) fn write_checkpoint(
+    path: &Path,
+    entries: &[Vec<i64>],
+    durability: Durability,
+) -> Result<()> {
+    write_file_atomically(path, &render_checkpoint(entries), durability)
 }
 
 /// Reads a single-value checkpoint (`log-start-offset`, `recovery-point`).

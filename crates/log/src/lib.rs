@@ -61,6 +61,7 @@ mod records;
 mod retention;
 pub mod scrub;
 mod segment;
+mod tier_source;
 mod timestamp;
 pub mod txn;
 
@@ -75,6 +76,7 @@ pub use offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_
 pub use producer_state::{BatchMetadata, ProducerEntry};
 pub use retention::SegmentDeletionReason;
 pub use scrub::{CorruptRange, RepairOutcome, ScrubCursor, ScrubStep, SegmentRef};
+pub use tier_source::TierCandidate;
 pub use timestamp::record_timestamps;
 pub use txn::{AbortedTxn, TxnMarker, TxnResult};
 

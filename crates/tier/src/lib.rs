@@ -11,6 +11,9 @@
 //! - [`segment_store`]: a segment's files (log, offset / time / transaction indexes, producer
 //!   snapshot, leader-epoch checkpoint) copied to, read from and deleted in an
 //!   [`ferry_objstore::ObjectStore`] (Kafka's `RemoteStorageManager`);
+//! - [`copier`]: a segment copied (`CopyStarted`, the files, `CopyFinished`) and deleted
+//!   (`DeleteStarted`, the objects, the tombstone), its records going to a
+//!   [`TierMetadataSink`];
 //! - [`reader`]: whole batches from an offset, as a Fetch below the local log start needs them,
 //!   through the segment's offset index (kept in a bounded cache).
 //!
@@ -18,12 +21,14 @@
 //! retention of copied segments, Fetch and ListOffsets below the local log start, and followers
 //! that start from the leader's local log start.
 
+pub mod copier;
 pub mod error;
 pub mod metadata;
 pub mod partition;
 pub mod reader;
 pub mod segment_store;
 
+pub use copier::{SegmentCopier, TierMetadataSink};
 pub use error::{Result, TierError};
 pub use metadata::{RemoteSegmentMetadata, RemoteSegmentState, TierMetadataRecord};
 pub use partition::{RemotePartitionState, RetentionCheck};
