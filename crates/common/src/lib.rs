@@ -4,6 +4,7 @@
 //! Time is read only through [`Clock`], so tests can drive it by hand ([`ManualClock`]) and so
 //! that no crate reaches for the system clock on its own.
 
+pub mod framed;
 mod space_reserve;
 pub use space_reserve::{is_disk_full, SpaceReserve};
 

@@ -12,7 +12,7 @@
 //! exactly, refuses oversized records and validates what readers rely on; unknown fields are
 //! skipped, so a newer broker may add fields.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use prost::Message;
 use uuid::Uuid;
 
@@ -290,35 +290,11 @@ fn bad(what: &'static str, reason: impl Into<String>) -> TierError {
 }
 
 fn frame<M: Message>(msg: &M, what: &'static str, max: usize) -> Result<Bytes> {
-    let len = msg.encoded_len();
-    let framed = prost::length_delimiter_len(len) + len;
-    if framed > max {
-        return Err(TierError::Invalid(format!(
-            "{what} of {framed} bytes exceeds {max}"
-        )));
-    }
-    let mut buf = BytesMut::with_capacity(framed);
-    msg.encode_length_delimited(&mut buf)
-        .map_err(|e| TierError::Invalid(format!("{what}: {e}")))?;
-    Ok(buf.freeze())
+    ferry_common::framed::encode(msg, max).map_err(|e| TierError::Invalid(format!("{what}: {e}")))
 }
 
-fn unframe<M: Message + Default>(mut buf: &[u8], what: &'static str, max: usize) -> Result<M> {
-    if buf.len() > max {
-        return Err(bad(what, format!("{} bytes exceeds {max}", buf.len())));
-    }
-    let len = prost::decode_length_delimiter(&mut buf)
-        .map_err(|e| bad(what, format!("length prefix: {e}")))?;
-    if len != buf.len() {
-        return Err(bad(
-            what,
-            format!(
-                "length prefix says {len} bytes but {} follow (truncated or padded)",
-                buf.len()
-            ),
-        ));
-    }
-    M::decode(buf).map_err(|e| bad(what, e.to_string()))
+fn unframe<M: Message + Default>(buf: &[u8], what: &'static str, max: usize) -> Result<M> {
+    ferry_common::framed::decode(buf, max).map_err(|e| bad(what, e))
 }
 
 fn uuid(raw: &[u8], what: &'static str) -> Result<Uuid> {

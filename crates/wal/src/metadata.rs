@@ -18,7 +18,7 @@
 //!
 //! Invariant the uploader keeps: a value is published only after its object's PUT succeeded.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use prost::Message;
 use uuid::Uuid;
 
@@ -202,35 +202,12 @@ fn bad(what: &'static str, reason: impl Into<String>) -> WalError {
 }
 
 fn frame<M: Message>(msg: &M, what: &'static str, max: usize) -> Result<Bytes> {
-    let len = msg.encoded_len();
-    let framed = prost::length_delimiter_len(len) + len;
-    if framed > max {
-        return Err(WalError::Invalid(format!(
-            "metadata {what} of {framed} bytes exceeds {max}"
-        )));
-    }
-    let mut buf = BytesMut::with_capacity(framed);
-    msg.encode_length_delimited(&mut buf)
-        .map_err(|e| WalError::Invalid(format!("metadata {what}: {e}")))?;
-    Ok(buf.freeze())
+    ferry_common::framed::encode(msg, max)
+        .map_err(|e| WalError::Invalid(format!("metadata {what}: {e}")))
 }
 
-fn unframe<M: Message + Default>(mut buf: &[u8], what: &'static str, max: usize) -> Result<M> {
-    if buf.len() > max {
-        return Err(bad(what, format!("{} bytes exceeds {max}", buf.len())));
-    }
-    let len = prost::decode_length_delimiter(&mut buf)
-        .map_err(|e| bad(what, format!("length prefix: {e}")))?;
-    if len != buf.len() {
-        return Err(bad(
-            what,
-            format!(
-                "length prefix says {len} bytes but {} follow (truncated or padded)",
-                buf.len()
-            ),
-        ));
-    }
-    M::decode(buf).map_err(|e| bad(what, e.to_string()))
+fn unframe<M: Message + Default>(buf: &[u8], what: &'static str, max: usize) -> Result<M> {
+    ferry_common::framed::decode(buf, max).map_err(|e| bad(what, e))
 }
 
 fn topic_id(raw: &[u8], what: &'static str) -> Result<Uuid> {
