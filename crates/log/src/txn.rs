@@ -192,8 +192,14 @@ pub(crate) fn read_txn_index(path: &Path) -> Result<Option<Vec<AbortedTxn>>> {
     let Some(buf) = read_optional(path)? else {
         return Ok(Some(Vec::new()));
     };
+    Ok(parse_txn_index(&buf))
+}
+
+/// The entries of a `.txnindex` file's bytes (a copy in the long-term tier, say), `None` when
+/// they are not a whole number of version-0 entries.
+pub fn parse_txn_index(buf: &[u8]) -> Option<Vec<AbortedTxn>> {
     if !buf.len().is_multiple_of(TXN_INDEX_ENTRY_SIZE) {
-        return Ok(None);
+        return None;
     }
     let i64_at = |c: &[u8], at: usize| {
         let mut a = [0u8; 8];
@@ -203,7 +209,7 @@ pub(crate) fn read_txn_index(path: &Path) -> Result<Option<Vec<AbortedTxn>>> {
     let mut out = Vec::with_capacity(buf.len() / TXN_INDEX_ENTRY_SIZE);
     for c in buf.chunks_exact(TXN_INDEX_ENTRY_SIZE) {
         if i16::from_be_bytes([c[0], c[1]]) != 0 {
-            return Ok(None);
+            return None;
         }
         out.push(AbortedTxn {
             producer_id: i64_at(c, 2),
@@ -212,7 +218,7 @@ pub(crate) fn read_txn_index(path: &Path) -> Result<Option<Vec<AbortedTxn>>> {
             last_stable_offset: i64_at(c, 26),
         });
     }
-    Ok(Some(out))
+    Some(out)
 }
 
 #[cfg(test)]

@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use ferry_log::batch::{BatchHeader, HEADER_SIZE, LOG_OVERHEAD};
+use ferry_log::txn::parse_txn_index;
+use ferry_log::AbortedTxn;
 use uuid::Uuid;
 
 use crate::error::{Result, TierError};
@@ -23,6 +25,9 @@ type OffsetIndex = Arc<[(u32, u32)]>;
 
 /// Read past the wanted bytes, for the batches between the index entry and the offset.
 const READ_SLACK: u64 = 16 * 1024;
+
+/// Bytes read at a time while scanning for a timestamp.
+const SCAN_CHUNK: u64 = 64 * 1024;
 
 /// Default bound of the offset index cache.
 pub const DEFAULT_INDEX_CACHE_BYTES: usize = 64 * 1024 * 1024;
@@ -84,6 +89,110 @@ impl TierReader {
         }
     }
 
+    /// The earliest record of the segment whose timestamp is at least `ts`, with that
+    /// timestamp (ListOffsets by timestamp), `None` when the segment has none. The time index
+    /// gives where to start; batch headers skip what is older; only the batch that holds the
+    /// answer is decoded.
+    pub async fn offset_for_timestamp(
+        &self,
+        meta: &RemoteSegmentMetadata,
+        ts: i64,
+    ) -> Result<Option<(i64, i64)>> {
+        if meta.max_timestamp_ms < ts {
+            return Ok(None);
+        }
+        let raw = self.store.fetch(meta, SegmentFileKind::TimeIndex).await?;
+        // (timestamp, relative offset) entries, timestamps increasing; the last one below `ts`.
+        let below = raw
+            .chunks_exact(12)
+            .map(|c| {
+                let mut t = [0u8; 8];
+                t.copy_from_slice(&c[..8]);
+                (
+                    i64::from_be_bytes(t),
+                    u32::from_be_bytes([c[8], c[9], c[10], c[11]]),
+                )
+            })
+            .take_while(|&(t, _)| t < ts)
+            .last();
+        let mut pos = match below {
+            Some((_, rel)) => u64::from(lookup(&self.offset_index(meta).await?, rel)),
+            None => 0,
+        };
+        let mut want = SCAN_CHUNK;
+        while pos < meta.size_bytes {
+            let buf = self.store.fetch_log(meta, pos..pos + want).await?;
+            let mut at = 0;
+            while let Some(h) = header_at(meta, &buf, at)? {
+                let end = at + h.total_size();
+                if end > buf.len() {
+                    break;
+                }
+                if h.max_timestamp >= ts {
+                    let found = ferry_log::record_timestamps(&buf[at..end])
+                        .map_err(|e| TierError::BadSegment {
+                            segment: meta.segment_id,
+                            reason: e.to_string(),
+                        })?
+                        .into_iter()
+                        .find(|&(_, t)| t >= ts);
+                    if found.is_some() {
+                        return Ok(found);
+                    }
+                }
+                at = end;
+            }
+            if at == 0 {
+                // Not one whole batch in the read: read the first one whole.
+                let h = header_at(meta, &buf, 0)?.ok_or_else(|| TierError::BadSegment {
+                    segment: meta.segment_id,
+                    reason: "the log ends inside a batch header".into(),
+                })?;
+                if buf.len() as u64 >= meta.size_bytes - pos {
+                    return Err(TierError::BadSegment {
+                        segment: meta.segment_id,
+                        reason: "the log ends inside a batch".into(),
+                    });
+                }
+                want = h.total_size() as u64;
+                continue;
+            }
+            pos += at as u64;
+            want = SCAN_CHUNK;
+        }
+        Ok(None)
+    }
+
+    /// The aborted transactions of the segment that overlap `[start_offset, upper_bound)`, and
+    /// whether the search can stop at this segment (an entry's last stable offset reaches the
+    /// bound): Kafka's `collectAbortedTransactions`, one segment at a time, for a
+    /// read_committed Fetch from the tier.
+    pub async fn aborted_transactions(
+        &self,
+        meta: &RemoteSegmentMetadata,
+        start_offset: i64,
+        upper_bound: i64,
+    ) -> Result<(Vec<AbortedTxn>, bool)> {
+        if !meta.has_txn_index {
+            return Ok((Vec::new(), false));
+        }
+        let raw = self.store.fetch(meta, SegmentFileKind::TxnIndex).await?;
+        let entries = parse_txn_index(&raw).ok_or_else(|| TierError::BadSegment {
+            segment: meta.segment_id,
+            reason: "the transaction index is not whole entries".into(),
+        })?;
+        let mut out = Vec::new();
+        for t in entries {
+            if t.last_offset >= start_offset && t.first_offset < upper_bound {
+                out.push(t);
+            }
+            if t.last_stable_offset >= upper_bound {
+                return Ok((out, true));
+            }
+        }
+        Ok((out, false))
+    }
+
     async fn offset_index(&self, meta: &RemoteSegmentMetadata) -> Result<OffsetIndex> {
         if let Some(hit) = self.cache().get(meta.segment_id) {
             return Ok(hit);
@@ -135,6 +244,36 @@ enum Found {
     Nothing,
 }
 
+/// The checked header of the batch at `at` in `buf`, `None` when fewer than a header's bytes
+/// are left. A batch that is not a v2 batch inside the segment's offsets is an error: the object
+/// does not match its metadata, or the index pointed elsewhere.
+fn header_at(meta: &RemoteSegmentMetadata, buf: &[u8], at: usize) -> Result<Option<BatchHeader>> {
+    let bad = |reason: String| TierError::BadSegment {
+        segment: meta.segment_id,
+        reason,
+    };
+    if buf.len() - at < HEADER_SIZE {
+        return Ok(None);
+    }
+    let h = BatchHeader::parse(&buf[at..]).ok_or_else(|| bad("short header".into()))?;
+    if h.magic != 2 || (h.batch_length as usize) < HEADER_SIZE - LOG_OVERHEAD {
+        return Err(bad(format!(
+            "no batch at a position the index gave (magic {}, length {})",
+            h.magic, h.batch_length
+        )));
+    }
+    if h.base_offset < meta.start_offset || h.last_offset() > meta.end_offset {
+        return Err(bad(format!(
+            "batch {}..={} outside the segment {}..={}",
+            h.base_offset,
+            h.last_offset(),
+            meta.start_offset,
+            meta.end_offset
+        )));
+    }
+    Ok(Some(h))
+}
+
 /// Finds the wanted batches in `buf`, checking what it walks over.
 fn find(
     meta: &RemoteSegmentMetadata,
@@ -143,42 +282,20 @@ fn find(
     max_bytes: usize,
     at_end: bool,
 ) -> Result<Found> {
-    let bad = |reason: String| TierError::BadSegment {
+    let bad = |reason: &str| TierError::BadSegment {
         segment: meta.segment_id,
-        reason,
-    };
-    let header_at = |at: usize| -> Result<Option<BatchHeader>> {
-        if buf.len() - at < HEADER_SIZE {
-            return Ok(None);
-        }
-        let h = BatchHeader::parse(&buf[at..]).ok_or_else(|| bad("short header".into()))?;
-        if h.magic != 2 || (h.batch_length as usize) < HEADER_SIZE - LOG_OVERHEAD {
-            return Err(bad(format!(
-                "no batch at a position the index gave (magic {}, length {})",
-                h.magic, h.batch_length
-            )));
-        }
-        if h.base_offset < meta.start_offset || h.last_offset() > meta.end_offset {
-            return Err(bad(format!(
-                "batch {}..={} outside the segment {}..={}",
-                h.base_offset,
-                h.last_offset(),
-                meta.start_offset,
-                meta.end_offset
-            )));
-        }
-        Ok(Some(h))
+        reason: reason.to_string(),
     };
     let mut at = 0;
     let first = loop {
-        let Some(h) = header_at(at)? else {
+        let Some(h) = header_at(meta, buf, at)? else {
             if at_end && buf.len() == at {
                 return Ok(Found::Nothing);
             }
             if at_end || at == 0 {
                 // At the end, or not even one header in a read that was not cut by the end:
                 // the object is shorter than the metadata says.
-                return Err(bad("the log ends inside a batch header".into()));
+                return Err(bad("the log ends inside a batch header"));
             }
             return Ok(Found::NotYet { skipped: at });
         };
@@ -196,7 +313,7 @@ fn find(
     let start = at;
     if start + first.total_size() > buf.len() {
         if at_end {
-            return Err(bad("the log ends inside a batch".into()));
+            return Err(bad("the log ends inside a batch"));
         }
         return Ok(Found::Partial {
             from: start,
@@ -204,7 +321,7 @@ fn find(
         });
     }
     let mut end = start + first.total_size();
-    while let Some(h) = header_at(end)? {
+    while let Some(h) = header_at(meta, buf, end)? {
         let next = end + h.total_size();
         if next > buf.len() || next - start > max_bytes {
             break;

@@ -175,3 +175,147 @@ async fn a_segment_whose_log_does_not_match_its_metadata_is_an_error_not_wrong_b
     assert!(mem.is_empty());
     store.delete(&meta).await.expect("delete again");
 }
+
+/// A log whose first segment holds records at increasing timestamps, and transactions of two
+/// producers, some aborted. Returns the log and the copied first segment.
+async fn copied_segment_with_times_and_aborts(
+    dir: &Path,
+) -> (PartitionLog, RemoteSegmentMetadata, TierReader) {
+    use ferry_log::{TxnMarker, TxnResult};
+    let clock: SharedClock = ManualClock::new(1_000_000);
+    let config = LogConfig {
+        segment_bytes: 32 * 1024,
+        index_interval_bytes: 512,
+        ..LogConfig::default()
+    };
+    let log = PartitionLog::open(
+        dir.to_path_buf(),
+        TopicPartition::new("t", 0),
+        config,
+        true,
+        clock,
+    )
+    .expect("open");
+    let mut seq = [0i32; 2];
+    for i in 0..200i64 {
+        let ts = 10_000 + i * 10;
+        match i % 10 {
+            // A transaction of producer 7 or 8; every other one is aborted.
+            3 | 6 => {
+                let p = usize::from(i % 10 == 6);
+                let pid = 7 + p as i64;
+                let batch = Batches::of(3, |_| vec![b't'; 80])
+                    .timestamp(ts)
+                    .producer(pid, 0, seq[p])
+                    .transactional()
+                    .encode();
+                seq[p] += 3;
+                log.append_as_leader(&batch, 0).expect("txn append");
+                let result = if (i / 10) % 2 == 0 {
+                    TxnResult::Abort
+                } else {
+                    TxnResult::Commit
+                };
+                let marker = TxnMarker {
+                    producer_id: pid,
+                    producer_epoch: 0,
+                    coordinator_epoch: 0,
+                    result,
+                };
+                log.append_control_marker(&marker, 0).expect("marker");
+            }
+            _ => {
+                let batch = Batches::of(4, |_| vec![b'v'; 150]).timestamp(ts).encode();
+                log.append_as_leader(&batch, 0).expect("append");
+            }
+        }
+    }
+    log.close().expect("close");
+    let candidates = log
+        .tier_candidates(0, log.log_end_offset())
+        .expect("candidates");
+    let c = candidates.first().expect("a closed segment").clone();
+    assert!(
+        c.txn_index.is_some(),
+        "the first segment aborted transactions"
+    );
+    let mem = Arc::new(MemoryStore::new());
+    let store = RemoteSegmentStore::new(mem);
+    let meta = RemoteSegmentMetadata {
+        topic_id: Uuid::from_u128(42),
+        partition: 0,
+        segment_id: Uuid::from_u128(8),
+        start_offset: c.base_offset,
+        end_offset: c.end_offset,
+        max_timestamp_ms: c.max_timestamp_ms,
+        broker_id: 1,
+        event_time_ms: 0,
+        size_bytes: c.size_bytes,
+        leader_epochs: c.leader_epochs.clone(),
+        has_txn_index: true,
+        has_producer_snapshot: c.producer_snapshot.is_some(),
+        state: RemoteSegmentState::CopyFinished,
+    };
+    let files = LocalSegmentFiles {
+        log: c.log.clone(),
+        offset_index: c.offset_index.clone(),
+        time_index: c.time_index.clone(),
+        txn_index: c.txn_index.clone(),
+        producer_snapshot: c.producer_snapshot.clone(),
+        leader_epoch_checkpoint: c.leader_epoch_checkpoint.clone().into(),
+    };
+    store.copy(&meta, &files).await.expect("copy");
+    (log, meta, TierReader::new(store, 1 << 20))
+}
+
+#[tokio::test]
+async fn a_timestamp_lookup_in_the_tier_finds_the_record_the_local_log_finds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, meta, reader) = copied_segment_with_times_and_aborts(dir.path()).await;
+    assert!(meta.max_timestamp_ms > 10_000);
+    let mut checked = 0;
+    for ts in (9_000..=meta.max_timestamp_ms + 5).step_by(7) {
+        let got = reader
+            .offset_for_timestamp(&meta, ts)
+            .await
+            .expect("lookup");
+        if ts > meta.max_timestamp_ms {
+            assert_eq!(got, None, "ts {ts} after the segment");
+            continue;
+        }
+        let want = log.offset_for_timestamp(ts).expect("local lookup");
+        assert_eq!(got, want, "ts {ts}");
+        assert!(got.is_some_and(|(o, _)| o <= meta.end_offset));
+        checked += 1;
+    }
+    assert!(checked > 50, "{checked}");
+}
+
+#[tokio::test]
+async fn aborted_transactions_in_the_tier_are_the_local_logs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (log, meta, reader) = copied_segment_with_times_and_aborts(dir.path()).await;
+    let (mut seen_some, mut seen_complete) = (false, false);
+    for start in (meta.start_offset..=meta.end_offset).step_by(5) {
+        for upper in [start + 1, start + 20, meta.end_offset + 1] {
+            let (got, complete) = reader
+                .aborted_transactions(&meta, start, upper)
+                .await
+                .expect("txn index");
+            // The local search goes on into later segments where the tier's is not complete
+            // (its caller reads those next); this segment's part is the same.
+            let want: Vec<_> = log
+                .collect_aborted_transactions(start, upper)
+                .into_iter()
+                .filter(|t| t.last_offset <= meta.end_offset)
+                .collect();
+            assert_eq!(
+                got, want,
+                "start {start}, upper {upper}, complete {complete}"
+            );
+            seen_complete |= complete;
+            seen_some |= !got.is_empty();
+        }
+    }
+    assert!(seen_some && seen_complete);
+}
