@@ -15,6 +15,7 @@ pub mod corruption;
 pub mod errors;
 pub mod group_store;
 pub mod handlers;
+pub mod host;
 pub mod inter_broker;
 pub mod internal_topic;
 pub mod liveness;
@@ -25,6 +26,7 @@ pub mod replica_manager;
 pub mod security;
 pub mod server;
 pub mod tls;
+pub mod topic_follower;
 pub mod txn_markers;
 pub mod txn_store;
 

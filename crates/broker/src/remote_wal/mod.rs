@@ -9,8 +9,8 @@
 //!    of many partitions every `remote.wal.upload.interval.ms`, PUTs it into this rack's bucket
 //!    (`store.rs`) and publishes one metadata record per slice (`publisher.rs`) to
 //!    `__remote_wal_log_metadata`.
-//! 2. **Metadata** (`reader.rs`): every broker follows that topic, from its local replicas and,
-//!    for partitions it hosts no replica of, by Fetch as a consumer (`remote_reader.rs`), and
+//! 2. **Metadata** (`crate::topic_follower`): every broker follows that topic, from its local
+//!    replicas and, for partitions it hosts no replica of, by Fetch as a consumer, and
 //!    feeds the records to its `WalFetcher` and its GC.
 //! 3. **Follower** (`follower.rs`): the `WalFetcher` range-reads the slices of partitions
 //!    followed here and appends them like a Fetch response. The replica fetcher keeps reporting
@@ -27,12 +27,8 @@
 
 pub mod follower;
 pub mod gc;
-pub mod host;
 pub mod leader;
-pub mod progress;
 pub mod publisher;
-pub mod reader;
-pub mod remote_reader;
 pub mod republish;
 pub mod store;
 #[cfg(test)]
@@ -59,6 +55,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::replica_manager::{Partition, Role};
+use crate::topic_follower::{self, Followed, FollowedRecords};
 use ferry_config::broker_config::BrokerConfig;
 use ferry_config::remote_wal_config::{self as config, RemoteWalConfig};
 use ferry_wal::cost::Totals;
@@ -73,7 +70,7 @@ pub struct Shared {
     pub config: RemoteWalConfig,
     pub metrics: RemoteWalMetrics,
     /// The broker's handles (`None` in tests that run the WAL without a broker).
-    host: Option<host::WalHost>,
+    host: Option<crate::host::HostHandles>,
     /// Topics with `remote.wal.enable=true`, by id.
     topics: RwLock<HashMap<Uuid, String>>,
 }
@@ -117,7 +114,7 @@ impl RemoteWal {
         stores: Stores,
         metrics: RemoteWalMetrics,
         clock: SharedClock,
-        host: Option<host::WalHost>,
+        host: Option<crate::host::HostHandles>,
     ) -> Self {
         let fallback_ms = config.fallback_ms;
         let shared = Arc::new(Shared {
@@ -211,7 +208,7 @@ impl RemoteWal {
         self.shared.metrics.register(registry);
     }
 
-    fn host(&self) -> Option<&host::WalHost> {
+    fn host(&self) -> Option<&crate::host::HostHandles> {
         self.shared.host.as_ref()
     }
 
@@ -377,12 +374,6 @@ impl RemoteWal {
         }
     }
 
-    fn metadata_caught_up(&self) {
-        if let Some(gc) = &self.gc {
-            gc.set_metadata_caught_up();
-        }
-    }
-
     /// Starts the uploader, fetcher, metadata reader, GC and housekeeping tasks.
     pub fn spawn(self: &Arc<Self>, tasks: &mut JoinSet<()>) {
         if let Some(u) = self.uploader.clone() {
@@ -393,7 +384,7 @@ impl RemoteWal {
             let fetcher = wal.fetcher.clone();
             let on_report = |report: ferry_wal::fetcher::FetchReport| {
                 wal.shared.metrics.on_fetch_report(&report);
-                let replicas = wal.host().and_then(host::WalHost::replicas);
+                let replicas = wal.host().and_then(crate::host::HostHandles::replicas);
                 let switched = wal.follower.on_report(&report, |topic_id, partition| {
                     let name = wal.shared.topic_name(topic_id)?;
                     replicas.as_ref()?.partition_of(&name, partition)
@@ -409,7 +400,12 @@ impl RemoteWal {
                 .await;
         });
         if let Some(host) = self.host() {
-            tasks.spawn(reader::run(self.clone(), host.clone()));
+            let followed = Followed {
+                topic: ferry_wal::metadata::METADATA_TOPIC,
+                purpose: ferry_metrics::PURPOSE_WAL_METADATA_READER,
+                kind: ferry_metrics::TrafficKind::WalMetadataReader,
+            };
+            tasks.spawn(topic_follower::run(self.clone(), followed, host.clone()));
         }
         if let Some(gc) = self.gc.clone() {
             tasks.spawn(gc::run(gc, self.shared.clone(), self.clock.clone()));
@@ -418,7 +414,7 @@ impl RemoteWal {
     }
 
     /// The counters behind the cost estimate.
-    fn totals(&self, host: &host::WalHost) -> Totals {
+    fn totals(&self, host: &crate::host::HostHandles) -> Totals {
         let m = &self.shared.metrics.objstore;
         let mut t = Totals::default();
         for bucket in self.stores.buckets() {
@@ -488,9 +484,10 @@ pub fn decode(records: Bytes, from: i64) -> (Vec<ferry_log::keyed_records::KeyVa
     })
 }
 
-impl RemoteWal {
+/// Every broker follows `__remote_wal_log_metadata` (`crate::topic_follower`).
+impl FollowedRecords for RemoteWal {
     /// Feeds a read of the metadata topic to the fetcher and the GC; returns the next offset.
-    pub(super) fn feed(&self, records: Bytes, from: i64) -> i64 {
+    fn feed(&self, records: Bytes, from: i64) -> i64 {
         let (recs, next) = decode(records, from);
         self.fetcher
             .on_raw_metadata(recs.iter().map(|(k, v)| (k.as_ref(), v.as_deref())));
@@ -502,6 +499,14 @@ impl RemoteWal {
             }
         }
         next
+    }
+
+    /// The GC's orphan sweep waits for this: an object is an orphan only if no metadata
+    /// names it, which is known once the topic has been read to its end.
+    fn caught_up(&self) {
+        if let Some(gc) = &self.gc {
+            gc.set_metadata_caught_up();
+        }
     }
 }
 

@@ -55,8 +55,8 @@ use kafka_protocol::messages::{ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 
-use super::host::WalHost;
 use super::Shared;
+use crate::host::HostHandles;
 use crate::inter_broker::Connection;
 use crate::replica_manager::{CommitStatus, Partition};
 use ferry_metrics::{inter_broker_client_id, TrafficKind};
@@ -121,7 +121,7 @@ impl MetadataProducer {
         let _ = self.gc.set(gc);
     }
 
-    fn host(&self) -> anyhow::Result<&WalHost> {
+    fn host(&self) -> anyhow::Result<&HostHandles> {
         self.shared
             .host
             .as_ref()
@@ -137,7 +137,7 @@ impl MetadataProducer {
     }
 
     /// Creates the metadata topic if it does not exist yet.
-    async fn ensure_topic(&self, host: &WalHost) -> anyhow::Result<()> {
+    async fn ensure_topic(&self, host: &HostHandles) -> anyhow::Result<()> {
         if host.metadata.topic(METADATA_TOPIC).is_some() {
             return Ok(());
         }
@@ -244,7 +244,7 @@ impl MetadataProducer {
 
     async fn produce_remote(
         &self,
-        host: &WalHost,
+        host: &HostHandles,
         leader: BrokerId,
         batches: Vec<(i32, Bytes)>,
     ) -> anyhow::Result<()> {
@@ -336,7 +336,7 @@ fn produce_request(batches: Vec<(i32, Bytes)>, acks_all: bool) -> ProduceRequest
 }
 
 /// The metadata topic's `min.insync.replicas` (the broker default unless overridden).
-fn min_insync_replicas(host: &WalHost) -> usize {
+fn min_insync_replicas(host: &HostHandles) -> usize {
     let image = host.metadata.image();
     image
         .topic(METADATA_TOPIC)

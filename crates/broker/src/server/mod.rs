@@ -177,7 +177,7 @@ pub async fn open_broker(
     let replicas = Arc::new(ReplicaManager::new(logs, config.node_id()));
 
     // The remote WAL's keys and buckets are checked before the controller starts; the WAL
-    // itself is built once the handles it uses exist (crate::remote_wal::host).
+    // itself is built once the handles it uses exist (crate::host).
     let wal_config = ferry_config::remote_wal_config::RemoteWalConfig::from_broker(&config)
         .context("setting up the remote WAL (remote.wal.*)")?;
     let wal_metrics = ferry_wal::metrics::RemoteWalMetrics::new();
@@ -254,7 +254,7 @@ pub async fn open_broker(
         wal_stores,
         wal_metrics,
         clock.clone(),
-        Some(crate::remote_wal::host::WalHost {
+        Some(crate::host::HostHandles {
             node_id: config.node_id(),
             config: Arc::new(config.clone()),
             clock: clock.clone(),

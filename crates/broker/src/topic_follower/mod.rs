@@ -1,11 +1,12 @@
-//! Follows every partition of `__remote_wal_log_metadata` and hands each record to the WAL
-//! fetcher and the GC (`RemoteWal::feed`).
+//! Follows every partition of an internal topic whose records every broker needs, and hands the
+//! batches to a [`FollowedRecords`] sink: `__remote_wal_log_metadata` to the remote WAL's
+//! fetcher and GC (`RemoteWal::feed`).
 //!
 //! A partition this broker hosts a replica of is read from that local replica, up to its log end.
 //! A partition it hosts no replica of (the topic's replication factor is min(3, live brokers),
 //! so in a cluster of more than three brokers each broker lacks some) is fetched over the
 //! network as a consumer would (KIP-1176: followers read the WAL metadata topic like
-//! consumers), by one task per such partition (`remote_reader.rs`): Fetch with `replica_id` -1
+//! consumers), by one task per such partition (`remote.rs`): Fetch with `replica_id` -1
 //! and this broker's rack, from the leader in the image or the replica in this rack the leader
 //! names (KIP-392), up to the high watermark. In clusters of up to three brokers every partition
 //! is local and nothing is fetched.
@@ -15,21 +16,47 @@
 //! broker loses its replica, and back to the local replica (after a reassignment) only once that
 //! replica's log reaches what was already read, so nothing is read twice or skipped. A network
 //! read is applied only if the partition is still read over the network from the offset it was
-//! sent with. The GC's "metadata caught up" signal (it enables the orphan sweep) is given once
-//! every local partition has been read to its end and every remote one to its high watermark.
+//! sent with. [`FollowedRecords::caught_up`] is called once every local partition has been read
+//! to its end and every remote one to its high watermark (the WAL's GC enables its orphan sweep
+//! then).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ferry_wal::metadata::METADATA_TOPIC;
+use bytes::Bytes;
+use ferry_metrics::TrafficKind;
 use futures::future::select_all;
 use tokio::task::JoinHandle;
 
-use super::host::WalHost;
-use super::progress::{lock, LocalReplica, Progress};
-use super::{remote_reader, RemoteWal};
+use crate::host::HostHandles;
 use crate::replica_manager::Partition;
+use progress::{lock, LocalReplica, Progress};
+
+pub mod progress;
+pub mod remote;
+
+/// Where the records of a followed topic go.
+pub trait FollowedRecords: Send + Sync + 'static {
+    /// Applies the batches read from offset `from` of one partition (whole batches, in order;
+    /// records before `from` are skipped); returns the offset after the last record applied,
+    /// `from` when none was.
+    fn feed(&self, records: Bytes, from: i64) -> i64;
+
+    /// Every partition has been read to its end (local replicas) or high watermark (the
+    /// others) once.
+    fn caught_up(&self);
+}
+
+/// Which topic is followed, and how its network reads are labelled.
+#[derive(Debug, Clone, Copy)]
+pub struct Followed {
+    pub topic: &'static str,
+    /// The purpose in the reader's inter-broker client id (`ferry_metrics::inter_broker_client_id`).
+    pub purpose: &'static str,
+    /// The kind its network reads are counted as.
+    pub kind: TrafficKind,
+}
 
 const MAX_READ: usize = 1 << 20;
 /// How often the routing is looked at again without a wake-up (image changes come unannounced).
@@ -43,8 +70,9 @@ impl RemoteTasks {
     fn sync(
         &mut self,
         remote: &[i32],
-        wal: &Arc<RemoteWal>,
-        handles: &WalHost,
+        sink: &Arc<dyn FollowedRecords>,
+        followed: Followed,
+        handles: &HostHandles,
         progress: &Arc<Mutex<Progress>>,
     ) {
         self.0.retain(|p, task| {
@@ -56,9 +84,10 @@ impl RemoteTasks {
         });
         for p in remote {
             self.0.entry(*p).or_insert_with(|| {
-                tokio::spawn(remote_reader::run(
+                tokio::spawn(remote::run(
                     *p,
-                    wal.clone(),
+                    sink.clone(),
+                    followed,
                     handles.clone(),
                     progress.clone(),
                 ))
@@ -76,7 +105,8 @@ impl Drop for RemoteTasks {
 }
 
 /// Runs until the task is dropped.
-pub async fn run(wal: Arc<RemoteWal>, handles: WalHost) {
+pub async fn run(sink: Arc<dyn FollowedRecords>, followed: Followed, handles: HostHandles) {
+    let topic = followed.topic;
     let progress = Arc::new(Mutex::new(Progress::default()));
     let mut tasks = RemoteTasks::default();
     let mut caught_up = false;
@@ -86,16 +116,16 @@ pub async fn run(wal: Arc<RemoteWal>, handles: WalHost) {
         };
         let image = handles.metadata.image();
         let count = image
-            .topic(METADATA_TOPIC)
+            .topic(topic)
             .map(|t| i32::try_from(t.partitions.len()).unwrap_or(i32::MAX))
             .unwrap_or(0);
         let mut open: HashMap<i32, Arc<Partition>> = HashMap::new();
         let route = lock(&progress).route(count, |p| {
             let replica = image
-                .topic(METADATA_TOPIC)
+                .topic(topic)
                 .and_then(|t| t.partitions.get(usize::try_from(p).ok()?))
                 .is_some_and(|s| s.replicas.contains(&handles.node_id));
-            match replicas.partition_of(METADATA_TOPIC, p) {
+            match replicas.partition_of(topic, p) {
                 Some(part) => {
                     let end = part.log.log_end_offset();
                     open.insert(p, part);
@@ -107,7 +137,7 @@ pub async fn run(wal: Arc<RemoteWal>, handles: WalHost) {
         });
         drop(image);
         drop(replicas);
-        tasks.sync(&route.remote, &wal, &handles, &progress);
+        tasks.sync(&route.remote, &sink, followed, &handles, &progress);
         let local: Vec<(i32, Arc<Partition>)> = route
             .local
             .iter()
@@ -115,11 +145,11 @@ pub async fn run(wal: Arc<RemoteWal>, handles: WalHost) {
             .collect();
         let mut watchers: Vec<_> = local.iter().map(|(_, p)| p.subscribe()).collect();
         for (index, p) in &local {
-            read_local(&wal, &progress, *index, p);
+            read_local(sink.as_ref(), topic, &progress, *index, p);
         }
         if !caught_up && count > 0 && lock(&progress).remote_caught_up() {
             caught_up = true;
-            wal.metadata_caught_up();
+            sink.caught_up();
         }
         if watchers.is_empty() {
             tokio::time::sleep(TICK).await;
@@ -131,21 +161,27 @@ pub async fn run(wal: Arc<RemoteWal>, handles: WalHost) {
 }
 
 /// Reads one local replica from where reading stopped up to its log end.
-fn read_local(wal: &RemoteWal, progress: &Mutex<Progress>, index: i32, p: &Partition) {
+fn read_local(
+    sink: &dyn FollowedRecords,
+    topic: &str,
+    progress: &Mutex<Progress>,
+    index: i32,
+    p: &Partition,
+) {
     let end = p.log.log_end_offset();
     let mut offset = lock(progress).local_start(index, p.log.log_start_offset(), end);
     while offset < end {
         let data = match p.log.read(offset, MAX_READ, end, true) {
             Ok(d) => d,
             Err(e) => {
-                tracing::debug!(partition = index, error = %e, "reading remote WAL metadata");
+                tracing::debug!(topic, partition = index, error = %e, "reading a followed topic");
                 break;
             }
         };
         if data.records.is_empty() {
             break;
         }
-        let n = wal.feed(data.records, offset);
+        let n = sink.feed(data.records, offset);
         if n <= offset {
             break;
         }

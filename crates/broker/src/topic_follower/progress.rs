@@ -1,5 +1,5 @@
-//! Where the metadata readers are in each `__remote_wal_log_metadata` partition, and which way
-//! each is read (see `reader.rs`): one next offset per partition, shared by the local reader and
+//! Where the readers of a followed topic are in each of its partitions, and which way each is
+//! read (see the module above): one next offset per partition, shared by the local reader and
 //! the network readers, so that nothing is read twice or skipped when a partition moves between
 //! them.
 
@@ -113,7 +113,7 @@ impl Progress {
     }
 }
 
-pub(super) fn lock(progress: &Mutex<Progress>) -> MutexGuard<'_, Progress> {
+pub(crate) fn lock(progress: &Mutex<Progress>) -> MutexGuard<'_, Progress> {
     progress.lock().unwrap_or_else(|p| p.into_inner())
 }
 

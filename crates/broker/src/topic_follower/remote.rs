@@ -1,8 +1,8 @@
-//! Reads one `__remote_wal_log_metadata` partition this broker hosts no replica of, over the
-//! network, as a consumer (see `reader.rs` for when): Fetch (sessionless, `replica_id` -1,
+//! Reads one partition of a followed topic that this broker hosts no replica of, over the
+//! network, as a consumer (see the module above for when): Fetch (sessionless, `replica_id` -1,
 //! `rack_id` = this broker's `broker.rack`, read uncommitted, so up to the high watermark),
-//! long-polling `replica.fetch.wait.max.ms`, through the inter-broker client counted as
-//! `kind="wal_metadata_reader"`.
+//! long-polling `replica.fetch.wait.max.ms`, through the inter-broker client counted as the
+//! [`Followed`]'s kind (`kind="wal_metadata_reader"` for the remote WAL's metadata).
 //!
 //! Whom it asks: the partition's leader in the image, or the replica the leader names as
 //! preferred read replica for this rack (KIP-392, the broker's `replica.selector.class`) until
@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferry_cluster::BrokerId;
-use ferry_wal::metadata::METADATA_TOPIC;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::PartitionData;
@@ -26,11 +25,11 @@ use kafka_protocol::messages::{BrokerId as WireBrokerId, FetchRequest, TopicName
 use kafka_protocol::protocol::StrBytes;
 use tokio::time::Instant;
 
-use super::host::WalHost;
 use super::progress::{lock, Progress};
-use super::RemoteWal;
+use super::{Followed, FollowedRecords};
+use crate::host::HostHandles;
 use crate::inter_broker::Connection;
-use ferry_metrics::{inter_broker_client_id, TrafficKind, PURPOSE_WAL_METADATA_READER};
+use ferry_metrics::inter_broker_client_id;
 
 /// Most bytes one fetch asks for.
 const MAX_BYTES: i32 = 1 << 20;
@@ -68,10 +67,12 @@ enum Next {
 /// Runs until the task is aborted (the partition is local now) or the broker is gone.
 pub async fn run(
     partition: i32,
-    wal: Arc<RemoteWal>,
-    handles: WalHost,
+    sink: Arc<dyn FollowedRecords>,
+    followed: Followed,
+    handles: HostHandles,
     progress: Arc<Mutex<Progress>>,
 ) {
+    let topic = followed.topic;
     let mut conn: Option<Connection> = None;
     let mut preferred: Option<Preferred> = None;
     let mut leader_only_until: Option<Instant> = None;
@@ -82,7 +83,7 @@ pub async fn run(
         let Some(from) = lock(&progress).remote_offset(partition) else {
             return;
         };
-        let (leader, leader_epoch) = handles.metadata.leader_of(METADATA_TOPIC, partition);
+        let (leader, leader_epoch) = handles.metadata.leader_of(topic, partition);
         preferred = preferred.filter(|p| {
             p.leader == leader
                 && p.leader_epoch == leader_epoch
@@ -93,7 +94,7 @@ pub async fn run(
             tokio::time::sleep(RETRY_BACKOFF).await;
             continue;
         }
-        if !connect(&mut conn, &handles, target, partition).await {
+        if !connect(&mut conn, &handles, followed, target, partition).await {
             fail_over(&mut preferred, &mut leader_only_until);
             tokio::time::sleep(RETRY_BACKOFF).await;
             continue;
@@ -103,8 +104,8 @@ pub async fn run(
             Some(t) if Instant::now() < t => String::new(),
             _ => handles.config.rack().unwrap_or_default(),
         };
-        let request = request(partition, from, wait_ms, rack);
-        let client_id = inter_broker_client_id(handles.node_id, PURPOSE_WAL_METADATA_READER);
+        let request = request(topic, partition, from, wait_ms, rack);
+        let client_id = inter_broker_client_id(handles.node_id, followed.purpose);
         let Some(c) = conn.as_mut() else { continue };
         let wait = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)) + REQUEST_TIMEOUT;
         let data = match fetch_partition(c, &request, &client_id, wait, partition, target).await {
@@ -116,7 +117,7 @@ pub async fn run(
         };
         let next = match data {
             Some(data) => apply(
-                |records, from| wal.feed(records, from),
+                |records, from| sink.feed(records, from),
                 &progress,
                 partition,
                 from,
@@ -147,7 +148,8 @@ pub async fn run(
 /// connecting failed (logged), leaving no connection.
 async fn connect(
     conn: &mut Option<Connection>,
-    handles: &WalHost,
+    handles: &HostHandles,
+    followed: Followed,
     target: BrokerId,
     partition: i32,
 ) -> bool {
@@ -155,11 +157,7 @@ async fn connect(
         return true;
     }
     *conn = None;
-    match handles
-        .peers
-        .connect(target, TrafficKind::WalMetadataReader)
-        .await
-    {
+    match handles.peers.connect(target, followed.kind).await {
         Ok(c) => {
             *conn = Some(c);
             true
@@ -188,7 +186,7 @@ async fn fetch_partition(
         Ok(Ok(response)) if response.error_code == 0 => Ok(response
             .responses
             .into_iter()
-            .filter(|t| t.topic.as_str() == METADATA_TOPIC)
+            .filter(|t| t.topic.as_str() == request_topic(request))
             .flat_map(|t| t.partitions)
             .find(|d| d.partition_index == partition)),
         Ok(Ok(response)) => {
@@ -222,7 +220,18 @@ fn fail_over(preferred: &mut Option<Preferred>, leader_only_until: &mut Option<I
     }
 }
 
-fn request(partition: i32, from: i64, wait_ms: i32, rack: String) -> FetchRequest {
+/// The one topic a reader's request names.
+fn request_topic(request: &FetchRequest) -> &str {
+    request.topics.first().map_or("", |t| t.topic.as_str())
+}
+
+fn request(
+    topic: &'static str,
+    partition: i32,
+    from: i64,
+    wait_ms: i32,
+    rack: String,
+) -> FetchRequest {
     FetchRequest::default()
         .with_replica_id(WireBrokerId(-1))
         .with_max_wait_ms(wait_ms)
@@ -234,7 +243,7 @@ fn request(partition: i32, from: i64, wait_ms: i32, rack: String) -> FetchReques
         .with_session_epoch(-1)
         .with_rack_id(StrBytes::from_string(rack))
         .with_topics(vec![FetchTopic::default()
-            .with_topic(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
+            .with_topic(TopicName(StrBytes::from_static_str(topic)))
             .with_partitions(vec![FetchPartition::default()
                 .with_partition(partition)
                 .with_current_leader_epoch(-1)
@@ -304,7 +313,7 @@ fn whole_batches(records: &[u8]) -> (usize, i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remote_wal::progress::LocalReplica;
+    use crate::topic_follower::progress::LocalReplica;
 
     fn batch(base: i64, last_delta: i32, len: usize) -> Vec<u8> {
         let mut b = vec![0u8; 12 + len];

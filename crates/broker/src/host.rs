@@ -1,5 +1,6 @@
-//! What the remote WAL uses of the broker it runs in, as handles built before the `Broker`:
-//! the broker holds the WAL, and the WAL holds these, never the `Broker` itself.
+//! What background parts of the broker (the remote WAL, the internal-topic followers) use of it,
+//! as handles built before the `Broker`: the broker holds those parts, and they hold these,
+//! never the `Broker` itself.
 
 use std::sync::{Arc, Weak};
 
@@ -14,7 +15,7 @@ use ferry_config::topic_config;
 use ferry_metrics::Metrics;
 
 #[derive(Clone)]
-pub struct WalHost {
+pub struct HostHandles {
     pub node_id: BrokerId,
     pub config: Arc<BrokerConfig>,
     pub clock: SharedClock,
@@ -25,15 +26,15 @@ pub struct WalHost {
     pub metrics: Arc<Metrics>,
 }
 
-impl std::fmt::Debug for WalHost {
+impl std::fmt::Debug for HostHandles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WalHost")
+        f.debug_struct("HostHandles")
             .field("node_id", &self.node_id)
             .finish_non_exhaustive()
     }
 }
 
-impl WalHost {
+impl HostHandles {
     /// The replica manager, while the broker lives.
     pub fn replicas(&self) -> Option<Arc<ReplicaManager>> {
         self.replicas.upgrade()
