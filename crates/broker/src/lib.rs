@@ -27,6 +27,7 @@ pub mod security;
 pub mod server;
 pub mod tls;
 pub mod topic_follower;
+pub mod topic_producer;
 pub mod txn_markers;
 pub mod txn_store;
 
