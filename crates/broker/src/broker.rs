@@ -51,6 +51,8 @@ pub struct Broker {
     pub fetcher: Box<dyn ReplicaFetcher>,
     /// The remote WAL (KIP-1176): uploader, WAL fetcher, metadata publisher and GC.
     pub remote_wal: Arc<crate::remote_wal::RemoteWal>,
+    /// The long-term tier, with `remote.log.storage.system.enable`.
+    pub tier: Option<Arc<crate::tier::Tier>>,
     /// Told of appends and follower reports as handlers serve them (the remote WAL).
     pub replication: Arc<dyn crate::replica_manager::ReplicationObserver>,
     /// ISR changes the partitions led here want; proposed to the controller by a task.
@@ -164,6 +166,7 @@ impl Broker {
             ));
         }
         topic_config::validate_all(configs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .and_then(|()| topic_config::validate_with_broker(&self.config, &configs))
             .map_err(|e| TopicError::new(errors::config_error(&e), e.to_string()))?;
         let configs = topic_config::stored(configs);
         Ok(NewTopic {

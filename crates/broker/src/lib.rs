@@ -25,6 +25,7 @@ pub mod replica_fetcher;
 pub mod replica_manager;
 pub mod security;
 pub mod server;
+pub mod tier;
 pub mod tls;
 pub mod topic_follower;
 pub mod topic_producer;

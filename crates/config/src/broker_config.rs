@@ -202,6 +202,18 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("remote.wal.s3.path.style", Boolean, "false", "Path-style addressing (`endpoint/bucket/key`), needed by most S3-compatible servers."),
     def("remote.wal.s3.access.key.id", ConfigType::String, "", "Static S3 access key id. Empty (with the secret empty too): the AWS default credential chain."),
     def("remote.wal.s3.secret.access.key", ConfigType::Password, "", "Static S3 secret access key (set together with the key id)."),
+    def("remote.log.storage.system.enable", Boolean, "false", "Turn on the long-term tier (KIP-405): leaders of topics with `remote.storage.enable=true` copy their closed segments, with their indexes, to the tier's store and record them in `__remote_log_metadata`; retention deletes them there by `retention.ms` / `retention.bytes`. Not yet: reads below the local log start and local retention of copied segments (`local.retention.*`), see docs/rfcs/0004-long-term-tier.md."),
+    def("remote.log.storage.type", ConfigType::String, "local", "Store of the long-term tier: `local` (a directory, `remote.log.storage.local.dir`) or `s3` (S3 or an S3-compatible server)."),
+    def("remote.log.storage.local.dir", ConfigType::String, "", "Directory of the tier when `remote.log.storage.type = local`. Empty: `remote-log-storage` next to the first of `log.dirs`."),
+    def("remote.log.storage.s3.bucket", ConfigType::String, "", "Bucket of the tier when `remote.log.storage.type = s3` (a regional bucket: the tier holds data for all zones)."),
+    def("remote.log.storage.s3.endpoint", ConfigType::String, "", "Endpoint URL of an S3-compatible server for the tier, e.g. `http://127.0.0.1:9000`. Empty: AWS."),
+    def("remote.log.storage.s3.region", ConfigType::String, "us-east-1", "Region of the tier's bucket."),
+    def("remote.log.storage.s3.path.style", Boolean, "false", "Path-style addressing for the tier's bucket, needed by most S3-compatible servers."),
+    def("remote.log.storage.s3.access.key.id", ConfigType::String, "", "Static S3 access key id of the tier. Empty (with the secret empty too): the AWS default credential chain."),
+    def("remote.log.storage.s3.secret.access.key", ConfigType::Password, "", "Static S3 secret access key of the tier (set together with the key id)."),
+    def("remote.log.manager.task.interval.ms", Long, "30000", "How often a leader looks for closed segments to copy to the tier and for segments retention deletes from it (Kafka's name and default)."),
+    def("remote.log.metadata.topic.num.partitions", Int, "16", "Partitions of `__remote_log_metadata`, created on first use (all records of one data partition go to one of them)."),
+    def("remote.log.index.file.cache.total.size.bytes", Long, "67108864", "Bytes of tier offset indexes kept in memory for reads from the tier."),
     def("remote.wal.upload.interval.ms", Long, "10", "Longest time an appended byte waits before its WAL object is cut and uploaded."),
     def("remote.wal.upload.max.bytes", Int, "1048576", "Cut and upload a WAL object as soon as this many bytes wait."),
     def("remote.wal.buffer.max.bytes", Long, "268435456", "Bytes waiting or uploading at most; beyond this (slow or failing store) appends reach followers by the classic fetch. It must hold produce rate times PUT latency under load: at 150 MB/s and PUTs slowed to 0.5 s by a saturated host, 64 MiB overflowed and sent a tenth of the data across zones."),
@@ -830,9 +842,11 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
         | "remote.wal.metadata.topic.num.partitions"
         | "remote.wal.metadata.topic.segment.ms"
         | "remote.wal.metadata.topic.retention.ms"
-        | "remote.wal.gc.interval.ms" => n.is_some_and(|n| n >= 1),
+        | "remote.wal.gc.interval.ms"
+        | "remote.log.manager.task.interval.ms"
+        | "remote.log.metadata.topic.num.partitions" => n.is_some_and(|n| n >= 1),
         "leader.imbalance.per.broker.percentage" => n.is_some_and(|n| (0..=100).contains(&n)),
-        "remote.wal.store" => matches!(text, "local" | "s3"),
+        "remote.wal.store" | "remote.log.storage.type" => matches!(text, "local" | "s3"),
         "remote.wal.metadata.acks" => matches!(text, "1" | "all"),
         "log.segment.bytes" | "remote.wal.metadata.topic.segment.bytes" => {
             n.is_some_and(|n| n >= 14)

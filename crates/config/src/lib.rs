@@ -7,6 +7,7 @@
 //!   else the broker default) and turned into the log's `LogConfig`.
 //! - [`dynamic`]: the broker keys that can change at run time and the dynamic layer over the file.
 //! - [`remote_wal_config`]: the `remote.wal.*` keys as one typed struct, checked at start-up.
+//! - [`tier_config`]: the long-term tier's `remote.log.*` keys, likewise.
 //! - [`reference`]: the configuration reference generated from both declarations, which
 //!   `ferry config-reference` prints and `docs/configuration.md` holds.
 //!
@@ -18,6 +19,7 @@ pub mod dynamic;
 pub mod listeners;
 pub mod reference;
 pub mod remote_wal_config;
+pub mod tier_config;
 pub mod topic_config;
 mod topic_config_table;
 

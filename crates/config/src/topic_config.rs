@@ -146,13 +146,7 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
                 Err(invalid(format!("Version `{value}` is not a valid version")))
             }
         }
-        Check::NoTieredStorage => {
-            if text.eq_ignore_ascii_case("true") {
-                Err(invalid("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage.".into()))
-            } else {
-                Ok(())
-            }
-        }
+        Check::RemoteStorage => Ok(()),
     }
 }
 
@@ -179,6 +173,41 @@ pub fn validate_all<'a>(
                 "conflict topic config setting min.compaction.lag.ms ({min_lag}) > max.compaction.lag.ms ({max_lag})"
             ),
         });
+    }
+    Ok(())
+}
+
+/// The checks of a topic's overrides that depend on the broker, as Kafka's `LogConfig`
+/// validation makes them: `remote.storage.enable=true` needs the broker's tier
+/// (`remote.log.storage.system.enable`) and a topic that is not compacted.
+pub fn validate_with_broker(
+    broker: &BrokerConfig,
+    configs: &BTreeMap<String, String>,
+) -> Result<(), TopicConfigError> {
+    let remote = configs
+        .get("remote.storage.enable")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    if !remote {
+        return Ok(());
+    }
+    let invalid = |reason: &str| TopicConfigError::Invalid {
+        name: "remote.storage.enable".into(),
+        value: "true".into(),
+        reason: reason.into(),
+    };
+    if !broker
+        .raw("remote.log.storage.system.enable")
+        .trim()
+        .eq_ignore_ascii_case("true")
+    {
+        return Err(invalid("Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."));
+    }
+    let compact = effective(broker, configs, "cleanup.policy")
+        .is_some_and(|(policy, _)| policy.split(',').any(|p| p.trim() == "compact"));
+    if compact {
+        return Err(invalid(
+            "Remote log storage is unsupported for the compacted topics",
+        ));
     }
     Ok(())
 }

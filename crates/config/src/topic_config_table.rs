@@ -58,9 +58,9 @@ pub enum Check {
     ThrottledReplicas,
     /// A Kafka release (`message.format.version`): `0.10.2`, `2.8-IV1`, `3.0`.
     Version,
-    /// `remote.storage.enable`: ferry has no KIP-405 tier, so `true` is refused as by a Kafka
-    /// broker whose tiered storage is disabled.
-    NoTieredStorage,
+    /// `remote.storage.enable`: a boolean; `true` also needs the broker's tier
+    /// ([`crate::topic_config::validate_with_broker`]).
+    RemoteStorage,
 }
 
 /// One topic config key.
@@ -176,8 +176,8 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "Replicas whose leader-side replication is throttled, `partition:broker,...` or `*` (KIP-73). ferry does not throttle replication."),
     key("follower.replication.throttled.replicas", List, Fixed(""), Check::ThrottledReplicas, Ignored,
         "Replicas whose follower-side replication is throttled, `partition:broker,...` or `*` (KIP-73). ferry does not throttle replication."),
-    key("remote.storage.enable", Boolean, Fixed("false"), Check::NoTieredStorage, Ignored,
-        "Tier closed segments to remote storage (KIP-405). ferry has no KIP-405 tier: `false` is accepted, `true` refused as by a Kafka broker with tiered storage disabled."),
+    key("remote.storage.enable", Boolean, Fixed("false"), Check::RemoteStorage, Applied,
+        "Copy closed segments to the long-term tier (KIP-405). Refused unless the broker has `remote.log.storage.system.enable=true`, and for compacted topics, as Kafka refuses them. Reads below the local log start and `local.retention.*` are not there yet (docs/rfcs/0004-long-term-tier.md)."),
     key("remote.log.copy.disable", Boolean, Fixed("false"), Any, Ignored,
         "Stop copying segments to remote storage (KIP-950). ferry has no KIP-405 tier."),
     key("remote.log.delete.on.disable", Boolean, Fixed("false"), Any, Ignored,

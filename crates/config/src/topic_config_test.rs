@@ -121,11 +121,7 @@ fn bad_values_are_refused_with_kafkas_message() {
             "Value must be no more than 1",
         ),
         ("message.format.version", "banana", "is not a valid version"),
-        (
-            "remote.storage.enable",
-            "true",
-            "Tiered Storage functionality is disabled",
-        ),
+        ("remote.storage.enable", "maybe", "remote.storage.enable"),
     ] {
         let e = validate(k, v).unwrap_err().to_string();
         assert!(e.contains(k), "{e}");
@@ -239,4 +235,37 @@ fn a_dynamic_broker_default_reaches_topics_without_an_override() {
     let mut o = BTreeMap::new();
     o.insert("retention.bytes".to_string(), "10".to_string());
     assert_eq!(log_config(&b, &o).retention_bytes, 10);
+}
+
+#[test]
+fn remote_storage_needs_the_brokers_tier_and_a_topic_that_is_not_compacted() {
+    let on = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let mut b = BrokerConfig::default();
+    let remote = on(&[("remote.storage.enable", "true")]);
+    let e = validate_with_broker(&b, &remote).unwrap_err().to_string();
+    assert!(
+        e.contains("Tiered Storage functionality is disabled"),
+        "{e}"
+    );
+    assert!(validate_with_broker(&b, &on(&[("remote.storage.enable", "false")])).is_ok());
+    b.set("remote.log.storage.system.enable", "true").unwrap();
+    assert!(validate_with_broker(&b, &remote).is_ok());
+    let compacted = on(&[
+        ("remote.storage.enable", "true"),
+        ("cleanup.policy", "compact,delete"),
+    ]);
+    let e = validate_with_broker(&b, &compacted)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("compacted"), "{e}");
+    b.set("log.cleanup.policy", "compact").unwrap();
+    assert!(
+        validate_with_broker(&b, &remote).is_err(),
+        "compacted by the broker default"
+    );
 }

@@ -82,6 +82,10 @@ pub enum TrafficKind {
     /// Fetches of `__remote_wal_log_metadata` partitions this broker hosts no replica of (the
     /// remote WAL metadata reader, as a consumer).
     WalMetadataReader,
+    /// Produce requests to `__remote_log_metadata` (the long-term tier's metadata).
+    TierMetadata,
+    /// Fetches of `__remote_log_metadata` partitions this broker hosts no replica of.
+    TierMetadataReader,
 }
 
 impl TrafficKind {
@@ -92,6 +96,8 @@ impl TrafficKind {
             TrafficKind::Other => "other",
             TrafficKind::WalMetadata => "wal_metadata",
             TrafficKind::WalMetadataReader => "wal_metadata_reader",
+            TrafficKind::TierMetadata => "tier_metadata",
+            TrafficKind::TierMetadataReader => "tier_metadata_reader",
         }
     }
 }
@@ -111,16 +117,24 @@ pub const PURPOSE_REPLICA_FETCHER: &str = "replica-fetcher";
 pub const PURPOSE_WAL_METADATA: &str = "wal-metadata";
 /// The client-id purpose of the remote WAL metadata reader's Fetch connections.
 pub const PURPOSE_WAL_METADATA_READER: &str = "wal-metadata-reader";
+/// The client-id purpose of the long-term tier's metadata produce connections.
+pub const PURPOSE_TIER_METADATA: &str = "tier-metadata";
+/// The client-id purpose of the tier metadata reader's Fetch connections.
+pub const PURPOSE_TIER_METADATA_READER: &str = "tier-metadata-reader";
 
 /// What an inter-broker request is for, from its API and the purpose in its client id (see
 /// [`inter_broker_client_id`]): Fetches are replication unless the metadata reader sent them.
 pub fn inter_broker_kind(api_key: ApiKey, client_id: &str) -> TrafficKind {
     if client_id.ends_with(PURPOSE_WAL_METADATA_READER) {
         TrafficKind::WalMetadataReader
+    } else if client_id.ends_with(PURPOSE_TIER_METADATA_READER) {
+        TrafficKind::TierMetadataReader
     } else if api_key == ApiKey::Fetch {
         TrafficKind::Replication
     } else if client_id.ends_with(PURPOSE_WAL_METADATA) {
         TrafficKind::WalMetadata
+    } else if client_id.ends_with(PURPOSE_TIER_METADATA) {
+        TrafficKind::TierMetadata
     } else {
         TrafficKind::Other
     }
@@ -652,6 +666,16 @@ mod tests {
                 ApiKey::Produce,
                 id(PURPOSE_WAL_METADATA),
                 TrafficKind::WalMetadata,
+            ),
+            (
+                ApiKey::Fetch,
+                id(PURPOSE_TIER_METADATA_READER),
+                TrafficKind::TierMetadataReader,
+            ),
+            (
+                ApiKey::Produce,
+                id(PURPOSE_TIER_METADATA),
+                TrafficKind::TierMetadata,
             ),
             (ApiKey::Produce, id("other"), TrafficKind::Other),
         ];

@@ -2,7 +2,8 @@
 //! keeps readers safe (Kafka's `RemoteLogManager.copyLogSegment` and the expiration task):
 //!
 //! - copy: `CopyStarted` is published, the files are copied, then `CopyFinished`. A copy that
-//!   fails leaves the segment `CopyStarted` (never served); the leader deletes it later
+//!   fails deletes what it uploaded at once; one that dies half way (or whose deletion fails)
+//!   leaves the segment `CopyStarted` (never served), and the leader deletes it later
 //!   ([`crate::RemotePartitionState::unfinished`]).
 //! - delete: `DeleteStarted` (no longer served), the objects deleted, then the tombstone.
 
@@ -78,7 +79,15 @@ impl SegmentCopier {
             producer_snapshot: segment.producer_snapshot.clone(),
             leader_epoch_checkpoint: segment.leader_epoch_checkpoint.clone().into(),
         };
-        self.store.copy(&started, &files).await?;
+        if let Err(e) = self.store.copy(&started, &files).await {
+            // What was uploaded goes now rather than after the cleanup's grace period; if this
+            // fails too, the segment stays `CopyStarted` for that cleanup.
+            if let Err(cleanup) = self.delete(&started).await {
+                tracing::debug!(segment = %started.segment_id, error = %cleanup,
+                    "a failed copy's objects are left for the cleanup");
+            }
+            return Err(e);
+        }
         let finished = started.with_state(RemoteSegmentState::CopyFinished, self.clock.now_ms());
         self.sink.publish(&finished).await?;
         Ok(finished)
@@ -232,28 +241,35 @@ mod tests {
         );
         let c = &log.tier_candidates(0, log.log_end_offset()).unwrap()[0];
         assert!(copier.copy(Uuid::from_u128(5), 0, c).await.is_err());
-        assert_eq!(sink.states(), vec![Some(RemoteSegmentState::CopyStarted)]);
-        let state = sink.state();
-        assert!(state.segment_for(c.base_offset, None).is_none());
-        let unfinished: Vec<_> = state.unfinished().into_iter().cloned().collect();
-        assert_eq!(unfinished.len(), 1);
-
-        // The leader's cleanup deletes it; a retried copy gets a new segment id and is served.
-        copier.delete(&unfinished[0]).await.unwrap();
-        copier.copy(Uuid::from_u128(5), 0, c).await.unwrap();
-        let state = sink.state();
-        assert!(state.unfinished().is_empty());
-        let served = state.segment_for(c.base_offset, None).unwrap();
-        assert_ne!(served.segment_id, unfinished[0].segment_id);
+        // The failed copy deleted what it had uploaded, in Kafka's record order.
         assert_eq!(
             sink.states(),
             vec![
                 Some(RemoteSegmentState::CopyStarted),
                 Some(RemoteSegmentState::DeleteStarted),
                 None,
-                Some(RemoteSegmentState::CopyStarted),
-                Some(RemoteSegmentState::CopyFinished),
             ]
         );
+        assert_eq!(faulty.inner().len(), 0, "no object left behind");
+        let state = sink.state();
+        assert!(state.segment_for(c.base_offset, None).is_none());
+        assert!(state.unfinished().is_empty());
+
+        // A copy whose cleanup fails too stays unfinished, for the leader's later cleanup.
+        faulty.controller().fail_next(Op::Put, 1, FaultKind::Other);
+        faulty
+            .controller()
+            .fail_next(Op::Delete, 1, FaultKind::Other);
+        assert!(copier.copy(Uuid::from_u128(5), 0, c).await.is_err());
+        let unfinished: Vec<_> = sink.state().unfinished().into_iter().cloned().collect();
+        assert_eq!(unfinished.len(), 1);
+        copier.delete(&unfinished[0]).await.unwrap();
+
+        // A retried copy gets a new segment id and is served.
+        copier.copy(Uuid::from_u128(5), 0, c).await.unwrap();
+        let state = sink.state();
+        assert!(state.unfinished().is_empty());
+        let served = state.segment_for(c.base_offset, None).unwrap();
+        assert_ne!(served.segment_id, unfinished[0].segment_id);
     }
 }

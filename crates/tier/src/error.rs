@@ -22,6 +22,9 @@ pub enum TierError {
     /// Something we were about to write would not decode.
     #[error("invalid tier metadata: {0}")]
     Invalid(String),
+    /// A metadata record could not be published (the sink's own error, as text).
+    #[error("publishing tier metadata: {0}")]
+    Publish(String),
     /// Bytes read from the tier are not whole batches where the metadata says they are.
     #[error("segment {segment} in the tier: {reason}")]
     BadSegment { segment: uuid::Uuid, reason: String },

@@ -231,6 +231,7 @@ fn apply(
     validate_only: bool,
 ) -> Result<(), TopicError> {
     topic_config::validate_all(configs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .and_then(|()| topic_config::validate_with_broker(&broker.config, &configs))
         .map_err(|e| TopicError::new(ResponseError::InvalidConfig, e.to_string()))?;
     if validate_only {
         return Ok(());

@@ -95,7 +95,10 @@ impl Stores {
     }
 }
 
-fn wrap<S: ObjectStore + 'static>(backend: S, metrics: &ObjStoreMetrics) -> Arc<dyn ObjectStore> {
+pub(crate) fn wrap<S: ObjectStore + 'static>(
+    backend: S,
+    metrics: &ObjStoreMetrics,
+) -> Arc<dyn ObjectStore> {
     let retry = RetryConfig {
         max_attempts: 3,
         operation_timeout: std::time::Duration::from_secs(10),

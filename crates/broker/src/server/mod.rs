@@ -184,10 +184,16 @@ pub async fn open_broker(
     let wal_stores = crate::remote_wal::store::Stores::open(&wal_config, &wal_metrics.objstore)
         .await
         .context("setting up the remote WAL (remote.wal.*)")?;
+    let tier_config = ferry_config::tier_config::TierConfig::from_broker(&config)
+        .context("setting up the long-term tier (remote.log.*)")?;
+    let tier_metrics = crate::tier::TierMetrics::default();
     let integrity = Arc::new(crate::corruption::Integrity::new());
     let metrics = Arc::new(Metrics::with_extra(|r| {
         wal_metrics.register(r);
         integrity.metrics.register(r);
+        if tier_config.enabled {
+            tier_metrics.register(r);
+        }
     }));
     let scrape_clock = clock.clone();
     metrics.on_scrape(move |m| {
@@ -249,20 +255,28 @@ pub async fn open_broker(
         peer_tls,
         peer_login,
     );
+    let host = crate::host::HostHandles {
+        node_id: config.node_id(),
+        config: Arc::new(config.clone()),
+        clock: clock.clone(),
+        metadata: metadata.clone(),
+        replicas: Arc::downgrade(&replicas),
+        peers: peers.clone(),
+        metrics: metrics.clone(),
+    };
+    let tier = crate::tier::Tier::open(
+        tier_config,
+        host.clone(),
+        &wal_metrics.objstore,
+        tier_metrics,
+    )
+    .await?;
     let remote_wal = Arc::new(crate::remote_wal::RemoteWal::with_stores(
         wal_config,
         wal_stores,
         wal_metrics,
         clock.clone(),
-        Some(crate::host::HostHandles {
-            node_id: config.node_id(),
-            config: Arc::new(config.clone()),
-            clock: clock.clone(),
-            metadata: metadata.clone(),
-            replicas: Arc::downgrade(&replicas),
-            peers: peers.clone(),
-            metrics: metrics.clone(),
-        }),
+        Some(host),
     ));
     let fetcher = ClassicFetcher::new(FetcherContext {
         node_id: config.node_id(),
@@ -287,6 +301,7 @@ pub async fn open_broker(
         peers,
         replication: remote_wal.clone(),
         remote_wal: remote_wal.clone(),
+        tier,
         isr_changes: isr_tx,
         groups,
         offsets_store,
@@ -652,6 +667,9 @@ impl Server {
         background.spawn(txn_timers(broker.clone()));
         background.spawn(follow_image(broker.clone()));
         broker.remote_wal.clone().spawn(&mut background);
+        if let Some(tier) = &broker.tier {
+            tier.spawn(&mut background);
+        }
         background.spawn(isr_shrink(broker.clone()));
         crate::liveness::spawn(&broker, &mut background);
         background.spawn(checkpoint_high_watermarks(broker.clone()));

@@ -1,0 +1,154 @@
+"""The long-term tier's first step (KIP-405, docs/rfcs/0004-long-term-tier.md), on one broker
+with `remote.log.storage.system.enable=true` and a local-directory store: a topic with
+`remote.storage.enable=true` has its closed segments copied, with their indexes, to the tier
+and recorded in `__remote_log_metadata`; a restarted broker reads that topic back and copies
+nothing twice; retention that moves the log start offset deletes the tier's copies too. Kafka's
+refusals of `remote.storage.enable=true` (no tier on the broker, a compacted topic) hold.
+
+The tests wait for files and metrics; they assert no timings.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import ConfigResource, NewTopic
+
+from conftest import (assert_delivered, ck_admin, ck_producer, create_topic, produce_sync,
+                      unique_topic, wait_topic)
+
+T = 60
+SEGMENT_BYTES = 16384
+
+
+def tier_config(tier_dir: Path) -> dict:
+    return {
+        "remote.log.storage.system.enable": True,
+        "remote.log.storage.local.dir": str(tier_dir),
+        "remote.log.manager.task.interval.ms": 200,
+        "log.retention.check.interval.ms": 200,
+    }
+
+
+def metric(broker, name: str) -> float:
+    with urllib.request.urlopen(broker.metrics_url, timeout=10) as r:
+        text = r.read().decode()
+    m = re.search(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def local_segments(broker, topic: str) -> list[Path]:
+    return sorted((broker.data_dir / f"{topic}-0").glob("*.log"))
+
+
+def tier_objects(tier_dir: Path, suffix: str) -> list[Path]:
+    return sorted(tier_dir.glob(f"tier/*/0/*.{suffix}"))
+
+
+def wait_until(what: str, check, timeout: float = T):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+def fill(broker, topic: str, records: int = 3000):
+    producer = ck_producer(broker, **{"batch.size": 2048, "linger.ms": 0})
+    reports = produce_sync(producer, topic,
+                           [{"value": f"value-{i:06}-" + "x" * 80} for i in range(records)])
+    assert_delivered(reports)
+
+
+def tier_copies_match_local(broker, topic: str, tier_dir: Path) -> bool:
+    """Every closed local segment has a .log object in the tier with the same bytes."""
+    closed = local_segments(broker, topic)[:-1]
+    by_start = {p.name.split("-")[0]: p for p in tier_objects(tier_dir, "log")}
+    if not closed or len(by_start) != len(closed):
+        return False
+    for seg in closed:
+        copy = by_start.get(seg.stem)
+        if copy is None or copy.read_bytes() != seg.read_bytes():
+            return False
+    return True
+
+
+def test_remote_storage_is_refused_without_the_brokers_tier(broker):
+    topic = unique_topic("notier")
+    fs = ck_admin(broker).create_topics(
+        [NewTopic(topic, 1, 1, config={"remote.storage.enable": "true"})]
+    )
+    with pytest.raises(KafkaException) as e:
+        fs[topic].result(timeout=T)
+    assert e.value.args[0].name() == "INVALID_CONFIG", e.value
+    assert "Tiered Storage functionality is disabled" in str(e.value)
+
+
+def test_a_compacted_topic_cannot_tier(broker_factory, tmp_path):
+    broker = broker_factory(tier_config(tmp_path / "tier"))
+    topic = unique_topic("compacted")
+    fs = ck_admin(broker).create_topics(
+        [NewTopic(topic, 1, 1, config={"remote.storage.enable": "true",
+                                       "cleanup.policy": "compact"})]
+    )
+    with pytest.raises(KafkaException) as e:
+        fs[topic].result(timeout=T)
+    assert e.value.args[0].name() == "INVALID_CONFIG", e.value
+
+
+def test_closed_segments_are_copied_once_and_follow_the_log_start(broker_factory, tmp_path):
+    tier_dir = tmp_path / "tier"
+    broker = broker_factory(tier_config(tier_dir))
+    topic = create_topic(broker, unique_topic("tiered"), config={
+        "remote.storage.enable": "true",
+        "segment.bytes": str(SEGMENT_BYTES),
+    })
+    fill(broker, topic)
+    closed = len(local_segments(broker, topic)) - 1
+    assert closed >= 5, local_segments(broker, topic)
+
+    # Every closed segment is in the tier, byte for byte, with its indexes and checkpoint.
+    wait_until("closed segments copied to the tier",
+               lambda: tier_copies_match_local(broker, topic, tier_dir))
+    for suffix in ("index", "timeindex", "leader-epoch-checkpoint"):
+        assert len(tier_objects(tier_dir, suffix)) == closed, suffix
+    assert metric(broker, "ferry_tier_segments_copied_total") == closed
+    assert metric(broker, "ferry_tier_copy_errors_total") == 0
+    assert metric(broker, "ferry_tier_remote_bytes") == sum(
+        p.stat().st_size for p in tier_objects(tier_dir, "log"))
+    md = ck_admin(broker).list_topics(timeout=10)
+    assert "__remote_log_metadata" in md.topics
+
+    # A restarted broker reads the metadata topic back and copies nothing again; new closed
+    # segments are copied after the old ones.
+    broker.restart()
+    wait_topic(broker, topic, 1)
+    fill(broker, topic, records=1000)
+    wait_until("new segments copied after the restart",
+               lambda: tier_copies_match_local(broker, topic, tier_dir))
+    closed_now = len(local_segments(broker, topic)) - 1
+    assert metric(broker, "ferry_tier_segments_copied_total") == closed_now - closed
+    assert len(tier_objects(tier_dir, "log")) == closed_now
+
+    # Retention moves the log start offset; the tier's copies below it go too.
+    admin = ck_admin(broker)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic,
+                              set_config={"remote.storage.enable": "true",
+                                          "segment.bytes": str(SEGMENT_BYTES),
+                                          "retention.bytes": str(3 * SEGMENT_BYTES)})
+    admin.alter_configs([resource])[resource].result(timeout=T)
+    wait_until("local retention to delete old segments",
+               lambda: len(local_segments(broker, topic)) <= 5)
+    wait_until("the tier to drop the copies below the log start",
+               lambda: tier_copies_match_local(broker, topic, tier_dir))
+    for suffix in ("index", "timeindex"):
+        assert len(tier_objects(tier_dir, suffix)) == len(local_segments(broker, topic)) - 1
+    assert metric(broker, "ferry_tier_segments_deleted_total") > 0
