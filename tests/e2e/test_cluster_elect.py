@@ -49,8 +49,9 @@ def cluster(tmp_path):
 def elect(bootstrap: str, kind: ElectionType, partitions) -> dict:
     """{(topic, partition): error code (0: elected)} of one ElectLeaders call."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    result = admin.elect_leaders(kind, partitions, operation_timeout=30,
-                                 request_timeout=40).result(timeout=60)
+    # confluent-kafka 2.16 refuses its documented timeout keywords here ("more argument
+    # specifiers than keyword list entries"): the defaults (socket.timeout.ms) apply.
+    result = admin.elect_leaders(kind, partitions).result(timeout=90)
     return {(tp.topic, tp.partition): 0 if err is None else kafka_error_code(err)
             for tp, err in result.items()}
 
@@ -117,7 +118,7 @@ def create_assigned(cluster: Cluster, topic: str, replicas: list[int]):
     from confluent_kafka.admin import NewTopic
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(topic, replica_assignment=[replicas])])[topic].result(timeout=30)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas])])[topic].result(timeout=30)
     wait_for(f"{topic} led by {replicas[0]} with ISR {replicas}", lambda: (
         lambda p: p[0] == replicas[0] and p[2] == sorted(replicas))(
             partitions_of(cluster, topic)[0]))
@@ -277,9 +278,9 @@ def test_describe_quorum_with_kafka_python_reports_nodes(cluster):
     assert p["error"] is None
     assert p["leader_id"] == keep_id(cluster, controller)
     assert sorted(v["replica_id"] for v in p["current_voters"]) == [1, 2, 3]
-    voters = {b.config["node.id"]: b.config["controller.quorum.voters"] for b in cluster.brokers}
+    voters = cluster.brokers[0].config()["controller.quorum.voters"]
     ports = {int(entry.split("@")[0]): int(entry.rsplit(":", 1)[1])
-             for entry in next(iter(voters.values())).split(",")}
+             for entry in voters.split(",")}
     nodes = {n["node_id"]: n["listeners"] for n in result["nodes"]}
     assert sorted(nodes) == [1, 2, 3]
     for node_id, listeners in nodes.items():
