@@ -82,6 +82,17 @@ pub fn election_error(e: &ElectError, kind: ElectionType) -> ResponseError {
     }
 }
 
+/// Kafka's DescribeQuorum error when the quorum's leader could not describe it: with no leader
+/// to ask right now (an election, the leader unreachable) NOT_LEADER_OR_FOLLOWER, which clients
+/// retry, as Kafka's Raft client answers on a node that does not lead.
+pub fn describe_quorum_error(e: &ClusterError) -> ResponseError {
+    if e.kind() == ferry_cluster::ErrorKind::Retriable {
+        ResponseError::NotLeaderOrFollower
+    } else {
+        ResponseError::UnknownServerError
+    }
+}
+
 /// Kafka's AlterPartition error codes.
 pub fn alter_partition_error(e: &AlterIsrError) -> ResponseError {
     match e {

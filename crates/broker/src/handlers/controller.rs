@@ -222,13 +222,7 @@ pub async fn describe_quorum(
     match broker.metadata.describe_quorum().await {
         Ok(info) => described(broker, info, version),
         Err(e) => {
-            // No leader to ask right now (an election): retriable, as Kafka's forwarding
-            // answers while the controller is unknown.
-            let code = if e.kind() == ferry_cluster::ErrorKind::Retriable {
-                ResponseError::NotLeaderOrFollower
-            } else {
-                ResponseError::UnknownServerError
-            };
+            let code = crate::errors::describe_quorum_error(&e);
             broker.metrics.error(DESCRIBE_QUORUM, code.code());
             let partition = PartitionData::default()
                 .with_error_code(code.code())
