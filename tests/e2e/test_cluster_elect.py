@@ -286,3 +286,25 @@ def test_describe_quorum_with_kafka_python_reports_nodes(cluster):
     for node_id, listeners in nodes.items():
         assert [(listener["host"], listener["port"]) for listener in listeners] == [
             ("127.0.0.1", ports[node_id])]
+
+
+def test_elect_leaders_with_kafka_python(cluster):
+    from kafka import KafkaAdminClient
+
+    topic = unique_topic("kpelect")
+    create_topic(cluster, topic, 2)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        response = admin.elect_leaders(0, {topic: [0, 1, 7]}, timeout_ms=30_000,
+                                       raise_errors=False)
+        unclean = admin.elect_leaders(1, {topic: [0]}, timeout_ms=30_000, raise_errors=False)
+    finally:
+        admin.close()
+    assert response.API_VERSION == 2
+    assert response.error_code == 0
+    codes = {(r.topic, p.partition_id): p.error_code
+             for r in response.replica_election_results for p in r.partition_result}
+    assert codes == {(topic, 0): ERR_ELECTION_NOT_NEEDED, (topic, 1): ERR_ELECTION_NOT_NEEDED,
+                     (topic, 7): ERR_UNKNOWN_TOPIC_OR_PARTITION}
+    assert [p.error_code for r in unclean.replica_election_results
+            for p in r.partition_result] == [ERR_ELECTION_NOT_NEEDED]
