@@ -160,8 +160,10 @@ def test_unclean_election_elects_an_out_of_sync_replica_and_the_old_leader_trunc
     assert elect(bootstrap, ElectionType.PREFERRED, tp) == {
         (topic, 0): ERR_PREFERRED_LEADER_NOT_AVAILABLE}
     assert elect(bootstrap, ElectionType.UNCLEAN, tp) == {(topic, 0): 0}
-    state = partitions_of(cluster, topic)[0]
-    assert (state[0], state[2]) == (follower, [follower])
+    # Committed and applied on the broker that answered; the others apply it moments later.
+    wait_for("the follower leads alone", lambda: (
+        lambda p: (p[0], p[2]) == (follower, [follower]))(partitions_of(cluster, topic)[0]),
+        timeout=10)
     assert elect(bootstrap, ElectionType.UNCLEAN, tp) == {(topic, 0): ERR_ELECTION_NOT_NEEDED}
 
     # The new leader's log is the truth: writes go on after its end, and the returning old
