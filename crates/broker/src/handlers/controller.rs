@@ -37,7 +37,7 @@ use kafka_protocol::messages::{
 use super::{message, str_bytes, RequestContext};
 use crate::broker::Broker;
 
-const API: &str = "ElectLeaders";
+const ELECT_LEADERS: &str = "ElectLeaders";
 
 pub async fn elect_leaders(
     broker: &Arc<Broker>,
@@ -112,7 +112,7 @@ fn refused(
     error: ResponseError,
     why: String,
 ) -> ElectLeadersResponse {
-    broker.metrics.error(API, error.code());
+    broker.metrics.error(ELECT_LEADERS, error.code());
     let results = wanted
         .iter()
         .map(|(topic, partitions)| {
@@ -161,7 +161,7 @@ fn answer(
                         }
                         Err(e) => {
                             let code = crate::errors::election_error(&e, kind);
-                            broker.metrics.error(API, code.code());
+                            broker.metrics.error(ELECT_LEADERS, code.code());
                             result
                                 .with_error_code(code.code())
                                 .with_error_message(message(e.to_string()))
