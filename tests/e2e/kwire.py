@@ -16,6 +16,7 @@ API_FETCH = 1
 API_METADATA = 3
 API_API_VERSIONS = 18
 API_INIT_PRODUCER_ID = 22
+API_DESCRIBE_QUORUM = 55
 
 ERR_NONE = 0
 ERR_UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -125,6 +126,24 @@ class Reader:
     def string(self):
         n = self.i16()
         return None if n < 0 else self.take(n).decode()
+
+    def uvarint(self) -> int:
+        shift, out = 0, 0
+        while True:
+            b = self.take(1)[0]
+            out |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return out
+            shift += 7
+
+    def compact_string(self):
+        n = self.uvarint() - 1
+        return None if n < 0 else self.take(n).decode()
+
+    def skip_tagged_fields(self):
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.take(self.uvarint())
 
     def remaining(self) -> int:
         return len(self.data) - self.pos
@@ -316,3 +335,41 @@ def topic_known(conn: Conn, topic: str) -> bool:
     assert r.i32() == 1
     return r.i16() == ERR_NONE
 
+
+
+# --- DescribeQuorum ----------------------------------------------------------------------------
+
+
+def describe_quorum_v1(conn: Conn, topic: str = "__cluster_metadata", partition: int = 0) -> dict:
+    """DescribeQuorum v1 (flexible; KIP-836's fetch and caught-up times) for one partition:
+    {"error_code", "topics": [{"name", "partitions": [{"partition", "error_code", "leader_id",
+    "leader_epoch", "high_watermark", "voters": [...], "observers": [...]}]}]}, each replica
+    {"id", "log_end_offset", "last_fetch_timestamp", "last_caught_up_timestamp"}."""
+    body = (uvarint(2) + compact_string(topic) + uvarint(2) + i32(partition) + uvarint(0)
+            + uvarint(0) + uvarint(0))
+    r = conn.request(API_DESCRIBE_QUORUM, 1, body, flexible=True)
+    r.skip_tagged_fields()  # response header v1
+
+    def replicas():
+        out = []
+        for _ in range(r.uvarint() - 1):
+            rep = {"id": r.i32(), "log_end_offset": r.i64(), "last_fetch_timestamp": r.i64(),
+                   "last_caught_up_timestamp": r.i64()}
+            r.skip_tagged_fields()
+            out.append(rep)
+        return out
+
+    result = {"error_code": r.i16(), "topics": []}
+    for _ in range(r.uvarint() - 1):
+        t = {"name": r.compact_string(), "partitions": []}
+        for _ in range(r.uvarint() - 1):
+            p = {"partition": r.i32(), "error_code": r.i16(), "leader_id": r.i32(),
+                 "leader_epoch": r.i32(), "high_watermark": r.i64()}
+            p["voters"] = replicas()
+            p["observers"] = replicas()
+            r.skip_tagged_fields()
+            t["partitions"].append(p)
+        r.skip_tagged_fields()
+        result["topics"].append(t)
+    r.skip_tagged_fields()
+    return result

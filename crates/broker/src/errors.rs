@@ -4,7 +4,9 @@ use ferry_cluster::election::AlterIsrError;
 use ferry_log::LogError;
 use kafka_protocol::error::ResponseError;
 
-use ferry_cluster::metadata_store::MetadataError;
+use ferry_cluster::elect_leaders::{ElectionRefused, ElectionType};
+use ferry_cluster::metadata_store::{ElectError, MetadataError};
+use ferry_cluster::ClusterError;
 use ferry_config::topic_config::TopicConfigError;
 
 /// The Kafka error for a log-layer failure.
@@ -51,6 +53,43 @@ pub fn security_record_error(e: &MetadataError) -> ResponseError {
         },
         e if e.is_retriable() => ResponseError::NotController,
         _ => ResponseError::UnknownServerError,
+    }
+}
+
+/// Kafka's ElectLeaders error for one partition whose election did not happen.
+pub fn election_error(e: &ElectError, kind: ElectionType) -> ResponseError {
+    match e {
+        ElectError::Refused(refused) => match refused {
+            ElectionRefused::NotNeeded => ResponseError::ElectionNotNeeded,
+            ElectionRefused::PreferredLeaderNotAvailable => {
+                ResponseError::PreferredLeaderNotAvailable
+            }
+            ElectionRefused::EligibleLeadersNotAvailable => {
+                ResponseError::EligibleLeadersNotAvailable
+            }
+            ElectionRefused::UnknownTopicOrPartition => ResponseError::UnknownTopicOrPartition,
+        },
+        // Rejected in every round: the state kept changing under the election (the chosen
+        // leader fenced meanwhile, say); the answer is the election type's "no leader".
+        ElectError::Controller(ClusterError::Rejected(_)) => match kind {
+            ElectionType::Preferred => ResponseError::PreferredLeaderNotAvailable,
+            ElectionType::Unclean => ResponseError::EligibleLeadersNotAvailable,
+        },
+        ElectError::Controller(e) if e.kind() == ferry_cluster::ErrorKind::Retriable => {
+            ResponseError::NotController
+        }
+        ElectError::Controller(_) => ResponseError::UnknownServerError,
+    }
+}
+
+/// Kafka's DescribeQuorum error when the quorum's leader could not describe it: with no leader
+/// to ask right now (an election, the leader unreachable) NOT_LEADER_OR_FOLLOWER, which clients
+/// retry, as Kafka's Raft client answers on a node that does not lead.
+pub fn describe_quorum_error(e: &ClusterError) -> ResponseError {
+    if e.kind() == ferry_cluster::ErrorKind::Retriable {
+        ResponseError::NotLeaderOrFollower
+    } else {
+        ResponseError::UnknownServerError
     }
 }
 

@@ -86,7 +86,7 @@ pub fn elect_leader(
 }
 
 /// The `AlterPartition` record that moves `state` to `next`, or `None` if nothing changes.
-fn change_record(
+pub(crate) fn change_record(
     topic_id: Uuid,
     partition: usize,
     state: &PartitionState,
@@ -259,22 +259,28 @@ pub fn unfence_broker(
     out
 }
 
+/// The election that gives leadership back to the partition's preferred (first) replica, when it
+/// is live, in the ISR, and not leading.
+pub fn preferred_election(image: &Image, state: &PartitionState) -> Option<Election> {
+    let preferred = state.preferred_leader();
+    if state.leader == preferred || !state.isr.contains(&preferred) || !image.is_live(preferred) {
+        return None;
+    }
+    Some(Election {
+        leader: preferred,
+        isr: state.isr.clone(),
+        unclean: false,
+    })
+}
+
 /// Records that give leadership back to each partition's preferred (first) replica where it is
 /// live, in the ISR, and not leading.
 pub fn restore_preferred_leaders(image: &Image) -> Vec<MetadataRecord> {
     let mut out = Vec::new();
     for (topic, i, state) in each_partition(image) {
-        let preferred = state.preferred_leader();
-        if state.leader == preferred || !state.isr.contains(&preferred) || !image.is_live(preferred)
-        {
-            continue;
+        if let Some(next) = preferred_election(image, state) {
+            out.extend(change_record(topic.id, i, state, next));
         }
-        let next = Election {
-            leader: preferred,
-            isr: state.isr.clone(),
-            unclean: false,
-        };
-        out.extend(change_record(topic.id, i, state, next));
     }
     out
 }

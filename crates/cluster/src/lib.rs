@@ -8,12 +8,15 @@
 //! - [`placement`]: rack-aware replica assignment;
 //! - [`election`]: leader election, preferred-leader restoration and ISR rules, as functions
 //!   of (image, event) returning records;
+//! - [`elect_leaders`]: the ElectLeaders admin API's decisions (preferred, unclean), on
+//!   [`election`]'s rules;
 //! - [`raft`]: durable log and snapshot storage, the TCP transport, and [`Controller`], the API
 //!   brokers use to propose records and follow the image;
 //! - [`metadata_store`]: the cluster metadata as a broker uses it ([`metadata_store::MetadataStore`]:
 //!   topics, the cluster id, producer-id blocks, registration and fencing at start-up), on a
 //!   running quorum.
 
+pub mod elect_leaders;
 pub mod election;
 pub mod error;
 pub mod image;
@@ -27,5 +30,6 @@ pub use error::{ClusterError, ErrorKind};
 pub use image::{Applied, BrokerId, Endpoint, Image, ImageError, MetadataRecord};
 pub use raft::{
     BrokerHeartbeat, Committed, Controller, ControllerConfig, HeartbeatCall, HeartbeatError,
-    HeartbeatInbox, HeartbeatReply, OfflineReplica, QuorumTls, Traffic, TrafficObserver,
+    HeartbeatInbox, HeartbeatReply, OfflineReplica, QuorumInfo, QuorumTls, Traffic,
+    TrafficObserver, VoterInfo,
 };

@@ -385,3 +385,99 @@ async fn t50_heartbeats_reach_the_leaders_inbox_from_any_voter() {
         c.shutdown().await;
     }
 }
+
+#[tokio::test]
+async fn t60_every_voter_describes_the_quorum_as_its_leader_sees_it() {
+    use ferry_common::ManualClock;
+
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000);
+    let mut listeners = Vec::new();
+    let mut voters = BTreeMap::new();
+    for id in 1..=3u64 {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        voters.insert(id, l.local_addr().unwrap().to_string());
+        listeners.push(l);
+    }
+    let mut nodes = Vec::new();
+    for (id, listener) in (1..=3u64).zip(listeners) {
+        let mut config =
+            ControllerConfig::new(id, voters.clone(), dir.path().join(format!("n{id}")));
+        config.clock = clock.clone();
+        nodes.push(Some(
+            Controller::start_with(config, Some(listener))
+                .await
+                .unwrap(),
+        ));
+    }
+    let leader = agreed_leader(&nodes, None).await;
+    let node = |id: u64| nodes[(id - 1) as usize].as_ref().unwrap();
+    let committed = node(leader).propose(register(1)).await.unwrap().index;
+    let end = committed as i64 + 1;
+
+    // Every follower answered the leader's appends at 1000 and holds what it has.
+    wait_until("every voter caught up", || {
+        let c = node(leader);
+        async move {
+            let q = c.describe_quorum().await.unwrap();
+            q.high_watermark >= end
+                && q.voters.iter().all(|v| {
+                    v.log_end_offset >= end
+                        && v.last_fetch_ms == 1_000
+                        && v.last_caught_up_ms == 1_000
+                })
+        }
+    })
+    .await;
+    // Heartbeats every 100 ms: their answers are fetches too.
+    clock.set(5_000);
+    wait_until("fetch times move with the heartbeats", || {
+        let c = node(leader);
+        async move {
+            let q = c.describe_quorum().await.unwrap();
+            q.voters.iter().all(|v| v.last_fetch_ms == 5_000)
+        }
+    })
+    .await;
+    let from_leader = node(leader).describe_quorum().await.unwrap();
+    assert_eq!(from_leader.leader_id, leader);
+    assert!(from_leader.leader_epoch >= 1);
+    assert_eq!(
+        from_leader
+            .voters
+            .iter()
+            .map(|v| (v.id, v.addr.clone()))
+            .collect::<Vec<_>>(),
+        voters.clone().into_iter().collect::<Vec<_>>()
+    );
+    // A follower asks the leader: the same answer.
+    for id in (1..=3u64).filter(|id| *id != leader) {
+        let from_follower = node(id).describe_quorum().await.unwrap();
+        assert_eq!(from_follower.leader_id, leader);
+        assert_eq!(from_follower.voters.len(), 3);
+        assert_eq!(from_follower.high_watermark, from_leader.high_watermark);
+    }
+
+    // A follower stops: its times stay where they were while the other's go on.
+    let stopped = (1..=3u64).find(|id| *id != leader).unwrap();
+    let running = (1..=3u64)
+        .find(|id| *id != leader && *id != stopped)
+        .unwrap();
+    drop(nodes[(stopped - 1) as usize].take());
+    clock.set(9_000);
+    let c = nodes[(leader - 1) as usize].as_ref().unwrap();
+    wait_until("the running follower fetches at 9000", || async {
+        let q = c.describe_quorum().await.unwrap();
+        q.voters
+            .iter()
+            .any(|v| v.id == running && v.last_fetch_ms == 9_000)
+    })
+    .await;
+    let q = c.describe_quorum().await.unwrap();
+    let gone = q.voters.iter().find(|v| v.id == stopped).unwrap();
+    assert_eq!((gone.last_fetch_ms, gone.last_caught_up_ms), (5_000, 5_000));
+
+    for c in nodes.into_iter().flatten() {
+        c.shutdown().await;
+    }
+}

@@ -30,8 +30,12 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
+    // Preferred and unclean elections (KIP-183, KIP-460), through the controller quorum.
+    (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 2),
+    // The metadata quorum as its leader sees it (KIP-595; v1 fetch times, KIP-836; v2 nodes).
+    (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),

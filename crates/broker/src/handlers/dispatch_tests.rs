@@ -38,6 +38,8 @@ fn default_body(key: ApiKey) -> RequestKind {
             AlterConfigs,
             DescribeLogDirs,
             CreatePartitions,
+            ElectLeaders,
+            DescribeQuorum,
             IncrementalAlterConfigs,
             DescribeCluster,
             FindCoordinator,

@@ -25,6 +25,7 @@ mod acls;
 mod broker_configs;
 mod cluster;
 mod configs;
+mod controller;
 pub(crate) mod fetch;
 mod group_acl;
 mod groups;
@@ -169,6 +170,10 @@ pub async fn handle(
         Routed::NotOurs(body) => body,
     };
     let body = match security_request(broker, body, ctx).await {
+        Routed::Answered(response) => return response,
+        Routed::NotOurs(body) => body,
+    };
+    let body = match controller_request(broker, body, v, ctx).await {
         Routed::Answered(response) => return response,
         Routed::NotOurs(body) => body,
     };
@@ -333,6 +338,26 @@ async fn security_request(broker: &Arc<Broker>, body: RequestKind, ctx: &Request
     Routed::Answered(Some(response))
 }
 
+/// What Kafka's brokers forward to the active controller: leader elections and the quorum's
+/// state.
+async fn controller_request(
+    broker: &Arc<Broker>,
+    body: RequestKind,
+    v: i16,
+    ctx: &RequestContext,
+) -> Routed {
+    let response = match body {
+        RequestKind::ElectLeaders(r) => {
+            ResponseKind::ElectLeaders(controller::elect_leaders(broker, r, v, ctx).await)
+        }
+        RequestKind::DescribeQuorum(r) => {
+            ResponseKind::DescribeQuorum(controller::describe_quorum(broker, r, v, ctx).await)
+        }
+        other => return Routed::NotOurs(other),
+    };
+    Routed::Answered(Some(response))
+}
+
 /// The consumer group APIs, which the group coordinator answers once `__consumer_offsets`
 /// exists.
 async fn group_request(
@@ -431,6 +456,8 @@ mod acl_tests;
 mod client_apis_tests;
 #[cfg(test)]
 mod configs_tests;
+#[cfg(test)]
+mod controller_tests;
 #[cfg(test)]
 mod dispatch_tests;
 #[cfg(test)]

@@ -19,6 +19,7 @@
 //! Producer ids are reserved from the controller in blocks; a block is never handed out twice,
 //! and ids of a block left unused at shutdown are skipped.
 
+mod elect;
 mod legacy;
 mod quorum;
 mod security;
@@ -33,6 +34,7 @@ use crate::{Applied, BrokerId, ClusterError, ControllerConfig, Image, ImageError
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub use elect::{ElectError, Elected, PartitionElection, TopicElections};
 pub use legacy::{FILE_NAME as LEGACY_FILE_NAME, IMPORTED_NAME as LEGACY_IMPORTED_NAME};
 
 const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -345,6 +347,30 @@ impl MetadataStore {
         ttl: std::time::Duration,
     ) -> Result<crate::HeartbeatReply, crate::HeartbeatError> {
         self.quorum.heartbeat(request, ttl).await
+    }
+
+    /// The metadata quorum as its leader describes it (DescribeQuorum). A local quorum (no
+    /// Raft) is described as this node alone, leading in epoch 0, with the image's applied
+    /// index as its log end and high watermark.
+    pub async fn describe_quorum(&self) -> Result<crate::raft::QuorumInfo, ClusterError> {
+        if let Some(described) = self.quorum.describe().await {
+            return described;
+        }
+        let end = i64::try_from(self.image().applied_index).unwrap_or(i64::MAX);
+        let now = ferry_common::Clock::now_ms(&ferry_common::SystemClock);
+        let id = u64::try_from(self.node_id).unwrap_or_default();
+        Ok(crate::raft::QuorumInfo {
+            leader_id: id,
+            leader_epoch: 0,
+            high_watermark: end,
+            voters: vec![crate::raft::VoterInfo {
+                id,
+                addr: String::new(),
+                log_end_offset: end,
+                last_fetch_ms: now,
+                last_caught_up_ms: now,
+            }],
+        })
     }
 
     /// The heartbeats other brokers send to this voter (once; the liveness task takes them).

@@ -17,6 +17,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::raft::QuorumInfo;
 use crate::{
     BrokerHeartbeat, ClusterError, Committed, Controller, ControllerConfig, HeartbeatError,
     HeartbeatInbox, HeartbeatReply, Image, MetadataRecord,
@@ -68,6 +69,19 @@ impl Quorum {
         }
     }
 
+    /// Proposes `records` all at once (the quorum commits them in a few batches rather than
+    /// one round trip each) and returns each one's outcome, in order, once each is committed
+    /// and applied on this node.
+    pub async fn propose_each_async(
+        &self,
+        records: Vec<MetadataRecord>,
+    ) -> Vec<Result<Committed, ClusterError>> {
+        match self {
+            Quorum::Raft(q) => q.propose_each_async(records).await,
+            Quorum::Local(q) => records.into_iter().map(|r| q.apply(r)).collect(),
+        }
+    }
+
     /// Sends a broker heartbeat to the active controller.
     pub async fn heartbeat(
         &self,
@@ -79,6 +93,14 @@ impl Quorum {
             Quorum::Local(_) => Err(HeartbeatError::Unavailable(
                 "a local metadata quorum has no controller to heartbeat to".into(),
             )),
+        }
+    }
+
+    /// The quorum as its leader describes it; `None` for a local quorum, which has no Raft.
+    pub async fn describe(&self) -> Option<Result<QuorumInfo, ClusterError>> {
+        match self {
+            Quorum::Raft(q) => Some(q.describe().await),
+            Quorum::Local(_) => None,
         }
     }
 
@@ -209,6 +231,39 @@ impl RaftQuorum {
         .await?
     }
 
+    /// [`Quorum::propose_each_async`]: every proposal starts on the controller runtime before
+    /// the first outcome is awaited.
+    pub async fn propose_each_async(
+        &self,
+        records: Vec<MetadataRecord>,
+    ) -> Vec<Result<Committed, ClusterError>> {
+        let controller = match self.controller() {
+            Ok(c) => c,
+            Err(_) => return records.iter().map(|_| Err(stopped())).collect(),
+        };
+        let pending: Vec<_> = records
+            .into_iter()
+            .map(|record| {
+                let controller = controller.clone();
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                self.handle.spawn(async move {
+                    let outcome = async {
+                        let committed = controller.propose(record).await?;
+                        controller.wait_applied(committed.index, APPLY_WAIT).await?;
+                        Ok(committed)
+                    };
+                    let _ = tx.send(outcome.await);
+                });
+                rx
+            })
+            .collect();
+        let mut out = Vec::with_capacity(pending.len());
+        for rx in pending {
+            out.push(rx.await.unwrap_or_else(|_| Err(stopped())));
+        }
+        out
+    }
+
     /// Sends a broker heartbeat to the active controller.
     pub async fn heartbeat(
         &self,
@@ -223,6 +278,16 @@ impl RaftQuorum {
         })
         .await
         .map_err(|e| HeartbeatError::Unavailable(e.to_string()))?
+    }
+
+    /// The quorum as its leader describes it (asked of the leader when this node follows).
+    pub async fn describe(&self) -> Result<QuorumInfo, ClusterError> {
+        let controller = self.controller()?;
+        run_on(
+            &self.handle,
+            async move { controller.describe_quorum().await },
+        )
+        .await?
     }
 
     /// The heartbeats sent to this voter (once).

@@ -21,11 +21,13 @@ use tokio::task::JoinHandle;
 
 use ferry_common::SpaceReserve;
 
+use super::describe::{self, QuorumInfo};
 use super::heartbeat::{
     self, BrokerHeartbeat, HeartbeatCall, HeartbeatError, HeartbeatInbox, HeartbeatReply,
 };
 use super::log_store::LogStore;
 use super::network::{self, ProposeFailure, TcpNetwork, TrafficObserver};
+use super::quorum_progress::QuorumProgress;
 use super::state_machine::{ApplyResult, StateMachineStore};
 use super::transport::QuorumTls;
 use super::{Metrics, Raft};
@@ -57,6 +59,8 @@ pub struct ControllerConfig {
     /// Disk space the Raft log and snapshots may release when the disk is full, so the
     /// operator's remedies (deleting topics or records) still go through.
     pub space_reserve: Arc<SpaceReserve>,
+    /// Wall-clock time of the voters' fetches, as DescribeQuorum reports them.
+    pub clock: ferry_common::SharedClock,
 }
 
 impl ControllerConfig {
@@ -74,6 +78,7 @@ impl ControllerConfig {
             traffic: None,
             tls: None,
             space_reserve: Arc::new(SpaceReserve::none()),
+            clock: ferry_common::system_clock(),
         }
     }
 
@@ -119,6 +124,10 @@ pub struct Controller {
     peers: TcpNetwork,
     heartbeats: tokio::sync::mpsc::Sender<HeartbeatCall>,
     inbox: std::sync::Mutex<Option<HeartbeatInbox>>,
+    /// The voters' progress while this node leads (DescribeQuorum).
+    progress: Arc<QuorumProgress>,
+    /// Tells `progress` this node's log end while it leads.
+    progress_task: JoinHandle<()>,
 }
 
 impl Controller {
@@ -166,9 +175,11 @@ impl Controller {
             None if voters.len() > 1 => Some(bind_retrying(&own_addr).await?),
             None => None,
         };
+        let progress = Arc::new(QuorumProgress::new(config.clock.clone()));
         let peers = TcpNetwork {
             observer: config.traffic.clone(),
             tls: config.tls.clone(),
+            progress: Some(progress.clone()),
         };
         let raft = Raft::new(
             config.node_id,
@@ -182,6 +193,7 @@ impl Controller {
         let (heartbeats, inbox) = heartbeat::channel();
         let server =
             listener.map(|l| network::serve(l, raft.clone(), peers.clone(), heartbeats.clone()));
+        let progress_task = tokio::spawn(track_leader_log_end(raft.metrics(), progress.clone()));
         let controller = Self {
             node_id: config.node_id,
             raft,
@@ -192,6 +204,8 @@ impl Controller {
             peers,
             heartbeats,
             inbox: std::sync::Mutex::new(Some(inbox)),
+            progress,
+            progress_task,
         };
         controller.initialize_if_new().await?;
         Ok(controller)
@@ -292,6 +306,44 @@ impl Controller {
         network::forward_heartbeat(&addr, leader, request, ttl, &self.peers).await
     }
 
+    /// The quorum as its leader describes it (DescribeQuorum): answered here when this node
+    /// leads, else asked of the leader (one hop); without a known leader the error is
+    /// [`ClusterError::NotController`].
+    pub async fn describe_quorum(&self) -> Result<QuorumInfo, ClusterError> {
+        let failure = match describe::describe_local(&self.raft, &self.progress).await {
+            Ok(info) => return Ok(info),
+            Err(f) => f,
+        };
+        let leader = match failure {
+            ProposeFailure::NotLeader { leader, .. } => leader,
+            ProposeFailure::Raft(e) => return Err(ClusterError::Raft(e)),
+        };
+        let addr = leader
+            .filter(|l| *l != self.node_id)
+            .and_then(|l| self.voters.get(&l).cloned())
+            .filter(|a| !a.is_empty());
+        let Some(addr) = addr else {
+            return Err(ClusterError::NotController {
+                leader,
+                leader_addr: None,
+            });
+        };
+        match network::forward_describe_quorum(&addr, leader, self.forward_timeout, &self.peers)
+            .await
+        {
+            Ok(Ok(info)) => Ok(info),
+            Ok(Err(ProposeFailure::NotLeader {
+                leader,
+                leader_addr,
+            })) => Err(ClusterError::NotController {
+                leader,
+                leader_addr,
+            }),
+            Ok(Err(ProposeFailure::Raft(e))) => Err(ClusterError::Raft(e)),
+            Err(e) => Err(ClusterError::Network(format!("asking {addr}: {e}"))),
+        }
+    }
+
     /// The heartbeats this voter receives, for the task that keeps broker sessions; `None`
     /// once taken.
     pub fn take_heartbeats(&self) -> Option<HeartbeatInbox> {
@@ -378,6 +430,7 @@ impl Controller {
 
     /// Stops the node: its peers' connections, the listener, and the Raft core.
     pub async fn shutdown(mut self) {
+        self.progress_task.abort();
         if let Some(server) = self.server.take() {
             server.abort();
             let _ = server.await;
@@ -390,8 +443,28 @@ impl Controller {
 
 impl Drop for Controller {
     fn drop(&mut self) {
+        self.progress_task.abort();
         if let Some(server) = self.server.take() {
             server.abort();
+        }
+    }
+}
+
+/// Tells `progress` this node's log end offset whenever the metrics show it leading.
+async fn track_leader_log_end(
+    mut metrics: watch::Receiver<Metrics>,
+    progress: Arc<QuorumProgress>,
+) {
+    loop {
+        {
+            let m = metrics.borrow_and_update();
+            if m.current_leader == Some(m.id) {
+                let end = m.last_log_index.map_or(0, |i| (i as i64).saturating_add(1));
+                progress.leader_log_end(m.current_term, end);
+            }
+        }
+        if metrics.changed().await.is_err() {
+            return;
         }
     }
 }

@@ -5,6 +5,8 @@
 //! - [`network`]: length-prefixed JSON over TCP between voters, plus proposal forwarding;
 //! - [`transport`]: the streams under it, plain TCP or TLS with client certificates;
 //! - [`heartbeat`]: broker heartbeats (KIP-631) carried on that transport;
+//! - [`quorum_progress`] and [`describe`]: each voter's progress as the leader sees it, and the
+//!   quorum's description (DescribeQuorum);
 //! - [`controller`]: [`Controller`], what a broker starts and talks to.
 //!
 //! Membership is static: the voters given at start (KRaft's `controller.quorum.voters`). A node
@@ -12,14 +14,17 @@
 //! since they all propose the same first membership entry.
 
 pub mod controller;
+pub mod describe;
 mod fsutil;
 pub mod heartbeat;
 pub mod log_store;
 pub mod network;
+pub mod quorum_progress;
 pub mod state_machine;
 pub mod transport;
 
 pub use controller::{Committed, Controller, ControllerConfig};
+pub use describe::{QuorumInfo, VoterInfo};
 pub use heartbeat::{
     BrokerHeartbeat, HeartbeatCall, HeartbeatError, HeartbeatInbox, HeartbeatReply, OfflineReplica,
 };

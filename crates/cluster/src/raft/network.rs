@@ -9,7 +9,11 @@
 //! Besides openraft's three RPCs the transport carries `Propose`, which a follower uses to hand a
 //! client's record to the leader. The leader applies it with `client_write` and does not forward
 //! again, so a request travels at most one hop. It also carries broker heartbeats
-//! ([`super::heartbeat`]), answered by the receiving voter's liveness task.
+//! ([`super::heartbeat`]), answered by the receiving voter's liveness task, and
+//! `DescribeQuorum`, which only the leader answers ([`super::describe`]).
+//!
+//! Every successful AppendEntries answer is told to the [`QuorumProgress`] (when set), which
+//! is how the leader knows when each voter last "fetched".
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +31,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufStream};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
+use super::describe::{self, QuorumInfo};
 use super::heartbeat::{self, BrokerHeartbeat, HeartbeatCall, HeartbeatError, HeartbeatReply};
+use super::quorum_progress::QuorumProgress;
 use super::state_machine::ApplyResult;
 use super::transport::{self, QuorumStream, QuorumTls};
 use super::{Node, Raft, TypeConfig};
@@ -72,6 +78,7 @@ enum Request {
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
     Propose(MetadataRecord),
     Heartbeat(BrokerHeartbeat),
+    DescribeQuorum,
 }
 
 /// Why a forwarded proposal failed on the receiving node.
@@ -91,6 +98,7 @@ enum Response {
     InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
     Propose(Result<(u64, ApplyResult), ProposeFailure>),
     Heartbeat(Result<HeartbeatReply, HeartbeatError>),
+    DescribeQuorum(Result<QuorumInfo, ProposeFailure>),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -230,6 +238,8 @@ impl Connection {
 pub struct TcpNetwork {
     pub(crate) observer: Option<TrafficObserver>,
     pub(crate) tls: Option<QuorumTls>,
+    /// Told every voter's successful AppendEntries answer.
+    pub(crate) progress: Option<Arc<QuorumProgress>>,
 }
 
 impl TcpNetwork {
@@ -252,6 +262,7 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
         PeerClient {
             target,
             conn: self.connection(node.addr.clone(), Some(target)),
+            progress: self.progress.clone(),
         }
     }
 }
@@ -260,6 +271,7 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
 pub struct PeerClient {
     target: u64,
     conn: Connection,
+    progress: Option<Arc<QuorumProgress>>,
 }
 
 fn rpc_error<E: std::error::Error>(e: CallError) -> RPCError<u64, Node, E> {
@@ -285,8 +297,27 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, Node, RaftError<u64>>> {
+        let term = rpc.vote.leader_id().get_term();
+        let sent_to = rpc
+            .entries
+            .last()
+            .map(|e| e.log_id.index)
+            .or(rpc.prev_log_id.map(|l| l.index));
         match self.send(Request::AppendEntries(rpc), &option).await {
-            Ok(Response::AppendEntries(Ok(r))) => Ok(r),
+            Ok(Response::AppendEntries(Ok(r))) => {
+                let held = match &r {
+                    AppendEntriesResponse::Success => Some(sent_to),
+                    AppendEntriesResponse::PartialSuccess(matched) => {
+                        Some(matched.map(|l| l.index))
+                    }
+                    _ => None,
+                };
+                if let (Some(held), Some(progress)) = (held, &self.progress) {
+                    let end = held.map_or(0, |i| (i as i64).saturating_add(1));
+                    progress.acknowledged(term, self.target, end);
+                }
+                Ok(r)
+            }
             Ok(Response::AppendEntries(Err(e))) => {
                 Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
             }
@@ -363,6 +394,21 @@ pub(crate) async fn forward_heartbeat(
     }
 }
 
+/// Asks the controller at `addr` to describe the quorum (it answers only if it leads).
+pub(crate) async fn forward_describe_quorum(
+    addr: &str,
+    peer: Option<u64>,
+    ttl: Duration,
+    network: &TcpNetwork,
+) -> Result<Result<QuorumInfo, ProposeFailure>, String> {
+    let mut conn = network.connection(addr.to_string(), peer);
+    match conn.call(&Request::DescribeQuorum, ttl).await {
+        Ok(Response::DescribeQuorum(r)) => Ok(r),
+        Ok(_) => Err("unexpected response type".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Applies a proposal on this node only (no further forwarding).
 pub(crate) async fn propose_local(
     raft: &Raft,
@@ -390,7 +436,11 @@ pub(crate) fn serve(
     network: TcpNetwork,
     heartbeats: tokio::sync::mpsc::Sender<HeartbeatCall>,
 ) -> tokio::task::JoinHandle<()> {
-    let TcpNetwork { observer, tls } = network;
+    let TcpNetwork {
+        observer,
+        tls,
+        progress,
+    } = network;
     tokio::spawn(async move {
         let mut connections = JoinSet::new();
         loop {
@@ -401,6 +451,7 @@ pub(crate) fn serve(
                         let observer = observer.clone();
                         let heartbeats = heartbeats.clone();
                         let tls = tls.clone();
+                        let progress = progress.clone();
                         connections.spawn(async move {
                             // The handshake runs here, not in the accept loop: a slow peer
                             // holds up only its own connection.
@@ -411,7 +462,7 @@ pub(crate) fn serve(
                                     return;
                                 }
                             };
-                            if let Err(e) = handle_connection(stream, raft, observer, heartbeats).await {
+                            if let Err(e) = handle_connection(stream, raft, observer, heartbeats, progress).await {
                                 tracing::debug!(%peer, error = %e, "controller connection closed");
                             }
                         });
@@ -432,6 +483,7 @@ async fn handle_connection(
     raft: Raft,
     observer: Option<TrafficObserver>,
     heartbeats: tokio::sync::mpsc::Sender<HeartbeatCall>,
+    progress: Option<Arc<QuorumProgress>>,
 ) -> std::io::Result<()> {
     let mut stream = BufStream::new(stream);
     while let Some((req, received)) = read_frame::<_, Request>(&mut stream).await? {
@@ -441,7 +493,7 @@ async fn handle_connection(
             Request::AppendEntries(r) => Some(r.vote.leader_id().voted_for()),
             Request::Vote(r) => Some(r.vote.leader_id().voted_for()),
             Request::InstallSnapshot(r) => Some(r.vote.leader_id().voted_for()),
-            Request::Propose(_) => None,
+            Request::Propose(_) | Request::DescribeQuorum => None,
             // Combined nodes: a broker's id is its voter id.
             Request::Heartbeat(hb) => Some(u64::try_from(hb.broker_id).ok()),
         }
@@ -457,6 +509,10 @@ async fn handle_connection(
                 let leader = raft.metrics().borrow().current_leader;
                 Response::Heartbeat(heartbeat::deliver(&heartbeats, hb, leader).await)
             }
+            Request::DescribeQuorum => Response::DescribeQuorum(match &progress {
+                Some(p) => describe::describe_local(&raft, p).await,
+                None => Err(ProposeFailure::Raft("no quorum progress kept".into())),
+            }),
         };
         let sent = write_frame(&mut stream, &resp).await?;
         if let Some(o) = &observer {
@@ -490,6 +546,7 @@ mod tests {
                 observer: None,
                 tls: None,
             },
+            progress: None,
         }
     }
 
