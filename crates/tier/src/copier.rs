@@ -55,6 +55,16 @@ impl SegmentCopier {
         partition: i32,
         segment: &TierCandidate,
     ) -> Result<RemoteSegmentMetadata> {
+        let files = LocalSegmentFiles {
+            log: segment.log.clone(),
+            offset_index: segment.offset_index.clone(),
+            time_index: segment.time_index.clone(),
+            txn_index: segment.txn_index.clone(),
+            producer_snapshot: segment.producer_snapshot.clone(),
+            leader_epoch_checkpoint: segment.leader_epoch_checkpoint.clone().into(),
+        }
+        .load()
+        .await?;
         let started = RemoteSegmentMetadata {
             topic_id,
             partition,
@@ -66,19 +76,11 @@ impl SegmentCopier {
             event_time_ms: self.clock.now_ms(),
             size_bytes: segment.size_bytes,
             leader_epochs: segment.leader_epochs.clone(),
-            has_txn_index: segment.txn_index.is_some(),
-            has_producer_snapshot: segment.producer_snapshot.is_some(),
+            has_txn_index: files.txn_index.is_some(),
+            has_producer_snapshot: files.producer_snapshot.is_some(),
             state: RemoteSegmentState::CopyStarted,
         };
         self.sink.publish(&started).await?;
-        let files = LocalSegmentFiles {
-            log: segment.log.clone(),
-            offset_index: segment.offset_index.clone(),
-            time_index: segment.time_index.clone(),
-            txn_index: segment.txn_index.clone(),
-            producer_snapshot: segment.producer_snapshot.clone(),
-            leader_epoch_checkpoint: segment.leader_epoch_checkpoint.clone().into(),
-        };
         if let Err(e) = self.store.copy(&started, &files).await {
             // What was uploaded goes now rather than after the cleanup's grace period; if this
             // fails too, the segment stays `CopyStarted` for that cleanup.

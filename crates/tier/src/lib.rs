@@ -33,7 +33,7 @@ pub use error::{Result, TierError};
 pub use metadata::{RemoteSegmentMetadata, RemoteSegmentState, TierMetadataRecord};
 pub use partition::{RemotePartitionState, RetentionCheck};
 pub use reader::TierReader;
-pub use segment_store::{LocalSegmentFiles, RemoteSegmentStore, SegmentFileKind};
+pub use segment_store::{LoadedSegment, LocalSegmentFiles, RemoteSegmentStore, SegmentFileKind};
 
 #[cfg(test)]
 mod tests;

@@ -65,6 +65,49 @@ pub struct LocalSegmentFiles {
     pub leader_epoch_checkpoint: Bytes,
 }
 
+/// A segment's files read into memory, ready to upload.
+#[derive(Debug, Clone)]
+pub struct LoadedSegment {
+    pub log: Bytes,
+    pub offset_index: Bytes,
+    pub time_index: Bytes,
+    pub txn_index: Option<Bytes>,
+    pub producer_snapshot: Option<Bytes>,
+    pub leader_epoch_checkpoint: Bytes,
+}
+
+impl LocalSegmentFiles {
+    /// Reads every file. The producer snapshot is optional twice over: the log keeps only the
+    /// newest few and may delete this one between the listing and this read; it is then
+    /// copied without one, as if it had been gone at the listing.
+    pub async fn load(&self) -> Result<LoadedSegment> {
+        let producer_snapshot = match &self.producer_snapshot {
+            Some(path) => match tokio::fs::read(path).await {
+                Ok(b) => Some(Bytes::from(b)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(source) => {
+                    return Err(TierError::LocalRead {
+                        path: path.display().to_string(),
+                        source,
+                    })
+                }
+            },
+            None => None,
+        };
+        Ok(LoadedSegment {
+            log: read_file(&self.log).await?,
+            offset_index: read_file(&self.offset_index).await?,
+            time_index: read_file(&self.time_index).await?,
+            txn_index: match &self.txn_index {
+                Some(path) => Some(read_file(path).await?),
+                None => None,
+            },
+            producer_snapshot,
+            leader_epoch_checkpoint: self.leader_epoch_checkpoint.clone(),
+        })
+    }
+}
+
 /// Copies, reads and deletes segments in one store.
 #[derive(Debug, Clone)]
 pub struct RemoteSegmentStore {
@@ -93,13 +136,9 @@ impl RemoteSegmentStore {
     }
 
     /// Uploads a segment's files. `meta` says which optional files exist; they must agree with
-    /// `files`. The log goes last. A failure leaves some objects behind; the caller deletes them
-    /// with [`RemoteSegmentStore::delete`] or leaves the segment `CopyStarted` for the cleanup.
-    pub async fn copy(
-        &self,
-        meta: &RemoteSegmentMetadata,
-        files: &LocalSegmentFiles,
-    ) -> Result<()> {
+    /// `files`, and its size with the log's. The log goes last. A failure leaves some objects
+    /// behind; the caller deletes them with [`RemoteSegmentStore::delete`].
+    pub async fn copy(&self, meta: &RemoteSegmentMetadata, files: &LoadedSegment) -> Result<()> {
         if meta.has_txn_index != files.txn_index.is_some()
             || meta.has_producer_snapshot != files.producer_snapshot.is_some()
         {
@@ -108,29 +147,29 @@ impl RemoteSegmentStore {
                 meta.segment_id
             )));
         }
+        if files.log.len() as u64 != meta.size_bytes {
+            return Err(TierError::Invalid(format!(
+                "segment {}: the log file holds {} bytes, the metadata says {}",
+                meta.segment_id,
+                files.log.len(),
+                meta.size_bytes
+            )));
+        }
         for kind in SegmentFileKind::ALL {
             let data = match kind {
-                SegmentFileKind::Log => read_file(&files.log).await?,
-                SegmentFileKind::OffsetIndex => read_file(&files.offset_index).await?,
-                SegmentFileKind::TimeIndex => read_file(&files.time_index).await?,
+                SegmentFileKind::Log => files.log.clone(),
+                SegmentFileKind::OffsetIndex => files.offset_index.clone(),
+                SegmentFileKind::TimeIndex => files.time_index.clone(),
                 SegmentFileKind::TxnIndex => match &files.txn_index {
-                    Some(path) => read_file(path).await?,
+                    Some(b) => b.clone(),
                     None => continue,
                 },
                 SegmentFileKind::ProducerSnapshot => match &files.producer_snapshot {
-                    Some(path) => read_file(path).await?,
+                    Some(b) => b.clone(),
                     None => continue,
                 },
                 SegmentFileKind::LeaderEpochCheckpoint => files.leader_epoch_checkpoint.clone(),
             };
-            if kind == SegmentFileKind::Log && data.len() as u64 != meta.size_bytes {
-                return Err(TierError::Invalid(format!(
-                    "segment {}: the log file holds {} bytes, the metadata says {}",
-                    meta.segment_id,
-                    data.len(),
-                    meta.size_bytes
-                )));
-            }
             self.store.put(&Self::key(meta, kind), data).await?;
         }
         Ok(())

@@ -102,7 +102,10 @@ async fn every_offset_of_a_copied_segment_reads_back_as_the_local_log_serves_it(
     let (meta, files) = first_segment(&log, dir.path());
     let mem = Arc::new(MemoryStore::new());
     let store = RemoteSegmentStore::new(mem.clone());
-    store.copy(&meta, &files).await.expect("copy");
+    store
+        .copy(&meta, &files.load().await.expect("load"))
+        .await
+        .expect("copy");
     assert_eq!(mem.len(), 4, "log, offset index, time index, checkpoint");
     assert_eq!(
         store
@@ -144,16 +147,20 @@ async fn a_segment_whose_log_does_not_match_its_metadata_is_an_error_not_wrong_b
         size_bytes: meta.size_bytes + 1,
         ..meta.clone()
     };
-    assert!(store.copy(&wrong_size, &files).await.is_err());
+    let loaded = files.load().await.expect("load");
+    assert!(store.copy(&wrong_size, &loaded).await.is_err());
     // Optional files must agree.
     let says_txn = RemoteSegmentMetadata {
         has_txn_index: true,
         ..meta.clone()
     };
-    assert!(store.copy(&says_txn, &files).await.is_err());
+    assert!(store.copy(&says_txn, &loaded).await.is_err());
 
     // A log object overwritten with garbage at an indexed position.
-    store.copy(&meta, &files).await.expect("copy");
+    store
+        .copy(&meta, &files.load().await.expect("load"))
+        .await
+        .expect("copy");
     let key = RemoteSegmentStore::key(&meta, SegmentFileKind::Log);
     let mut bytes = mem.get(&key).await.expect("log").to_vec();
     for b in &mut bytes[..64] {
@@ -164,11 +171,29 @@ async fn a_segment_whose_log_does_not_match_its_metadata_is_an_error_not_wrong_b
     assert!(reader.read(&meta, meta.start_offset, 1000).await.is_err());
 
     // A log object shorter than the metadata says.
-    store.copy(&meta, &files).await.expect("copy again");
+    store.copy(&meta, &loaded).await.expect("copy again");
     let short = mem.get(&key).await.expect("log").slice(..100);
     mem.put(&key, short).await.expect("put");
     let reader = TierReader::new(store.clone(), 1 << 20);
     assert!(reader.read(&meta, meta.start_offset, 1000).await.is_err());
+
+    // A producer snapshot the log deleted between the listing and the copy: copied without.
+    let vanished = LocalSegmentFiles {
+        producer_snapshot: Some(dir.path().join("00000000000000099999.snapshot")),
+        ..files.clone()
+    };
+    assert!(vanished
+        .load()
+        .await
+        .expect("load")
+        .producer_snapshot
+        .is_none());
+    // A required file that is gone is an error.
+    let no_index = LocalSegmentFiles {
+        offset_index: dir.path().join("nope.index"),
+        ..files.clone()
+    };
+    assert!(no_index.load().await.is_err());
 
     // Deleting removes every object, and deleting again succeeds.
     store.delete(&meta).await.expect("delete");
@@ -264,7 +289,10 @@ async fn copied_segment_with_times_and_aborts(
         producer_snapshot: c.producer_snapshot.clone(),
         leader_epoch_checkpoint: c.leader_epoch_checkpoint.clone().into(),
     };
-    store.copy(&meta, &files).await.expect("copy");
+    store
+        .copy(&meta, &files.load().await.expect("load"))
+        .await
+        .expect("copy");
     (log, meta, TierReader::new(store, 1 << 20))
 }
 
