@@ -152,3 +152,74 @@ def test_closed_segments_are_copied_once_and_follow_the_log_start(broker_factory
     for suffix in ("index", "timeindex"):
         assert len(tier_objects(tier_dir, suffix)) == len(local_segments(broker, topic)) - 1
     assert metric(broker, "ferry_tier_segments_deleted_total") > 0
+
+
+def test_a_consumer_reads_the_tier_below_the_local_log(broker_factory, tmp_path):
+    """With a small `local.retention.bytes` the disk keeps a few segments and the tier the
+    rest; consumers read every record from offset 0, in order, across the tier and the local
+    log; ListOffsets earliest and by timestamp see the tier; DeleteRecords moves the start in
+    the tier too; all of it again after a kill -9."""
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+    from confluent_kafka import TopicPartition as TP
+
+    from conftest import ck_consumer, consume_partition
+
+    tier_dir = tmp_path / "tier"
+    broker = broker_factory(tier_config(tier_dir))
+    topic = create_topic(broker, unique_topic("tierread"), config={
+        "remote.storage.enable": "true",
+        "segment.bytes": str(SEGMENT_BYTES),
+        "local.retention.bytes": str(3 * SEGMENT_BYTES),
+    })
+    records = 3000
+    # Recent timestamps: retention.ms (7 days) must not expire them.
+    base_ts = int(time.time() * 1000) - 3_600_000
+    producer = ck_producer(broker, **{"batch.size": 2048, "linger.ms": 0})
+    assert_delivered(produce_sync(producer, topic, [
+        {"value": f"value-{i:06}-" + "x" * 80, "timestamp": base_ts + 10 * i}
+        for i in range(records)
+    ]))
+    wait_until("local retention to keep a few segments",
+               lambda: len(local_segments(broker, topic)) <= 5)
+    local_start = int(local_segments(broker, topic)[0].stem)
+    assert local_start > 1000, local_start
+
+    def check_reads(first: int):
+        c = ck_consumer(broker)
+        try:
+            low, high = c.get_watermark_offsets(TP(topic, 0), timeout=10)
+            assert (low, high) == (first, records), (low, high)
+            # By timestamp: a record far below the local log start, found in the tier.
+            found = c.offsets_for_times([TP(topic, 0, base_ts + 10 * 1500)], timeout=10)
+            assert found[0].offset == 1500, found
+        finally:
+            c.close()
+        for isolation in ("read_uncommitted", "read_committed"):
+            msgs = consume_partition(broker, topic, 0, expected=records - first,
+                                     timeout=T, start_offset=OFFSET_BEGINNING,
+                                     **{"isolation.level": isolation})
+            assert [m.offset() for m in msgs] == list(range(first, records)), isolation
+            assert all(m.value() == (f"value-{m.offset():06}-" + "x" * 80).encode()
+                       for m in msgs), isolation
+
+    check_reads(0)
+
+    # DeleteRecords below the local log start: the tier stops serving what is below.
+    admin = ck_admin(broker)
+    done = admin.delete_records([TopicPartition(topic, 0, 1000)])
+    low = done[TopicPartition(topic, 0, 1000)].result(timeout=T)
+    assert low.low_watermark == 1000, low
+    c = ck_consumer(broker)
+    try:
+        assert c.get_watermark_offsets(TP(topic, 0), timeout=10)[0] == 1000
+    finally:
+        c.close()
+    msgs = consume_partition(broker, topic, 0, expected=records - 1000, timeout=T,
+                             start_offset=500, **{"auto.offset.reset": "earliest"})
+    assert msgs[0].offset() == 1000
+
+    # The tier's metadata (copies and the log start) survives a kill -9.
+    broker.kill9()
+    broker.start()
+    wait_topic(broker, topic, 1)
+    check_reads(1000)

@@ -251,6 +251,16 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
     let policy = get("cleanup.policy");
     let deletes = policy.split(',').any(|p| p.trim() == "delete");
     let compact = policy.split(',').any(|p| p.trim() == "compact");
+    let retention_ms = if deletes {
+        num("retention.ms", defaults.retention_ms)
+    } else {
+        -1
+    };
+    let retention_bytes = if deletes {
+        num("retention.bytes", defaults.retention_bytes)
+    } else {
+        -1
+    };
     LogConfig {
         segment_bytes: num("segment.bytes", defaults.segment_bytes as i64).max(14) as u64,
         segment_ms: num("segment.ms", defaults.segment_ms).max(1),
@@ -259,16 +269,8 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
         index_interval_bytes: num("index.interval.bytes", defaults.index_interval_bytes as i64)
             .max(0) as u64,
         // A compact-only topic is never trimmed by time or size; the cleaner keeps it small.
-        retention_ms: if deletes {
-            num("retention.ms", defaults.retention_ms)
-        } else {
-            -1
-        },
-        retention_bytes: if deletes {
-            num("retention.bytes", defaults.retention_bytes)
-        } else {
-            -1
-        },
+        retention_ms,
+        retention_bytes,
         max_message_bytes: num("max.message.bytes", defaults.max_message_bytes as i64).max(0)
             as usize,
         message_timestamp_type: if get("message.timestamp.type") == "LogAppendTime" {
@@ -296,6 +298,19 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
             .trim()
             .parse::<f64>()
             .unwrap_or(defaults.min_cleanable_dirty_ratio),
+        remote_storage: deletes && get("remote.storage.enable").trim() == "true",
+        local_retention_ms: local(num("local.retention.ms", -2), retention_ms),
+        local_retention_bytes: local(num("local.retention.bytes", -2), retention_bytes),
+    }
+}
+
+/// `local.retention.*`: -2 means "as `retention.*`"; a local limit never exceeds the total
+/// one (Kafka refuses such a config; here the total wins).
+fn local(value: i64, total: i64) -> i64 {
+    match (value, total) {
+        (-2, _) => total,
+        (v, t) if t >= 0 && (v < 0 || v > t) => t,
+        (v, _) => v,
     }
 }
 

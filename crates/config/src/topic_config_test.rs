@@ -269,3 +269,35 @@ fn remote_storage_needs_the_brokers_tier_and_a_topic_that_is_not_compacted() {
         "compacted by the broker default"
     );
 }
+
+#[test]
+fn local_retention_resolves_against_the_total() {
+    let b = BrokerConfig::default();
+    let log = |pairs: &[(&str, &str)]| {
+        let o: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        log_config(&b, &o)
+    };
+    let c = log(&[
+        ("remote.storage.enable", "true"),
+        ("retention.bytes", "1000"),
+    ]);
+    assert!(c.remote_storage);
+    assert_eq!(c.local_retention_bytes, 1000, "-2: as retention.bytes");
+    assert_eq!(c.local_retention_ms, c.retention_ms);
+    let c = log(&[
+        ("retention.bytes", "1000"),
+        ("local.retention.bytes", "5000"),
+    ]);
+    assert_eq!(c.local_retention_bytes, 1000, "never above the total");
+    let c = log(&[("retention.bytes", "-1"), ("local.retention.bytes", "300")]);
+    assert_eq!(c.local_retention_bytes, 300);
+    assert!(!c.remote_storage);
+    let c = log(&[
+        ("remote.storage.enable", "true"),
+        ("cleanup.policy", "compact"),
+    ]);
+    assert!(!c.remote_storage, "compacted topics do not tier");
+}

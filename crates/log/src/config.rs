@@ -52,6 +52,14 @@ pub struct LogConfig {
     /// `min.cleanable.dirty.ratio`: the share of cleanable bytes not yet cleaned above which the
     /// background cleaner picks the log.
     pub min_cleanable_dirty_ratio: f64,
+    /// `remote.storage.enable` (KIP-405): closed segments are copied to the long-term tier, and
+    /// retention here is the local one (`local_retention_*`), of copied segments only
+    /// ([`crate::PartitionLog::set_tier_copied_through`]); the tier applies `retention_*`.
+    pub remote_storage: bool,
+    /// `local.retention.ms`, with -2 resolved to `retention_ms`.
+    pub local_retention_ms: i64,
+    /// `local.retention.bytes`, with -2 resolved to `retention_bytes`.
+    pub local_retention_bytes: i64,
 }
 
 impl Default for LogConfig {
@@ -75,6 +83,9 @@ impl Default for LogConfig {
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
             min_cleanable_dirty_ratio: 0.5,
+            remote_storage: false,
+            local_retention_ms: 7 * 24 * 60 * 60 * 1000,
+            local_retention_bytes: -1,
         }
     }
 }

@@ -127,6 +127,9 @@ pub struct PartitionLog {
     /// transaction marker it kept reaches its delete horizon (i64::MAX when none or unknown):
     /// the background cleaner then runs even without new dirt.
     pub(crate) tombstone_expiry: std::sync::atomic::AtomicI64,
+    /// The last offset the long-term tier holds (-1: none known); with `remote_storage`, only
+    /// segments ending at or below it may go by local retention.
+    pub(crate) tier_copied_through: std::sync::atomic::AtomicI64,
     /// Whether the log dir has room: a full one refuses appends before they write.
     pub(crate) space: Arc<DirSpace>,
 }
@@ -195,6 +198,7 @@ impl PartitionLog {
             cleaner_lock: Mutex::new(()),
             cleaner_checkpoint: std::sync::atomic::AtomicI64::new(cleaner_checkpoint),
             tombstone_expiry: std::sync::atomic::AtomicI64::new(i64::MAX),
+            tier_copied_through: std::sync::atomic::AtomicI64::new(-1),
             space: DirSpace::untracked(&dir),
             dir,
         })
@@ -258,6 +262,16 @@ impl PartitionLog {
             .segments
             .iter()
             .map(|s| s.base_offset)
+            .collect()
+    }
+
+    /// (base offset, bytes) of every segment, oldest first.
+    pub fn segment_sizes(&self) -> Vec<(i64, u64)> {
+        self.state
+            .read()
+            .segments
+            .iter()
+            .map(|s| (s.base_offset, s.size))
             .collect()
     }
 

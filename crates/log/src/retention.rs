@@ -48,27 +48,44 @@ impl PartitionLog {
             }
         }
 
+        // With the long-term tier, this is local retention: its own limits, and only over
+        // segments the tier holds whole (KIP-405).
+        let (retention_ms, retention_bytes) = if config.remote_storage {
+            (config.local_retention_ms, config.local_retention_bytes)
+        } else {
+            (config.retention_ms, config.retention_bytes)
+        };
         let (count, reason) = {
             let st = self.state.read();
             let segs = &st.segments;
             let mut n = 0usize;
             let mut reason = SegmentDeletionReason::RetentionMs;
-            if config.retention_ms >= 0 {
+            if retention_ms >= 0 {
                 while n < segs.len()
                     && segs[n].size > 0
-                    && now - segs[n].largest_timestamp() > config.retention_ms
+                    && now - segs[n].largest_timestamp() > retention_ms
                 {
                     n += 1;
                 }
             }
-            if config.retention_bytes >= 0 {
+            if retention_bytes >= 0 {
                 let total: u64 = segs[n..].iter().map(|s| s.size).sum();
-                let mut diff = total as i64 - config.retention_bytes;
+                let mut diff = total as i64 - retention_bytes;
                 while n < segs.len() && segs[n].size > 0 && diff - segs[n].size as i64 >= 0 {
                     diff -= segs[n].size as i64;
                     n += 1;
                     reason = SegmentDeletionReason::RetentionBytes;
                 }
+            }
+            if config.remote_storage {
+                let copied = self
+                    .tier_copied_through
+                    .load(std::sync::atomic::Ordering::Acquire);
+                let in_tier = segs
+                    .windows(2)
+                    .take_while(|w| w[1].base_offset - 1 <= copied)
+                    .count();
+                n = n.min(in_tier);
             }
             (n, reason)
         };
@@ -87,6 +104,15 @@ impl PartitionLog {
             }
         }
         self.delete_oldest_segments(count, reason)
+    }
+
+    /// Tells the log the last offset copied to the long-term tier, on its epoch lineage: local
+    /// retention (with `remote_storage`) deletes only segments ending at or below it.
+    /// Only moves up: what the tier's own retention deleted since was copied all the same
+    /// (Kafka's `highestOffsetInRemoteStorage`).
+    pub fn set_tier_copied_through(&self, offset: i64) {
+        self.tier_copied_through
+            .fetch_max(offset, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// Removes the `count` oldest segments (never the active one), moving the log start offset

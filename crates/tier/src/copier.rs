@@ -152,7 +152,9 @@ mod tests {
                 .map(
                     |r| match TierMetadataRecord::decode(&r.key, r.value.as_deref()).unwrap() {
                         TierMetadataEvent::Update(m) => Some(m.state),
-                        TierMetadataEvent::Tombstone(_) => None,
+                        TierMetadataEvent::Tombstone(_) | TierMetadataEvent::LogStart { .. } => {
+                            None
+                        }
                     },
                 )
                 .collect()

@@ -152,6 +152,9 @@ impl RemoteSegmentMetadata {
     }
 
     fn validate(&self) -> std::result::Result<(), String> {
+        if self.segment_id.is_nil() {
+            return Err("a nil segment id (the partition's own key)".into());
+        }
         if self.partition < 0 {
             return Err(format!("partition {}", self.partition));
         }
@@ -195,6 +198,14 @@ pub enum TierMetadataEvent {
     Update(RemoteSegmentMetadata),
     /// The segment's objects are deleted (`DELETE_SEGMENT_FINISHED`): forget the key.
     Tombstone(RemoteSegmentKey),
+    /// The partition's log start offset moved (DeleteRecords): nothing below it is served, and
+    /// segments wholly below it are deleted. Keyed by the partition (the nil segment id), so
+    /// compaction keeps the latest.
+    LogStart {
+        topic_id: Uuid,
+        partition: i32,
+        offset: i64,
+    },
 }
 
 /// A record ready for the metadata topic: key bytes and value bytes (`None` = tombstone).
@@ -217,9 +228,48 @@ impl TierMetadataRecord {
         })
     }
 
+    /// The record that moves a partition's log start offset to `offset`.
+    pub fn log_start(topic_id: Uuid, partition: i32, offset: i64) -> Result<Self> {
+        let key = encode_key(&RemoteSegmentKey {
+            topic_id,
+            partition,
+            segment_id: Uuid::nil(),
+        })?;
+        let value = frame(
+            &LogStartProto {
+                topic_id: topic_id.as_bytes().to_vec(),
+                partition,
+                log_start_offset: offset,
+            },
+            "value",
+            MAX_VALUE_LEN,
+        )?;
+        Ok(Self {
+            key,
+            value: Some(value),
+        })
+    }
+
     /// Decodes a record; the value's identity must agree with the key.
     pub fn decode(key: &[u8], value: Option<&[u8]>) -> Result<TierMetadataEvent> {
         let k = decode_key(key)?;
+        if k.segment_id.is_nil() {
+            let Some(value) = value else {
+                return Err(bad("value", "a partition's log start without a value"));
+            };
+            let p: LogStartProto = unframe(value, "value", MAX_VALUE_LEN)?;
+            if uuid(&p.topic_id, "value")? != k.topic_id || p.partition != k.partition {
+                return Err(bad("value", "a log start under another partition's key"));
+            }
+            if p.log_start_offset < 0 {
+                return Err(bad("value", format!("log start {}", p.log_start_offset)));
+            }
+            return Ok(TierMetadataEvent::LogStart {
+                topic_id: k.topic_id,
+                partition: k.partition,
+                offset: p.log_start_offset,
+            });
+        }
         let Some(value) = value else {
             return Ok(TierMetadataEvent::Tombstone(k));
         };
@@ -242,6 +292,16 @@ struct KeyProto {
     partition: i32,
     #[prost(bytes = "vec", tag = "3")]
     segment_id: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct LogStartProto {
+    #[prost(bytes = "vec", tag = "1")]
+    topic_id: Vec<u8>,
+    #[prost(int32, tag = "2")]
+    partition: i32,
+    #[prost(int64, tag = "3")]
+    log_start_offset: i64,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -462,6 +522,30 @@ pub(crate) mod tests {
         };
         let buf = frame(&proto, "value", MAX_VALUE_LEN).expect("frame");
         assert!(decode_value(&buf).is_err());
+    }
+
+    #[test]
+    fn a_partitions_log_start_round_trips_under_its_own_key() {
+        let rec = TierMetadataRecord::log_start(Uuid::from_u128(7), 3, 250).expect("encodes");
+        assert_eq!(
+            TierMetadataRecord::decode(&rec.key, rec.value.as_deref()).expect("decodes"),
+            TierMetadataEvent::LogStart {
+                topic_id: Uuid::from_u128(7),
+                partition: 3,
+                offset: 250
+            }
+        );
+        assert!(TierMetadataRecord::decode(&rec.key, None).is_err());
+        let other = TierMetadataRecord::log_start(Uuid::from_u128(7), 4, 250).expect("encodes");
+        assert!(TierMetadataRecord::decode(&rec.key, other.value.as_deref()).is_err());
+        let nil = RemoteSegmentMetadata {
+            segment_id: Uuid::nil(),
+            ..segment(0, 9)
+        };
+        assert!(
+            TierMetadataRecord::of(&nil).is_err(),
+            "a segment cannot take the key"
+        );
     }
 
     #[test]

@@ -17,6 +17,8 @@ use crate::metadata::{RemoteSegmentMetadata, RemoteSegmentState, TierMetadataEve
 #[derive(Debug, Default, Clone)]
 pub struct RemotePartitionState {
     segments: BTreeMap<Uuid, RemoteSegmentMetadata>,
+    /// The log start offset DeleteRecords set (it only moves up): nothing below is served.
+    log_start_floor: Option<i64>,
 }
 
 /// Why retention deletes a segment from the tier.
@@ -63,6 +65,10 @@ impl RemotePartitionState {
     /// was, so a stray or replayed record cannot resurrect a segment.
     pub fn apply(&mut self, event: TierMetadataEvent) -> std::result::Result<(), String> {
         match event {
+            TierMetadataEvent::LogStart { offset, .. } => {
+                self.log_start_floor = Some(self.log_start_floor.map_or(offset, |f| f.max(offset)));
+                Ok(())
+            }
             TierMetadataEvent::Tombstone(key) => {
                 self.segments.remove(&key.segment_id);
                 Ok(())
@@ -87,7 +93,7 @@ impl RemotePartitionState {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.segments.is_empty()
+        self.segments.is_empty() && self.log_start_floor.is_none()
     }
 
     /// The segments whose copy finished, by start offset (then by epoch, then by id).
@@ -119,6 +125,9 @@ impl RemotePartitionState {
     /// lineage gives the offset), only a segment holding the offset under that epoch; without,
     /// the one of the latest epoch.
     pub fn segment_for(&self, offset: i64, epoch: Option<i32>) -> Option<&RemoteSegmentMetadata> {
+        if self.log_start_floor.is_some_and(|floor| offset < floor) {
+            return None;
+        }
         self.copied()
             .into_iter()
             .filter(|m| m.contains(offset))
@@ -129,15 +138,23 @@ impl RemotePartitionState {
     /// The first copied segment at or after `offset` (a reader whose offset fell in a gap a
     /// compacted segment left, or just below the tier's start).
     pub fn next_segment_from(&self, offset: i64) -> Option<&RemoteSegmentMetadata> {
+        let offset = self
+            .log_start_floor
+            .map_or(offset, |floor| offset.max(floor));
         self.copied()
             .into_iter()
             .filter(|m| m.end_offset >= offset)
             .min_by_key(|m| m.start_offset)
     }
 
-    /// The first offset the tier holds.
+    /// The first offset the tier serves: its first segment's, or the log start DeleteRecords
+    /// set when that is later.
     pub fn log_start_offset(&self) -> Option<i64> {
-        self.copied().first().map(|m| m.start_offset)
+        let first = self.copied().first().map(|m| m.start_offset);
+        match (first, self.log_start_floor) {
+            (Some(f), Some(floor)) => Some(f.max(floor)),
+            (f, floor) => f.or(floor),
+        }
     }
 
     /// The last offset copied along `lineage`: the leader copies from the offset after it.
@@ -177,8 +194,11 @@ impl RemotePartitionState {
             0
         };
         let cleanup_until_ms = (check.retention_ms >= 0).then(|| check.now_ms - check.retention_ms);
+        let log_start = self
+            .log_start_floor
+            .map_or(check.log_start_offset, |f| f.max(check.log_start_offset));
         for m in on {
-            let reason = if m.end_offset < check.log_start_offset {
+            let reason = if m.end_offset < log_start {
                 Some(TierDeletionReason::LogStartOffset)
             } else if cleanup_until_ms.is_some_and(|until| m.max_timestamp_ms <= until) {
                 Some(TierDeletionReason::RetentionTime)
@@ -221,7 +241,9 @@ pub fn on_lineage(m: &RemoteSegmentMetadata, lineage: &[(i32, i64)], log_end_off
     let Some(start) = epoch_start(first_epoch) else {
         return false;
     };
-    if first_offset < start {
+    // The local log's retention cuts its epoch cache at the local log start, so the lineage's
+    // first epoch may start later than it did: segments before that are still on it.
+    if first_offset < start && first_epoch != lineage_first {
         return false;
     }
     for (i, &(epoch, _)) in m.leader_epochs.iter().enumerate() {
@@ -439,6 +461,41 @@ mod tests {
                 (100, TierDeletionReason::LogStartOffset)
             ]
         );
+    }
+
+    #[test]
+    fn a_log_start_set_by_delete_records_hides_and_expires_what_is_below() {
+        let lineage = [(1, 0)];
+        let segs: Vec<_> = (0..3)
+            .map(|i| RemoteSegmentMetadata {
+                segment_id: Uuid::from_u128(i as u128 + 1),
+                ..seg(i * 100, i * 100 + 99, &[(1, i * 100)], 100, 0)
+            })
+            .collect();
+        let mut s = state_of(&segs);
+        let log_start = |offset| TierMetadataEvent::LogStart {
+            topic_id: segs[0].topic_id,
+            partition: segs[0].partition,
+            offset,
+        };
+        s.apply(log_start(150)).unwrap();
+        s.apply(log_start(120)).unwrap();
+        assert_eq!(s.log_start_offset(), Some(150), "it only moves up");
+        assert!(s.segment_for(149, None).is_none());
+        assert_eq!(s.segment_for(150, None).map(|m| m.start_offset), Some(100));
+        assert_eq!(s.next_segment_from(0).map(|m| m.start_offset), Some(100));
+        let deleted: Vec<_> = s
+            .segments_to_delete(&check(&lineage))
+            .into_iter()
+            .map(|(m, r)| (m.start_offset, r))
+            .collect();
+        assert_eq!(deleted, vec![(0, TierDeletionReason::LogStartOffset)]);
+        // With every segment gone the partition still remembers where it starts.
+        for m in &segs {
+            s.apply(TierMetadataEvent::Tombstone(m.key())).unwrap();
+        }
+        assert!(!s.is_empty());
+        assert_eq!(s.log_start_offset(), Some(150));
     }
 
     #[test]

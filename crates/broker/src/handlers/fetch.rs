@@ -121,7 +121,18 @@ pub async fn handle(
         min_bytes,
         deadline,
     };
-    let reads = read_until_ready(broker, &partitions, &fetcher, &wanted).await;
+    let mut reads = read_until_ready(broker, &partitions, &fetcher, &wanted).await;
+    if let (Some(tier), None) = (&broker.tier, fetcher.replica) {
+        read_from_tier(
+            broker,
+            tier,
+            &partitions,
+            &mut reads,
+            &fetcher,
+            response_max,
+        )
+        .await;
+    }
 
     let include = broker
         .fetch_sessions
@@ -134,6 +145,76 @@ pub async fn handle(
     FetchResponse::default()
         .with_session_id(session_id)
         .with_responses(topics)
+}
+
+/// Consumer reads below the local log start of tiered partitions (KIP-405): the local log
+/// answered them OFFSET_OUT_OF_RANGE; the long-term tier serves those it holds. Every consumer
+/// read of a tiered partition reports the tier's first offset as the log start offset.
+/// Followers are not served from the tier: they start at the leader's local log start.
+async fn read_from_tier(
+    broker: &Broker,
+    tier: &crate::tier::Tier,
+    partitions: &[FetchPartition],
+    reads: &mut [PartitionRead],
+    fetcher: &Fetcher<'_>,
+    response_max: usize,
+) {
+    let mut total: usize = reads.iter().map(|r| r.bytes).sum();
+    for (req, read) in partitions.iter().zip(reads.iter_mut()) {
+        let Some(part) = resolve(broker, &req.key, fetcher.version) else {
+            continue;
+        };
+        if !part.log.config().remote_storage {
+            continue;
+        }
+        let log_start = tier.log_start_offset(&part);
+        // Also on an out-of-range answer: a client resets to it (librdkafka caches it).
+        if read.data.log_start_offset >= 0 {
+            read.data.log_start_offset = log_start;
+        }
+        let out_of_range = ResponseError::OffsetOutOfRange.code();
+        if read.data.error_code != out_of_range
+            || req.fetch_offset < log_start
+            || req.fetch_offset >= part.log.log_start_offset()
+        {
+            continue;
+        }
+        let max = (req.max_bytes.max(0) as usize).min(response_max.saturating_sub(total));
+        let stable_end = fetcher.read_committed.then(|| part.last_stable_offset());
+        match tier.read(&part, req.fetch_offset, max, stable_end).await {
+            Ok(Some(fetched)) => {
+                let bytes = fetched.records.len();
+                let mut data = std::mem::take(&mut read.data)
+                    .with_error_code(0)
+                    .with_high_watermark(part.high_watermark())
+                    .with_last_stable_offset(part.last_stable_offset())
+                    .with_log_start_offset(fetched.log_start_offset)
+                    .with_records(Some(fetched.records));
+                if fetcher.read_committed {
+                    data = data.with_aborted_transactions(Some(
+                        fetched
+                            .aborted
+                            .into_iter()
+                            .map(|a| {
+                                AbortedTransaction::default()
+                                    .with_producer_id(ProducerId(a.producer_id))
+                                    .with_first_offset(a.first_offset)
+                            })
+                            .collect(),
+                    ));
+                }
+                read.data = data;
+                read.bytes = bytes;
+                total += bytes;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(partition = %part.tp, offset = req.fetch_offset, error = %e,
+                    "reading from the long-term tier failed");
+                read.data.error_code = ResponseError::KafkaStorageError.code();
+            }
+        }
+    }
 }
 
 /// A follower's broker id if the fetch is a follower's (v15+ carries the id in ReplicaState):

@@ -19,7 +19,79 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 
-pub fn handle(
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: ListOffsetsRequest,
+    version: i16,
+    ctx: &RequestContext,
+) -> ListOffsetsResponse {
+    let asked: Vec<(String, i32, i64)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.to_string(), p.partition_index, p.timestamp))
+        })
+        .collect();
+    let mut response = answer_locally(broker, request, version, ctx);
+    if let Some(tier) = &broker.tier {
+        with_the_tier(broker, tier, &asked, &mut response).await;
+    }
+    response
+}
+
+/// The tier's part of the answers for tiered partitions (KIP-405): the earliest offset is the
+/// tier's first, -5 (KIP-1005) the last offset it holds, and a timestamp is looked for in the
+/// tier's segments below the local log start before the local log.
+async fn with_the_tier(
+    broker: &Broker,
+    tier: &crate::tier::Tier,
+    asked: &[(String, i32, i64)],
+    response: &mut ListOffsetsResponse,
+) {
+    for topic in &mut response.topics {
+        for p in &mut topic.partitions {
+            if p.error_code != 0 {
+                continue;
+            }
+            let Some(part) = broker
+                .replicas
+                .partition_of(topic.name.as_str(), p.partition_index)
+            else {
+                continue;
+            };
+            if !part.log.config().remote_storage {
+                continue;
+            }
+            let Some(&(_, _, timestamp)) = asked
+                .iter()
+                .find(|(t, i, _)| t.as_str() == topic.name.as_str() && *i == p.partition_index)
+            else {
+                continue;
+            };
+            match timestamp {
+                EARLIEST => p.offset = tier.log_start_offset(&part),
+                LATEST_TIERED => p.offset = tier.highest_copied_offset(&part),
+                ts if ts >= 0 => match tier.offset_for_timestamp(&part, ts).await {
+                    Ok(Some((offset, found))) => {
+                        p.offset = offset;
+                        p.timestamp = found;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(partition = %part.tp, error = %e,
+                            "a timestamp lookup in the long-term tier failed");
+                        p.error_code = ResponseError::KafkaStorageError.code();
+                    }
+                },
+                _ => {}
+            }
+        }
+    }
+}
+
+fn answer_locally(
     broker: &Arc<Broker>,
     request: ListOffsetsRequest,
     version: i16,
@@ -85,8 +157,8 @@ pub fn handle(
                                     Ok(Some((part.last_stable_offset(), -1)))
                                 }
                                 LATEST => Ok(Some((part.high_watermark(), -1))),
+                                // The tier's part, for tiered topics: `with_the_tier`.
                                 EARLIEST | EARLIEST_LOCAL => Ok(Some((log.log_start_offset(), -1))),
-                                // Nothing is tiered yet.
                                 LATEST_TIERED => Ok(Some((-1, -1))),
                                 MAX_TIMESTAMP => log.max_timestamp().map_err(|e| {
                                     broker.replicas.failures().report(log, &e);

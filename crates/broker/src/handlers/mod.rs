@@ -272,10 +272,10 @@ async fn records_request(
         }
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(broker, r, v, ctx).await),
         RequestKind::ListOffsets(r) => {
-            ResponseKind::ListOffsets(list_offsets::handle(broker, r, v, ctx))
+            ResponseKind::ListOffsets(list_offsets::handle(broker, r, v, ctx).await)
         }
         RequestKind::DeleteRecords(r) => {
-            ResponseKind::DeleteRecords(records::delete_records(broker, r, ctx))
+            ResponseKind::DeleteRecords(records::delete_records(broker, r, ctx).await)
         }
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(records::offset_for_leader_epoch(broker, r, ctx))

@@ -22,7 +22,74 @@ use ferry_authz::AclOperation;
 /// DeleteRecords with offset -1 means "up to the high watermark".
 const HIGH_WATERMARK: i64 = -1;
 
-pub fn delete_records(
+pub async fn delete_records(
+    broker: &Arc<Broker>,
+    request: DeleteRecordsRequest,
+    ctx: &RequestContext,
+) -> DeleteRecordsResponse {
+    let asked: Vec<(String, i32, i64)> = request
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (t.name.to_string(), p.partition_index, p.offset))
+        })
+        .collect();
+    let mut response = delete_locally(broker, request, ctx);
+    if let Some(tier) = &broker.tier {
+        delete_in_the_tier(broker, tier, &asked, &mut response).await;
+    }
+    response
+}
+
+/// DeleteRecords on tiered partitions (KIP-405): the partition's log start moves in the tier
+/// too, so records below it are not served from there either; the low watermark is the
+/// partition's new log start.
+async fn delete_in_the_tier(
+    broker: &Broker,
+    tier: &crate::tier::Tier,
+    asked: &[(String, i32, i64)],
+    response: &mut DeleteRecordsResponse,
+) {
+    for topic in &mut response.topics {
+        for p in &mut topic.partitions {
+            if p.error_code != 0 {
+                continue;
+            }
+            let Some(part) = broker
+                .replicas
+                .partition_of(topic.name.as_str(), p.partition_index)
+            else {
+                continue;
+            };
+            if !part.log.config().remote_storage {
+                continue;
+            }
+            let Some(&(_, _, offset)) = asked
+                .iter()
+                .find(|(t, i, _)| t.as_str() == topic.name.as_str() && *i == p.partition_index)
+            else {
+                continue;
+            };
+            let target = if offset == HIGH_WATERMARK {
+                part.high_watermark()
+            } else {
+                offset
+            };
+            match tier.delete_records_before(&part, target).await {
+                Ok(low) => p.low_watermark = low,
+                Err(e) => {
+                    tracing::warn!(partition = %part.tp, error = %e,
+                        "moving the log start offset in the long-term tier failed");
+                    p.error_code = ResponseError::KafkaStorageError.code();
+                }
+            }
+        }
+    }
+}
+
+fn delete_locally(
     broker: &Arc<Broker>,
     request: DeleteRecordsRequest,
     ctx: &RequestContext,

@@ -7,12 +7,12 @@
 //! 2. unless `remote.log.copy.disable`, the closed segments after the highest offset the tier
 //!    holds on this leader's epoch lineage, and below the last stable offset (so below the high
 //!    watermark), are copied, oldest first, stopping at the first failure;
-//! 3. segments wholly below the log start offset, and copies off the lineage (an unclean
-//!    election's), are deleted from the tier.
+//! 3. segments past `retention.ms`, over `retention.bytes` (the tier's bytes and the local
+//!    bytes not in it together), and copies off the lineage (an unclean election's) are deleted
+//!    from the tier, oldest first (Kafka's `RLMExpirationTask`).
 //!
-//! Until local retention of copied segments lands, the local log keeps every retained byte
-//! and its start offset is the partition's: retention by `retention.ms` / `retention.bytes`
-//! moves it, and the tier follows it through step 3.
+//! Every replica of a tiered partition (leader or follower) is told how far the tier reaches
+//! on its lineage: local retention (`local.retention.*`) deletes only segments the tier holds.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,7 +39,8 @@ pub async fn run(tier: Arc<Tier>) {
     }
 }
 
-/// One pass over the tiered partitions led here.
+/// One pass over the tiered partitions hosted here: leaders copy and expire; every replica
+/// learns how far the tier reaches, which is how far its local retention may delete.
 pub(super) async fn pass(tier: &Tier) {
     if !tier.cache.is_caught_up() {
         // Before the metadata is read, the highest copied offset is unknown; the follower can
@@ -52,34 +53,57 @@ pub(super) async fn pass(tier: &Tier) {
     let Some(replicas) = tier.host.replicas() else {
         return;
     };
-    let tiered: Vec<(Arc<Partition>, bool)> = {
+    let tiered: Vec<(Arc<Partition>, TopicLimits)> = {
         let image = tier.host.metadata.image();
         replicas
             .all()
             .into_iter()
-            .filter(|p| p.is_leader())
             .filter_map(|p| {
                 let topic = image.topic(&p.tp.topic)?;
-                let flag = |key: &str| {
+                let value = |key: &str| {
                     ferry_config::topic_config::effective(&tier.host.config, &topic.configs, key)
-                        .is_some_and(|(v, _)| v.trim().eq_ignore_ascii_case("true"))
+                        .map(|(v, _)| v.trim().to_string())
+                        .unwrap_or_default()
                 };
-                flag("remote.storage.enable").then(|| (p, flag("remote.log.copy.disable")))
+                let flag = |key: &str| value(key).eq_ignore_ascii_case("true");
+                if !flag("remote.storage.enable") {
+                    return None;
+                }
+                let limits = TopicLimits {
+                    copy_disabled: flag("remote.log.copy.disable"),
+                    retention_ms: value("retention.ms").parse().unwrap_or(-1),
+                    retention_bytes: value("retention.bytes").parse().unwrap_or(-1),
+                };
+                Some((p, limits))
             })
             .collect()
     };
     drop(replicas);
     let mut remote_bytes = 0u64;
-    for (part, copy_disabled) in tiered {
-        remote_bytes += partition_pass(tier, &part, copy_disabled).await;
+    for (part, limits) in tiered {
+        if part.is_leader() {
+            remote_bytes += leader_pass(tier, &part, &limits).await;
+        }
+        let state = tier.cache.partition(part.topic_id, part.tp.partition);
+        let copied = state
+            .highest_copied_offset(&part.log.epoch_entries(), part.log.log_end_offset())
+            .unwrap_or(-1);
+        part.log.set_tier_copied_through(copied);
     }
     tier.metrics
         .remote_bytes
         .set(i64::try_from(remote_bytes).unwrap_or(i64::MAX));
 }
 
-/// The pass over one partition; the bytes the tier then holds of it.
-async fn partition_pass(tier: &Tier, part: &Partition, copy_disabled: bool) -> u64 {
+/// A tiered topic's settings, read once per pass.
+struct TopicLimits {
+    copy_disabled: bool,
+    retention_ms: i64,
+    retention_bytes: i64,
+}
+
+/// The leader's pass over one partition; the bytes the tier then holds of it.
+async fn leader_pass(tier: &Tier, part: &Partition, limits: &TopicLimits) -> u64 {
     let (topic_id, partition) = (part.topic_id, part.tp.partition);
     let now = tier.host.clock.now_ms();
     let grace = 2 * i64::try_from(tier.config.task_interval_ms).unwrap_or(i64::MAX / 4)
@@ -95,20 +119,34 @@ async fn partition_pass(tier: &Tier, part: &Partition, copy_disabled: bool) -> u
         delete(tier, &m, "unfinished copy").await;
     }
 
-    if !copy_disabled {
+    if !limits.copy_disabled {
         copy_new_segments(tier, part).await;
     }
 
+    // Retention of the partition as a whole (Kafka's RLMExpirationTask): the tier's segments
+    // and the local bytes not in the tier count towards `retention.bytes`.
     let state = tier.cache.partition(topic_id, partition);
+    let lineage = part.log.epoch_entries();
+    let log_end = part.log.log_end_offset();
+    let copied = state.highest_copied_offset(&lineage, log_end).unwrap_or(-1);
+    let sizes = part.log.segment_sizes();
+    let local_only_bytes = sizes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| sizes.get(i + 1).is_none_or(|next| next.0 - 1 > copied))
+        .map(|(_, (_, size))| size)
+        .sum();
     let check = RetentionCheck {
         now_ms: now,
-        // The local log's retention moves the log start offset; the tier follows it.
-        retention_ms: -1,
-        retention_bytes: -1,
-        local_only_bytes: 0,
-        log_start_offset: part.log.log_start_offset(),
-        log_end_offset: part.log.log_end_offset(),
-        lineage: part.log.epoch_entries(),
+        retention_ms: limits.retention_ms,
+        retention_bytes: limits.retention_bytes,
+        local_only_bytes,
+        // The partition starts at the tier's first segment (or locally, without one).
+        log_start_offset: state
+            .log_start_offset()
+            .unwrap_or_else(|| part.log.log_start_offset()),
+        log_end_offset: log_end,
+        lineage,
     };
     for (m, reason) in state.segments_to_delete(&check) {
         delete(tier, &m, &format!("{reason:?}")).await;

@@ -46,6 +46,11 @@ impl TierMetadataCache {
         let key = match &event {
             TierMetadataEvent::Update(m) => (m.topic_id, m.partition),
             TierMetadataEvent::Tombstone(k) => (k.topic_id, k.partition),
+            TierMetadataEvent::LogStart {
+                topic_id,
+                partition,
+                ..
+            } => (*topic_id, *partition),
         };
         let mut partitions = self.lock();
         let state = partitions.entry(key).or_default();
@@ -117,6 +122,44 @@ impl TierPublisher {
 }
 
 impl TierPublisher {
+    /// Publishes (acks=all) that the partition's log starts at `offset` (DeleteRecords).
+    pub async fn publish_log_start(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        offset: i64,
+    ) -> ferry_tier::Result<()> {
+        let record = TierMetadataRecord::log_start(topic_id, partition, offset)?;
+        self.send(topic_id, partition, record).await
+    }
+
+    async fn send(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        record: TierMetadataRecord,
+    ) -> ferry_tier::Result<()> {
+        let failed = |e: anyhow::Error| TierError::Publish(format!("{e:#}"));
+        self.producer
+            .ensure_topic(&self.host)
+            .await
+            .map_err(failed)?;
+        let n = self
+            .producer
+            .partitions(&self.host)
+            .ok_or_else(|| TierError::Publish(format!("{METADATA_TOPIC} vanished")))?;
+        let p = ferry_wal::metadata::metadata_partition(topic_id, partition, n);
+        self.producer
+            .send(
+                &self.host,
+                vec![(p, (record.key, record.value))],
+                true,
+                &|_| {},
+            )
+            .await
+            .map_err(failed)
+    }
+
     /// Creates the metadata topic if needed: the follower's "caught up" waits for a topic to
     /// read, and the copier for that.
     pub async fn ensure_topic(&self) -> anyhow::Result<()> {
@@ -128,25 +171,7 @@ impl TierPublisher {
 impl TierMetadataSink for TierPublisher {
     async fn publish(&self, meta: &RemoteSegmentMetadata) -> ferry_tier::Result<()> {
         let record = TierMetadataRecord::of(meta)?;
-        let failed = |e: anyhow::Error| TierError::Publish(format!("{e:#}"));
-        self.producer
-            .ensure_topic(&self.host)
-            .await
-            .map_err(failed)?;
-        let n = self
-            .producer
-            .partitions(&self.host)
-            .ok_or_else(|| TierError::Publish(format!("{METADATA_TOPIC} vanished")))?;
-        let p = ferry_wal::metadata::metadata_partition(meta.topic_id, meta.partition, n);
-        self.producer
-            .send(
-                &self.host,
-                vec![(p, (record.key, record.value))],
-                true,
-                &|_| {},
-            )
-            .await
-            .map_err(failed)
+        self.send(meta.topic_id, meta.partition, record).await
     }
 }
 

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use ferry_config::tier_config::{TierConfig, TierStore};
 use ferry_objstore::{LocalDirStore, ObjStoreMetrics, ObjectStore, S3Config, S3Store};
-use ferry_tier::{RemoteSegmentStore, SegmentCopier};
+use ferry_tier::{RemoteSegmentStore, SegmentCopier, TierReader};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -87,6 +87,7 @@ pub struct Tier {
     cache: Arc<TierMetadataCache>,
     publisher: Arc<TierPublisher>,
     copier: SegmentCopier,
+    reader: TierReader,
     metrics: TierMetrics,
 }
 
@@ -106,8 +107,10 @@ impl Tier {
             .await
             .context("setting up the long-term tier (remote.log.storage.*)")?;
         let publisher = Arc::new(TierPublisher::new(host.clone(), config.metadata_partitions));
+        let segments = RemoteSegmentStore::new(store);
+        let reader = TierReader::new(segments.clone(), config.index_cache_bytes);
         let copier = SegmentCopier::new(
-            RemoteSegmentStore::new(store),
+            segments,
             publisher.clone(),
             host.node_id,
             host.clock.clone(),
@@ -118,6 +121,7 @@ impl Tier {
             cache: Arc::new(TierMetadataCache::default()),
             publisher,
             copier,
+            reader,
             metrics,
         })))
     }
@@ -175,4 +179,168 @@ async fn open_store(
             crate::remote_wal::store::wrap(store, metrics)
         }
     })
+}
+
+/// Records a consumer fetch got from the tier.
+#[derive(Debug)]
+pub struct TierFetch {
+    pub records: bytes::Bytes,
+    /// The partition's first offset (the tier's first segment's).
+    pub log_start_offset: i64,
+    /// For read_committed: the aborted transactions overlapping what was read.
+    pub aborted: Vec<ferry_log::AbortedTxn>,
+}
+
+impl Tier {
+    /// The partition's first offset counting the tier: the tier's first segment when it starts
+    /// below the local log, else the local log start.
+    pub fn log_start_offset(&self, part: &crate::replica_manager::Partition) -> i64 {
+        let local = part.log.log_start_offset();
+        if !part.log.config().remote_storage {
+            return local;
+        }
+        self.cache
+            .partition(part.topic_id, part.tp.partition)
+            .log_start_offset()
+            .map_or(local, |tier| tier.min(local))
+    }
+
+    /// DeleteRecords on a tiered partition (after the local log's): moves the partition's log
+    /// start to `offset` if that is later, durably (acks=all) before the caller answers. The
+    /// tier then serves nothing below it and deletes the segments wholly below it.
+    pub async fn delete_records_before(
+        &self,
+        part: &crate::replica_manager::Partition,
+        offset: i64,
+    ) -> ferry_tier::Result<i64> {
+        let start = self.log_start_offset(part);
+        if offset <= start {
+            return Ok(start);
+        }
+        self.publisher
+            .publish_log_start(part.topic_id, part.tp.partition, offset)
+            .await?;
+        self.cache
+            .apply(ferry_tier::metadata::TierMetadataEvent::LogStart {
+                topic_id: part.topic_id,
+                partition: part.tp.partition,
+                offset,
+            });
+        Ok(offset)
+    }
+
+    /// The last offset the tier holds of the partition (ListOffsets -5, KIP-1005), -1 if none.
+    pub fn highest_copied_offset(&self, part: &crate::replica_manager::Partition) -> i64 {
+        self.cache
+            .partition(part.topic_id, part.tp.partition)
+            .highest_copied_offset(&part.log.epoch_entries(), part.log.log_end_offset())
+            .unwrap_or(-1)
+    }
+
+    /// A consumer's read at `offset` below the local log start, from the tier: whole batches,
+    /// at most `max_bytes` but at least one; with `read_committed`, up to `stable_end` and with
+    /// the aborted transactions overlapping them. `None` when the tier does not hold `offset`
+    /// (the fetch is then out of range).
+    pub async fn read(
+        &self,
+        part: &crate::replica_manager::Partition,
+        offset: i64,
+        max_bytes: usize,
+        read_committed: Option<i64>,
+    ) -> ferry_tier::Result<Option<TierFetch>> {
+        let state = self.cache.partition(part.topic_id, part.tp.partition);
+        let local_start = part.log.log_start_offset();
+        if !part.log.config().remote_storage || offset >= local_start {
+            return Ok(None);
+        }
+        let Some(segment) = state.segment_for(offset, None).or_else(|| {
+            state
+                .next_segment_from(offset)
+                .filter(|s| s.start_offset < local_start)
+        }) else {
+            return Ok(None);
+        };
+        let mut records = self.reader.read(segment, offset, max_bytes.max(1)).await?;
+        if let Some(stable_end) = read_committed {
+            records = cut_at(records, stable_end);
+        }
+        let mut aborted = Vec::new();
+        if let (Some(_), Some(upper)) = (read_committed, next_offset(&records)) {
+            // Kafka's collectAbortedTransactions: the tier's segments from the one read, then
+            // the local log, until an entry's last stable offset reaches the bound.
+            let mut complete = false;
+            for s in state.copied() {
+                if s.end_offset < offset || s.start_offset >= local_start || complete {
+                    continue;
+                }
+                let (found, done) = self.reader.aborted_transactions(s, offset, upper).await?;
+                aborted.extend(found);
+                complete = done;
+            }
+            if !complete {
+                aborted.extend(part.log.collect_aborted_transactions(local_start, upper));
+            }
+        }
+        Ok(Some(TierFetch {
+            records,
+            log_start_offset: state
+                .log_start_offset()
+                .unwrap_or(local_start)
+                .min(local_start),
+            aborted,
+        }))
+    }
+
+    /// ListOffsets by timestamp in the tier: the earliest record at or after `ts` in the
+    /// segments below the local log start, `None` when none there has one.
+    pub async fn offset_for_timestamp(
+        &self,
+        part: &crate::replica_manager::Partition,
+        ts: i64,
+    ) -> ferry_tier::Result<Option<(i64, i64)>> {
+        if !part.log.config().remote_storage {
+            return Ok(None);
+        }
+        let local_start = part.log.log_start_offset();
+        let state = self.cache.partition(part.topic_id, part.tp.partition);
+        for s in state.copied() {
+            if s.start_offset >= local_start || s.max_timestamp_ms < ts {
+                continue;
+            }
+            if let Some(found) = self.reader.offset_for_timestamp(s, ts).await? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The offset after the last batch of `records`.
+fn next_offset(records: &[u8]) -> Option<i64> {
+    let mut at = 0;
+    let mut next = None;
+    while let Some(h) = records
+        .get(at..)
+        .and_then(ferry_log::batch::BatchHeader::parse)
+    {
+        next = Some(h.next_offset());
+        at += h.total_size();
+    }
+    next
+}
+
+/// `records` without the batches that end at or past `end` (read_committed's last stable
+/// offset).
+fn cut_at(records: bytes::Bytes, end: i64) -> bytes::Bytes {
+    let mut at = 0;
+    while let Some(h) = records
+        .get(at..)
+        .and_then(ferry_log::batch::BatchHeader::parse)
+    {
+        if h.last_offset() >= end {
+            break;
+        }
+        at += h.total_size();
+    }
+    records.slice(..at)
 }

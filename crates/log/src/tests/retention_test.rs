@@ -212,3 +212,46 @@ fn truncate_fully_restarts_an_empty_log_past_its_end_and_survives_a_restart() {
     let log = open(dir.path(), config(), true, &clock);
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (25, 26));
 }
+
+/// With the long-term tier (`remote_storage`), retention here is local retention: its own
+/// limits, and only over segments the tier holds whole.
+#[test]
+fn local_retention_deletes_only_segments_the_tier_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_c, clock) = clock(0);
+    let config = LogConfig {
+        retention_ms: -1,
+        retention_bytes: -1,
+        remote_storage: true,
+        local_retention_ms: -1,
+        local_retention_bytes: 400,
+        ..config()
+    };
+    let log = open(dir.path(), config, true, &clock);
+    for _ in 0..30 {
+        log.append_as_leader(&simple(2, 0), 0).unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() >= 6, "{bases:?}");
+
+    // Nothing is in the tier: nothing goes, however far over the local limit.
+    assert_eq!(log.enforce_retention().unwrap(), 0);
+    assert_eq!(log.log_start_offset(), 0);
+
+    // The tier holds the first two segments whole and half of the third: two go.
+    log.set_tier_copied_through(bases[2] + 1);
+    assert_eq!(log.enforce_retention().unwrap(), 2);
+    assert_eq!(log.log_start_offset(), bases[2]);
+
+    // All but the active segment in the tier: the local limit decides.
+    log.set_tier_copied_through(log.log_end_offset() - 1);
+    log.enforce_retention().unwrap();
+    assert!(log.size_in_bytes() <= 400 + 400, "{}", log.size_in_bytes());
+    assert!(log.segment_count() >= 1);
+    let lso = log.log_start_offset();
+    assert!(!log
+        .read(lso, 1 << 20, i64::MAX, true)
+        .unwrap()
+        .records
+        .is_empty());
+}
