@@ -154,18 +154,44 @@ def test_closed_segments_are_copied_once_and_follow_the_log_start(broker_factory
     assert metric(broker, "ferry_tier_segments_deleted_total") > 0
 
 
-def test_a_consumer_reads_the_tier_below_the_local_log(broker_factory, tmp_path):
+@pytest.fixture
+def s3_tier(tmp_path):
+    """An S3 API server (ferry-s3-test-server or s3s-fs) on loopback with a bucket `tier`:
+    the broker config of a tier there."""
+    from test_remote_wal import S3_KEY, S3_SECRET, S3Server
+
+    server = S3Server(tmp_path / "s3", "tier")
+    (tmp_path / "s3" / "tier").mkdir(parents=True, exist_ok=True)
+    server.start()
+    yield {
+        "remote.log.storage.system.enable": True,
+        "remote.log.storage.type": "s3",
+        "remote.log.storage.s3.bucket": "tier",
+        "remote.log.storage.s3.endpoint": server.endpoint,
+        "remote.log.storage.s3.path.style": True,
+        "remote.log.storage.s3.access.key.id": S3_KEY,
+        "remote.log.storage.s3.secret.access.key": S3_SECRET,
+        "remote.log.manager.task.interval.ms": 200,
+        "log.retention.check.interval.ms": 200,
+    }
+    server.stop()
+
+
+@pytest.mark.parametrize("store", ["local", "s3"])
+def test_a_consumer_reads_the_tier_below_the_local_log(broker_factory, tmp_path, store, request):
     """With a small `local.retention.bytes` the disk keeps a few segments and the tier the
     rest; consumers read every record from offset 0, in order, across the tier and the local
     log; ListOffsets earliest and by timestamp see the tier; DeleteRecords moves the start in
-    the tier too; all of it again after a kill -9."""
+    the tier too; all of it again after a kill -9. On a local directory and on an S3 API."""
     from confluent_kafka import OFFSET_BEGINNING, TopicPartition
     from confluent_kafka import TopicPartition as TP
 
     from conftest import ck_consumer, consume_partition
 
-    tier_dir = tmp_path / "tier"
-    broker = broker_factory(tier_config(tier_dir))
+    if store == "s3":
+        broker = broker_factory(request.getfixturevalue("s3_tier"))
+    else:
+        broker = broker_factory(tier_config(tmp_path / "tier"))
     topic = create_topic(broker, unique_topic("tierread"), config={
         "remote.storage.enable": "true",
         "segment.bytes": str(SEGMENT_BYTES),
