@@ -79,9 +79,9 @@ pub use manager::{is_dir_failure, LogManager, CLEAN_SHUTDOWN_FILE};
 pub use offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
 pub use producer_state::{BatchMetadata, ProducerEntry};
 pub use retention::SegmentDeletionReason;
+pub use scrub::{CorruptRange, RepairOutcome, ScrubCursor, ScrubStep, SegmentRef};
 pub use segment::SegmentFile;
 pub use slice::{FileSlice, SliceData};
-pub use scrub::{CorruptRange, RepairOutcome, ScrubCursor, ScrubStep, SegmentRef};
 pub use timestamp::record_timestamps;
 pub use txn::{AbortedTxn, TxnMarker, TxnResult};
 

@@ -28,7 +28,10 @@ fn sliced(
             let bytes = s.read().unwrap();
             assert_eq!(bytes.len(), s.len);
             let last = batch_ranges(&bytes).last().unwrap().1;
-            assert_eq!(s.last_offset, last, "the slice's last offset is its last batch's");
+            assert_eq!(
+                s.last_offset, last,
+                "the slice's last offset is its last batch's"
+            );
             bytes.to_vec()
         }
         None => Vec::new(),
@@ -85,12 +88,21 @@ fn a_planned_read_stops_below_the_high_watermark_and_at_its_segment_end() {
     let ranges = batch_ranges(&bytes);
     assert_eq!(ranges.first().unwrap().0, 0);
     // Ends at a segment's end or before the batch holding the limit.
-    let next = log.read_slice(s.last_offset + 1, 1 << 20, hw, true).unwrap();
+    let next = log
+        .read_slice(s.last_offset + 1, 1 << 20, hw, true)
+        .unwrap();
     if let Some(n) = next.slice {
-        assert!(!std::sync::Arc::ptr_eq(&n.file, &s.file), "the next segment's");
+        assert!(
+            !std::sync::Arc::ptr_eq(&n.file, &s.file),
+            "the next segment's"
+        );
     }
     // Nothing to plan at or past the limit, and at the log end.
-    assert!(log.read_slice(hw, 1 << 20, hw, true).unwrap().slice.is_none());
+    assert!(log
+        .read_slice(hw, 1 << 20, hw, true)
+        .unwrap()
+        .slice
+        .is_none());
     let leo = log.log_end_offset();
     let at_end = log.read_slice(leo, 1 << 20, leo, true).unwrap();
     assert!(at_end.slice.is_none());
@@ -111,7 +123,11 @@ fn planned_reads_joined_across_segments_are_the_whole_log() {
     let mut offset = 0;
     let mut files = 0;
     while offset < leo {
-        let s = log.read_slice(offset, 1 << 20, leo, false).unwrap().slice.unwrap();
+        let s = log
+            .read_slice(offset, 1 << 20, leo, false)
+            .unwrap()
+            .slice
+            .unwrap();
         joined.extend_from_slice(&s.read().unwrap());
         offset = s.last_offset + 1;
         files += 1;
@@ -138,7 +154,11 @@ fn a_slice_of_a_deleted_segment_stays_readable() {
     let log = log_of_many_segments(dir.path());
     // The whole first segment (a read stops at a segment's end).
     let leo = log.log_end_offset();
-    let first = log.read_slice(0, 1 << 20, leo, true).unwrap().slice.unwrap();
+    let first = log
+        .read_slice(0, 1 << 20, leo, true)
+        .unwrap()
+        .slice
+        .unwrap();
     let before = first.read().unwrap();
     // DeleteRecords past it deletes its files; the slice holds the open file.
     log.delete_records_before(first.last_offset + 1).unwrap();
