@@ -171,6 +171,12 @@ impl FileRecords {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+
+    /// Forgets every placeholder (their response was dropped: a long-polling fetch reads
+    /// again).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
 }
 
 /// One piece of a frame: bytes in memory, or a range of a file.

@@ -229,6 +229,10 @@ async fn read_until_ready(
         // Subscribe before reading so that an append between the read and the wait is seen.
         let mut watchers: Vec<watch::Receiver<i64>> =
             resolved.iter().flatten().map(|p| p.subscribe()).collect();
+        // The placeholders of an earlier round's reads are not in the response.
+        if let Some(files) = &fetcher.ctx.file_records {
+            files.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        }
         let reads = read_all(broker, partitions, &resolved, fetcher, wanted.response_max);
         let total: usize = reads.iter().map(|r| r.bytes).sum();
         let any_error = reads.iter().any(|r| r.data.error_code != 0);

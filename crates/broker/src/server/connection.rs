@@ -557,6 +557,12 @@ async fn handle_request(
         throttle::cap_fetch(broker, &mut request.body, &quota_client);
     }
     let handled = handlers::handle_pipelined(broker, request, &ctx).await;
+    // The file regions behind the response's placeholders (a consumer Fetch on plaintext).
+    let files = ctx
+        .file_records
+        .as_ref()
+        .map(|f| std::mem::take(&mut *f.lock().unwrap_or_else(|p| p.into_inner())))
+        .unwrap_or_default();
     let mut throttled = if measured {
         let is_produce = api_key == ApiKey::Produce;
         throttle::request_throttle(
@@ -580,11 +586,6 @@ async fn handle_request(
                     throttle::set_throttle_time(response, throttled);
                 }
             }
-            let files = ctx
-                .file_records
-                .as_ref()
-                .map(|f| std::mem::take(&mut *f.lock().unwrap_or_else(|p| p.into_inner())))
-                .unwrap_or_default();
             let framed = answer.frame_with_files(body, files);
             (Box::pin(async move { framed }), false, throttled)
         }
@@ -596,7 +597,7 @@ async fn handle_request(
                     if let (Some(response), false) = (body.as_mut(), throttled.is_zero()) {
                         throttle::set_throttle_time(response, throttled);
                     }
-                    answer.frame(body)
+                    answer.frame_with_files(body, files)
                 }),
                 false,
                 throttled,
