@@ -80,7 +80,8 @@ async fn answered_with_file_records(b: &Arc<Broker>, body: FetchRequest, version
 #[tokio::test]
 async fn a_plaintext_fetch_sent_from_files_is_the_bytes_of_the_in_memory_response() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(config(dir.path(), ""), ferry_common::system_clock())
+    let sendfile = "\"fetch.sendfile.enable\" = true";
+    let server = Server::start(config(dir.path(), sendfile), ferry_common::system_clock())
         .await
         .unwrap();
     let b = server.broker.clone();

@@ -10,9 +10,9 @@
 //!
 //! A malformed, oversized or unsupported frame closes this connection only, with a log line.
 //!
-//! On a plaintext listener a consumer Fetch's record sets stay in their segment files and the
-//! writer sends them with `sendfile` ([`super::frame_writer`]); a TLS listener reads them into
-//! memory in the handler, as before.
+//! With `fetch.sendfile.enable`, on a plaintext listener a consumer Fetch's record sets stay in
+//! their segment files and the writer sends them with `sendfile` ([`super::frame_writer`]);
+//! otherwise, and always on a TLS listener, the handler reads them into memory.
 //!
 //! On a TLS listener the handshake runs here, in the connection's own task (never in the accept
 //! loop), bounded by [`TLS_HANDSHAKE_TIMEOUT`]; the connection then knows its
@@ -527,7 +527,7 @@ async fn handle_request(
         .unwrap_or_default();
     let mut ctx = handlers::RequestContext::new(client_id, peer.ip(), security.clone());
     ctx.principal = principal.clone();
-    if sends_files && api_key == ApiKey::Fetch {
+    if sends_files && api_key == ApiKey::Fetch && broker.config.fetch_sendfile() {
         ctx.file_records = Some(Arc::new(std::sync::Mutex::new(FileRecords::new())));
     }
     // Requests from other brokers are counted by the sender's rack (cross-AZ traffic).
