@@ -13,6 +13,7 @@ pub mod broker;
 pub mod client_quotas;
 pub mod corruption;
 pub mod errors;
+pub mod fetch_slices;
 pub mod group_store;
 pub mod handlers;
 pub mod host;

@@ -109,7 +109,7 @@ impl Partition {
     }
 
     /// Passes a result of the log through, reporting an error that says the disk failed.
-    fn checked<T>(&self, result: Result<T, LogError>) -> Result<T, LogError> {
+    pub(crate) fn checked<T>(&self, result: Result<T, LogError>) -> Result<T, LogError> {
         if let Err(e) = &result {
             self.failures.report(&self.log, e);
         }

@@ -123,6 +123,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("socket.request.max.bytes", Int, "104857600", "Largest request frame accepted; a larger one closes the connection."),
     def("message.max.bytes", Int, "1048588", "Default of the topic config `max.message.bytes`: the largest record batch accepted."),
     def("fetch.max.bytes", Int, "57671680", "Upper bound on the bytes one Fetch response carries."),
+    def("fetch.sendfile.enable", Boolean, "false", "Plaintext listeners send a consumer Fetch's record bytes from the segment files with `sendfile` (no copy through the broker's memory) instead of reading them into memory first; TLS listeners, replica fetches and record sets under 16 KB always read. Off by default: on the 2-core machine of docs/benchmarks.md, with the client on loopback, it cost more broker CPU per GB consumed and consumed slower (see \"sendfile\" there)."),
     def("min.insync.replicas", Int, "1", "Default of the topic config `min.insync.replicas`."),
     def("replica.lag.time.max.ms", Long, "30000", "A follower that has not caught up with the leader's log end offset for this long leaves the ISR (AlterPartition through the controller)."),
     def("replica.fetch.wait.max.ms", Int, "500", "Longest time a follower's Fetch waits at the leader for new data."),
@@ -642,6 +643,11 @@ impl BrokerConfig {
     }
     pub fn socket_request_max_bytes(&self) -> usize {
         self.long("socket.request.max.bytes") as usize
+    }
+    /// `fetch.sendfile.enable`: consumer fetches on plaintext listeners send their records
+    /// with `sendfile`.
+    pub fn fetch_sendfile(&self) -> bool {
+        self.boolean("fetch.sendfile.enable")
     }
     pub fn fetch_max_bytes(&self) -> usize {
         self.long("fetch.max.bytes") as usize

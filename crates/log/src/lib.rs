@@ -26,6 +26,10 @@
 //! `compression.type`, as Kafka's log validator recompresses) and [`keyed_records`] (the (key,
 //! value) batches of the broker's internal topics).
 //!
+//! Fetches that send record bytes with `sendfile` plan their read instead of making it
+//! ([`slice`]): the same whole batches [`PartitionLog::read`] returns, as a range of a segment
+//! file.
+//!
 //! Corruption ([`scrub`]): the broker's scrubber checks closed segments' batches chunk by chunk
 //! without the writer lock, and repairs a corrupt range in place with another replica's bytes.
 //!
@@ -61,6 +65,7 @@ mod records;
 mod retention;
 pub mod scrub;
 mod segment;
+pub mod slice;
 mod tier_source;
 mod timestamp;
 pub mod txn;
@@ -76,6 +81,8 @@ pub use offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_
 pub use producer_state::{BatchMetadata, ProducerEntry};
 pub use retention::SegmentDeletionReason;
 pub use scrub::{CorruptRange, RepairOutcome, ScrubCursor, ScrubStep, SegmentRef};
+pub use segment::SegmentFile;
+pub use slice::{FileSlice, SliceData};
 pub use tier_source::TierCandidate;
 pub use timestamp::record_timestamps;
 pub use txn::{AbortedTxn, TxnMarker, TxnResult};

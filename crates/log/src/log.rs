@@ -99,6 +99,27 @@ impl LogState {
     pub fn size_in_bytes(&self) -> u64 {
         self.segments.iter().map(|s| s.size).sum()
     }
+
+    /// Where a read of `offset` looks: (file, batch start to scan from, published size) of the
+    /// segment that should hold it and the next few. The batch is in the first unless offsets
+    /// skip (follower gaps, compaction); a few suffice.
+    pub fn read_targets(&self, offset: i64) -> Vec<(Arc<SegmentFile>, u64, u64)> {
+        let i = self.segment_index_for(offset);
+        self.segments[i..]
+            .iter()
+            .take(4)
+            .enumerate()
+            .map(|(k, s)| {
+                let start = if k == 0 {
+                    let rel = (offset - s.base_offset).clamp(0, i64::from(u32::MAX)) as u32;
+                    u64::from(s.offset_index.lookup(rel))
+                } else {
+                    0
+                };
+                (Arc::clone(&s.file), start, s.size)
+            })
+            .collect()
+    }
 }
 
 /// State only the writer touches.
@@ -818,23 +839,7 @@ impl PartitionLog {
                     log_end_offset: leo,
                 });
             }
-            let i = st.segment_index_for(offset);
-            // The batch is in segment `i` unless offsets skip (follower gaps); a few suffice.
-            let targets: Vec<(Arc<SegmentFile>, u64, u64)> = st.segments[i..]
-                .iter()
-                .take(4)
-                .enumerate()
-                .map(|(k, s)| {
-                    let start = if k == 0 {
-                        let rel = (offset - s.base_offset).clamp(0, i64::from(u32::MAX)) as u32;
-                        u64::from(s.offset_index.lookup(rel))
-                    } else {
-                        0
-                    };
-                    (Arc::clone(&s.file), start, s.size)
-                })
-                .collect();
-            (lso, leo, targets)
+            (lso, leo, st.read_targets(offset))
         };
         let empty = |lso, leo| FetchData {
             records: Bytes::new(),

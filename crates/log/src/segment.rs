@@ -41,6 +41,13 @@ pub struct SegmentFile {
     pub file: File,
 }
 
+impl std::os::fd::AsFd for SegmentFile {
+    /// The open `.log` file, for `sendfile` of a planned read ([`crate::slice`]).
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
 impl SegmentFile {
     /// fsyncs the file's data.
     pub fn sync_data(&self) -> Result<()> {

@@ -8,5 +8,6 @@ mod producer_test;
 mod recovery_test;
 mod retention_test;
 mod scrub_test;
+mod slice_test;
 mod timestamp_test;
 mod txn_test;

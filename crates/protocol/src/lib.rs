@@ -17,5 +17,9 @@ pub mod versions;
 
 pub use features::add_features;
 pub use kafka_protocol;
-pub use request::{decode_request, encode_response, DecodeError, DecodedRequest, ResponseFrame};
+pub use request::{
+    decode_request, encode_response, encode_response_with_files, DecodeError, DecodedRequest,
+    ResponseFrame,
+};
+pub use response_frame::{FileRecords, FileRegion};
 pub use versions::{api_versions_response, supported_range, SUPPORTED};

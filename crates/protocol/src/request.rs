@@ -5,7 +5,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::buf::ByteBufMut;
 use kafka_protocol::protocol::{Decodable, Encodable};
 
-use crate::response_frame::PieceBuf;
+use crate::response_frame::{any_placeholder, FileRecords, Piece, PieceBuf};
 
 use crate::versions::supported_range;
 
@@ -99,16 +99,31 @@ pub fn encode_response(
     correlation_id: i32,
     body: &ResponseKind,
 ) -> anyhow::Result<ResponseFrame> {
+    encode_response_with_files(api_key, version, correlation_id, body, FileRecords::new())
+}
+
+/// [`encode_response`] for a Fetch response whose record sets may be placeholders of `files`
+/// (see [`FileRecords`]): they become file pieces of the frame. A response holding a
+/// placeholder `files` does not map is an error, never a frame of zeros.
+pub fn encode_response_with_files(
+    api_key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+    files: FileRecords,
+) -> anyhow::Result<ResponseFrame> {
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let header_version = api_key.response_header_version(version);
     let size = header.compute_size(header_version)? + body_size(body, version)?;
     if let ResponseKind::Fetch(fetch) = body {
-        let records = fetch
-            .responses
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .filter_map(|p| p.records.clone());
-        let mut buf = PieceBuf::new(4 + size, records);
+        let records = || {
+            fetch
+                .responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .filter_map(|p| p.records.as_ref())
+        };
+        let mut buf = PieceBuf::new(4 + size, records().cloned(), files);
         buf.put_i32(size as i32);
         header.encode(&mut buf, header_version)?;
         fetch.encode(&mut buf, version)?;
@@ -116,13 +131,16 @@ pub fn encode_response(
         // `None`: the encoder went back into a finished piece; encode into one buffer below.
         if let Some(mut pieces) = buf.finish() {
             if written != size {
-                if let Some(first) = pieces.first_mut() {
+                if let Some(Piece::Memory(first)) = pieces.first_mut() {
                     let mut fixed = BytesMut::from(&first[..]);
                     fixed[..4].copy_from_slice(&(written as i32).to_be_bytes());
                     *first = fixed.freeze();
                 }
             }
             return Ok(ResponseFrame::from_pieces(pieces));
+        }
+        if any_placeholder(records()) {
+            anyhow::bail!("a fetch response's file records could not be framed in pieces");
         }
     }
     let mut buf = BytesMut::with_capacity(4 + size);
@@ -228,7 +246,8 @@ mod tests {
         let body = ResponseKind::ApiVersions(crate::api_versions_response(0));
         let f = encode_response(ApiKey::ApiVersions, 3, 9, &body)
             .unwrap()
-            .to_bytes();
+            .to_bytes()
+            .unwrap();
         let len = i32::from_be_bytes([f[0], f[1], f[2], f[3]]) as usize;
         assert_eq!(len, f.len() - 4);
         assert_eq!(&f[4..8], &9i32.to_be_bytes());
@@ -289,18 +308,71 @@ mod tests {
             body.encode(&mut flat, version).unwrap();
             let len = (flat.len() - 4) as i32;
             flat[..4].copy_from_slice(&len.to_be_bytes());
-            assert_eq!(frame.to_bytes(), flat.freeze(), "v{version}");
+            assert_eq!(frame.to_bytes().unwrap(), flat.freeze(), "v{version}");
             // Each large record set is a piece of its own: the log's buffer, not a copy.
             // (After the last one come tagged fields, in the flexible versions only.)
             assert!(frame.piece_count() >= 2 * big.len(), "v{version}");
             let mut pieces = [std::io::IoSlice::new(&[]); 16];
-            let n = bytes::Buf::chunks_vectored(&frame, &mut pieces);
+            let n = frame.memory_slices(&mut pieces);
             for b in &big {
                 assert!(
                     pieces[..n].iter().any(|p| p.as_ptr() == b.as_ptr()),
                     "v{version}: a record set was copied"
                 );
             }
+        }
+    }
+
+    /// The response of [`fetch_response`] with its large record sets in a file: placeholders
+    /// in the response, the file regions in `FileRecords`.
+    fn fetch_response_in_a_file(big: &[Bytes]) -> (ResponseKind, FileRecords) {
+        use std::io::Write;
+        let (body, _) = fetch_response();
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"some bytes before").unwrap();
+        let mut at = 17u64;
+        let mut regions = Vec::new();
+        for b in big {
+            file.write_all(b).unwrap();
+            regions.push((at, b.len()));
+            at += b.len() as u64;
+        }
+        let file: std::sync::Arc<std::fs::File> = std::sync::Arc::new(file);
+        let mut files = FileRecords::new();
+        let ResponseKind::Fetch(mut fetch) = body else {
+            unreachable!()
+        };
+        let mut next = regions.into_iter();
+        for p in fetch.responses.iter_mut().flat_map(|t| &mut t.partitions) {
+            if p.records.as_ref().is_some_and(|r| r.len() > 1000) {
+                let (pos, len) = next.next().unwrap();
+                // Split the first in two regions, as a read across segments is.
+                let split = vec![
+                    crate::response_frame::FileRegion::new(file.clone(), pos, 100),
+                    crate::response_frame::FileRegion::new(file.clone(), pos + 100, len - 100),
+                ];
+                p.records = Some(files.placeholder(split).unwrap());
+            }
+        }
+        (ResponseKind::Fetch(fetch), files)
+    }
+
+    #[test]
+    fn a_fetch_response_with_file_records_has_the_bytes_of_the_in_memory_one() {
+        let (body, big) = fetch_response();
+        for version in [4i16, 11, 12, 13, 16, 17] {
+            let in_memory = encode_response(ApiKey::Fetch, version, 5, &body)
+                .unwrap()
+                .to_bytes()
+                .unwrap();
+            let (with_files, files) = fetch_response_in_a_file(&big);
+            let frame =
+                encode_response_with_files(ApiKey::Fetch, version, 5, &with_files, files).unwrap();
+            assert_eq!(frame.file_piece_count(), 2 * big.len(), "v{version}");
+            assert_eq!(frame.len(), in_memory.len(), "v{version}");
+            assert_eq!(frame.to_bytes().unwrap(), in_memory, "v{version}");
+            // Without its file records the response cannot be framed: no zeros are sent.
+            assert!(encode_response(ApiKey::Fetch, version, 5, &with_files).is_err());
         }
     }
 }

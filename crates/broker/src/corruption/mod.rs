@@ -207,6 +207,12 @@ impl Integrity {
         }
     }
 
+    /// Whether some batch of `tp` is known corrupt (a consumer's read of it is then made in
+    /// memory and cut, [`Integrity::hide_known`]).
+    pub fn has_known(&self, tp: &TopicPartition) -> bool {
+        self.known_count.load(Ordering::SeqCst) != 0 && lock(&self.known).contains_key(tp)
+    }
+
     /// The repair generation, read before a consumer read (see [`Integrity::hide_known`]).
     pub fn repair_generation(&self) -> u64 {
         self.repairs.load(Ordering::SeqCst)

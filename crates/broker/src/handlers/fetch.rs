@@ -310,6 +310,10 @@ async fn read_until_ready(
         // Subscribe before reading so that an append between the read and the wait is seen.
         let mut watchers: Vec<watch::Receiver<i64>> =
             resolved.iter().flatten().map(|p| p.subscribe()).collect();
+        // The placeholders of an earlier round's reads are not in the response.
+        if let Some(files) = &fetcher.ctx.file_records {
+            files.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        }
         let reads = read_all(broker, partitions, &resolved, fetcher, wanted.response_max);
         let total: usize = reads.iter().map(|r| r.bytes).sum();
         let any_error = reads.iter().any(|r| r.data.error_code != 0);
@@ -637,35 +641,53 @@ fn read_records(
     }
     // Read before the log read: a consumer read that overlapped a repair is checked again.
     let repair_generation = broker.integrity.repair_generation();
-    let fetched = if replica.is_some() {
-        partition
+    let in_files = match (&fetcher.ctx.file_records, replica) {
+        (Some(files), None) => read_in_files(
+            broker,
+            partition,
+            req,
+            fetcher,
+            (max, first),
+            repair_generation,
+            files,
+        ),
+        _ => None,
+    };
+    let fetched = match in_files {
+        Some(read) => read,
+        None if replica.is_some() => partition
             .read_for_replica(req.fetch_offset, max, first)
-            .map(|f| (f, None))
-    } else if fetcher.read_committed {
-        partition
-            .read_committed(req.fetch_offset, max, first)
-            .map(|(f, aborted)| (f, Some(aborted)))
-    } else {
-        partition
-            .read(req.fetch_offset, max, first)
-            .map(|f| (f, None))
+            .map(|f| {
+                // A follower never gets a corrupt batch as good data (its CRCs are checked
+                // here, on replica fetches only).
+                let records = broker.integrity.check_for_replica(&partition.tp, f.records);
+                (records, f.log_start_offset, None)
+            }),
+        None => {
+            let read = if fetcher.read_committed {
+                partition
+                    .read_committed(req.fetch_offset, max, first)
+                    .map(|(f, aborted)| (f, Some(aborted)))
+            } else {
+                partition
+                    .read(req.fetch_offset, max, first)
+                    .map(|f| (f, None))
+            };
+            read.map(|(f, aborted)| {
+                // A consumer never gets a batch this broker knows is corrupt.
+                let records =
+                    broker
+                        .integrity
+                        .hide_known(&partition.tp, f.records, repair_generation);
+                (records, f.log_start_offset, aborted)
+            })
+        }
     };
     match fetched {
-        Ok((fetched, aborted)) => {
-            // A follower never gets a corrupt batch as good data (its CRCs are checked here, on
-            // replica fetches only); a consumer never gets one this broker knows is corrupt.
-            let records = if replica.is_some() {
-                broker
-                    .integrity
-                    .check_for_replica(&partition.tp, fetched.records)
-            } else {
-                broker
-                    .integrity
-                    .hide_known(&partition.tp, fetched.records, repair_generation)
-            };
+        Ok((records, log_start_offset, aborted)) => {
             let bytes = records.len();
             let mut data = data
-                .with_log_start_offset(fetched.log_start_offset)
+                .with_log_start_offset(log_start_offset)
                 .with_records(Some(records));
             if let Some(aborted) = aborted {
                 data = data.with_aborted_transactions(Some(
@@ -689,6 +711,74 @@ fn read_records(
             (data.with_error_code(errors::log_error(&e).code()), 0)
         }
     }
+}
+
+/// A partition's records as the response carries them: the record set, the log start
+/// offset, and the aborted transactions of a read_committed read.
+type Fetched = (Bytes, i64, Option<Vec<ferry_log::AbortedTxn>>);
+
+/// Record sets smaller than this are read into memory: a file piece costs a `sendfile` call of
+/// its own, more than copying a few KB.
+const FILE_PIECE_AT_LEAST: usize = 16 * 1024;
+
+/// A consumer's read whose record set stays in the segment files (a placeholder of `files` in
+/// the response, sent with `sendfile`); `None` when the partition has a batch known corrupt:
+/// the copying read then cuts before it. A read too small for a file piece, planned while a
+/// repair wrote, or without room for a placeholder is read here and cut like any consumer
+/// read. `(max, first)`: the byte limit and whether the first batch may exceed it.
+///
+/// A batch found corrupt (or repaired) after the plan is sent as the file holds it then, as a
+/// copying read made just before the discovery would have sent it.
+fn read_in_files(
+    broker: &Broker,
+    partition: &Partition,
+    req: &FetchPartition,
+    fetcher: &Fetcher<'_>,
+    (max, first): (usize, bool),
+    repair_generation: u64,
+    files: &std::sync::Mutex<ferry_protocol::FileRecords>,
+) -> Option<Result<Fetched, LogError>> {
+    if broker.integrity.has_known(&partition.tp) {
+        return None;
+    }
+    let planned = if fetcher.read_committed {
+        partition
+            .read_committed_slices(req.fetch_offset, max, first)
+            .map(|(s, aborted)| (s, Some(aborted)))
+    } else {
+        partition
+            .read_slices(req.fetch_offset, max, first)
+            .map(|s| (s, None))
+    };
+    let (slices, aborted) = match planned {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
+    };
+    let regions = (slices.len >= FILE_PIECE_AT_LEAST
+        && broker.integrity.repair_generation() == repair_generation)
+        .then(|| {
+            slices
+                .slices
+                .iter()
+                .map(|s| ferry_protocol::FileRegion::new(s.file.clone(), s.position, s.len))
+                .collect()
+        });
+    let placeholder = regions.and_then(|regions| {
+        files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .placeholder(regions)
+    });
+    let records = match placeholder {
+        Some(records) => records,
+        None => match partition.checked(slices.read()) {
+            Ok(records) => broker
+                .integrity
+                .hide_known(&partition.tp, records, repair_generation),
+            Err(e) => return Some(Err(e)),
+        },
+    };
+    Some(Ok((records, slices.log_start_offset, aborted)))
 }
 
 /// Whether a follower serves a fetch (KIP-392): only a consumer's (replicas fetch from the

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use ferry_authz::KafkaPrincipal;
-use ferry_protocol::DecodedRequest;
+use ferry_protocol::{DecodedRequest, FileRecords};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
     RequestKind, ResponseKind, SaslAuthenticateResponse, SaslHandshakeResponse,
@@ -53,6 +53,10 @@ pub struct RequestContext {
     pub security: std::sync::Arc<crate::security::ConnectionSecurity>,
     /// Who the connection authenticated as; `User:ANONYMOUS` on unauthenticated listeners.
     pub principal: KafkaPrincipal,
+    /// Set by a connection that sends file pieces (plaintext, with `sendfile`): a consumer
+    /// Fetch leaves its record sets in the segment files and puts their placeholders in the
+    /// response (see `ferry_protocol::FileRecords`). `None`: records are read into memory.
+    pub file_records: Option<Arc<std::sync::Mutex<FileRecords>>>,
 }
 
 impl RequestContext {
@@ -68,6 +72,7 @@ impl RequestContext {
             client_host: format!("/{}", ferry_authz::host_address(peer)),
             security,
             principal: KafkaPrincipal::ANONYMOUS,
+            file_records: None,
         }
     }
 
@@ -460,6 +465,9 @@ mod configs_tests;
 mod controller_tests;
 #[cfg(test)]
 mod dispatch_tests;
+#[cfg(test)]
+#[path = "fetch_files_test.rs"]
+mod fetch_files_test;
 #[cfg(test)]
 mod groups_tests;
 #[cfg(test)]

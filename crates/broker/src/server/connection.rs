@@ -10,6 +10,10 @@
 //!
 //! A malformed, oversized or unsupported frame closes this connection only, with a log line.
 //!
+//! With `fetch.sendfile.enable`, on a plaintext listener a consumer Fetch's record sets stay in
+//! their segment files and the writer sends them with `sendfile` ([`super::frame_writer`]);
+//! otherwise, and always on a TLS listener, the handler reads them into memory.
+//!
 //! On a TLS listener the handshake runs here, in the connection's own task (never in the accept
 //! loop), bounded by [`TLS_HANDSHAKE_TIMEOUT`]; the connection then knows its
 //! [`ConnectionSecurity`], which every request's context carries. On a SASL listener every
@@ -26,14 +30,18 @@ use tokio::time::Instant;
 
 use bytes::Bytes;
 use ferry_protocol::frame::{read_frame, FrameError};
-use ferry_protocol::{decode_request, encode_response, DecodeError, DecodedRequest, ResponseFrame};
+use ferry_protocol::{
+    decode_request, encode_response, encode_response_with_files, DecodeError, DecodedRequest,
+    FileRecords, ResponseFrame,
+};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use super::authentication::ListenerAuthentication;
+use super::frame_writer::FrameWrite;
 use super::log_budget::LogBudget;
 use super::sasl::{Gate, RawToken, SaslSession};
 use super::throttle::{self, QuotaClient};
@@ -77,6 +85,15 @@ struct Answer {
 impl Answer {
     /// Frames `body` (`None`: no response, acks=0) and records latency and traffic metrics.
     fn frame(self, body: Option<ResponseKind>) -> Result<Option<ResponseFrame>, ()> {
+        self.frame_with_files(body, FileRecords::new())
+    }
+
+    /// [`Answer::frame`] for a response whose record sets may be placeholders of `files`.
+    fn frame_with_files(
+        self,
+        body: Option<ResponseKind>,
+        files: FileRecords,
+    ) -> Result<Option<ResponseFrame>, ()> {
         let broker = &self.broker;
         broker
             .metrics
@@ -86,7 +103,14 @@ impl Answer {
         let Some(body) = body else {
             return Ok(None);
         };
-        match encode_response(self.api_key, self.version, self.correlation_id, &body) {
+        let encoded = encode_response_with_files(
+            self.api_key,
+            self.version,
+            self.correlation_id,
+            &body,
+            files,
+        );
+        match encoded {
             Ok(f) => {
                 if self.from_broker.is_some() {
                     let kind = metrics::inter_broker_kind(self.api_key, &self.client_id);
@@ -170,7 +194,7 @@ async fn serve_stream<R, W>(
     mut stop: watch::Receiver<bool>,
 ) where
     R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
+    W: FrameWrite,
 {
     // Who the connection is without SASL; on a SASL listener the session's principal, once
     // there is one, is used instead (`SaslSession::principal`).
@@ -191,7 +215,12 @@ async fn serve_stream<R, W>(
     let security = Arc::new(security);
     let mut reader = BufReader::with_capacity(256 * 1024, read_half);
     let (tx, rx) = mpsc::channel::<Outgoing>(MAX_QUEUED_RESPONSES);
-    let writer = tokio::spawn(write_responses(write_half, rx, broker.metrics.clone()));
+    let writer = tokio::spawn(write_responses(
+        write_half,
+        rx,
+        broker.metrics.clone(),
+        peer,
+    ));
     let max_request = broker.config.socket_request_max_bytes();
     let idle = broker.config.connections_max_idle();
     loop {
@@ -284,6 +313,7 @@ async fn serve_stream<R, W>(
             principal,
             started,
             request_bytes,
+            W::SENDS_FILES,
         )
         .await;
         if tx.send(outgoing).await.is_err() || then_close {
@@ -304,11 +334,13 @@ async fn serve_stream<R, W>(
 }
 
 /// The writer task: sends each queued response when it is ready, in queue order, until the
-/// queue closes, a response cannot be framed, or the client stops reading.
-async fn write_responses<W: AsyncWrite + Unpin>(
+/// queue closes, a response cannot be framed or sent (a file piece that came up short is
+/// logged), or the client stops reading.
+async fn write_responses<W: FrameWrite>(
     mut write_half: W,
     mut rx: mpsc::Receiver<Outgoing>,
     metrics: Arc<Metrics>,
+    peer: SocketAddr,
 ) {
     while let Some(next) = rx.recv().await {
         let mut frame = match next.await {
@@ -317,10 +349,15 @@ async fn write_responses<W: AsyncWrite + Unpin>(
             Err(()) => break,
         };
         let len = frame.len() as u64;
-        // One vectored write for a frame in pieces (a fetch response's record sets stay in
-        // the log's buffers); the flush sends what TLS buffered (a no-op on TCP).
-        if write_half.write_all_buf(&mut frame).await.is_err() || write_half.flush().await.is_err()
-        {
+        // Vectored writes for the in-memory pieces (a fetch response's record sets stay in the
+        // log's buffers or files), sendfile for file pieces on plaintext.
+        if let Err(e) = write_half.write_frame(&mut frame).await {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                tracing::warn!(%peer, error = %e, "closing connection: a fetched segment range \
+                    was truncated while it was sent");
+            } else {
+                tracing::debug!(%peer, error = %e, "connection error while writing");
+            }
             break;
         }
         metrics.network_bytes_out.inc_by(len);
@@ -463,7 +500,9 @@ fn sasl_gate(
 
 /// Handles one request and returns its response for the writer: framed already, or a future
 /// that frames it when a produce's acks=all answer is known; and whether the connection then
-/// closes (after the responses queued before).
+/// closes (after the responses queued before). `sends_files`: the writer sends file pieces
+/// (plaintext), so a consumer Fetch's records may stay in their segment files.
+#[allow(clippy::too_many_arguments)]
 async fn handle_request(
     broker: &Arc<Broker>,
     mut request: DecodedRequest,
@@ -472,6 +511,7 @@ async fn handle_request(
     principal: &KafkaPrincipal,
     started: Instant,
     request_bytes: u64,
+    sends_files: bool,
 ) -> (Outgoing, bool, Duration) {
     let api_key = request.api_key;
     let version = request.header.request_api_version;
@@ -487,6 +527,9 @@ async fn handle_request(
         .unwrap_or_default();
     let mut ctx = handlers::RequestContext::new(client_id, peer.ip(), security.clone());
     ctx.principal = principal.clone();
+    if sends_files && api_key == ApiKey::Fetch && broker.config.fetch_sendfile() {
+        ctx.file_records = Some(Arc::new(std::sync::Mutex::new(FileRecords::new())));
+    }
     // Requests from other brokers are counted by the sender's rack (cross-AZ traffic).
     let from_broker = metrics::inter_broker_peer(&ctx.client_id).filter(|id| *id != broker.node_id);
     let answer = Answer {
@@ -514,6 +557,12 @@ async fn handle_request(
         throttle::cap_fetch(broker, &mut request.body, &quota_client);
     }
     let handled = handlers::handle_pipelined(broker, request, &ctx).await;
+    // The file regions behind the response's placeholders (a consumer Fetch on plaintext).
+    let files = ctx
+        .file_records
+        .as_ref()
+        .map(|f| std::mem::take(&mut *f.lock().unwrap_or_else(|p| p.into_inner())))
+        .unwrap_or_default();
     let mut throttled = if measured {
         let is_produce = api_key == ApiKey::Produce;
         throttle::request_throttle(
@@ -537,7 +586,7 @@ async fn handle_request(
                     throttle::set_throttle_time(response, throttled);
                 }
             }
-            let framed = answer.frame(body);
+            let framed = answer.frame_with_files(body, files);
             (Box::pin(async move { framed }), false, throttled)
         }
         Handled::Later(body) => {
@@ -548,7 +597,7 @@ async fn handle_request(
                     if let (Some(response), false) = (body.as_mut(), throttled.is_zero()) {
                         throttle::set_throttle_time(response, throttled);
                     }
-                    answer.frame(body)
+                    answer.frame_with_files(body, files)
                 }),
                 false,
                 throttled,

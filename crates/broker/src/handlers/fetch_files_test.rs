@@ -1,0 +1,129 @@
+//! A consumer Fetch on a plaintext listener leaves its record sets in the segment files and the
+//! connection sends them with `sendfile` (issue 16): the bytes on the wire are those of the same
+//! response encoded in memory.
+
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::tests::{config, create, name, produce, request};
+use super::RequestContext;
+use crate::broker::Broker;
+use crate::server::Server;
+
+/// A fetch of partition 0 of `topic` from `offset`, up to 1 MB.
+fn fetch_body(topic: &str, offset: i64, isolation_level: i8) -> FetchRequest {
+    FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(1 << 20)
+        .with_isolation_level(isolation_level)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(1 << 20)])])
+}
+
+/// The request frame of `body` at `version`, correlation id `correlation_id`.
+fn request_frame(body: &FetchRequest, version: i16, correlation_id: i32) -> Bytes {
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::Fetch as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("consumer")));
+    let mut msg = BytesMut::new();
+    header
+        .encode(&mut msg, ApiKey::Fetch.request_header_version(version))
+        .unwrap();
+    body.encode(&mut msg, version).unwrap();
+    let mut frame = BytesMut::new();
+    frame.put_i32(msg.len() as i32);
+    frame.extend_from_slice(&msg);
+    frame.freeze()
+}
+
+/// The handler's answer to `body`, encoded in one buffer as a TLS connection's would be.
+async fn in_memory_frame(
+    b: &Arc<Broker>,
+    body: FetchRequest,
+    version: i16,
+    correlation_id: i32,
+) -> Bytes {
+    let r = request(ApiKey::Fetch, version, RequestKind::Fetch(body));
+    let response = super::handle(b, r, &RequestContext::for_tests())
+        .await
+        .unwrap();
+    ferry_protocol::encode_response(ApiKey::Fetch, version, correlation_id, &response)
+        .unwrap()
+        .to_bytes()
+        .unwrap()
+}
+
+/// Whether the handler leaves the records of `body` in files for a plaintext connection.
+async fn answered_with_file_records(b: &Arc<Broker>, body: FetchRequest, version: i16) -> bool {
+    let mut ctx = RequestContext::for_tests();
+    let files = Arc::new(std::sync::Mutex::new(ferry_protocol::FileRecords::new()));
+    ctx.file_records = Some(files.clone());
+    let r = request(ApiKey::Fetch, version, RequestKind::Fetch(body));
+    super::handle(b, r, &ctx).await.unwrap();
+    let files = files.lock().unwrap();
+    !files.is_empty()
+}
+
+#[tokio::test]
+async fn a_plaintext_fetch_sent_from_files_is_the_bytes_of_the_in_memory_response() {
+    let dir = tempfile::tempdir().unwrap();
+    let sendfile = "\"fetch.sendfile.enable\" = true";
+    let server = Server::start(config(dir.path(), sendfile), ferry_common::system_clock())
+        .await
+        .unwrap();
+    let b = server.broker.clone();
+    let addr = server.local_addr;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let serving = tokio::spawn(server.run(stopped));
+    // Segments of a few 5 KB records each: a 1 MB fetch spans segments, each a file piece.
+    create(&b, "files", 1, &[("segment.bytes", "40000")]).await;
+    let values: Vec<String> = (0..40).map(|i| format!("{i:04}").repeat(1_250)).collect();
+    for chunk in values.chunks(4) {
+        let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
+        produce(&b, "files", 0, super::tests::batch(&refs, None), 1).await;
+    }
+    let part = b.replicas.partition_of("files", 0).unwrap();
+    assert!(part.log.segment_count() >= 4, "segments did not roll");
+
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut correlation_id = 0;
+    for version in [4i16, 11, 12] {
+        for (offset, isolation) in [(0, 0), (7, 0), (0, 1), (33, 1)] {
+            correlation_id += 1;
+            let body = fetch_body("files", offset, isolation);
+            assert!(
+                answered_with_file_records(&b, body.clone(), version).await,
+                "v{version} offset {offset}: the records stay in files"
+            );
+            let want = in_memory_frame(&b, body.clone(), version, correlation_id).await;
+            socket
+                .write_all(&request_frame(&body, version, correlation_id))
+                .await
+                .unwrap();
+            let len = socket.read_i32().await.unwrap();
+            let mut got = vec![0u8; len as usize];
+            socket.read_exact(&mut got).await.unwrap();
+            assert_eq!(len as usize + 4, want.len(), "v{version} offset {offset}");
+            assert!(
+                got == want[4..],
+                "v{version} offset {offset} isolation {isolation}: the bytes differ"
+            );
+        }
+    }
+    drop(socket);
+    stop.send(true).unwrap();
+    serving.await.unwrap().unwrap();
+}
