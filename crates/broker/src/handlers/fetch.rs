@@ -173,6 +173,12 @@ async fn read_from_tier(
             read.data.log_start_offset = log_start;
         }
         let out_of_range = ResponseError::OffsetOutOfRange.code();
+        if !tier.is_ready() && req.fetch_offset < part.log.log_start_offset() {
+            read.data.error_code = ResponseError::KafkaStorageError.code();
+            read.data.records = Some(Bytes::new());
+            read.bytes = 0;
+            continue;
+        }
         if read.data.error_code != out_of_range
             || req.fetch_offset < log_start
             || req.fetch_offset >= part.log.log_start_offset()

@@ -70,6 +70,13 @@ async fn with_the_tier(
             else {
                 continue;
             };
+            if !tier.is_ready()
+                && (timestamp >= 0 || timestamp == EARLIEST || timestamp == LATEST_TIERED)
+            {
+                p.error_code = ResponseError::KafkaStorageError.code();
+                p.offset = -1;
+                continue;
+            }
             match timestamp {
                 EARLIEST => p.offset = tier.log_start_offset(&part),
                 LATEST_TIERED => p.offset = tier.highest_copied_offset(&part),

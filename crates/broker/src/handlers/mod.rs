@@ -477,3 +477,5 @@ mod listeners_test;
 mod security_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tier_tests;

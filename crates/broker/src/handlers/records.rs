@@ -116,6 +116,14 @@ fn delete_locally(
                         Some(part) if !part.is_leader() => {
                             base.with_error_code(ResponseError::NotLeaderOrFollower.code())
                         }
+                        // A tiered partition's start is not known before the tier's
+                        // metadata is read: nothing is deleted, the client retries.
+                        Some(part)
+                            if part.log.config().remote_storage
+                                && broker.tier.as_ref().is_some_and(|t| !t.is_ready()) =>
+                        {
+                            base.with_error_code(ResponseError::KafkaStorageError.code())
+                        }
                         Some(part) => {
                             let hw = part.high_watermark();
                             let target = if p.offset == HIGH_WATERMARK {

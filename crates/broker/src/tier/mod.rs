@@ -131,6 +131,14 @@ impl Tier {
         &self.cache
     }
 
+    /// Whether this broker has read `__remote_log_metadata` to its end since it started.
+    /// Before, it does not know what the tier holds: reads below the local log start, the
+    /// earliest offset and DeleteRecords of tiered partitions answer KAFKA_STORAGE_ERROR
+    /// (retriable) rather than OFFSET_OUT_OF_RANGE, which would reset consumers past the tier.
+    pub fn is_ready(&self) -> bool {
+        self.cache.is_caught_up()
+    }
+
     /// Starts following the metadata topic and the copy-and-expire passes.
     pub fn spawn(self: &Arc<Self>, tasks: &mut JoinSet<()>) {
         let followed = Followed {
