@@ -26,6 +26,14 @@ type OffsetIndex = Arc<[(u32, u32)]>;
 /// Read past the wanted bytes, for the batches between the index entry and the offset.
 const READ_SLACK: u64 = 16 * 1024;
 
+/// A read from the tier fetches at least this much: the rest waits in the read-ahead cache for
+/// the consumer's next fetch, so a sequential reader makes one GET per few megabytes, not one
+/// per fetch (an object store answers a larger range in about the same time).
+pub const READ_AHEAD: u64 = 4 << 20;
+
+/// Bytes of read-ahead windows kept, over all segments.
+const READ_AHEAD_CACHE_BYTES: usize = 64 << 20;
+
 /// Bytes read at a time while scanning for a timestamp.
 const SCAN_CHUNK: u64 = 64 * 1024;
 
@@ -37,6 +45,7 @@ pub const DEFAULT_INDEX_CACHE_BYTES: usize = 64 * 1024 * 1024;
 pub struct TierReader {
     store: RemoteSegmentStore,
     indexes: Mutex<IndexCache>,
+    read_ahead: Mutex<ReadAhead>,
 }
 
 impl TierReader {
@@ -48,6 +57,7 @@ impl TierReader {
                 used: 0,
                 entries: Vec::new(),
             }),
+            read_ahead: Mutex::new(ReadAhead::default()),
         }
     }
 
@@ -72,7 +82,7 @@ impl TierReader {
             if pos >= meta.size_bytes {
                 return Ok(Bytes::new());
             }
-            let buf = self.store.fetch_log(meta, pos..pos + want).await?;
+            let buf = self.log_bytes(meta, pos, want).await?;
             let at_end = pos + buf.len() as u64 >= meta.size_bytes;
             match find(meta, &buf, offset, max_bytes, at_end)? {
                 Found::Batches(range) => return Ok(buf.slice(range)),
@@ -191,6 +201,26 @@ impl TierReader {
             }
         }
         Ok((out, false))
+    }
+
+    /// The segment's log from `pos`, at least `want` bytes (fewer only at its end): from a
+    /// read-ahead window when one holds them, else one GET of at least [`READ_AHEAD`], whose
+    /// rest is kept for the next read.
+    async fn log_bytes(&self, meta: &RemoteSegmentMetadata, pos: u64, want: u64) -> Result<Bytes> {
+        let needed = want.min(meta.size_bytes.saturating_sub(pos));
+        if let Some(hit) = self.windows().get(meta.segment_id, pos, needed) {
+            return Ok(hit);
+        }
+        let buf = self
+            .store
+            .fetch_log(meta, pos..pos + want.max(READ_AHEAD))
+            .await?;
+        self.windows().put(meta.segment_id, pos, buf.clone());
+        Ok(buf)
+    }
+
+    fn windows(&self) -> std::sync::MutexGuard<'_, ReadAhead> {
+        self.read_ahead.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     async fn offset_index(&self, meta: &RemoteSegmentMetadata) -> Result<OffsetIndex> {
@@ -329,6 +359,41 @@ fn find(
         end = next;
     }
     Ok(Found::Batches(start..end))
+}
+
+/// Read-ahead windows: (segment, start position, bytes), least recently used first, bounded in
+/// bytes.
+#[derive(Debug, Default)]
+struct ReadAhead {
+    used: usize,
+    windows: Vec<(Uuid, u64, Bytes)>,
+}
+
+impl ReadAhead {
+    /// The bytes of a window from `pos` on, if one holds at least `needed` of them.
+    fn get(&mut self, id: Uuid, pos: u64, needed: u64) -> Option<Bytes> {
+        let i = self.windows.iter().position(|(w, start, bytes)| {
+            *w == id && *start <= pos && pos + needed <= start + bytes.len() as u64
+        })?;
+        let hit = self.windows.remove(i);
+        let from = usize::try_from(pos - hit.1).ok()?;
+        let out = hit.2.slice(from..);
+        self.windows.push(hit);
+        Some(out)
+    }
+
+    fn put(&mut self, id: Uuid, start: u64, bytes: Bytes) {
+        let size = bytes.len();
+        if size > READ_AHEAD_CACHE_BYTES {
+            return;
+        }
+        while self.used + size > READ_AHEAD_CACHE_BYTES && !self.windows.is_empty() {
+            let (_, _, old) = self.windows.remove(0);
+            self.used -= old.len();
+        }
+        self.used += size;
+        self.windows.push((id, start, bytes));
+    }
 }
 
 /// Offset indexes by segment id, least recently used first, bounded in bytes.

@@ -347,3 +347,43 @@ async fn aborted_transactions_in_the_tier_are_the_local_logs() {
     }
     assert!(seen_some && seen_complete);
 }
+
+#[tokio::test]
+async fn sequential_reads_are_served_from_one_read_ahead_get() {
+    use ferry_objstore::FaultyStore;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = write_log(dir.path());
+    let (meta, files) = first_segment(&log, dir.path());
+    let faulty = Arc::new(FaultyStore::new(MemoryStore::new(), 3));
+    let store = RemoteSegmentStore::new(faulty.clone());
+    let loaded = files.load().await.expect("load");
+    store.copy(&meta, &loaded).await.expect("copy");
+    assert!(meta.size_bytes < crate::reader::READ_AHEAD, "one window holds the segment");
+
+    let reader = TierReader::new(store, 1 << 20);
+    let first = reader.read(&meta, meta.start_offset, 2_000).await.expect("first read");
+    // The store goes away: what follows in the segment still reads, from the window.
+    faulty.controller().set_unavailable(true);
+    let mut offset = meta.start_offset;
+    let mut got = first;
+    while offset <= meta.end_offset {
+        assert_eq!(got, local_read(&log, &meta, offset, 2_000), "offset {offset}");
+        let mut at = 0;
+        while at < got.len() {
+            let h = BatchHeader::parse(&got[at..]).expect("header");
+            offset = h.last_offset() + 1;
+            at += h.total_size();
+        }
+        if offset > meta.end_offset {
+            break;
+        }
+        got = reader.read(&meta, offset, 2_000).await.expect("from the window");
+    }
+    // Another segment's read needs the store.
+    let other = RemoteSegmentMetadata {
+        segment_id: Uuid::from_u128(99),
+        ..meta.clone()
+    };
+    assert!(reader.read(&other, other.start_offset, 2_000).await.is_err());
+}

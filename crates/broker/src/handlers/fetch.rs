@@ -159,8 +159,12 @@ async fn read_from_tier(
     fetcher: &Fetcher<'_>,
     response_max: usize,
 ) {
-    let mut total: usize = reads.iter().map(|r| r.bytes).sum();
-    for (req, read) in partitions.iter().zip(reads.iter_mut()) {
+    let total: usize = reads.iter().map(|r| r.bytes).sum();
+    let mut budget = response_max.saturating_sub(total);
+    // (read, partition, fetch offset, bytes allowed): read from the tier all at once, each
+    // a GET of its own.
+    let mut wanted = Vec::new();
+    for (i, (req, read)) in partitions.iter().zip(reads.iter_mut()).enumerate() {
         let Some(part) = resolve(broker, &req.key, fetcher.version) else {
             continue;
         };
@@ -172,22 +176,38 @@ async fn read_from_tier(
         if read.data.log_start_offset >= 0 {
             read.data.log_start_offset = log_start;
         }
-        let out_of_range = ResponseError::OffsetOutOfRange.code();
         if !tier.is_ready() && req.fetch_offset < part.log.log_start_offset() {
             read.data.error_code = ResponseError::KafkaStorageError.code();
             read.data.records = Some(Bytes::new());
             read.bytes = 0;
             continue;
         }
-        if read.data.error_code != out_of_range
+        if read.data.error_code != ResponseError::OffsetOutOfRange.code()
             || req.fetch_offset < log_start
             || req.fetch_offset >= part.log.log_start_offset()
         {
             continue;
         }
-        let max = (req.max_bytes.max(0) as usize).min(response_max.saturating_sub(total));
-        let stable_end = fetcher.read_committed.then(|| part.last_stable_offset());
-        match tier.read(&part, req.fetch_offset, max, stable_end).await {
+        let max = (req.max_bytes.max(0) as usize).min(budget);
+        if max == 0 && !wanted.is_empty() {
+            // No room left in this response: nothing now, no error (the offset is valid).
+            read.data.error_code = 0;
+            read.data.records = Some(Bytes::new());
+            continue;
+        }
+        budget = budget.saturating_sub(max);
+        wanted.push((i, part, req.fetch_offset, max));
+    }
+    let stable_end = |part: &Partition| fetcher.read_committed.then(|| part.last_stable_offset());
+    let results = futures::future::join_all(
+        wanted
+            .iter()
+            .map(|(_, part, offset, max)| tier.read(part, *offset, *max, stable_end(part))),
+    )
+    .await;
+    for ((i, part, offset, _), result) in wanted.into_iter().zip(results) {
+        let read = &mut reads[i];
+        match result {
             Ok(Some(fetched)) => {
                 let bytes = fetched.records.len();
                 let mut data = std::mem::take(&mut read.data)
@@ -211,11 +231,10 @@ async fn read_from_tier(
                 }
                 read.data = data;
                 read.bytes = bytes;
-                total += bytes;
             }
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(partition = %part.tp, offset = req.fetch_offset, error = %e,
+                tracing::warn!(partition = %part.tp, offset, error = %e,
                     "reading from the long-term tier failed");
                 read.data.error_code = ResponseError::KafkaStorageError.code();
             }
