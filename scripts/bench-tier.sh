@@ -72,7 +72,7 @@ T
     for _ in $(seq 600); do
       local local_bytes
       local_bytes=$(du -sb "$dir/data"/t-* | awk '{s+=$1} END {print s}')
-      [ "$local_bytes" -lt $((4 * 67108864)) ] && break
+      [ "$local_bytes" -lt $((6 * 67108864)) ] && break
       sleep 0.5
     done
   fi
