@@ -359,16 +359,26 @@ async fn sequential_reads_are_served_from_one_read_ahead_get() {
     let store = RemoteSegmentStore::new(faulty.clone());
     let loaded = files.load().await.expect("load");
     store.copy(&meta, &loaded).await.expect("copy");
-    assert!(meta.size_bytes < crate::reader::READ_AHEAD, "one window holds the segment");
+    assert!(
+        meta.size_bytes < crate::reader::READ_AHEAD,
+        "one window holds the segment"
+    );
 
     let reader = TierReader::new(store, 1 << 20);
-    let first = reader.read(&meta, meta.start_offset, 2_000).await.expect("first read");
+    let first = reader
+        .read(&meta, meta.start_offset, 2_000)
+        .await
+        .expect("first read");
     // The store goes away: what follows in the segment still reads, from the window.
     faulty.controller().set_unavailable(true);
     let mut offset = meta.start_offset;
     let mut got = first;
     while offset <= meta.end_offset {
-        assert_eq!(got, local_read(&log, &meta, offset, 2_000), "offset {offset}");
+        assert_eq!(
+            got,
+            local_read(&log, &meta, offset, 2_000),
+            "offset {offset}"
+        );
         let mut at = 0;
         while at < got.len() {
             let h = BatchHeader::parse(&got[at..]).expect("header");
@@ -378,12 +388,18 @@ async fn sequential_reads_are_served_from_one_read_ahead_get() {
         if offset > meta.end_offset {
             break;
         }
-        got = reader.read(&meta, offset, 2_000).await.expect("from the window");
+        got = reader
+            .read(&meta, offset, 2_000)
+            .await
+            .expect("from the window");
     }
     // Another segment's read needs the store.
     let other = RemoteSegmentMetadata {
         segment_id: Uuid::from_u128(99),
         ..meta.clone()
     };
-    assert!(reader.read(&other, other.start_offset, 2_000).await.is_err());
+    assert!(reader
+        .read(&other, other.start_offset, 2_000)
+        .await
+        .is_err());
 }
