@@ -73,6 +73,24 @@ pub struct FetchData {
     pub log_end_offset: i64,
 }
 
+/// Where a read starts ([`PartitionLog::read_start`]).
+pub(crate) struct ReadStart {
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    /// The batch holding the offset: (segment file, position, header, the segment's size).
+    pub batch: Option<(Arc<SegmentFile>, u64, BatchHeader, u64)>,
+}
+
+impl ReadStart {
+    fn nothing(log_start_offset: i64, log_end_offset: i64) -> Self {
+        Self {
+            log_start_offset,
+            log_end_offset,
+            batch: None,
+        }
+    }
+}
+
 /// Segment list and offsets, under `PartitionLog::state`.
 pub(crate) struct LogState {
     pub segments: Vec<Segment>,
@@ -250,6 +268,12 @@ impl PartitionLog {
 
     pub fn update_config(&self, config: LogConfig) {
         *self.config.write() = config;
+    }
+
+    /// `remote.storage.enable`: the topic's closed segments go to the long-term tier (read
+    /// without copying the whole config, as the fetch path asks it).
+    pub fn is_tiered(&self) -> bool {
+        self.config.read().remote_storage
     }
 
     pub fn config(&self) -> LogConfig {
@@ -814,14 +838,11 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Whole batches from the one holding `offset`; see the crate docs (KIP-74 semantics).
-    pub fn read(
-        &self,
-        offset: i64,
-        max_bytes: usize,
-        max_offset: i64,
-        min_one_batch: bool,
-    ) -> Result<FetchData> {
+    /// Where a read of `offset` starts, as [`PartitionLog::read`] and
+    /// [`PartitionLog::read_slice`] both find it: the batch holding it (or the first after a
+    /// compacted gap), or nothing to read (at the log end, or the batch ends at or past
+    /// `max_offset`); with the log start and end offsets the answer reports.
+    pub(crate) fn read_start(&self, offset: i64, max_offset: i64) -> Result<ReadStart> {
         let (lso, leo, targets) = {
             let st = self.state.read();
             let (lso, leo) = (st.log_start_offset, st.log_end_offset);
@@ -833,62 +854,66 @@ impl PartitionLog {
                 });
             }
             if offset == leo || offset >= max_offset {
-                return Ok(FetchData {
-                    records: Bytes::new(),
-                    log_start_offset: lso,
-                    log_end_offset: leo,
-                });
+                return Ok(ReadStart::nothing(lso, leo));
             }
             (lso, leo, st.read_targets(offset))
         };
-        let empty = |lso, leo| FetchData {
-            records: Bytes::new(),
-            log_start_offset: lso,
-            log_end_offset: leo,
-        };
         for (file, start, size) in targets {
-            let Some((pos, h)) = file.translate_offset(offset, start, size)? else {
+            let Some((position, header)) = file.translate_offset(offset, start, size)? else {
                 continue;
             };
-            if h.last_offset() >= max_offset {
-                return Ok(empty(lso, leo));
+            if header.last_offset() >= max_offset {
+                break;
             }
-            let first = h.total_size();
-            let avail = (size - pos) as usize;
-            let want = max_bytes.min(avail);
-            if want < first {
-                if !min_one_batch {
-                    return Ok(empty(lso, leo));
-                }
-                let buf = file.read_exact_at(pos, first)?;
-                return Ok(FetchData {
-                    records: Bytes::from(buf),
-                    log_start_offset: lso,
-                    log_end_offset: leo,
-                });
-            }
-            let mut buf = file.read_exact_at(pos, want)?;
-            let mut p = first;
-            while p + HEADER_SIZE <= buf.len() {
-                let Some(h) = BatchHeader::parse(&buf[p..]) else {
-                    break;
-                };
-                if h.batch_length < 0
-                    || p + h.total_size() > buf.len()
-                    || h.last_offset() >= max_offset
-                {
-                    break;
-                }
-                p += h.total_size();
-            }
-            buf.truncate(p);
-            return Ok(FetchData {
-                records: Bytes::from(buf),
+            return Ok(ReadStart {
                 log_start_offset: lso,
                 log_end_offset: leo,
+                batch: Some((file, position, header, size)),
             });
         }
-        Ok(empty(lso, leo))
+        Ok(ReadStart::nothing(lso, leo))
+    }
+
+    /// Whole batches from the one holding `offset`; see the crate docs (KIP-74 semantics).
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+        min_one_batch: bool,
+    ) -> Result<FetchData> {
+        let start = self.read_start(offset, max_offset)?;
+        let answer = |records: Bytes| FetchData {
+            records,
+            log_start_offset: start.log_start_offset,
+            log_end_offset: start.log_end_offset,
+        };
+        let Some((file, pos, h, size)) = &start.batch else {
+            return Ok(answer(Bytes::new()));
+        };
+        let first = h.total_size();
+        let avail = (size - pos) as usize;
+        let want = max_bytes.min(avail);
+        if want < first {
+            if !min_one_batch {
+                return Ok(answer(Bytes::new()));
+            }
+            return Ok(answer(Bytes::from(file.read_exact_at(*pos, first)?)));
+        }
+        let mut buf = file.read_exact_at(*pos, want)?;
+        let mut p = first;
+        while p + HEADER_SIZE <= buf.len() {
+            let Some(h) = BatchHeader::parse(&buf[p..]) else {
+                break;
+            };
+            if h.batch_length < 0 || p + h.total_size() > buf.len() || h.last_offset() >= max_offset
+            {
+                break;
+            }
+            p += h.total_size();
+        }
+        buf.truncate(p);
+        Ok(answer(Bytes::from(buf)))
     }
 
     /// fsyncs the segments up to the log end offset and advances the recovery point.

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::batch::HEADER_SIZE;
-use crate::error::{LogError, Result};
+use crate::error::Result;
 use crate::log::PartitionLog;
 use crate::segment::SegmentFile;
 
@@ -62,73 +62,50 @@ impl PartitionLog {
         max_offset: i64,
         min_one_batch: bool,
     ) -> Result<SliceData> {
-        let (lso, leo, targets) = {
-            let st = self.state.read();
-            let (lso, leo) = (st.log_start_offset, st.log_end_offset);
-            if offset < lso || offset > leo {
-                return Err(LogError::OffsetOutOfRange {
-                    offset,
-                    log_start_offset: lso,
-                    log_end_offset: leo,
-                });
-            }
-            if offset == leo || offset >= max_offset {
-                return Ok(SliceData {
-                    slice: None,
-                    log_start_offset: lso,
-                    log_end_offset: leo,
-                });
-            }
-            (lso, leo, st.read_targets(offset))
-        };
+        let start = self.read_start(offset, max_offset)?;
+        let (log_start_offset, log_end_offset) = (start.log_start_offset, start.log_end_offset);
         let planned = |slice| SliceData {
             slice,
-            log_start_offset: lso,
-            log_end_offset: leo,
+            log_start_offset,
+            log_end_offset,
         };
-        for (file, start, size) in targets {
-            let Some((pos, h)) = file.translate_offset(offset, start, size)? else {
-                continue;
-            };
-            if h.last_offset() >= max_offset {
+        let Some((file, pos, h, size)) = start.batch else {
+            return Ok(planned(None));
+        };
+        let first = h.total_size();
+        let avail = (size - pos) as usize;
+        let want = max_bytes.min(avail);
+        if want < first {
+            if !min_one_batch {
                 return Ok(planned(None));
-            }
-            let first = h.total_size();
-            let avail = (size - pos) as usize;
-            let want = max_bytes.min(avail);
-            if want < first {
-                if !min_one_batch {
-                    return Ok(planned(None));
-                }
-                return Ok(planned(Some(FileSlice {
-                    file,
-                    position: pos,
-                    len: first,
-                    last_offset: h.last_offset(),
-                })));
-            }
-            // The same cut as `read`'s walk over the bytes it read: whole batches within
-            // `want`, each ending below `max_offset`.
-            let limit = pos + want as u64;
-            let mut len = first;
-            let mut last_offset = h.last_offset();
-            while len + HEADER_SIZE <= want {
-                let Some(next) = file.header_at(pos + len as u64, limit)? else {
-                    break;
-                };
-                if next.last_offset() >= max_offset {
-                    break;
-                }
-                len += next.total_size();
-                last_offset = next.last_offset();
             }
             return Ok(planned(Some(FileSlice {
                 file,
                 position: pos,
-                len,
-                last_offset,
+                len: first,
+                last_offset: h.last_offset(),
             })));
         }
-        Ok(planned(None))
+        // The same cut as `read`'s walk over the bytes it read: whole batches within `want`,
+        // each ending below `max_offset`.
+        let limit = pos + want as u64;
+        let mut len = first;
+        let mut last_offset = h.last_offset();
+        while len + HEADER_SIZE <= want {
+            let Some(next) = file.header_at(pos + len as u64, limit)? else {
+                break;
+            };
+            if next.last_offset() >= max_offset {
+                break;
+            }
+            len += next.total_size();
+            last_offset = next.last_offset();
+        }
+        Ok(planned(Some(FileSlice {
+            file,
+            position: pos,
+            len,
+            last_offset,
+        })))
     }
 }

@@ -150,7 +150,12 @@ impl RemotePartitionState {
     /// The first offset the tier serves: its first segment's, or the log start DeleteRecords
     /// set when that is later.
     pub fn log_start_offset(&self) -> Option<i64> {
-        let first = self.copied().first().map(|m| m.start_offset);
+        let first = self
+            .segments
+            .values()
+            .filter(|m| m.state == RemoteSegmentState::CopyFinished)
+            .map(|m| m.start_offset)
+            .min();
         match (first, self.log_start_floor) {
             (Some(f), Some(floor)) => Some(f.max(floor)),
             (f, floor) => f.or(floor),

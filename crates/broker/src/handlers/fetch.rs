@@ -168,7 +168,7 @@ async fn read_from_tier(
         let Some(part) = resolve(broker, &req.key, fetcher.version) else {
             continue;
         };
-        if !part.log.config().remote_storage {
+        if !part.log.is_tiered() {
             continue;
         }
         let log_start = tier.log_start_offset(&part);

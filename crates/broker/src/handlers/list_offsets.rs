@@ -55,18 +55,8 @@ async fn with_the_tier(
             if p.error_code != 0 {
                 continue;
             }
-            let Some(part) = broker
-                .replicas
-                .partition_of(topic.name.as_str(), p.partition_index)
-            else {
-                continue;
-            };
-            if !part.log.config().remote_storage {
-                continue;
-            }
-            let Some(&(_, _, timestamp)) = asked
-                .iter()
-                .find(|(t, i, _)| t.as_str() == topic.name.as_str() && *i == p.partition_index)
+            let Some((part, timestamp)) =
+                super::tiered_partition(broker, asked, topic.name.as_str(), p.partition_index)
             else {
                 continue;
             };

@@ -207,6 +207,25 @@ enum Routed {
     NotOurs(RequestKind),
 }
 
+/// For the tier's post-passes over a response (ListOffsets, DeleteRecords): the partition of
+/// `topic` hosted here, when its topic is tiered, with the value the request gave for it
+/// (`asked`: topic, partition, value).
+pub(crate) fn tiered_partition(
+    broker: &Broker,
+    asked: &[(String, i32, i64)],
+    topic: &str,
+    partition: i32,
+) -> Option<(Arc<crate::replica_manager::Partition>, i64)> {
+    let part = broker.replicas.partition_of(topic, partition)?;
+    if !part.log.is_tiered() {
+        return None;
+    }
+    let (_, _, value) = asked
+        .iter()
+        .find(|(t, i, _)| t.as_str() == topic && *i == partition)?;
+    Some((part, *value))
+}
+
 /// What the cluster is and where to send requests: API versions and features, metadata, the
 /// cluster and its log dirs, the coordinator of a group, and what telemetry clients should push.
 fn cluster_request(

@@ -57,18 +57,8 @@ async fn delete_in_the_tier(
             if p.error_code != 0 {
                 continue;
             }
-            let Some(part) = broker
-                .replicas
-                .partition_of(topic.name.as_str(), p.partition_index)
-            else {
-                continue;
-            };
-            if !part.log.config().remote_storage {
-                continue;
-            }
-            let Some(&(_, _, offset)) = asked
-                .iter()
-                .find(|(t, i, _)| t.as_str() == topic.name.as_str() && *i == p.partition_index)
+            let Some((part, offset)) =
+                super::tiered_partition(broker, asked, topic.name.as_str(), p.partition_index)
             else {
                 continue;
             };
@@ -119,7 +109,7 @@ fn delete_locally(
                         // A tiered partition's start is not known before the tier's
                         // metadata is read: nothing is deleted, the client retries.
                         Some(part)
-                            if part.log.config().remote_storage
+                            if part.log.is_tiered()
                                 && broker.tier.as_ref().is_some_and(|t| !t.is_ready()) =>
                         {
                             base.with_error_code(ResponseError::KafkaStorageError.code())

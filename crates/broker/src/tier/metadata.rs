@@ -40,6 +40,17 @@ impl TierMetadataCache {
             .unwrap_or_default()
     }
 
+    /// `f` of one partition's segments, read in place (no copy of the state: the consumer
+    /// fetch path asks this).
+    pub fn with_partition<T>(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        f: impl FnOnce(Option<&RemotePartitionState>) -> T,
+    ) -> T {
+        f(self.lock().get(&(topic_id, partition)))
+    }
+
     /// Applies one record, as read or as just published by this broker (the follower reads it
     /// again later; a repeated state is accepted).
     pub fn apply(&self, event: TierMetadataEvent) {

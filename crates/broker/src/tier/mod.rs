@@ -22,7 +22,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use ferry_config::tier_config::{TierConfig, TierStore};
 use ferry_objstore::{LocalDirStore, ObjStoreMetrics, ObjectStore, S3Config, S3Store};
-use ferry_tier::{RemoteSegmentStore, SegmentCopier, TierReader};
+use ferry_tier::{RemotePartitionState, RemoteSegmentStore, SegmentCopier, TierReader};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
@@ -204,12 +204,13 @@ impl Tier {
     /// below the local log, else the local log start.
     pub fn log_start_offset(&self, part: &crate::replica_manager::Partition) -> i64 {
         let local = part.log.log_start_offset();
-        if !part.log.config().remote_storage {
+        if !part.log.is_tiered() {
             return local;
         }
         self.cache
-            .partition(part.topic_id, part.tp.partition)
-            .log_start_offset()
+            .with_partition(part.topic_id, part.tp.partition, |state| {
+                state.and_then(RemotePartitionState::log_start_offset)
+            })
             .map_or(local, |tier| tier.min(local))
     }
 
@@ -239,9 +240,11 @@ impl Tier {
 
     /// The last offset the tier holds of the partition (ListOffsets -5, KIP-1005), -1 if none.
     pub fn highest_copied_offset(&self, part: &crate::replica_manager::Partition) -> i64 {
+        let (lineage, log_end) = (part.log.epoch_entries(), part.log.log_end_offset());
         self.cache
-            .partition(part.topic_id, part.tp.partition)
-            .highest_copied_offset(&part.log.epoch_entries(), part.log.log_end_offset())
+            .with_partition(part.topic_id, part.tp.partition, |state| {
+                state.and_then(|s| s.highest_copied_offset(&lineage, log_end))
+            })
             .unwrap_or(-1)
     }
 
@@ -258,7 +261,7 @@ impl Tier {
     ) -> ferry_tier::Result<Option<TierFetch>> {
         let state = self.cache.partition(part.topic_id, part.tp.partition);
         let local_start = part.log.log_start_offset();
-        if !part.log.config().remote_storage || offset >= local_start {
+        if !part.log.is_tiered() || offset >= local_start {
             return Ok(None);
         }
         let Some(segment) = state.segment_for(offset, None).or_else(|| {
@@ -306,7 +309,7 @@ impl Tier {
         part: &crate::replica_manager::Partition,
         ts: i64,
     ) -> ferry_tier::Result<Option<(i64, i64)>> {
-        if !part.log.config().remote_storage {
+        if !part.log.is_tiered() {
             return Ok(None);
         }
         let local_start = part.log.log_start_offset();
