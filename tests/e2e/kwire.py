@@ -16,6 +16,7 @@ API_FETCH = 1
 API_METADATA = 3
 API_API_VERSIONS = 18
 API_INIT_PRODUCER_ID = 22
+API_ALTER_PARTITION_REASSIGNMENTS = 45
 API_DESCRIBE_QUORUM = 55
 
 ERR_NONE = 0
@@ -373,3 +374,35 @@ def describe_quorum_v1(conn: Conn, topic: str = "__cluster_metadata", partition:
         result["topics"].append(t)
     r.skip_tagged_fields()
     return result
+
+
+def alter_partition_reassignments(conn: Conn, topic: str, partition: int,
+                                  replicas: list[int] | None,
+                                  allow_rf_change: bool = True) -> tuple[int, int]:
+    """AlterPartitionReassignments v1 (flexible; KIP-860) for one partition; `replicas` None
+    cancels. Returns (top-level error code, the partition's error code)."""
+    if replicas is None:
+        targets = uvarint(0)
+    else:
+        targets = uvarint(len(replicas) + 1) + b"".join(i32(b) for b in replicas)
+    body = (i32(30000) + i8(1 if allow_rf_change else 0)
+            + uvarint(2) + compact_string(topic)
+            + uvarint(2) + i32(partition) + targets + uvarint(0)
+            + uvarint(0) + uvarint(0))
+    r = conn.request(API_ALTER_PARTITION_REASSIGNMENTS, 1, body, flexible=True)
+    r.skip_tagged_fields()  # response header v1
+    r.i32()  # throttle_time_ms
+    r.i8()  # allow_replication_factor_change
+    top = r.i16()
+    r.compact_string()
+    codes = []
+    for _ in range(r.uvarint() - 1):
+        r.compact_string()
+        for _ in range(r.uvarint() - 1):
+            r.i32()
+            codes.append(r.i16())
+            r.compact_string()
+            r.skip_tagged_fields()
+        r.skip_tagged_fields()
+    assert len(codes) == 1, codes
+    return top, codes[0]

@@ -114,11 +114,12 @@ def cluster5(tmp_path):
     c.stop()
 
 
-def create_assigned(cluster: Cluster, topic: str, replicas: list[int]):
+def create_assigned(cluster: Cluster, topic: str, replicas: list[int], config: dict | None = None):
     from confluent_kafka.admin import NewTopic
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas])])[topic].result(timeout=30)
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[replicas],
+                                  config=config or {})])[topic].result(timeout=30)
     wait_for(f"{topic} led by {replicas[0]} with ISR {replicas}", lambda: (
         lambda p: p[0] == replicas[0] and p[2] == sorted(replicas))(
             partitions_of(cluster, topic)[0]))

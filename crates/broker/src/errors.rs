@@ -125,3 +125,23 @@ pub fn leader_epoch_error(requested: i32, current: i32) -> Option<ResponseError>
 pub fn code(e: Option<ResponseError>) -> i16 {
     e.map(|e| e.code()).unwrap_or(0)
 }
+
+/// Kafka's AlterPartitionReassignments error for one partition.
+pub fn reassignment_error(e: &MetadataError) -> ResponseError {
+    use ferry_cluster::ImageError;
+    match e {
+        MetadataError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
+        MetadataError::Controller(ClusterError::Rejected(rejected)) => match rejected {
+            ImageError::UnknownTopicId(_) | ImageError::UnknownPartition { .. } => {
+                ResponseError::UnknownTopicOrPartition
+            }
+            ImageError::NoReassignmentInProgress { .. } => ResponseError::NoReassignmentInProgress,
+            ImageError::UnknownBroker(_) | ImageError::InvalidReplicas(_) => {
+                ResponseError::InvalidReplicaAssignment
+            }
+            _ => ResponseError::UnknownServerError,
+        },
+        e if e.is_retriable() => ResponseError::NotController,
+        _ => ResponseError::UnknownServerError,
+    }
+}

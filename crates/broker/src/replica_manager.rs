@@ -748,6 +748,8 @@ pub struct ImageChanges {
     pub new_followers: Vec<Arc<Partition>>,
     /// Topics whose local logs were deleted (gone from the image).
     pub deleted_topics: Vec<String>,
+    /// Partitions whose replica here was deleted (reassigned to other brokers).
+    pub deleted_partitions: Vec<TopicPartition>,
 }
 
 impl ReplicaManager {
@@ -1057,7 +1059,49 @@ impl ReplicaManager {
                 }
             }
         }
+        // A reassignment that completed without this broker: its replica goes, as Kafka's
+        // StopReplica with deletion.
+        let moved_away: Vec<(Arc<Partition>, Option<&PartitionState>)> = self
+            .read()
+            .values()
+            .filter_map(|p| {
+                let topic = image.topic(&p.tp.topic).filter(|t| t.id == p.topic_id)?;
+                let state = usize::try_from(p.tp.partition)
+                    .ok()
+                    .and_then(|i| topic.partitions.get(i));
+                state
+                    .is_none_or(|s| !s.replicas.contains(&self.node_id))
+                    .then(|| (Arc::clone(p), state))
+            })
+            .collect();
+        for (partition, state) in moved_away {
+            // Leadership goes first: produce requests waiting for acks=all here are answered
+            // NOT_LEADER_OR_FOLLOWER now rather than timing out against a log about to go.
+            if let Some(state) = state {
+                partition.apply(state);
+            }
+            let tp = partition.tp.clone();
+            match self.delete_partition(&tp) {
+                Ok(()) => {
+                    tracing::info!(partition = %tp, "deleted the replica of a partition reassigned away");
+                    changes.deleted_partitions.push(tp);
+                }
+                Err(e) => {
+                    tracing::error!(partition = %tp, error = %e, "cannot delete a reassigned replica")
+                }
+            }
+        }
         changes
+    }
+
+    /// Stops hosting one partition and deletes its log.
+    pub fn delete_partition(&self, tp: &TopicPartition) -> Result<(), LogError> {
+        let Some(p) = self.write().remove(tp) else {
+            return Ok(());
+        };
+        // Wake fetchers so they notice the partition is gone.
+        p.end_offset.send_replace(-1);
+        self.logs.delete(&p.tp)
     }
 
     pub fn update_topic_config(&self, topic: &str, config: &LogConfig) {

@@ -70,7 +70,13 @@ pub fn elect_leader(
         };
     }
     if unclean_allowed {
-        if let Some(r) = state.replicas.iter().copied().find(|r| live(*r)) {
+        // A replica still being added by a reassignment never held the log: not a candidate.
+        if let Some(r) = state
+            .replicas
+            .iter()
+            .copied()
+            .find(|r| live(*r) && !state.adding_replicas.contains(r))
+        {
             return Election {
                 leader: r,
                 isr: vec![r],

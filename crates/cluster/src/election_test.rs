@@ -255,6 +255,8 @@ fn a_stale_isr_change_is_rebased_on_the_current_partition_state() {
         leader: 1,
         leader_epoch,
         partition_epoch: 9,
+        adding_replicas: Vec::new(),
+        removing_replicas: Vec::new(),
     };
     // (current state, proposed from -> to, outcome)
     let cases: Vec<(PartitionState, Vec<BrokerId>, Vec<BrokerId>, Rebased)> = vec![

@@ -107,9 +107,21 @@ pub struct PartitionState {
     pub leader: BrokerId,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    /// During a reassignment (KIP-455): the replicas being added, which are in `replicas`
+    /// but not yet in the ISR. Empty otherwise (and absent from older records).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding_replicas: Vec<BrokerId>,
+    /// During a reassignment: the replicas leaving once the adding ones are in sync.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removing_replicas: Vec<BrokerId>,
 }
 
 impl PartitionState {
+    /// A partition whose replicas are being moved (adding or removing some).
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
+
     pub fn preferred_leader(&self) -> BrokerId {
         self.replicas.first().copied().unwrap_or(NO_LEADER)
     }
@@ -172,6 +184,13 @@ pub enum MetadataRecord {
     AlterConfigs {
         name: String,
         configs: BTreeMap<String, String>,
+    },
+    /// Starts (or replaces) the reassignment of one partition to `target`, or cancels the
+    /// ongoing one when `target` is `None` (KIP-455; see [`crate::reassignment`]).
+    ReassignPartition {
+        topic_id: Uuid,
+        partition: i32,
+        target: Option<Vec<BrokerId>>,
     },
     /// Adds partitions to a topic, one replica list per new partition.
     CreatePartitions {
@@ -268,6 +287,8 @@ pub enum ImageError {
     UnknownPartition { topic: String, partition: i32 },
     #[error("invalid replica assignment: {0}")]
     InvalidReplicas(String),
+    #[error("no reassignment is in progress for partition {partition} of topic {topic}")]
+    NoReassignmentInProgress { topic: String, partition: i32 },
     #[error("partition epoch {got} is not the next one after {current}")]
     StalePartitionEpoch { current: i32, got: i32 },
     #[error("leader epoch {got} is invalid after {current}: {why}")]
@@ -499,6 +520,47 @@ impl Image {
                 }
                 Ok(Applied::Done)
             }
+            MetadataRecord::ReassignPartition {
+                topic_id,
+                partition,
+                target,
+            } => {
+                let topic = self
+                    .topic_by_id(*topic_id)
+                    .ok_or(ImageError::UnknownTopicId(*topic_id))?;
+                let index = usize::try_from(*partition)
+                    .ok()
+                    .filter(|i| *i < topic.partitions.len())
+                    .ok_or_else(|| ImageError::UnknownPartition {
+                        topic: topic.name.clone(),
+                        partition: *partition,
+                    })?;
+                let current = &topic.partitions[index];
+                let next = match target {
+                    Some(target) => {
+                        if let Some(b) = target.iter().find(|b| !self.brokers.contains_key(b)) {
+                            return Err(ImageError::UnknownBroker(*b));
+                        }
+                        crate::reassignment::start(current, target, |b| self.is_live(b))?
+                    }
+                    None if !current.is_reassigning() => {
+                        return Err(ImageError::NoReassignmentInProgress {
+                            topic: topic.name.clone(),
+                            partition: *partition,
+                        })
+                    }
+                    None => crate::reassignment::cancel(current, |b| self.is_live(b))?,
+                };
+                let name = topic.name.clone();
+                if let Some(slot) = self
+                    .topics
+                    .get_mut(&name)
+                    .and_then(|t| t.partitions.get_mut(index))
+                {
+                    *slot = next;
+                }
+                Ok(Applied::Done)
+            }
             MetadataRecord::AllocateProducerIds { broker, count } => {
                 if !self.brokers.contains_key(broker) {
                     return Err(ImageError::UnknownBroker(*broker));
@@ -582,6 +644,8 @@ impl Image {
                     isr,
                     leader_epoch: 0,
                     partition_epoch: 0,
+                    adding_replicas: Vec::new(),
+                    removing_replicas: Vec::new(),
                 })
             })
             .collect()
@@ -670,13 +734,18 @@ impl PartitionChange<'_> {
                 });
             }
         }
-        Ok(PartitionState {
+        let next = PartitionState {
             replicas: current.replicas.clone(),
             isr: self.isr.to_vec(),
             leader: self.leader,
             leader_epoch: self.leader_epoch,
             partition_epoch: self.partition_epoch,
-        })
+            adding_replicas: current.adding_replicas.clone(),
+            removing_replicas: current.removing_replicas.clone(),
+        };
+        // An ISR that now holds every replica being added completes the reassignment in the
+        // same change, as Kafka's controller does.
+        Ok(crate::reassignment::complete_if_in_sync(next, live))
     }
 }
 

@@ -8,6 +8,7 @@
 //! - [`placement`]: rack-aware replica assignment;
 //! - [`election`]: leader election, preferred-leader restoration and ISR rules, as functions
 //!   of (image, event) returning records;
+//! - [`reassignment`]: moving a partition's replicas (KIP-455): adding, removing, completing;
 //! - [`elect_leaders`]: the ElectLeaders admin API's decisions (preferred, unclean), on
 //!   [`election`]'s rules;
 //! - [`raft`]: durable log and snapshot storage, the TCP transport, and [`Controller`], the API
@@ -24,6 +25,7 @@ pub mod liveness;
 pub mod metadata_store;
 pub mod placement;
 pub mod raft;
+pub mod reassignment;
 pub mod security;
 
 pub use error::{ClusterError, ErrorKind};

@@ -32,6 +32,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     // Preferred and unclean elections (KIP-183, KIP-460), through the controller quorum.
     (ApiKey::ElectLeaders, 0, 2),
+    // Moving replicas (KIP-455; v1 KIP-860's allow_replication_factor_change).
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 2),
     // The metadata quorum as its leader sees it (KIP-595; v1 fetch times, KIP-836; v2 nodes).

@@ -16,6 +16,8 @@ fn image(
         partition_epoch,
         replicas: vec![1, 2, 3],
         isr: isr.to_vec(),
+        adding_replicas: Vec::new(),
+        removing_replicas: Vec::new(),
     }
 }
 

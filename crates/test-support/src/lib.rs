@@ -174,6 +174,8 @@ impl Default for Topic {
                     leader: 1,
                     leader_epoch: 0,
                     partition_epoch: 0,
+                    adding_replicas: Vec::new(),
+                    removing_replicas: Vec::new(),
                 }],
             },
         }

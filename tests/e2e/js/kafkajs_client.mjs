@@ -7,7 +7,9 @@
 //   {"op":"admin","brokers":[...],"steps":[{"do":"createTopics","topics":[{"topic":"t","numPartitions":2,"configEntries":[{"name":"k","value":"v"}]}]},
 //                                         {"do":"listTopics"},{"do":"fetchTopicOffsets","topic":"t"},
 //                                         {"do":"fetchTopicMetadata","topics":["t"]},
-//                                         {"do":"deleteTopics","topics":["t"]}]}
+//                                         {"do":"deleteTopics","topics":["t"]},
+//                                         {"do":"alterPartitionReassignments","topics":[{"topic":"t","partitionAssignment":[{"partition":0,"replicas":[1,2]}]}]},
+//                                         {"do":"listPartitionReassignments","topics":[{"topic":"t","partitions":[0]}]}]}
 //     -> {"ok":true,"results":[<one result per step>]}
 //   {"op":"transactions","brokers":[...],"transactionalId":"tx","topic":"t",
 //    "transactions":[{"messages":[{"value":"v","partition":0}],"commit":true}]}
@@ -97,6 +99,13 @@ async function admin() {
         case 'fetchTopicMetadata':
           results.push(await a.fetchTopicMetadata({ topics: step.topics }));
           break;
+        case 'alterPartitionReassignments':
+          await a.alterPartitionReassignments({ topics: step.topics, timeout: step.timeout });
+          results.push(true);
+          break;
+        case 'listPartitionReassignments':
+          results.push(await a.listPartitionReassignments({ topics: step.topics ?? null }));
+          break;
         default:
           throw new Error(`unknown admin step ${step.do}`);
       }
@@ -137,6 +146,11 @@ try {
   if (!ops[cmd.op]) throw new Error(`unknown op ${cmd.op}`);
   out({ ok: true, results: await ops[cmd.op]() });
 } catch (e) {
-  out({ ok: false, error: { name: e.name, type: e.type, code: e.code, message: e.message } });
+  const error = { name: e.name, type: e.type, code: e.code, message: e.message };
+  // An aggregate (alterPartitionReassignments, say) carries one error per failed item.
+  if (Array.isArray(e.errors)) {
+    error.errors = e.errors.map((x) => ({ name: x.name, type: x.type, code: x.code, message: x.message }));
+  }
+  out({ ok: false, error });
 }
 process.exit(0);

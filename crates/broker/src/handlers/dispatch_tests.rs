@@ -40,6 +40,8 @@ fn default_body(key: ApiKey) -> RequestKind {
             CreatePartitions,
             ElectLeaders,
             DescribeQuorum,
+            AlterPartitionReassignments,
+            ListPartitionReassignments,
             IncrementalAlterConfigs,
             DescribeCluster,
             FindCoordinator,

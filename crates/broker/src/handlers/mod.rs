@@ -33,6 +33,7 @@ mod list_offsets;
 mod metadata;
 mod produce;
 mod quotas;
+mod reassignments;
 mod records;
 mod scram;
 mod telemetry;
@@ -362,8 +363,8 @@ async fn security_request(broker: &Arc<Broker>, body: RequestKind, ctx: &Request
     Routed::Answered(Some(response))
 }
 
-/// What Kafka's brokers forward to the active controller: leader elections and the quorum's
-/// state.
+/// What Kafka's brokers forward to the active controller: leader elections, the quorum's
+/// state, partition reassignments.
 async fn controller_request(
     broker: &Arc<Broker>,
     body: RequestKind,
@@ -376,6 +377,12 @@ async fn controller_request(
         }
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(controller::describe_quorum(broker, r, v, ctx).await)
+        }
+        RequestKind::AlterPartitionReassignments(r) => {
+            ResponseKind::AlterPartitionReassignments(reassignments::alter(broker, r, v, ctx).await)
+        }
+        RequestKind::ListPartitionReassignments(r) => {
+            ResponseKind::ListPartitionReassignments(reassignments::list(broker, r, ctx).await)
         }
         other => return Routed::NotOurs(other),
     };

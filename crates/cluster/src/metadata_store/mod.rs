@@ -22,6 +22,7 @@
 mod elect;
 mod legacy;
 mod quorum;
+mod reassign;
 mod security;
 
 use std::collections::BTreeMap;
@@ -36,6 +37,7 @@ use uuid::Uuid;
 
 pub use elect::{ElectError, Elected, PartitionElection, TopicElections};
 pub use legacy::{FILE_NAME as LEGACY_FILE_NAME, IMPORTED_NAME as LEGACY_IMPORTED_NAME};
+pub use reassign::ReassignRequest;
 
 const PRODUCER_ID_BLOCK: i64 = 1000;
 /// How long start-up keeps retrying a proposal the quorum could not take yet.
