@@ -155,3 +155,81 @@ def test_bad_reassignments_are_refused_and_an_ongoing_one_can_be_cancelled(clust
         assert kwire.alter_partition_reassignments(conn, topic, 0, [2, 2]) == (
             0, ERR_INVALID_REPLICA_ASSIGNMENT)
     assert partitions_of(cluster, topic)[0][:2] == (1, [2, 1])
+
+
+def alter_configs(cluster: Cluster, resource, name: str, changes: dict):
+    """IncrementalAlterConfigs: SET each value, DELETE each None."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET if v is not None
+                           else AlterConfigOpType.DELETE) for k, v in changes.items()]
+    a = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for f in a.incremental_alter_configs([ConfigResource(resource, name,
+                                                         incremental_configs=entries)]).values():
+        f.result(timeout=30)
+
+
+def replica_bytes(cluster: Cluster, broker: int, topic: str, partition: int) -> int:
+    d = cluster.by_id(broker).data_dir / f"{topic}-{partition}"
+    return sum(p.stat().st_size for p in d.glob("*.log")) if d.exists() else 0
+
+
+def test_replication_throttles_hold_back_new_replicas_until_lifted(cluster):
+    """KIP-73 as kafka-reassign-partitions sets it: partition 0's new replica (broker 3) is
+    throttled on the follower side, partition 1's on its leader (broker 1). Each side's rate is
+    200 kB/s, so after the first burst (Kafka's sampled rate measures it over ten seconds) the
+    new replicas stay far behind; lifting the rates lets both reassignments complete."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic, ResourceType
+
+    from test_cluster_failover import metric
+
+    topic = unique_topic("throttle")
+    admin_client = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin_client.create_topics([NewTopic(topic, num_partitions=2,
+                                         replica_assignment=[[1, 2], [1, 2]])])[topic].result(
+        timeout=30)
+    wait_for("leaders", lambda: all(l == 1 for l, _, _ in partitions_of(cluster, topic).values()))
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                         "linger.ms": 5, "batch.size": 200_000})
+    value = b"x" * 10_000
+    for i in range(800):  # 8 MB per partition
+        for p in (0, 1):
+            while True:
+                try:
+                    producer.produce(topic, value=value, partition=p)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+    assert producer.flush(60) == 0
+    size = replica_bytes(cluster, 1, topic, 0)
+    assert size > 8_000_000
+
+    rate = "200000"
+    alter_configs(cluster, ResourceType.TOPIC, topic, {
+        "follower.replication.throttled.replicas": "0:3",
+        "leader.replication.throttled.replicas": "1:1"})
+    alter_configs(cluster, ResourceType.BROKER, "3", {"follower.replication.throttled.rate": rate})
+    alter_configs(cluster, ResourceType.BROKER, "1", {"leader.replication.throttled.rate": rate})
+    admin(cluster, {"do": "alterPartitionReassignments", "timeout": 30000,
+                    "topics": [{"topic": topic, "partitionAssignment": [
+                        {"partition": 0, "replicas": [1, 2, 3]},
+                        {"partition": 1, "replicas": [1, 2, 3]}]}]})
+    time.sleep(3)
+    # A rate bound cannot be beaten by a slow machine, only approached: 2 MB of burst, up to
+    # one 1 MiB fetch past it, then 200 kB/s.
+    behind = {p: replica_bytes(cluster, 3, topic, p) for p in (0, 1)}
+    assert all(b < size * 3 // 4 for b in behind.values()), (behind, size)
+    assert metric(cluster.by_id(3), "ferry_replication_throttle_held_back_total") > 0
+    assert metric(cluster.by_id(1), "ferry_replication_throttle_held_back_total") > 0
+    assert metric(cluster.by_id(3), "ferry_replication_throttled_bytes_total") > 0
+    listed = kafkajs_admin(cluster.bootstrap, {"do": "listPartitionReassignments",
+                                               "topics": [{"topic": topic, "partitions": [0, 1]}]})
+    assert sorted(p["partition"] for t in listed[0]["topics"] for p in t["partitions"]) == [0, 1]
+
+    alter_configs(cluster, ResourceType.BROKER, "3", {"follower.replication.throttled.rate": None})
+    alter_configs(cluster, ResourceType.BROKER, "1", {"leader.replication.throttled.rate": None})
+    wait_for("both reassignments complete", lambda: all(
+        replicas == [1, 2, 3] and isr == [1, 2, 3]
+        for _, replicas, isr in partitions_of(cluster, topic).values()), timeout=60)
+    assert replica_bytes(cluster, 3, topic, 0) == replica_bytes(cluster, 1, topic, 0)

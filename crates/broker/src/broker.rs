@@ -61,6 +61,8 @@ pub struct Broker {
     pub acls: crate::acl::AclAuthority,
     /// The client quotas in force (AlterClientQuotas), measured per principal and client id.
     pub quotas: crate::client_quotas::ClientQuotas,
+    /// Replication throttles (KIP-73) for reassignments.
+    pub replication_throttles: Arc<crate::replication_throttle::ReplicationThrottles>,
     /// The controller quorum's TLS on an `SSL` controller listener (reloaded with the others).
     pub controller_tls: Option<Arc<crate::tls::ControllerTls>>,
     /// Corrupt batches known on this broker's disks (see `crate::corruption`).
@@ -260,6 +262,7 @@ impl Broker {
             return;
         }
         self.config.set_dynamic(next);
+        self.replication_throttles.follow_rates(&self.config);
         for topic in self.metadata.topics() {
             let log_config = topic_config::log_config(&self.config, &topic.configs);
             self.replicas.update_topic_config(&topic.name, &log_config);
@@ -291,6 +294,7 @@ impl Broker {
         self.remote_wal.on_image(image);
         self.acls.follow_image(&image.acls);
         self.quotas.follow_image(image.client_quotas());
+        self.replication_throttles.follow_image(image);
         // Every change of a leader's ISR or replica set arrives through the image.
         self.metrics
             .under_replicated_partitions

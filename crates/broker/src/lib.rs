@@ -24,6 +24,7 @@ pub mod log_levels;
 pub mod remote_wal;
 pub mod replica_fetcher;
 pub mod replica_manager;
+pub mod replication_throttle;
 pub mod security;
 pub mod server;
 pub mod tier;

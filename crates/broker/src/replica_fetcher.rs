@@ -35,6 +35,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use crate::replication_throttle::Side;
 use ferry_cluster::BrokerId;
 use ferry_common::TopicPartition;
 use kafka_protocol::error::ResponseError;
@@ -79,6 +80,9 @@ pub struct FetcherContext {
     pub settings: FetcherSettings,
     /// Told of classic appends and of answered WAL-progress reports.
     pub observer: Arc<dyn ReplicationObserver>,
+    /// Follower-side replication throttles (KIP-73).
+    pub throttles: Arc<crate::replication_throttle::ReplicationThrottles>,
+    pub metrics: Arc<ferry_metrics::Metrics>,
 }
 
 /// Classic replication: followers fetch from the leader's Kafka listener.
@@ -206,6 +210,7 @@ async fn run_leader(
             .unwrap_or_else(|p| p.into_inner())
             .values()
             .filter(|p| p.role() == Role::Follower { leader } && lane.serves(p))
+            .filter(|p| lane == Lane::Wal || !throttled_now(&b, p))
             .cloned()
             .collect();
         if current.is_empty() {
@@ -227,6 +232,7 @@ async fn run_leader(
         let result = c.fetch(&request, &client_id).await;
         match result {
             Ok(response) => {
+                record_throttled_bytes(&b, &response);
                 if session.on_response(&wanted, response.error_code, response.session_id) {
                     // The leader lost our session (restart, eviction): a full request at once.
                     continue;
@@ -258,6 +264,37 @@ async fn run_leader(
             }
         }
     }
+}
+
+/// Classic lane: whether the follower throttle holds `p` back this round (throttled, this
+/// broker outside its ISR, the follower side over `follower.replication.throttled.rate`):
+/// left out of the fetch, as Kafka's fetcher leaves it out.
+fn throttled_now(context: &FetcherContext, p: &Partition) -> bool {
+    context.throttles.holds_back(
+        Side::Follower,
+        &context.metrics,
+        &p.tp.topic,
+        p.tp.partition,
+        p.isr().contains(&context.node_id),
+    )
+}
+
+/// Counts the record bytes a response brought for follower-throttled partitions.
+fn record_throttled_bytes(context: &FetcherContext, response: &FetchResponse) {
+    let bytes: usize = response
+        .responses
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
+        .filter(|(t, p)| {
+            context
+                .throttles
+                .is_throttled(Side::Follower, t.topic.as_str(), p.partition_index)
+        })
+        .map(|(_, p)| p.records.as_ref().map_or(0, |r| r.len()))
+        .sum();
+    context
+        .throttles
+        .record(Side::Follower, &context.metrics, bytes as u64);
 }
 
 /// WAL lane: whether a partition's log end moved since `reported` (the WAL path appended) or a

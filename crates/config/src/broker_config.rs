@@ -114,6 +114,10 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("connections.max.idle.ms", Long, "600000", "A connection that sends no request for this long is closed."),
     def("quota.window.num", Int, "11", "Number of samples client quotas are measured over (KIP-13): a client's rate is its usage over the last `quota.window.num` windows."),
     def("quota.window.size.seconds", Int, "1", "Length of one quota sample window, in seconds."),
+    def("leader.replication.throttled.rate", Long, "9223372036854775807", "Bytes per second this broker sends, as leader, to followers of the replicas its topics list in `leader.replication.throttled.replicas` while they are outside the ISR (KIP-73; a reassignment's throttle). Dynamic. The default means no limit."),
+    def("follower.replication.throttled.rate", Long, "9223372036854775807", "Bytes per second this broker fetches, as a follower outside the ISR, for the replicas its topics list in `follower.replication.throttled.replicas` (KIP-73). Dynamic. The default means no limit."),
+    def("replication.quota.window.num", Int, "11", "Number of samples replication throttles are measured over."),
+    def("replication.quota.window.size.seconds", Int, "1", "Length of one replication-throttle sample window, in seconds."),
     def("connections.max.reauth.ms", Long, "0", "How long a SASL session lasts (KIP-368): the broker tells the client in SaslAuthenticate, the client re-authenticates in place before then, and a connection whose session expired is closed at its next request. 0: sessions never expire. May be set per listener as `listener.name.<listener>.connections.max.reauth.ms`."),
     def("log.dirs", List, "./data", "Comma-separated directories holding partition logs; the first also holds the controller's metadata log unless `metadata.log.dir` is set."),
     def("num.recovery.threads.per.data.dir", Int, "2", "Threads per log dir that load the partition logs at start-up, recovering them after an unclean shutdown (Kafka 4's default). ferry runs one pool of this many threads times the number of log dirs, shared by all dirs; at least 1. Closing the logs at shutdown does not use it."),
@@ -419,6 +423,26 @@ impl BrokerConfig {
         (
             positive("quota.window.num"),
             positive("quota.window.size.seconds"),
+        )
+    }
+
+    /// (`replication.quota.window.num`, `replication.quota.window.size.seconds`), at least 1
+    /// each.
+    pub fn replication_quota_windows(&self) -> (u32, u32) {
+        let positive = |key: &str| u32::try_from(self.long(key)).unwrap_or(1).max(1);
+        (
+            positive("replication.quota.window.num"),
+            positive("replication.quota.window.size.seconds"),
+        )
+    }
+
+    /// (`leader.replication.throttled.rate`, `follower.replication.throttled.rate`) as they
+    /// stand, the dynamic layer included; `i64::MAX` (the default) means no limit.
+    pub fn replication_throttled_rates(&self) -> (i64, i64) {
+        let rate = |key: &str| self.current(key).0.trim().parse().unwrap_or(i64::MAX);
+        (
+            rate("leader.replication.throttled.rate"),
+            rate("follower.replication.throttled.rate"),
         )
     }
 
@@ -850,7 +874,12 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
         | "remote.wal.metadata.topic.retention.ms"
         | "remote.wal.gc.interval.ms"
         | "remote.log.manager.task.interval.ms"
-        | "remote.log.metadata.topic.num.partitions" => n.is_some_and(|n| n >= 1),
+        | "remote.log.metadata.topic.num.partitions"
+        | "replication.quota.window.num"
+        | "replication.quota.window.size.seconds" => n.is_some_and(|n| n >= 1),
+        "leader.replication.throttled.rate" | "follower.replication.throttled.rate" => {
+            n.is_some_and(|n| n >= 0)
+        }
         "leader.imbalance.per.broker.percentage" => n.is_some_and(|n| (0..=100).contains(&n)),
         "remote.wal.store" | "remote.log.storage.type" => matches!(text, "local" | "s3"),
         "remote.wal.metadata.acks" => matches!(text, "1" | "all"),

@@ -150,11 +150,16 @@ pub struct DynamicConfigs {
 }
 
 /// Broker keys that are dynamic besides the topic defaults.
-const OTHER_DYNAMIC_KEYS: &[&str] = &["num.partitions"];
+const OTHER_DYNAMIC_KEYS: &[&str] = &[
+    "num.partitions",
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+];
 
 /// Whether a broker key can be changed at run time: the broker key behind each topic config
 /// (the first of its synonyms, as Kafka's `DynamicLogConfig`: `log.retention.ms`,
-/// `log.segment.bytes`, `log.cleaner.delete.retention.ms`, ...) and `num.partitions`.
+/// `log.segment.bytes`, `log.cleaner.delete.retention.ms`, ...), `num.partitions` and the
+/// replication throttle rates.
 pub fn is_dynamic(key: &str) -> bool {
     OTHER_DYNAMIC_KEYS.contains(&key)
         || TOPIC_CONFIGS.iter().any(|t| match t.default {

@@ -52,6 +52,12 @@ pub struct LogDirLabels {
     pub dir: String,
 }
 
+/// Which side of replication a throttle counts: `leader` (sent) or `follower` (fetched).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReplicationSideLabels {
+    pub side: &'static str,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TopicLabels {
     pub topic: String,
@@ -195,6 +201,10 @@ pub struct Metrics {
     scrape_hooks: std::sync::Mutex<Vec<ScrapeHook>>,
     /// Log dirs that failed and are offline until restart (Kafka's `OfflineLogDirectoryCount`).
     pub offline_log_dirs: Gauge,
+    /// Bytes of throttled replicas sent (leader) or fetched (follower), KIP-73.
+    pub replication_throttled_bytes: Family<ReplicationSideLabels, Counter>,
+    /// Partition reads of throttled replicas held back because the rate was over the bound.
+    pub replication_throttle_held_back: Family<ReplicationSideLabels, Counter>,
 }
 
 type ScrapeHook = Box<dyn Fn(&Metrics) + Send + Sync>;
@@ -256,6 +266,18 @@ impl Metrics {
         let isr_shrinks = Counter::default();
         let isr_expands = Counter::default();
         let log_dir_full = Family::<LogDirLabels, Gauge>::default();
+        let replication_throttled_bytes = Family::<ReplicationSideLabels, Counter>::default();
+        let replication_throttle_held_back = Family::<ReplicationSideLabels, Counter>::default();
+        registry.register(
+            "replication_throttled_bytes",
+            "Bytes of throttled replicas (leader/follower.replication.throttled.replicas) sent as leader or fetched as follower",
+            replication_throttled_bytes.clone(),
+        );
+        registry.register(
+            "replication_throttle_held_back",
+            "Reads of throttled, out-of-sync replicas left without data because the side's replication.throttled.rate was exceeded",
+            replication_throttle_held_back.clone(),
+        );
         registry.register(
             "log_dir_full",
             "1 while the file system of a log dir is full: appends to its partitions fail with KAFKA_STORAGE_ERROR until space is freed",
@@ -357,6 +379,8 @@ impl Metrics {
             log_dir_full,
             scrape_hooks: std::sync::Mutex::new(Vec::new()),
             offline_log_dirs,
+            replication_throttled_bytes,
+            replication_throttle_held_back,
             inter_broker_bytes,
             peer_racks: RwLock::new(HashMap::new()),
             rack_totals: std::sync::Mutex::new(HashMap::new()),

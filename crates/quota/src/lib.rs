@@ -16,6 +16,8 @@
 //!   (except exempt inter-broker principals: `record_exempt`);
 //! - **CreateTopics, CreatePartitions, DeleteTopics**: `record_controller_mutations` per topic
 //!   with its partition count (KIP-599's token bucket, strict or permissive by request version);
+//! - **replication throttles** (KIP-73, [`replication`]): leader and follower byte rates for the
+//!   throttled replicas of a reassignment;
 //! - the response carries the larger throttle time in `throttle_time_ms`, is sent at once, and
 //!   the connection is muted for that long ([`ChannelThrottle`], KIP-219).
 //!
@@ -31,6 +33,7 @@ pub mod entity;
 pub mod error;
 pub mod manager;
 pub mod rate;
+pub mod replication;
 pub mod throttle;
 pub mod token_bucket;
 
@@ -39,6 +42,7 @@ pub use entity::{EntityName, MetricKey, QuotaEntity, QuotaKey, QuotaLevel};
 pub use error::QuotaError;
 pub use manager::{MutationDecision, QuotaManager, QuotaManagerConfig, SensorStats};
 pub use rate::{RateConfig, SampledRate};
+pub use replication::{throttled_partitions, ReplicationQuota, ThrottledPartitions};
 pub use throttle::{
     bounded_throttle_time_ms, nanos_to_percentage, throttle_time_ms, ChannelThrottle,
 };

@@ -28,6 +28,7 @@ use super::{str_bytes, RequestContext};
 use crate::broker::Broker;
 use crate::errors;
 use crate::replica_manager::Partition;
+use crate::replication_throttle::Side;
 use ferry_authz::AclOperation;
 use ferry_replication::fetch_session::{FetchPartition, PartKey, PartitionOutcome, SessionMode};
 use ferry_replication::replica_selector::{ReplicaSelector, ReplicaView};
@@ -122,6 +123,9 @@ pub async fn handle(
         deadline,
     };
     let mut reads = read_until_ready(broker, &partitions, &fetcher, &wanted).await;
+    if fetcher.replica.is_some() {
+        record_leader_throttled(broker, &reads);
+    }
     if let (Some(tier), None) = (&broker.tier, fetcher.replica) {
         read_from_tier(
             broker,
@@ -535,6 +539,7 @@ fn read_one(
     read.by_leader = partition.is_leader();
     read.data = match offsets_or_answer(broker, partition, req, fetcher, read.by_leader, data) {
         ControlFlow::Break(answer) => answer,
+        ControlFlow::Continue(data) if leader_throttled(broker, partition, fetcher) => data,
         ControlFlow::Continue(data) => {
             let (data, bytes) =
                 read_records(broker, partition, req, fetcher, data, remaining, first);
@@ -543,6 +548,41 @@ fn read_one(
         }
     };
     read
+}
+
+/// A follower's read of a leader-throttled partition while the follower is outside the ISR and
+/// this broker's leader side is over `leader.replication.throttled.rate` (KIP-73): answered
+/// with offsets and no records, as Kafka's leader answers it.
+fn leader_throttled(broker: &Broker, partition: &Partition, fetcher: &Fetcher<'_>) -> bool {
+    fetcher.replica.is_some_and(|replica| {
+        partition.is_leader()
+            && broker.replication_throttles.holds_back(
+                Side::Leader,
+                &broker.metrics,
+                &partition.tp.topic,
+                partition.tp.partition,
+                partition.isr().contains(&replica),
+            )
+    })
+}
+
+/// Counts the record bytes a follower's fetch takes from leader-throttled partitions.
+fn record_leader_throttled(broker: &Broker, reads: &[PartitionRead]) {
+    let bytes: usize = reads
+        .iter()
+        .filter(|r| {
+            r.by_leader
+                && broker.replication_throttles.is_throttled(
+                    Side::Leader,
+                    &r.topic_name,
+                    r.key.partition,
+                )
+        })
+        .map(|r| r.bytes)
+        .sum();
+    broker
+        .replication_throttles
+        .record(Side::Leader, &broker.metrics, bytes as u64);
 }
 
 /// The answer for a partition this broker has no replica of: NOT_LEADER_OR_FOLLOWER (with

@@ -279,8 +279,14 @@ pub async fn open_broker(
         clock.clone(),
         Some(host),
     ));
+    let replication_throttles = Arc::new(crate::replication_throttle::ReplicationThrottles::new(
+        &config,
+        config.node_id(),
+    ));
     let fetcher = ClassicFetcher::new(FetcherContext {
         node_id: config.node_id(),
+        throttles: replication_throttles.clone(),
+        metrics: metrics.clone(),
         peers: peers.clone(),
         settings: FetcherSettings {
             wait_max_ms: config.replica_fetch_wait_max_ms(),
@@ -322,6 +328,7 @@ pub async fn open_broker(
         endpoints: advertised.endpoints,
         acls,
         quotas,
+        replication_throttles,
         controller_tls,
         integrity,
     });
