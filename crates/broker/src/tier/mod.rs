@@ -22,6 +22,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use ferry_config::tier_config::{TierConfig, TierStore};
 use ferry_objstore::{LocalDirStore, ObjStoreMetrics, ObjectStore, S3Config, S3Store};
+use ferry_tier::segment_store::SegmentFileKind;
 use ferry_tier::{RemotePartitionState, RemoteSegmentStore, SegmentCopier, TierReader};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -88,6 +89,8 @@ pub struct Tier {
     publisher: Arc<TierPublisher>,
     copier: SegmentCopier,
     reader: TierReader,
+    /// The segments' objects (a follower takes a segment's checkpoint and snapshot).
+    segments: RemoteSegmentStore,
     metrics: TierMetrics,
 }
 
@@ -110,7 +113,7 @@ impl Tier {
         let segments = RemoteSegmentStore::new(store);
         let reader = TierReader::new(segments.clone(), config.index_cache_bytes);
         let copier = SegmentCopier::new(
-            segments,
+            segments.clone(),
             publisher.clone(),
             host.node_id,
             host.clock.clone(),
@@ -122,6 +125,7 @@ impl Tier {
             publisher,
             copier,
             reader,
+            segments,
             metrics,
         })))
     }
@@ -354,4 +358,65 @@ fn cut_at(records: bytes::Bytes, end: i64) -> bytes::Bytes {
         at += h.total_size();
     }
     records.slice(..at)
+}
+
+impl crate::replica_fetcher::TierAuxSource for Tier {
+    fn aux_state<'a>(
+        &'a self,
+        part: &'a crate::replica_manager::Partition,
+        offset: i64,
+        max_epoch: i32,
+    ) -> futures::future::BoxFuture<'a, anyhow::Result<Option<crate::replica_fetcher::TierAuxState>>>
+    {
+        Box::pin(async move {
+            if !self.is_ready() {
+                anyhow::bail!("the tier's metadata (__remote_log_metadata) is not read yet");
+            }
+            let segment = self
+                .cache
+                .with_partition(part.topic_id, part.tp.partition, |state| {
+                    state.and_then(|s| {
+                        s.copied()
+                            .into_iter()
+                            .filter(|m| m.contains(offset))
+                            .filter(|m| m.epoch_of(offset).is_some_and(|e| e <= max_epoch))
+                            .max_by_key(|m| (m.epoch_of(offset), m.event_time_ms))
+                            .cloned()
+                    })
+                });
+            let Some(segment) = segment else {
+                return Ok(None);
+            };
+            let checkpoint = self
+                .segments
+                .fetch(&segment, SegmentFileKind::LeaderEpochCheckpoint)
+                .await?;
+            let epochs = ferry_log::parse_checkpoint(&checkpoint, 2)
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "the tier's leader-epoch checkpoint of segment {} is corrupt",
+                        segment.segment_id
+                    )
+                })?
+                .into_iter()
+                .map(|v| Ok((i32::try_from(v[0])?, v[1])))
+                .collect::<anyhow::Result<Vec<(i32, i64)>>>()?;
+            let producer_snapshot = if segment.has_producer_snapshot {
+                Some(
+                    self.segments
+                        .fetch(&segment, SegmentFileKind::ProducerSnapshot)
+                        .await?,
+                )
+            } else {
+                tracing::warn!(partition = %part.tp, segment = %segment.segment_id,
+                    "the tier's segment has no producer snapshot; the producer state starts empty");
+                None
+            };
+            Ok(Some(crate::replica_fetcher::TierAuxState {
+                next_offset: segment.end_offset + 1,
+                epochs,
+                producer_snapshot,
+            }))
+        })
+    }
 }
