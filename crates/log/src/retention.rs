@@ -107,6 +107,18 @@ impl PartitionLog {
         self.delete_oldest_segments(count, reason)
     }
 
+    /// Tiered logs: drops the leader epochs that end before `offset`, the partition's first
+    /// offset counting the long-term tier (Kafka truncates the epoch cache at the log start
+    /// offset, not the local one). Never past the local log start.
+    pub fn truncate_epochs_from_start(&self, offset: i64) -> Result<()> {
+        let offset = offset.min(self.log_start_offset());
+        let mut epochs = self.epochs.lock();
+        if epochs.truncate_from_start(offset) {
+            epochs.persist(Durability::Synced)?;
+        }
+        Ok(())
+    }
+
     /// Tells the log the last offset copied to the long-term tier, on its epoch lineage: local
     /// retention (with `remote_storage`) deletes only segments ending at or below it.
     /// Only moves up: what the tier's own retention deleted since was copied all the same
@@ -160,6 +172,12 @@ impl PartitionLog {
     }
 
     fn after_log_start_moved(&self, new_lso: i64) -> Result<()> {
+        if self.is_tiered() {
+            // The log continues in the long-term tier below the local log start: its epochs
+            // stay (the leader's lineage check of the tier's segments needs them), until the
+            // tier's own start moves ([`PartitionLog::truncate_epochs_from_start`]).
+            return Ok(());
+        }
         let mut epochs = self.epochs.lock();
         if epochs.truncate_from_start(new_lso) {
             epochs.persist(Durability::Synced)?;

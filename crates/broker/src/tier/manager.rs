@@ -89,6 +89,12 @@ pub(super) async fn pass(tier: &Tier) {
             .highest_copied_offset(&part.log.epoch_entries(), part.log.log_end_offset())
             .unwrap_or(-1);
         part.log.set_tier_copied_through(copied);
+        // The epochs of what the tier's retention (or DeleteRecords) removed go.
+        if let Some(start) = state.log_start_offset() {
+            if let Err(e) = part.log.truncate_epochs_from_start(start) {
+                tracing::warn!(partition = %part.tp, error = %e, "cannot trim the leader epoch cache");
+            }
+        }
     }
     tier.metrics
         .remote_bytes

@@ -331,3 +331,45 @@ fn a_log_restarted_from_the_tiers_state_knows_the_epochs_and_producers() {
         .is_err());
     assert_eq!(kept.log_end_offset(), 1);
 }
+
+/// A tiered log goes on in the long-term tier below its local log start: moving that start
+/// (local retention, the leader's local start on a follower) keeps the leader epochs, across a
+/// restart too, since the leader's lineage check of the tier's segments needs them; they go
+/// when the tier's own start moves (`truncate_epochs_from_start`, never past the local start).
+/// A log that is not tiered drops them with its segments, as before.
+#[test]
+fn a_tiered_log_keeps_the_epochs_below_its_local_log_start() {
+    let (_c, clock) = clock(0);
+    for tiered in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            remote_storage: tiered,
+            ..config()
+        };
+        let log = open(dir.path(), config.clone(), true, &clock);
+        for i in 0..20 {
+            log.append_as_leader(&simple(2, 0), if i < 5 { 1 } else { 4 })
+                .unwrap();
+        }
+        log.delete_records_before(30).unwrap();
+        let want = if tiered {
+            vec![(1, 0), (4, 10)]
+        } else {
+            vec![(4, 30)]
+        };
+        assert_eq!(log.epoch_entries(), want, "tiered: {tiered}");
+        log.close().unwrap();
+        drop(log);
+        let log = open(dir.path(), config, true, &clock);
+        assert_eq!(log.epoch_entries(), want, "tiered: {tiered}, reopened");
+        log.truncate_epochs_from_start(12).unwrap();
+        let trimmed = if tiered { vec![(4, 12)] } else { vec![(4, 30)] };
+        assert_eq!(log.epoch_entries(), trimmed, "tiered: {tiered}");
+        log.truncate_epochs_from_start(35).unwrap();
+        assert_eq!(
+            log.epoch_entries(),
+            vec![(4, 30)],
+            "never past the local log start"
+        );
+    }
+}
