@@ -126,6 +126,21 @@ def test_after_kill9_of_the_leader_the_new_leader_serves_and_copies_the_tier(tie
     mostly_tiered(c, topic, c.by_id(new))
     check_all_records(c, topic, 5000)
 
+    # The new leader reports the topic's size in the tier; the followers report none.
+    def tier_bytes():
+        return sum(p.stat().st_size for p in c.tier_dir.glob("tier/*/0/*.log"))
+
+    def labelled(broker, name):
+        return metric(broker, f'{name}{{topic="{topic}"}}')
+
+    wait_for("the new leader's remote size gauge",
+             lambda: labelled(c.by_id(new), "ferry_tier_remote_log_size_bytes") == tier_bytes(),
+             timeout=T)
+    assert labelled(c.by_id(new), "ferry_tier_remote_log_segments") == len(
+        tier_log_starts(c.tier_dir))
+    follower = next(b for b in c.brokers if b.alive() and b is not c.by_id(new))
+    assert labelled(follower, "ferry_tier_remote_log_size_bytes") == 0
+
     # The old leader comes back as a follower and catches up.
     c.by_id(old).start()
     wait_for("the old leader back in the ISR",

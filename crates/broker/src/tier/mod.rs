@@ -24,7 +24,11 @@ use ferry_config::tier_config::{TierConfig, TierStore};
 use ferry_objstore::{LocalDirStore, ObjStoreMetrics, ObjectStore, S3Config, S3Store};
 use ferry_tier::segment_store::SegmentFileKind;
 use ferry_tier::{RemotePartitionState, RemoteSegmentStore, SegmentCopier, TierReader};
+use std::collections::{BTreeMap, BTreeSet};
+
+use ferry_metrics::TopicLabels;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::task::JoinSet;
@@ -43,6 +47,43 @@ pub struct TierMetrics {
     pub delete_errors: Counter,
     /// Bytes in the tier of the partitions led here, as of the last pass.
     pub remote_bytes: Gauge,
+    /// Per topic, over its partitions led here, as of the last pass (Kafka's
+    /// `RemoteLogSizeBytes` and `RemoteLogMetadataCount`): the bytes of the segments the tier
+    /// serves, and how many there are. Topics no longer led here lose their series.
+    pub remote_log_size_bytes: Family<TopicLabels, Gauge>,
+    pub remote_log_segments: Family<TopicLabels, Gauge>,
+    /// The topics the per-topic gauges hold now.
+    reported_topics: Arc<std::sync::Mutex<BTreeSet<String>>>,
+}
+
+impl TierMetrics {
+    /// Sets the per-topic gauges to `sizes` (topic: bytes, segments), removing the series of
+    /// topics not in it.
+    pub fn set_topic_sizes(&self, sizes: &BTreeMap<String, (u64, u64)>) {
+        let mut reported = self
+            .reported_topics
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        for gone in reported.iter().filter(|t| !sizes.contains_key(*t)) {
+            let labels = TopicLabels {
+                topic: gone.clone(),
+            };
+            self.remote_log_size_bytes.remove(&labels);
+            self.remote_log_segments.remove(&labels);
+        }
+        for (topic, (bytes, segments)) in sizes {
+            let labels = TopicLabels {
+                topic: topic.clone(),
+            };
+            self.remote_log_size_bytes
+                .get_or_create(&labels)
+                .set(i64::try_from(*bytes).unwrap_or(i64::MAX));
+            self.remote_log_segments
+                .get_or_create(&labels)
+                .set(i64::try_from(*segments).unwrap_or(i64::MAX));
+        }
+        *reported = sizes.keys().cloned().collect();
+    }
 }
 
 impl TierMetrics {
@@ -77,6 +118,16 @@ impl TierMetrics {
             "remote_bytes",
             "Bytes in the long-term tier of the partitions this broker leads",
             self.remote_bytes.clone(),
+        );
+        r.register(
+            "remote_log_size_bytes",
+            "Bytes of the segments in the long-term tier, per topic, of the partitions this broker leads (Kafka's RemoteLogSizeBytes)",
+            self.remote_log_size_bytes.clone(),
+        );
+        r.register(
+            "remote_log_segments",
+            "Segments in the long-term tier, per topic, of the partitions this broker leads (Kafka's RemoteLogMetadataCount)",
+            self.remote_log_segments.clone(),
         );
     }
 }
@@ -418,5 +469,50 @@ impl crate::replica_fetcher::TierAuxSource for Tier {
                 producer_snapshot,
             }))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scrape(metrics: &TierMetrics) -> String {
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        out
+    }
+
+    /// The per-topic remote sizes follow the last pass: a topic no longer led here (or no
+    /// longer tiered) loses its series rather than keeping a stale figure.
+    #[test]
+    fn per_topic_remote_sizes_follow_the_last_pass() {
+        let metrics = TierMetrics::default();
+        metrics.set_topic_sizes(&BTreeMap::from([
+            ("a".to_string(), (1000, 3)),
+            ("b".to_string(), (50, 1)),
+        ]));
+        let text = scrape(&metrics);
+        assert!(
+            text.contains("tier_remote_log_size_bytes{topic=\"a\"} 1000"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tier_remote_log_segments{topic=\"a\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tier_remote_log_size_bytes{topic=\"b\"} 50"),
+            "{text}"
+        );
+
+        metrics.set_topic_sizes(&BTreeMap::from([("a".to_string(), (400, 1))]));
+        let text = scrape(&metrics);
+        assert!(
+            text.contains("tier_remote_log_size_bytes{topic=\"a\"} 400"),
+            "{text}"
+        );
+        assert!(!text.contains("topic=\"b\""), "{text}");
     }
 }
