@@ -11,8 +11,11 @@
 //!   copies that never finished, and deletes from the tier what `retention.ms` /
 //!   `retention.bytes` / the log start offset expire (Kafka's `RLMExpirationTask`).
 //!
-//! Not yet (RFC 0004, "Broker wiring"): reads below the local log start, local retention of
-//! copied segments, followers that start from the leader's local log start.
+//! - **Reads** below the local log start (consumers: [`Tier::read`], ListOffsets), and the
+//!   state a follower below the leader's local log start starts from (the tier's leader-epoch
+//!   checkpoint and producer snapshot: [`crate::replica_fetcher::TierAuxSource`]).
+//!
+//! Not yet (RFC 0004): the remote WAL's use of the tier.
 
 mod manager;
 mod metadata;
