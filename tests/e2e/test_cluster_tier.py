@@ -169,7 +169,11 @@ def test_a_wiped_replica_starts_from_the_leaders_local_log_start(tiered_cluster)
     first = int(segs[0].stem)
     assert first >= local_start > 0, (first, local_start)
     logs = "".join(p.read_text(errors="replace") for p in follower.workdir.glob("ferry-*.log"))
-    assert "starting this replica's log from the long-term tier" in logs
+    started = [line for line in logs.splitlines()
+               if "starting this replica's log from the long-term tier" in line]
+    assert started, "the replica did not start from the tier"
+    # With the idempotent producer's state, from the snapshot copied with the segment.
+    assert "producer_snapshot=true" in started[-1], started[-1]
     part_dir = follower.data_dir / f"{topic}-0"
     # Its leader epochs come from the tier's checkpoint: they reach below its own first
     # offset (a log merely restarted there would know epochs from its first batch on).

@@ -373,3 +373,53 @@ fn a_tiered_log_keeps_the_epochs_below_its_local_log_start() {
         );
     }
 }
+
+/// A tiered log keeps the producer snapshot at the end of every segment the tier does not hold
+/// yet (the copy uploads it, a follower starting from the tier loads it); once copied, only
+/// the newest few stay, as for any log.
+#[test]
+fn a_tiered_log_keeps_the_snapshots_of_segments_not_copied_yet() {
+    let (_c, clock) = clock(0);
+    for tiered in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            remote_storage: tiered,
+            segment_bytes: 300,
+            ..config()
+        };
+        let log = open(dir.path(), config, true, &clock);
+        for seq in 0..20 {
+            log.append_as_leader(&idem(7, 3, seq * 2, 2), 1).unwrap();
+        }
+        let candidates = log.tier_candidates(0, log.log_end_offset()).unwrap();
+        assert!(candidates.len() > 3, "{}", candidates.len());
+        let with_snapshot = candidates
+            .iter()
+            .filter(|c| c.producer_snapshot.is_some())
+            .count();
+        if tiered {
+            assert_eq!(
+                with_snapshot,
+                candidates.len(),
+                "every segment not copied yet"
+            );
+        } else {
+            assert!(with_snapshot <= 2, "{with_snapshot}");
+        }
+        // Copied: the next roll drops what the tier holds.
+        log.set_tier_copied_through(log.log_end_offset());
+        let segments = log.segment_count();
+        let mut seq = 40;
+        while log.segment_count() == segments {
+            log.append_as_leader(&idem(7, 3, seq, 2), 1).unwrap();
+            seq += 2;
+        }
+        let left = log
+            .tier_candidates(0, log.log_end_offset())
+            .unwrap()
+            .iter()
+            .filter(|c| c.producer_snapshot.is_some())
+            .count();
+        assert!(left <= 2, "tiered {tiered}: {left}");
+    }
+}
