@@ -141,6 +141,21 @@ def test_after_kill9_of_the_leader_the_new_leader_serves_and_copies_the_tier(tie
     follower = next(b for b in c.brokers if b.alive() and b is not c.by_id(new))
     assert labelled(follower, "ferry_tier_remote_log_size_bytes") == 0
 
+    # The new leader deletes from the tier too: DeleteRecords below its local log start
+    # removes the segments wholly below the new start, and nothing below it is served.
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    done = admin.delete_records([TopicPartition(topic, 0, 1000)])
+    assert done[TopicPartition(topic, 0, 1000)].result(timeout=T).low_watermark == 1000
+    # (At most the segment holding offset 1000 starts below it.)
+    wait_for("the tier's segments wholly below 1000 deleted",
+             lambda: sum(1 for s in tier_log_starts(c.tier_dir) if s < 1000) <= 1, timeout=T)
+    msgs = consume_partition(c, topic, 0, expected=4000, timeout=T,
+                             start_offset=OFFSET_BEGINNING)
+    assert [m.offset() for m in msgs] == list(range(1000, 5000))
+
     # The old leader comes back as a follower and catches up.
     c.by_id(old).start()
     wait_for("the old leader back in the ISR",

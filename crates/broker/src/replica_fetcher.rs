@@ -739,6 +739,53 @@ mod tests {
         assert_eq!(observer.0.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 
+    /// OFFSET_MOVED_TO_TIERED_STORAGE is no error to back off from and no truncation here:
+    /// the partition is handed back, with the epoch it was fetched at, to start from the tier
+    /// (`start_from_tier`), and its log is untouched until then. OFFSET_OUT_OF_RANGE with a
+    /// leader log start past this log's end still restarts the log there.
+    #[test]
+    fn a_partition_moved_to_the_tier_is_handed_back_untouched() {
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        use kafka_protocol::messages::TopicName;
+        use kafka_protocol::protocol::StrBytes;
+
+        let dir = tempfile::tempdir().unwrap();
+        let p = follower(dir.path());
+        p.set_wal_mode(false);
+        p.append_as_follower(&records(0, 3)).unwrap();
+        let answer = |code: i16, log_start: i64| {
+            FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+                .with_topic(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(vec![PartitionData::default()
+                    .with_partition_index(0)
+                    .with_error_code(code)
+                    .with_log_start_offset(log_start)
+                    .with_high_watermark(500)])])
+        };
+        let wanted: Wanted = vec![(
+            "t".to_string(),
+            FetchPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(p.leader_epoch()),
+        )];
+        let observer = Appended::default();
+        let parts = std::slice::from_ref(&p);
+        let moved = ResponseError::OffsetMovedToTieredStorage.code();
+        let outcome = handle_response(&observer, 1, parts, &wanted, answer(moved, 400));
+        assert!(!outcome.backoff);
+        assert_eq!(outcome.moved_to_tier.len(), 1);
+        assert_eq!(outcome.moved_to_tier[0].1, p.leader_epoch());
+        assert_eq!((p.log.log_start_offset(), p.log.log_end_offset()), (0, 3));
+
+        let out_of_range = ResponseError::OffsetOutOfRange.code();
+        let outcome = handle_response(&observer, 1, parts, &wanted, answer(out_of_range, 400));
+        assert!(outcome.moved_to_tier.is_empty());
+        assert_eq!(
+            (p.log.log_start_offset(), p.log.log_end_offset()),
+            (400, 400)
+        );
+    }
+
     /// A WAL append is reported without waiting for any timer.
     #[tokio::test(start_paused = true)]
     async fn a_wal_append_ends_the_wait_at_once() {
