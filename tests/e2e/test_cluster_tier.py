@@ -6,7 +6,8 @@ its data only in the tier.
 - After kill -9 of the leader, the new leader knows the tier's segments (from
   `__remote_log_metadata`), serves a consumer from offset 0 across the tier and its local
   log, and goes on copying after what the tier holds (no two copies of the same offsets).
-- A replica whose partition directory was wiped catches up without copying the tier: the
+- A replica whose partition directory was wiped, or that was down while the leader's local
+  log start moved past its log end, catches up without copying the tier: the
   leader answers OFFSET_MOVED_TO_TIERED_STORAGE, the replica starts its log at the leader's
   local log start with the tier's leader epochs and producer state (its log start is > 0).
 
@@ -162,7 +163,10 @@ def test_after_kill9_of_the_leader_the_new_leader_serves_and_copies_the_tier(tie
              lambda: sorted(partitions_of(c, topic)[0][2]) == [1, 2, 3], timeout=T)
 
 
-def test_a_wiped_replica_starts_from_the_leaders_local_log_start(tiered_cluster):
+@pytest.mark.parametrize("how", ["wiped", "lagging"])
+def test_a_replica_below_the_local_log_start_starts_there_from_the_tier(tiered_cluster, how):
+    """`wiped`: the replica's partition directory is gone (a new disk); `lagging`: it was
+    down while the leader's local log start moved past its log end."""
     c = tiered_cluster
     topic = create_tiered(c, "tierwipe")
     fill(c, topic, 0, 3000)
@@ -170,10 +174,16 @@ def test_a_wiped_replica_starts_from_the_leaders_local_log_start(tiered_cluster)
     local_start = mostly_tiered(c, topic, c.by_id(leader))
     follower = next(b for b in c.brokers if b is not c.by_id(leader))
 
-    # The follower loses its copy of the partition (its controller state stays).
     follower.stop()
-    shutil.rmtree(follower.data_dir / f"{topic}-0")
-    fill(c, topic, 3000, 500)
+    total = 3500 if how == "wiped" else 6000
+    if how == "wiped":
+        # It loses its copy of the partition (its controller state stays).
+        shutil.rmtree(follower.data_dir / f"{topic}-0")
+    fill(c, topic, 3000, total - 3000)
+    if how == "lagging":
+        local_start = wait_for("the leader's local log start past the replica's end",
+                               lambda: (lambda s: s > 3000 and s)(
+                                   mostly_tiered(c, topic, c.by_id(leader))), timeout=T)
     follower.start()
     wait_for("the wiped replica back in the ISR",
              lambda: sorted(partitions_of(c, topic)[0][2]) == [1, 2, 3], timeout=T)
@@ -201,4 +211,4 @@ def test_a_wiped_replica_starts_from_the_leaders_local_log_start(tiered_cluster)
     wait_for("the wiped replica or the other one leading",
              lambda: (lambda l: l > 0 and l != leader and l)(partitions_of(c, topic)[0][0]),
              timeout=T)
-    check_all_records(c, topic, 3500)
+    check_all_records(c, topic, total)
