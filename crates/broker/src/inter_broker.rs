@@ -196,6 +196,16 @@ impl Connection {
             .await
     }
 
+    /// Sends `request` (ListOffsets v8, the first with EARLIEST_LOCAL_TIMESTAMP) and reads its
+    /// response.
+    pub async fn list_offsets(
+        &mut self,
+        request: &kafka_protocol::messages::ListOffsetsRequest,
+        client_id: &str,
+    ) -> anyhow::Result<kafka_protocol::messages::ListOffsetsResponse> {
+        self.call(ApiKey::ListOffsets, 8, request, client_id).await
+    }
+
     /// Sends `request` (Produce v[`PRODUCE_VERSION`]) and reads its response.
     pub async fn produce(
         &mut self,

@@ -16,6 +16,14 @@
 //! follower's end (the leader deleted what the follower never fetched) restarts the follower's
 //! log, empty, there (Kafka's `truncateFullyAndStartAt`).
 //!
+//! A tiered partition's leader answers a fetch below its local log start, but within the log,
+//! OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405): the follower does not copy what the tier holds.
+//! It asks the leader for its local log start (ListOffsets EARLIEST_LOCAL_TIMESTAMP, with the
+//! leader epoch it follows), takes from the tier ([`TierAuxSource`]) the leader-epoch
+//! checkpoint and producer snapshot of the segment holding the offset just below it, restarts
+//! its log, empty, at that segment's end with them, and fetches from there (Kafka's
+//! `ReplicaFetcherTierStateMachine`).
+//!
 //! Each leader has two lanes, each a task running the same loop over the partitions whose
 //! wal-mode flag ([`Partition::wal_mode`], set by the remote WAL glue) selects it:
 //! [`Lane::Classic`] long-polls for records as above; [`Lane::Wal`] is for partitions whose data
@@ -72,6 +80,31 @@ pub struct FetcherSettings {
     pub max_bytes: usize,
 }
 
+/// What a follower of a tiered partition takes from the long-term tier to start its log at a
+/// remote segment's end (Kafka's `buildRemoteLogAuxState`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TierAuxState {
+    /// Where the follower's log starts: the segment's end offset plus one.
+    pub next_offset: i64,
+    /// The segment's leader-epoch checkpoint: every epoch up to the segment's end.
+    pub epochs: Vec<(i32, i64)>,
+    /// The producer snapshot at the segment's end, if one was copied with it.
+    pub producer_snapshot: Option<bytes::Bytes>,
+}
+
+/// The long-term tier as the replica fetcher needs it.
+pub trait TierAuxSource: Send + Sync {
+    /// The state at the end of the tier's segment of `partition` that holds `offset` under a
+    /// leader epoch no later than `max_epoch` (the leader's epoch at the offset after it);
+    /// `Ok(None)` when the tier holds no such segment.
+    fn aux_state<'a>(
+        &'a self,
+        partition: &'a Partition,
+        offset: i64,
+        max_epoch: i32,
+    ) -> futures::future::BoxFuture<'a, anyhow::Result<Option<TierAuxState>>>;
+}
+
 /// What the fetch tasks need besides their partitions.
 pub struct FetcherContext {
     /// This broker (the `replica_id` of its fetches).
@@ -83,6 +116,9 @@ pub struct FetcherContext {
     /// Follower-side replication throttles (KIP-73).
     pub throttles: Arc<crate::replication_throttle::ReplicationThrottles>,
     pub metrics: Arc<ferry_metrics::Metrics>,
+    /// The long-term tier, with `remote.log.storage.system.enable`: followers of tiered
+    /// partitions start from it (OFFSET_MOVED_TO_TIERED_STORAGE).
+    pub tier: Option<Arc<dyn TierAuxSource>>,
 }
 
 /// Classic replication: followers fetch from the leader's Kafka listener.
@@ -237,8 +273,16 @@ async fn run_leader(
                     // The leader lost our session (restart, eviction): a full request at once.
                     continue;
                 }
-                let backoff =
+                let outcome =
                     handle_response(b.observer.as_ref(), leader, &current, &wanted, response);
+                let mut backoff = outcome.backoff;
+                for (p, sent_epoch) in outcome.moved_to_tier {
+                    if let Err(e) = start_from_tier(&b, c, leader, &p, sent_epoch).await {
+                        tracing::warn!(partition = %p.tp, leader, error = %e,
+                            "cannot start this replica from the long-term tier; retrying");
+                        backoff = true;
+                    }
+                }
                 if let Some(at) = moved_at.take() {
                     b.observer.on_wal_progress_reported(at.elapsed());
                 }
@@ -413,18 +457,111 @@ fn build_request(
         .with_forgotten_topics_data(session.forgotten)
 }
 
-/// Applies a leader's answer; returns true if the fetcher should back off before the next round.
+/// Kafka's `TierStateMachine.start`: the leader's local log start (ListOffsets
+/// EARLIEST_LOCAL_TIMESTAMP at the epoch followed), then the tier's state at the end of the
+/// segment just below it; the log restarts there. Nothing changes when any step fails, or when
+/// the partition no longer follows `leader` at `sent_epoch`.
+async fn start_from_tier(
+    context: &FetcherContext,
+    conn: &mut Connection,
+    leader: BrokerId,
+    p: &Arc<Partition>,
+    sent_epoch: i32,
+) -> anyhow::Result<()> {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{ListOffsetsRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    let Some(tier) = &context.tier else {
+        anyhow::bail!(
+            "the leader answered OFFSET_MOVED_TO_TIERED_STORAGE, and the long-term tier is off here (remote.log.storage.system.enable)"
+        );
+    };
+    let request = ListOffsetsRequest::default()
+        .with_replica_id(WireBrokerId(context.node_id))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(p.tp.topic.clone())))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(p.tp.partition)
+                .with_current_leader_epoch(sent_epoch)
+                .with_timestamp(EARLIEST_LOCAL_TIMESTAMP)])]);
+    let client_id = inter_broker_client_id(context.node_id, PURPOSE_REPLICA_FETCHER);
+    let response = conn.list_offsets(&request, &client_id).await?;
+    let answer = response
+        .topics
+        .iter()
+        .filter(|t| t.name.as_str() == p.tp.topic)
+        .flat_map(|t| t.partitions.iter())
+        .find(|a| a.partition_index == p.tp.partition)
+        .ok_or_else(|| anyhow::anyhow!("the leader's ListOffsets answer lacks the partition"))?;
+    if answer.error_code != 0 {
+        anyhow::bail!(
+            "the leader's earliest local offset: {:?}",
+            ResponseError::try_from_code(answer.error_code)
+        );
+    }
+    let local_start = answer.offset;
+    if local_start <= 0 {
+        anyhow::bail!("the leader's earliest local offset is {local_start}, nothing is tiered");
+    }
+    // The epoch of the local start, when the leader knows it (else: any epoch up to ours).
+    let max_epoch = if answer.leader_epoch >= 0 {
+        answer.leader_epoch
+    } else {
+        sent_epoch
+    };
+    let aux = tier
+        .aux_state(p, local_start - 1, max_epoch)
+        .await?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "the long-term tier holds no segment with offset {} (the leader's local log starts at {local_start})",
+                local_start - 1
+            )
+        })?;
+    if !still_follows(p, leader, sent_epoch) {
+        return Ok(());
+    }
+    tracing::info!(partition = %p.tp, leader, leader_local_log_start = local_start,
+        offset = aux.next_offset, epochs = ?aux.epochs, producer_snapshot = aux.producer_snapshot.is_some(),
+        "starting this replica's log from the long-term tier's state");
+    p.truncate_fully_and_start_with(
+        aux.next_offset,
+        &aux.epochs,
+        aux.producer_snapshot.as_deref(),
+    )?;
+    Ok(())
+}
+
+/// ListOffsets: the leader's local log start (KIP-405).
+const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+
+/// What a leader's answer asks of the fetch task.
+#[derive(Default)]
+struct Outcome {
+    /// Back off before the next round.
+    backoff: bool,
+    /// Partitions the leader answered OFFSET_MOVED_TO_TIERED_STORAGE, with the leader epoch
+    /// of the request: they start from the tier before they fetch again.
+    moved_to_tier: Vec<(Arc<Partition>, i32)>,
+}
+
+/// Applies a leader's answer.
 fn handle_response(
     observer: &dyn ReplicationObserver,
     leader: BrokerId,
     partitions: &[Arc<Partition>],
     wanted: &Wanted,
     response: FetchResponse,
-) -> bool {
+) -> Outcome {
     if response.error_code != 0 {
         tracing::debug!(leader, code = response.error_code, "replica fetch refused");
-        return true;
+        return Outcome {
+            backoff: true,
+            ..Outcome::default()
+        };
     }
+    let mut moved_to_tier = Vec::new();
     // `wanted` lists `partitions` in order, with the leader epoch each was fetched at.
     let mut by_tp: HashMap<(&str, i32), (&Arc<Partition>, i32)> = partitions
         .iter()
@@ -456,6 +593,10 @@ fn handle_response(
                     tracing::error!(partition = %p.tp, error = %e, "follower truncation failed");
                     backoff = true;
                 }
+                continue;
+            }
+            if data.error_code == ResponseError::OffsetMovedToTieredStorage.code() {
+                moved_to_tier.push((p.clone(), sent_epoch));
                 continue;
             }
             if data.error_code != 0 {
@@ -509,7 +650,10 @@ fn handle_response(
             p.set_validated_epoch(sent_epoch);
         }
     }
-    backoff
+    Outcome {
+        backoff,
+        moved_to_tier,
+    }
 }
 
 /// Whether `p` still follows `leader` at the epoch a request was sent with: a response that
@@ -622,13 +766,61 @@ mod tests {
                 .with_current_leader_epoch(p.leader_epoch()),
         )];
         let observer = Appended::default();
-        let backoff = handle_response(&observer, 1, std::slice::from_ref(&p), &wanted, response);
+        let backoff =
+            handle_response(&observer, 1, std::slice::from_ref(&p), &wanted, response).backoff;
         assert!(
             backoff,
             "a refused append backs off (RETRY_BACKOFF), no hot loop"
         );
         assert_eq!(p.log.log_end_offset(), 0);
         assert_eq!(observer.0.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
+
+    /// OFFSET_MOVED_TO_TIERED_STORAGE is no error to back off from and no truncation here:
+    /// the partition is handed back, with the epoch it was fetched at, to start from the tier
+    /// (`start_from_tier`), and its log is untouched until then. OFFSET_OUT_OF_RANGE with a
+    /// leader log start past this log's end still restarts the log there.
+    #[test]
+    fn a_partition_moved_to_the_tier_is_handed_back_untouched() {
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        use kafka_protocol::messages::TopicName;
+        use kafka_protocol::protocol::StrBytes;
+
+        let dir = tempfile::tempdir().unwrap();
+        let p = follower(dir.path());
+        p.set_wal_mode(false);
+        p.append_as_follower(&records(0, 3)).unwrap();
+        let answer = |code: i16, log_start: i64| {
+            FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+                .with_topic(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(vec![PartitionData::default()
+                    .with_partition_index(0)
+                    .with_error_code(code)
+                    .with_log_start_offset(log_start)
+                    .with_high_watermark(500)])])
+        };
+        let wanted: Wanted = vec![(
+            "t".to_string(),
+            FetchPartition::default()
+                .with_partition(0)
+                .with_current_leader_epoch(p.leader_epoch()),
+        )];
+        let observer = Appended::default();
+        let parts = std::slice::from_ref(&p);
+        let moved = ResponseError::OffsetMovedToTieredStorage.code();
+        let outcome = handle_response(&observer, 1, parts, &wanted, answer(moved, 400));
+        assert!(!outcome.backoff);
+        assert_eq!(outcome.moved_to_tier.len(), 1);
+        assert_eq!(outcome.moved_to_tier[0].1, p.leader_epoch());
+        assert_eq!((p.log.log_start_offset(), p.log.log_end_offset()), (0, 3));
+
+        let out_of_range = ResponseError::OffsetOutOfRange.code();
+        let outcome = handle_response(&observer, 1, parts, &wanted, answer(out_of_range, 400));
+        assert!(outcome.moved_to_tier.is_empty());
+        assert_eq!(
+            (p.log.log_start_offset(), p.log.log_end_offset()),
+            (400, 400)
+        );
     }
 
     /// A WAL append is reported without waiting for any timer.

@@ -430,6 +430,26 @@ impl Partition {
         self.restart_log_at(offset)
     }
 
+    /// Follower of a tiered partition whose leader answered OFFSET_MOVED_TO_TIERED_STORAGE:
+    /// restart the log, empty, at `offset` (the end of the tier's segment below the leader's
+    /// local log start) with that segment's leader epochs and producer state.
+    pub fn truncate_fully_and_start_with(
+        &self,
+        offset: i64,
+        epochs: &[(i32, i64)],
+        producer_snapshot: Option<&[u8]>,
+    ) -> Result<(), LogError> {
+        let _order = self.append_order();
+        self.validated_epoch.store(-1, Ordering::Release);
+        self.checked(
+            self.log
+                .truncate_fully_and_start_with(offset, epochs, producer_snapshot),
+        )?;
+        self.high_watermark.store(offset, Ordering::Release);
+        self.notify();
+        Ok(())
+    }
+
     /// [`Partition::truncate_fully_and_start_at`] with the append order already held.
     fn restart_log_at(&self, offset: i64) -> Result<(), LogError> {
         self.checked(self.log.truncate_fully_and_start_at(offset))?;

@@ -87,6 +87,22 @@ impl LeaderEpochCache {
         self.entries.push((epoch, start_offset));
     }
 
+    /// Replaces every entry with `entries` (a follower starting from the long-term tier's
+    /// leader-epoch checkpoint), persisted. Refused unless epochs and offsets both increase.
+    pub fn replace(&mut self, entries: Vec<(i32, i64)>) -> Result<()> {
+        if !entries
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1)
+        {
+            return Err(LogError::KafkaStorage(format!(
+                "leader epochs {entries:?} for {} are not monotonic",
+                self.path.display()
+            )));
+        }
+        self.entries = entries;
+        self.persist(Durability::Synced)
+    }
+
     /// Drops entries starting at or after `end_offset` (log truncation).
     pub fn truncate_from_end(&mut self, end_offset: i64) -> bool {
         let before = self.entries.len();

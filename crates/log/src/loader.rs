@@ -403,7 +403,10 @@ pub(crate) fn load(
             epochs.assign_in_memory(h.partition_leader_epoch, h.base_offset)
         })?;
     }
-    epochs.truncate_from_start(log_start_offset);
+    // A tiered log's epochs below the local log start stay: the log goes on in the tier.
+    if !config.remote_storage {
+        epochs.truncate_from_start(log_start_offset);
+    }
     if epochs.entries() != epochs_on_disk {
         epochs.persist(durability)?;
     }

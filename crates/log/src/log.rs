@@ -821,7 +821,9 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Writes a producer snapshot at `offset` and deletes all but the newest few.
+    /// Writes a producer snapshot at `offset` and deletes all but the newest few. A tiered
+    /// log also keeps the snapshots of segments the long-term tier does not hold yet: a copy
+    /// takes the snapshot at the segment's end, and a follower starting from the tier needs it.
     pub(crate) fn write_producer_snapshot(
         &self,
         offset: i64,
@@ -830,9 +832,18 @@ impl PartitionLog {
         let snapshot = self.producers.lock().clone();
         snapshot.write_snapshot(&self.dir, offset, durability)?;
         let snaps = list_snapshots(&self.dir)?;
+        // The snapshot at `off` is the end of the segment ending at `off - 1`.
+        let copied_through = self
+            .tier_copied_through
+            .load(std::sync::atomic::Ordering::Acquire);
+        let log_start = self.log_start_offset();
+        let awaits_copy =
+            |off: i64| self.is_tiered() && off - 1 > copied_through && off > log_start;
         if snaps.len() > SNAPSHOTS_TO_KEEP {
             for off in &snaps[..snaps.len() - SNAPSHOTS_TO_KEEP] {
-                remove_if_exists(&snapshot_path(&self.dir, *off))?;
+                if !awaits_copy(*off) {
+                    remove_if_exists(&snapshot_path(&self.dir, *off))?;
+                }
             }
         }
         Ok(())

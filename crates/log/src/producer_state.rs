@@ -342,13 +342,18 @@ impl ProducerStateManager {
         let data = read_optional(path)?.ok_or_else(|| {
             LogError::KafkaStorage(format!("producer snapshot {} vanished", path.display()))
         })?;
-        let snap: Snapshot = serde_json::from_slice(&data).map_err(|e| {
-            LogError::KafkaStorage(format!("corrupt producer snapshot {}: {e}", path.display()))
+        Self::parse_snapshot(&data, &path.display().to_string())
+    }
+
+    /// A snapshot's bytes (a file's, or the long-term tier's copy of one); `source` names
+    /// where they come from in errors.
+    pub fn parse_snapshot(data: &[u8], source: &str) -> Result<ProducerStateManager> {
+        let snap: Snapshot = serde_json::from_slice(data).map_err(|e| {
+            LogError::KafkaStorage(format!("corrupt producer snapshot {source}: {e}"))
         })?;
         if snap.version != 1 && snap.version != SNAPSHOT_VERSION {
             return Err(LogError::KafkaStorage(format!(
-                "producer snapshot {} has unknown version {}",
-                path.display(),
+                "producer snapshot {source} has unknown version {}",
                 snap.version
             )));
         }

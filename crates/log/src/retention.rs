@@ -13,7 +13,8 @@ use crate::error::{LogError, Result};
 use crate::index::Durability;
 use crate::loader::{rebuild_producer_state, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE};
 use crate::log::PartitionLog;
-use crate::segment::Segment;
+use crate::producer_state::{list_snapshots, snapshot_path, ProducerStateManager};
+use crate::segment::{remove_if_exists, Segment};
 
 /// Why segments are being deleted (Kafka's `SegmentDeletionReason`), for logs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +107,18 @@ impl PartitionLog {
         self.delete_oldest_segments(count, reason)
     }
 
+    /// Tiered logs: drops the leader epochs that end before `offset`, the partition's first
+    /// offset counting the long-term tier (Kafka truncates the epoch cache at the log start
+    /// offset, not the local one). Never past the local log start.
+    pub fn truncate_epochs_from_start(&self, offset: i64) -> Result<()> {
+        let offset = offset.min(self.log_start_offset());
+        let mut epochs = self.epochs.lock();
+        if epochs.truncate_from_start(offset) {
+            epochs.persist(Durability::Synced)?;
+        }
+        Ok(())
+    }
+
     /// Tells the log the last offset copied to the long-term tier, on its epoch lineage: local
     /// retention (with `remote_storage`) deletes only segments ending at or below it.
     /// Only moves up: what the tier's own retention deleted since was copied all the same
@@ -159,6 +172,12 @@ impl PartitionLog {
     }
 
     fn after_log_start_moved(&self, new_lso: i64) -> Result<()> {
+        if self.is_tiered() {
+            // The log continues in the long-term tier below the local log start: its epochs
+            // stay (the leader's lineage check of the tier's segments needs them), until the
+            // tier's own start moves ([`PartitionLog::truncate_epochs_from_start`]).
+            return Ok(());
+        }
         let mut epochs = self.epochs.lock();
         if epochs.truncate_from_start(new_lso) {
             epochs.persist(Durability::Synced)?;
@@ -232,6 +251,53 @@ impl PartitionLog {
     /// `truncateFullyAndStartAt`), when the leader's log now starts past this log's end.
     pub fn truncate_fully_and_start_at(&self, offset: i64) -> Result<()> {
         self.truncate(offset, true)
+    }
+
+    /// Follower of a tiered partition (Kafka's `buildRemoteLogAuxState`): drops every segment
+    /// and restarts the log, empty, at `offset`, the end of a segment in the long-term tier,
+    /// with the leader epochs and producer state as of that offset, taken from the tier's copy
+    /// of the segment (its leader-epoch checkpoint and producer snapshot, `None` when it was
+    /// copied without one: the producer state then starts empty). Nothing is changed when the
+    /// snapshot or the epochs cannot be used.
+    pub fn truncate_fully_and_start_with(
+        &self,
+        offset: i64,
+        epochs: &[(i32, i64)],
+        producer_snapshot: Option<&[u8]>,
+    ) -> Result<()> {
+        let producers = producer_snapshot
+            .map(|data| ProducerStateManager::parse_snapshot(data, "from the long-term tier"))
+            .transpose()?;
+        let entries: Vec<(i32, i64)> = epochs
+            .iter()
+            .copied()
+            .filter(|(_, start)| *start < offset)
+            .collect();
+        if !entries
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1)
+        {
+            return Err(LogError::KafkaStorage(format!(
+                "leader epochs {epochs:?} from the long-term tier are not monotonic"
+            )));
+        }
+        self.truncate(offset, true)?;
+        let _writer = self.writer.lock();
+        // Snapshots of the data just dropped would be loaded by the next rebuild instead of
+        // the tier's: none stays.
+        for at in list_snapshots(&self.dir)? {
+            remove_if_exists(&snapshot_path(&self.dir, at))?;
+        }
+        // As Kafka's follower, the cache keeps the tier's epochs below the log start (the
+        // epoch of the offsets just below it above all: the next fetch's last fetched epoch);
+        // loading the log clamps them to the log start, as for any log.
+        self.epochs.lock().replace(entries)?;
+        if let Some(state) = producers {
+            state.write_snapshot(&self.dir, offset, Durability::Synced)?;
+            *self.producers.lock() = state;
+        }
+        info!(tp = %self.tp, offset, "log restarted from the long-term tier's state");
+        Ok(())
     }
 
     fn truncate(&self, offset: i64, fully: bool) -> Result<()> {

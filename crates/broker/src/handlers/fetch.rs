@@ -126,16 +126,20 @@ pub async fn handle(
     if fetcher.replica.is_some() {
         record_leader_throttled(broker, &reads);
     }
-    if let (Some(tier), None) = (&broker.tier, fetcher.replica) {
-        read_from_tier(
-            broker,
-            tier,
-            &partitions,
-            &mut reads,
-            &fetcher,
-            response_max,
-        )
-        .await;
+    match (&broker.tier, fetcher.replica) {
+        (Some(tier), None) => {
+            read_from_tier(
+                broker,
+                tier,
+                &partitions,
+                &mut reads,
+                &fetcher,
+                response_max,
+            )
+            .await
+        }
+        (Some(tier), Some(_)) => moved_to_tier(broker, tier, &partitions, &mut reads, &fetcher),
+        (None, _) => {}
     }
 
     let include = broker
@@ -242,6 +246,42 @@ async fn read_from_tier(
                     "reading from the long-term tier failed");
                 read.data.error_code = ResponseError::KafkaStorageError.code();
             }
+        }
+    }
+}
+
+/// Follower fetches below the local log start of tiered partitions (KIP-405): within the
+/// log (at or past the tier's first offset) the answer is OFFSET_MOVED_TO_TIERED_STORAGE, and
+/// the follower starts its log from the tier's state at the leader's local log start instead
+/// of copying what the tier holds; below the log it stays OFFSET_OUT_OF_RANGE, with the tier's
+/// first offset as the log start (the follower restarts there, and is then told the offset
+/// moved). Before the tier's metadata is read: KAFKA_STORAGE_ERROR (retriable).
+fn moved_to_tier(
+    broker: &Broker,
+    tier: &crate::tier::Tier,
+    partitions: &[FetchPartition],
+    reads: &mut [PartitionRead],
+    fetcher: &Fetcher<'_>,
+) {
+    for (req, read) in partitions.iter().zip(reads.iter_mut()) {
+        if read.data.error_code != ResponseError::OffsetOutOfRange.code() {
+            continue;
+        }
+        let Some(part) = resolve(broker, &req.key, fetcher.version) else {
+            continue;
+        };
+        if !part.log.is_tiered() || req.fetch_offset >= part.log.log_start_offset() {
+            continue;
+        }
+        if !tier.is_ready() {
+            read.data.error_code = ResponseError::KafkaStorageError.code();
+            continue;
+        }
+        let log_start = tier.log_start_offset(&part);
+        if req.fetch_offset >= log_start {
+            read.data.error_code = ResponseError::OffsetMovedToTieredStorage.code();
+        } else {
+            read.data.log_start_offset = log_start;
         }
     }
 }

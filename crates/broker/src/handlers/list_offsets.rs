@@ -141,6 +141,16 @@ fn answer_locally(
                                 if version < 4 {
                                     return -1;
                                 }
+                                if p.timestamp == EARLIEST_LOCAL {
+                                    // The epoch of the local log start (a follower starting
+                                    // from the tier looks up the segment below it).
+                                    return log
+                                        .epoch_entries()
+                                        .iter()
+                                        .take_while(|(_, start)| *start <= offset)
+                                        .last()
+                                        .map_or(-1, |(epoch, _)| *epoch);
+                                }
                                 log.end_offset_for_epoch(part.leader_epoch())
                                     .map(|_| part.leader_epoch())
                                     .filter(|_| offset >= 0)

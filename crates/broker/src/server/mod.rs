@@ -294,6 +294,9 @@ pub async fn open_broker(
             max_bytes: config.fetch_max_bytes(),
         },
         observer: remote_wal.clone(),
+        tier: tier
+            .clone()
+            .map(|t| t as Arc<dyn crate::replica_fetcher::TierAuxSource>),
     });
     let acls = crate::acl::AclAuthority::new(config.authorizer_config());
     let (windows, window_seconds) = config.quota_windows();

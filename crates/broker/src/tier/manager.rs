@@ -14,6 +14,7 @@
 //! Every replica of a tiered partition (leader or follower) is told how far the tier reaches
 //! on its lineage: local retention (`local.retention.*`) deletes only segments the tier holds.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -80,19 +81,31 @@ pub(super) async fn pass(tier: &Tier) {
     };
     drop(replicas);
     let mut remote_bytes = 0u64;
+    let mut by_topic: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for (part, limits) in tiered {
         if part.is_leader() {
-            remote_bytes += leader_pass(tier, &part, &limits).await;
+            let (bytes, segments) = leader_pass(tier, &part, &limits).await;
+            remote_bytes += bytes;
+            let topic = by_topic.entry(part.tp.topic.clone()).or_default();
+            topic.0 += bytes;
+            topic.1 += segments;
         }
         let state = tier.cache.partition(part.topic_id, part.tp.partition);
         let copied = state
             .highest_copied_offset(&part.log.epoch_entries(), part.log.log_end_offset())
             .unwrap_or(-1);
         part.log.set_tier_copied_through(copied);
+        // The epochs of what the tier's retention (or DeleteRecords) removed go.
+        if let Some(start) = state.log_start_offset() {
+            if let Err(e) = part.log.truncate_epochs_from_start(start) {
+                tracing::warn!(partition = %part.tp, error = %e, "cannot trim the leader epoch cache");
+            }
+        }
     }
     tier.metrics
         .remote_bytes
         .set(i64::try_from(remote_bytes).unwrap_or(i64::MAX));
+    tier.metrics.set_topic_sizes(&by_topic);
 }
 
 /// A tiered topic's settings, read once per pass.
@@ -102,8 +115,8 @@ struct TopicLimits {
     retention_bytes: i64,
 }
 
-/// The leader's pass over one partition; the bytes the tier then holds of it.
-async fn leader_pass(tier: &Tier, part: &Partition, limits: &TopicLimits) -> u64 {
+/// The leader's pass over one partition; the bytes and segments the tier then serves of it.
+async fn leader_pass(tier: &Tier, part: &Partition, limits: &TopicLimits) -> (u64, u64) {
     let (topic_id, partition) = (part.topic_id, part.tp.partition);
     let now = tier.host.clock.now_ms();
     let grace = 2 * i64::try_from(tier.config.task_interval_ms).unwrap_or(i64::MAX / 4)
@@ -151,7 +164,11 @@ async fn leader_pass(tier: &Tier, part: &Partition, limits: &TopicLimits) -> u64
     for (m, reason) in state.segments_to_delete(&check) {
         delete(tier, &m, &format!("{reason:?}")).await;
     }
-    tier.cache.partition(topic_id, partition).size_bytes()
+    tier.cache
+        .with_partition(topic_id, partition, |state| {
+            state.map(|s| (s.size_bytes(), s.copied().len() as u64))
+        })
+        .unwrap_or_default()
 }
 
 /// Copies the closed segments the tier lacks, oldest first.

@@ -11,8 +11,11 @@
 //!   copies that never finished, and deletes from the tier what `retention.ms` /
 //!   `retention.bytes` / the log start offset expire (Kafka's `RLMExpirationTask`).
 //!
-//! Not yet (RFC 0004, "Broker wiring"): reads below the local log start, local retention of
-//! copied segments, followers that start from the leader's local log start.
+//! - **Reads** below the local log start (consumers: [`Tier::read`], ListOffsets), and the
+//!   state a follower below the leader's local log start starts from (the tier's leader-epoch
+//!   checkpoint and producer snapshot: [`crate::replica_fetcher::TierAuxSource`]).
+//!
+//! Not yet (RFC 0004): the remote WAL's use of the tier.
 
 mod manager;
 mod metadata;
@@ -22,8 +25,13 @@ use std::sync::Arc;
 use anyhow::Context;
 use ferry_config::tier_config::{TierConfig, TierStore};
 use ferry_objstore::{LocalDirStore, ObjStoreMetrics, ObjectStore, S3Config, S3Store};
+use ferry_tier::segment_store::SegmentFileKind;
 use ferry_tier::{RemotePartitionState, RemoteSegmentStore, SegmentCopier, TierReader};
+use std::collections::{BTreeMap, BTreeSet};
+
+use ferry_metrics::TopicLabels;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::task::JoinSet;
@@ -42,6 +50,43 @@ pub struct TierMetrics {
     pub delete_errors: Counter,
     /// Bytes in the tier of the partitions led here, as of the last pass.
     pub remote_bytes: Gauge,
+    /// Per topic, over its partitions led here, as of the last pass (Kafka's
+    /// `RemoteLogSizeBytes` and `RemoteLogMetadataCount`): the bytes of the segments the tier
+    /// serves, and how many there are. Topics no longer led here lose their series.
+    pub remote_log_size_bytes: Family<TopicLabels, Gauge>,
+    pub remote_log_segments: Family<TopicLabels, Gauge>,
+    /// The topics the per-topic gauges hold now.
+    reported_topics: Arc<std::sync::Mutex<BTreeSet<String>>>,
+}
+
+impl TierMetrics {
+    /// Sets the per-topic gauges to `sizes` (topic: bytes, segments), removing the series of
+    /// topics not in it.
+    pub fn set_topic_sizes(&self, sizes: &BTreeMap<String, (u64, u64)>) {
+        let mut reported = self
+            .reported_topics
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        for gone in reported.iter().filter(|t| !sizes.contains_key(*t)) {
+            let labels = TopicLabels {
+                topic: gone.clone(),
+            };
+            self.remote_log_size_bytes.remove(&labels);
+            self.remote_log_segments.remove(&labels);
+        }
+        for (topic, (bytes, segments)) in sizes {
+            let labels = TopicLabels {
+                topic: topic.clone(),
+            };
+            self.remote_log_size_bytes
+                .get_or_create(&labels)
+                .set(i64::try_from(*bytes).unwrap_or(i64::MAX));
+            self.remote_log_segments
+                .get_or_create(&labels)
+                .set(i64::try_from(*segments).unwrap_or(i64::MAX));
+        }
+        *reported = sizes.keys().cloned().collect();
+    }
 }
 
 impl TierMetrics {
@@ -77,6 +122,16 @@ impl TierMetrics {
             "Bytes in the long-term tier of the partitions this broker leads",
             self.remote_bytes.clone(),
         );
+        r.register(
+            "remote_log_size_bytes",
+            "Bytes of the segments in the long-term tier, per topic, of the partitions this broker leads (Kafka's RemoteLogSizeBytes)",
+            self.remote_log_size_bytes.clone(),
+        );
+        r.register(
+            "remote_log_segments",
+            "Segments in the long-term tier, per topic, of the partitions this broker leads (Kafka's RemoteLogMetadataCount)",
+            self.remote_log_segments.clone(),
+        );
     }
 }
 
@@ -88,6 +143,8 @@ pub struct Tier {
     publisher: Arc<TierPublisher>,
     copier: SegmentCopier,
     reader: TierReader,
+    /// The segments' objects (a follower takes a segment's checkpoint and snapshot).
+    segments: RemoteSegmentStore,
     metrics: TierMetrics,
 }
 
@@ -110,7 +167,7 @@ impl Tier {
         let segments = RemoteSegmentStore::new(store);
         let reader = TierReader::new(segments.clone(), config.index_cache_bytes);
         let copier = SegmentCopier::new(
-            segments,
+            segments.clone(),
             publisher.clone(),
             host.node_id,
             host.clock.clone(),
@@ -122,6 +179,7 @@ impl Tier {
             publisher,
             copier,
             reader,
+            segments,
             metrics,
         })))
     }
@@ -354,4 +412,110 @@ fn cut_at(records: bytes::Bytes, end: i64) -> bytes::Bytes {
         at += h.total_size();
     }
     records.slice(..at)
+}
+
+impl crate::replica_fetcher::TierAuxSource for Tier {
+    fn aux_state<'a>(
+        &'a self,
+        part: &'a crate::replica_manager::Partition,
+        offset: i64,
+        max_epoch: i32,
+    ) -> futures::future::BoxFuture<'a, anyhow::Result<Option<crate::replica_fetcher::TierAuxState>>>
+    {
+        Box::pin(async move {
+            if !self.is_ready() {
+                anyhow::bail!("the tier's metadata (__remote_log_metadata) is not read yet");
+            }
+            let segment = self
+                .cache
+                .with_partition(part.topic_id, part.tp.partition, |state| {
+                    state.and_then(|s| {
+                        s.copied()
+                            .into_iter()
+                            .filter(|m| m.contains(offset))
+                            .filter(|m| m.epoch_of(offset).is_some_and(|e| e <= max_epoch))
+                            .max_by_key(|m| (m.epoch_of(offset), m.event_time_ms))
+                            .cloned()
+                    })
+                });
+            let Some(segment) = segment else {
+                return Ok(None);
+            };
+            let checkpoint = self
+                .segments
+                .fetch(&segment, SegmentFileKind::LeaderEpochCheckpoint)
+                .await?;
+            let epochs = ferry_log::parse_checkpoint(&checkpoint, 2)
+                .ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "the tier's leader-epoch checkpoint of segment {} is corrupt",
+                        segment.segment_id
+                    )
+                })?
+                .into_iter()
+                .map(|v| Ok((i32::try_from(v[0])?, v[1])))
+                .collect::<anyhow::Result<Vec<(i32, i64)>>>()?;
+            let producer_snapshot = if segment.has_producer_snapshot {
+                Some(
+                    self.segments
+                        .fetch(&segment, SegmentFileKind::ProducerSnapshot)
+                        .await?,
+                )
+            } else {
+                tracing::warn!(partition = %part.tp, segment = %segment.segment_id,
+                    "the tier's segment has no producer snapshot; the producer state starts empty");
+                None
+            };
+            Ok(Some(crate::replica_fetcher::TierAuxState {
+                next_offset: segment.end_offset + 1,
+                epochs,
+                producer_snapshot,
+            }))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scrape(metrics: &TierMetrics) -> String {
+        let mut registry = Registry::default();
+        metrics.register(&mut registry);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        out
+    }
+
+    /// The per-topic remote sizes follow the last pass: a topic no longer led here (or no
+    /// longer tiered) loses its series rather than keeping a stale figure.
+    #[test]
+    fn per_topic_remote_sizes_follow_the_last_pass() {
+        let metrics = TierMetrics::default();
+        metrics.set_topic_sizes(&BTreeMap::from([
+            ("a".to_string(), (1000, 3)),
+            ("b".to_string(), (50, 1)),
+        ]));
+        let text = scrape(&metrics);
+        assert!(
+            text.contains("tier_remote_log_size_bytes{topic=\"a\"} 1000"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tier_remote_log_segments{topic=\"a\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tier_remote_log_size_bytes{topic=\"b\"} 50"),
+            "{text}"
+        );
+
+        metrics.set_topic_sizes(&BTreeMap::from([("a".to_string(), (400, 1))]));
+        let text = scrape(&metrics);
+        assert!(
+            text.contains("tier_remote_log_size_bytes{topic=\"a\"} 400"),
+            "{text}"
+        );
+        assert!(!text.contains("topic=\"b\""), "{text}");
+    }
 }

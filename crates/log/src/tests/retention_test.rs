@@ -255,3 +255,171 @@ fn local_retention_deletes_only_segments_the_tier_holds() {
         .records
         .is_empty());
 }
+
+/// A follower of a tiered partition starts after a segment of the tier with that segment's
+/// leader epochs and producer state (Kafka's `buildRemoteLogAuxState`): an idempotent
+/// producer's next batch is in sequence there, as it would be on the leader, where a log
+/// merely restarted at the offset knows no producer and refuses it.
+#[test]
+fn a_log_restarted_from_the_tiers_state_knows_the_epochs_and_producers() {
+    let (leader_dir, follower_dir, bare_dir) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let (_c, clock) = clock(0);
+    let config = LogConfig {
+        segment_bytes: 300,
+        ..config()
+    };
+    let leader = open(leader_dir.path(), config.clone(), true, &clock);
+    for seq in 0..10 {
+        let epoch = if seq < 5 { 1 } else { 4 };
+        leader
+            .append_as_leader(&idem(7, 3, seq * 2, 2), epoch)
+            .unwrap();
+    }
+    let candidates = leader.tier_candidates(0, leader.log_end_offset()).unwrap();
+    let segment = candidates.last().expect("closed segments");
+    let next = segment.end_offset + 1;
+    let snapshot = std::fs::read(segment.producer_snapshot.as_ref().expect("snapshot")).unwrap();
+    let epochs: Vec<(i32, i64)> =
+        crate::epoch_cache::parse_checkpoint(&segment.leader_epoch_checkpoint, 2)
+            .unwrap()
+            .into_iter()
+            .map(|v| (v[0] as i32, v[1]))
+            .collect();
+    assert_eq!(epochs, vec![(1, 0), (4, 10)]);
+    let next_seq = i32::try_from(next).unwrap();
+
+    let follower = open(follower_dir.path(), config.clone(), true, &clock);
+    follower.append_as_leader(&simple(3, 0), 0).unwrap();
+    follower
+        .truncate_fully_and_start_with(next, &epochs, Some(&snapshot))
+        .unwrap();
+    assert_eq!(
+        (follower.log_start_offset(), follower.log_end_offset()),
+        (next, next)
+    );
+    let epoch_at_next = if next > 10 { 4 } else { 1 };
+    assert_eq!(
+        follower.epoch_entries().last().map(|e| e.0),
+        Some(epoch_at_next)
+    );
+    assert!(follower.epoch_entries().iter().all(|e| e.1 < next));
+    assert_eq!(follower.producer_epoch(7), Some(3));
+    // What survives a restart: the snapshot at the log start and the checkpoint.
+    follower.close().unwrap();
+    drop(follower);
+    let follower = open(follower_dir.path(), config.clone(), true, &clock);
+    assert_eq!(follower.producer_epoch(7), Some(3));
+    assert_eq!(follower.epoch_entries(), vec![(epoch_at_next, next)]);
+    follower
+        .append_as_leader(&idem(7, 3, next_seq, 2), 5)
+        .expect("in sequence after the tier's snapshot");
+
+    let bare = open(bare_dir.path(), config, true, &clock);
+    bare.truncate_fully_and_start_at(next).unwrap();
+    assert!(bare.append_as_leader(&idem(7, 3, next_seq, 2), 5).is_err());
+
+    // Epochs that do not increase are refused before the log is touched.
+    let kept_dir = tempfile::tempdir().unwrap();
+    let kept = open(kept_dir.path(), LogConfig::default(), true, &clock);
+    kept.append_as_leader(&simple(1, 0), 0).unwrap();
+    assert!(kept
+        .truncate_fully_and_start_with(5, &[(3, 0), (2, 1)], None)
+        .is_err());
+    assert_eq!(kept.log_end_offset(), 1);
+}
+
+/// A tiered log goes on in the long-term tier below its local log start: moving that start
+/// (local retention, the leader's local start on a follower) keeps the leader epochs, across a
+/// restart too, since the leader's lineage check of the tier's segments needs them; they go
+/// when the tier's own start moves (`truncate_epochs_from_start`, never past the local start).
+/// A log that is not tiered drops them with its segments, as before.
+#[test]
+fn a_tiered_log_keeps_the_epochs_below_its_local_log_start() {
+    let (_c, clock) = clock(0);
+    for tiered in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            remote_storage: tiered,
+            ..config()
+        };
+        let log = open(dir.path(), config.clone(), true, &clock);
+        for i in 0..20 {
+            log.append_as_leader(&simple(2, 0), if i < 5 { 1 } else { 4 })
+                .unwrap();
+        }
+        log.delete_records_before(30).unwrap();
+        let want = if tiered {
+            vec![(1, 0), (4, 10)]
+        } else {
+            vec![(4, 30)]
+        };
+        assert_eq!(log.epoch_entries(), want, "tiered: {tiered}");
+        log.close().unwrap();
+        drop(log);
+        let log = open(dir.path(), config, true, &clock);
+        assert_eq!(log.epoch_entries(), want, "tiered: {tiered}, reopened");
+        log.truncate_epochs_from_start(12).unwrap();
+        let trimmed = if tiered { vec![(4, 12)] } else { vec![(4, 30)] };
+        assert_eq!(log.epoch_entries(), trimmed, "tiered: {tiered}");
+        log.truncate_epochs_from_start(35).unwrap();
+        assert_eq!(
+            log.epoch_entries(),
+            vec![(4, 30)],
+            "never past the local log start"
+        );
+    }
+}
+
+/// A tiered log keeps the producer snapshot at the end of every segment the tier does not hold
+/// yet (the copy uploads it, a follower starting from the tier loads it); once copied, only
+/// the newest few stay, as for any log.
+#[test]
+fn a_tiered_log_keeps_the_snapshots_of_segments_not_copied_yet() {
+    let (_c, clock) = clock(0);
+    for tiered in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            remote_storage: tiered,
+            segment_bytes: 300,
+            ..config()
+        };
+        let log = open(dir.path(), config, true, &clock);
+        for seq in 0..20 {
+            log.append_as_leader(&idem(7, 3, seq * 2, 2), 1).unwrap();
+        }
+        let candidates = log.tier_candidates(0, log.log_end_offset()).unwrap();
+        assert!(candidates.len() > 3, "{}", candidates.len());
+        let with_snapshot = candidates
+            .iter()
+            .filter(|c| c.producer_snapshot.is_some())
+            .count();
+        if tiered {
+            assert_eq!(
+                with_snapshot,
+                candidates.len(),
+                "every segment not copied yet"
+            );
+        } else {
+            assert!(with_snapshot <= 2, "{with_snapshot}");
+        }
+        // Copied: the next roll drops what the tier holds.
+        log.set_tier_copied_through(log.log_end_offset());
+        let segments = log.segment_count();
+        let mut seq = 40;
+        while log.segment_count() == segments {
+            log.append_as_leader(&idem(7, 3, seq, 2), 1).unwrap();
+            seq += 2;
+        }
+        let left = log
+            .tier_candidates(0, log.log_end_offset())
+            .unwrap()
+            .iter()
+            .filter(|c| c.producer_snapshot.is_some())
+            .count();
+        assert!(left <= 2, "tiered {tiered}: {left}");
+    }
+}
