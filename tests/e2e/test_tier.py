@@ -249,3 +249,57 @@ def test_a_consumer_reads_the_tier_below_the_local_log(broker_factory, tmp_path,
     broker.start()
     wait_topic(broker, topic, 1)
     check_reads(1000)
+
+
+def test_copy_disable_makes_the_tier_read_only_and_turning_it_off_needs_delete(broker_factory,
+                                                                               tmp_path):
+    """KIP-950 as Kafka 4 has it: `remote.log.copy.disable=true` stops the copies (the tier
+    keeps serving what it holds, the local log goes back to `retention.*`); turning
+    `remote.storage.enable` off is refused unless `remote.log.delete.on.disable=true` says the
+    tier's copies go, and then they do."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    from conftest import consume_partition
+
+    tier_dir = tmp_path / "tier"
+    broker = broker_factory(tier_config(tier_dir))
+    base = {"segment.bytes": str(SEGMENT_BYTES), "local.retention.bytes": str(3 * SEGMENT_BYTES)}
+    topic = create_topic(broker, unique_topic("kip950"),
+                         config={"remote.storage.enable": "true", **base})
+    admin = ck_admin(broker)
+
+    def incremental(changes: dict):
+        entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+                   for k, v in changes.items()]
+        res = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
+        for f in admin.incremental_alter_configs([res]).values():
+            f.result(timeout=T)
+
+    fill(broker, topic, records=2000)
+    wait_until("copies in the tier", lambda: tier_copies_match_local(broker, topic, tier_dir))
+    wait_until("local retention", lambda: len(local_segments(broker, topic)) <= 5)
+    copied = metric(broker, "ferry_tier_segments_copied_total")
+    in_tier = len(tier_objects(tier_dir, "log"))
+
+    # Read-only: nothing more is copied, and the local log keeps what retention.* allows (all
+    # of it here), no longer only local.retention.bytes.
+    incremental({"remote.log.copy.disable": "true"})
+    fill(broker, topic, records=2000)
+    time.sleep(1.5)  # several manager passes (every 200 ms) and retention checks
+    assert metric(broker, "ferry_tier_segments_copied_total") == copied
+    assert len(tier_objects(tier_dir, "log")) == in_tier
+    assert len(local_segments(broker, topic)) > 10, "local retention is retention.* again"
+    msgs = consume_partition(broker, topic, 0, expected=4000, timeout=T, start_offset=0)
+    assert [m.offset() for m in msgs] == list(range(4000)), "the tier still serves its part"
+
+    # Turning the tier off must say what becomes of its data.
+    with pytest.raises(KafkaException) as e:
+        incremental({"remote.storage.enable": "false"})
+    assert e.value.args[0].name() == "INVALID_CONFIG", e.value
+    assert "remote.log.delete.on.disable=true" in str(e.value)
+    incremental({"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"})
+    wait_until("the tier's copies deleted", lambda: not tier_objects(tier_dir, "log"))
+    local_start = int(local_segments(broker, topic)[0].stem)
+    msgs = consume_partition(broker, topic, 0, expected=4000 - local_start, timeout=T,
+                             start_offset=0)
+    assert msgs[0].offset() == local_start and msgs[-1].offset() == 3999

@@ -212,6 +212,32 @@ pub fn validate_with_broker(
     Ok(())
 }
 
+/// Checks a change of a topic's overrides from `old` to `new` that its values alone cannot:
+/// turning the long-term tier off (`remote.storage.enable` true to false) must say what
+/// becomes of the tier's data, as Kafka 4 requires (KIP-950): deleted
+/// (`remote.log.delete.on.disable=true`), or kept read-only by leaving the tier on with
+/// `remote.log.copy.disable=true`.
+pub fn validate_change(
+    broker: &BrokerConfig,
+    old: &BTreeMap<String, String>,
+    new: &BTreeMap<String, String>,
+) -> Result<(), TopicConfigError> {
+    let on = |configs: &BTreeMap<String, String>, key: &str| {
+        effective(broker, configs, key).is_some_and(|(v, _)| v.trim().eq_ignore_ascii_case("true"))
+    };
+    if on(old, "remote.storage.enable")
+        && !on(new, "remote.storage.enable")
+        && !on(new, "remote.log.delete.on.disable")
+    {
+        return Err(TopicConfigError::Invalid {
+            name: "remote.storage.enable".into(),
+            value: "false".into(),
+            reason: "It is invalid to disable remote storage without deleting remote data. If you want to keep the remote data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. If you want to disable remote storage and delete all remote data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`.".into(),
+        });
+    }
+    Ok(())
+}
+
 /// The overrides to store once validated: keys Kafka 4 removed ([`Effect::Removed`]) are
 /// dropped, as a Kafka 4 broker drops them, so a config copied from an older cluster is taken.
 pub fn stored(mut configs: BTreeMap<String, String>) -> BTreeMap<String, String> {
@@ -299,6 +325,7 @@ pub fn log_config(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -
             .parse::<f64>()
             .unwrap_or(defaults.min_cleanable_dirty_ratio),
         remote_storage: deletes && get("remote.storage.enable").trim() == "true",
+        remote_copy_disabled: get("remote.log.copy.disable").trim() == "true",
         local_retention_ms: local(num("local.retention.ms", -2), retention_ms),
         local_retention_bytes: local(num("local.retention.bytes", -2), retention_bytes),
     }

@@ -301,3 +301,33 @@ fn local_retention_resolves_against_the_total() {
     ]);
     assert!(!c.remote_storage, "compacted topics do not tier");
 }
+
+#[test]
+fn turning_the_tier_off_must_say_what_becomes_of_its_data() {
+    let on = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let b = BrokerConfig::default();
+    let tiered = on(&[("remote.storage.enable", "true")]);
+    let e = validate_change(&b, &tiered, &on(&[("remote.storage.enable", "false")]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("remote.log.delete.on.disable=true"), "{e}");
+    // Removing the override turns it off too.
+    assert!(validate_change(&b, &tiered, &on(&[])).is_err());
+    let deleting = on(&[
+        ("remote.storage.enable", "false"),
+        ("remote.log.delete.on.disable", "true"),
+    ]);
+    assert!(validate_change(&b, &tiered, &deleting).is_ok());
+    // Read-only, or any change of a topic that never tiered: fine.
+    let read_only = on(&[
+        ("remote.storage.enable", "true"),
+        ("remote.log.copy.disable", "true"),
+    ]);
+    assert!(validate_change(&b, &tiered, &read_only).is_ok());
+    assert!(validate_change(&b, &on(&[]), &on(&[("retention.ms", "5")])).is_ok());
+}

@@ -56,6 +56,10 @@ pub struct LogConfig {
     /// retention here is the local one (`local_retention_*`), of copied segments only
     /// ([`crate::PartitionLog::set_tier_copied_through`]); the tier applies `retention_*`.
     pub remote_storage: bool,
+    /// `remote.log.copy.disable` (KIP-950): the tier is read-only; nothing more is copied, so
+    /// retention here is `retention_*` again, over every segment (Kafka's `localRetentionMs`
+    /// when copying is off).
+    pub remote_copy_disabled: bool,
     /// `local.retention.ms`, with -2 resolved to `retention_ms`.
     pub local_retention_ms: i64,
     /// `local.retention.bytes`, with -2 resolved to `retention_bytes`.
@@ -84,6 +88,7 @@ impl Default for LogConfig {
             max_compaction_lag_ms: i64::MAX,
             min_cleanable_dirty_ratio: 0.5,
             remote_storage: false,
+            remote_copy_disabled: false,
             local_retention_ms: 7 * 24 * 60 * 60 * 1000,
             local_retention_bytes: -1,
         }

@@ -50,8 +50,10 @@ impl PartitionLog {
         }
 
         // With the long-term tier, this is local retention: its own limits, and only over
-        // segments the tier holds whole (KIP-405).
-        let (retention_ms, retention_bytes) = if config.remote_storage {
+        // segments the tier holds whole (KIP-405). With copying off (KIP-950) nothing more
+        // reaches the tier: the total limits apply here, over every segment.
+        let copying = config.remote_storage && !config.remote_copy_disabled;
+        let (retention_ms, retention_bytes) = if copying {
             (config.local_retention_ms, config.local_retention_bytes)
         } else {
             (config.retention_ms, config.retention_bytes)
@@ -78,7 +80,7 @@ impl PartitionLog {
                     reason = SegmentDeletionReason::RetentionBytes;
                 }
             }
-            if config.remote_storage {
+            if copying {
                 let copied = self
                     .tier_copied_through
                     .load(std::sync::atomic::Ordering::Acquire);

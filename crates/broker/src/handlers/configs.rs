@@ -230,8 +230,14 @@ fn apply(
     configs: BTreeMap<String, String>,
     validate_only: bool,
 ) -> Result<(), TopicError> {
+    let old = broker
+        .metadata
+        .topic(topic)
+        .map(|t| t.configs)
+        .unwrap_or_default();
     topic_config::validate_all(configs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .and_then(|()| topic_config::validate_with_broker(&broker.config, &configs))
+        .and_then(|()| topic_config::validate_change(&broker.config, &old, &configs))
         .map_err(|e| TopicError::new(ResponseError::InvalidConfig, e.to_string()))?;
     if validate_only {
         return Ok(());

@@ -13,6 +13,9 @@
 //!
 //! Every replica of a tiered partition (leader or follower) is told how far the tier reaches
 //! on its lineage: local retention (`local.retention.*`) deletes only segments the tier holds.
+//!
+//! A topic whose tier was turned off with `remote.log.delete.on.disable=true` (KIP-950) has
+//! every copy of its partitions deleted by their leaders.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -54,9 +57,10 @@ pub(super) async fn pass(tier: &Tier) {
     let Some(replicas) = tier.host.replicas() else {
         return;
     };
-    let tiered: Vec<(Arc<Partition>, TopicLimits)> = {
+    let (tiered, turned_off): (Vec<TieredPartition>, Vec<Arc<Partition>>) = {
         let image = tier.host.metadata.image();
-        replicas
+        let mut turned_off = Vec::new();
+        let tiered = replicas
             .all()
             .into_iter()
             .filter_map(|p| {
@@ -68,6 +72,9 @@ pub(super) async fn pass(tier: &Tier) {
                 };
                 let flag = |key: &str| value(key).eq_ignore_ascii_case("true");
                 if !flag("remote.storage.enable") {
+                    if flag("remote.log.delete.on.disable") && p.is_leader() {
+                        turned_off.push(p);
+                    }
                     return None;
                 }
                 let limits = TopicLimits {
@@ -77,9 +84,13 @@ pub(super) async fn pass(tier: &Tier) {
                 };
                 Some((p, limits))
             })
-            .collect()
+            .collect();
+        (tiered, turned_off)
     };
     drop(replicas);
+    for part in turned_off {
+        delete_everything(tier, &part).await;
+    }
     let mut remote_bytes = 0u64;
     let mut by_topic: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for (part, limits) in tiered {
@@ -107,6 +118,9 @@ pub(super) async fn pass(tier: &Tier) {
         .set(i64::try_from(remote_bytes).unwrap_or(i64::MAX));
     tier.metrics.set_topic_sizes(&by_topic);
 }
+
+/// A partition hosted here whose topic tiers, with its topic's settings.
+type TieredPartition = (Arc<Partition>, TopicLimits);
 
 /// A tiered topic's settings, read once per pass.
 struct TopicLimits {
@@ -209,6 +223,25 @@ async fn copy_new_segments(tier: &Tier, part: &Partition) {
                 return;
             }
         }
+    }
+}
+
+/// The tier turned off for the partition's topic with `remote.log.delete.on.disable` (KIP-950):
+/// its leader deletes every copy the tier holds of it.
+async fn delete_everything(tier: &Tier, part: &Partition) {
+    let state = tier.cache.partition(part.topic_id, part.tp.partition);
+    let all: Vec<RemoteSegmentMetadata> = state
+        .copied()
+        .into_iter()
+        .chain(state.unfinished())
+        .cloned()
+        .collect();
+    if !all.is_empty() {
+        tracing::info!(partition = %part.tp, segments = all.len(),
+            "remote storage turned off with remote.log.delete.on.disable: deleting the tier's copies");
+    }
+    for m in all {
+        delete(tier, &m, "remote.log.delete.on.disable").await;
     }
 }
 

@@ -256,6 +256,33 @@ fn local_retention_deletes_only_segments_the_tier_holds() {
         .is_empty());
 }
 
+/// With copying off (`remote.log.copy.disable`, KIP-950) nothing more reaches the tier, so
+/// the total limits apply locally again, over every segment: local retention alone would keep
+/// the log forever.
+#[test]
+fn with_copying_off_the_total_retention_applies_locally() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_c, clock) = clock(0);
+    let config = LogConfig {
+        retention_ms: -1,
+        retention_bytes: 800,
+        remote_storage: true,
+        remote_copy_disabled: true,
+        local_retention_ms: -1,
+        local_retention_bytes: 400,
+        ..config()
+    };
+    let log = open(dir.path(), config, true, &clock);
+    for _ in 0..30 {
+        log.append_as_leader(&simple(2, 0), 0).unwrap();
+    }
+    assert!(log.segment_base_offsets().len() >= 6);
+    // Nothing is in the tier, yet segments go: by retention.bytes, not local.retention.bytes.
+    assert!(log.enforce_retention().unwrap() > 0);
+    assert!(log.size_in_bytes() <= 800 + 400, "{}", log.size_in_bytes());
+    assert!(log.size_in_bytes() > 400, "{}", log.size_in_bytes());
+}
+
 /// A follower of a tiered partition starts after a segment of the tier with that segment's
 /// leader epochs and producer state (Kafka's `buildRemoteLogAuxState`): an idempotent
 /// producer's next batch is in sequence there, as it would be on the leader, where a log
