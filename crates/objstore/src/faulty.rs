@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -259,6 +260,10 @@ impl<S: ObjectStore> FaultyStore<S> {
 impl<S: ObjectStore> ObjectStore for FaultyStore<S> {
     async fn put(&self, key: &str, data: Bytes) -> Result<()> {
         self.run(Op::Put, key, self.inner.put(key, data)).await
+    }
+    async fn put_file(&self, key: &str, path: &Path, len: u64) -> Result<()> {
+        self.run(Op::Put, key, self.inner.put_file(key, path, len))
+            .await
     }
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutOutcome> {
         self.run(Op::PutIfAbsent, key, self.inner.put_if_absent(key, data))

@@ -271,6 +271,36 @@ impl ObjectStore for LocalDirStore {
         self.put_parts_if_absent(key, vec![data]).await
     }
 
+    /// The file copied into the temporary file by the kernel (`std::fs::copy` is
+    /// `copy_file_range` on Linux: no read into memory, no user-space copy), then as `put`.
+    async fn put_file(&self, key: &str, source: &Path, len: u64) -> Result<()> {
+        let path = self.path_of(key)?;
+        let tmp = self.tmp_path();
+        let root = self.inner.root.clone();
+        let key = key.to_owned();
+        let source = source.to_path_buf();
+        self.blocking("put_file", move || {
+            let result = (|| {
+                let parent = ensure_parent(&root, &path)?;
+                let copied = fs::copy(&source, &tmp)?;
+                if copied != len {
+                    return Err(io::Error::other(format!(
+                        "{} held {copied} bytes, not {len}",
+                        source.display()
+                    )));
+                }
+                File::open(&tmp)?.sync_all()?;
+                fs::rename(&tmp, &path)?;
+                sync_dir(parent)
+            })();
+            if result.is_err() {
+                let _ = fs::remove_file(&tmp);
+            }
+            result.map_err(|e| ObjStoreError::io("put_file", &key, e))
+        })
+        .await
+    }
+
     async fn put_body_if_absent(&self, key: &str, body: ObjectBody) -> Result<PutOutcome> {
         self.put_parts_if_absent(key, body.into_parts()).await
     }

@@ -23,6 +23,7 @@
 
 use std::future::Future;
 use std::ops::Range;
+use std::path::Path;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -267,6 +268,14 @@ impl<S: ObjectStore> ObjectStore for MeteredStore<S> {
         let len = data.len() as u64;
         self.meter_put_if_absent(len, self.inner.put_if_absent(key, data))
             .await
+    }
+
+    async fn put_file(&self, key: &str, path: &Path, len: u64) -> Result<()> {
+        self.meter(Op::Put, self.inner.put_file(key, path, len), Self::ok)
+            .await?;
+        self.metrics
+            .add_bytes(Op::Put, self.bucket(), "upload", len);
+        Ok(())
     }
 
     async fn put_body_if_absent(&self, key: &str, body: ObjectBody) -> Result<PutOutcome> {

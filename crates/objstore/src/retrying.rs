@@ -26,6 +26,7 @@
 use std::fmt;
 use std::future::Future;
 use std::ops::Range;
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -224,6 +225,11 @@ impl<S: ObjectStore> ObjectStore for RetryingStore<S> {
 
     async fn put_if_absent(&self, key: &str, data: Bytes) -> Result<PutOutcome> {
         self.put_body_if_absent(key, ObjectBody::from_bytes(data))
+            .await
+    }
+
+    async fn put_file(&self, key: &str, path: &Path, len: u64) -> Result<()> {
+        self.simple(Op::Put, key, || self.inner.put_file(key, path, len))
             .await
     }
 

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::ops::Range;
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -111,6 +112,28 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
         self.put_if_absent(key, body.to_bytes()).await
     }
 
+    /// Stores the file at `path`, which holds `len` bytes and does not change meanwhile, under
+    /// `key`, replacing any existing object. Stores that can copy a file without reading it
+    /// into memory (a local directory: `copy_file_range`, no user-space copy) do; the others
+    /// read it and [`ObjectStore::put`] it.
+    async fn put_file(&self, key: &str, path: &Path, len: u64) -> Result<()> {
+        let data = tokio::fs::read(path)
+            .await
+            .map_err(|e| crate::ObjStoreError::io("put_file", key, e))?;
+        if data.len() as u64 != len {
+            return Err(crate::ObjStoreError::io(
+                "put_file",
+                key,
+                std::io::Error::other(format!(
+                    "{} holds {} bytes, not {len}",
+                    path.display(),
+                    data.len()
+                )),
+            ));
+        }
+        self.put(key, Bytes::from(data)).await
+    }
+
     /// Reads a whole object.
     async fn get(&self, key: &str) -> Result<Bytes>;
 
@@ -150,6 +173,9 @@ macro_rules! forward_object_store {
             }
             async fn put_body_if_absent(&self, key: &str, body: ObjectBody) -> Result<PutOutcome> {
                 (**self).put_body_if_absent(key, body).await
+            }
+            async fn put_file(&self, key: &str, path: &Path, len: u64) -> Result<()> {
+                (**self).put_file(key, path, len).await
             }
             async fn get(&self, key: &str) -> Result<Bytes> {
                 (**self).get(key).await

@@ -44,6 +44,7 @@ pub async fn conformance(store: &dyn ObjectStore) {
     ranges(store).await;
     put_if_absent(store).await;
     body_in_parts(store).await;
+    put_file(store).await;
     list_is_a_sorted_string_prefix_match(store).await;
     delete_is_idempotent(store).await;
     invalid_keys_are_rejected(store).await;
@@ -117,6 +118,34 @@ async fn put_get_head(store: &dyn ObjectStore) {
         meta.last_modified_ms > 0,
         "last_modified_ms is set: {meta:?}"
     );
+}
+
+/// `put_file` stores the file's bytes; a file that does not hold the length given stores
+/// nothing.
+async fn put_file(store: &dyn ObjectStore) {
+    let path = std::env::temp_dir().join(format!(
+        "ferry-objstore-put-file-{}-{}",
+        std::process::id(),
+        store.bucket().replace('/', "_")
+    ));
+    let data = pattern(300_017, 5);
+    std::fs::write(&path, &data).expect("write the source file");
+    let key = k("file/segment.log");
+    store
+        .put_file(&key, &path, data.len() as u64)
+        .await
+        .expect("put_file");
+    assert_eq!(store.get(&key).await.expect("get"), data);
+    let other = k("file/short.log");
+    assert!(store
+        .put_file(&other, &path, data.len() as u64 + 1)
+        .await
+        .is_err());
+    assert!(
+        store.head(&other).await.expect("head").is_none(),
+        "a failed put_file stores nothing"
+    );
+    let _ = std::fs::remove_file(&path);
 }
 
 async fn overwrite(store: &dyn ObjectStore) {

@@ -65,10 +65,14 @@ pub struct LocalSegmentFiles {
     pub leader_epoch_checkpoint: Bytes,
 }
 
-/// A segment's files read into memory, ready to upload.
+/// A segment's files ready to upload: the small ones read into memory; the log file, as large
+/// as a segment, stays a file the store copies as it can (a local directory without reading it
+/// into memory).
 #[derive(Debug, Clone)]
 pub struct LoadedSegment {
-    pub log: Bytes,
+    pub log: PathBuf,
+    /// The log file's size when it was looked at (a closed segment does not change).
+    pub log_len: u64,
     pub offset_index: Bytes,
     pub time_index: Bytes,
     pub txn_index: Option<Bytes>,
@@ -94,8 +98,16 @@ impl LocalSegmentFiles {
             },
             None => None,
         };
+        let log_len = tokio::fs::metadata(&self.log)
+            .await
+            .map_err(|source| TierError::LocalRead {
+                path: self.log.display().to_string(),
+                source,
+            })?
+            .len();
         Ok(LoadedSegment {
-            log: read_file(&self.log).await?,
+            log: self.log.clone(),
+            log_len,
             offset_index: read_file(&self.offset_index).await?,
             time_index: read_file(&self.time_index).await?,
             txn_index: match &self.txn_index {
@@ -147,17 +159,19 @@ impl RemoteSegmentStore {
                 meta.segment_id
             )));
         }
-        if files.log.len() as u64 != meta.size_bytes {
+        if files.log_len != meta.size_bytes {
             return Err(TierError::Invalid(format!(
                 "segment {}: the log file holds {} bytes, the metadata says {}",
-                meta.segment_id,
-                files.log.len(),
-                meta.size_bytes
+                meta.segment_id, files.log_len, meta.size_bytes
             )));
         }
         for kind in SegmentFileKind::ALL {
             let data = match kind {
-                SegmentFileKind::Log => files.log.clone(),
+                SegmentFileKind::Log => {
+                    let key = Self::key(meta, kind);
+                    self.store.put_file(&key, &files.log, files.log_len).await?;
+                    continue;
+                }
                 SegmentFileKind::OffsetIndex => files.offset_index.clone(),
                 SegmentFileKind::TimeIndex => files.time_index.clone(),
                 SegmentFileKind::TxnIndex => match &files.txn_index {
