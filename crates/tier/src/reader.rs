@@ -34,6 +34,10 @@ pub const READ_AHEAD: u64 = 4 << 20;
 /// Bytes of read-ahead windows kept, over all segments.
 const READ_AHEAD_CACHE_BYTES: usize = 64 << 20;
 
+/// A window that holds at least this much from a read's position answers it, even if short of
+/// what the read wanted: a read that straddles two windows is not worth a GET of its own.
+const MIN_SERVE: u64 = 256 * 1024;
+
 /// Bytes read at a time while scanning for a timestamp.
 const SCAN_CHUNK: u64 = 64 * 1024;
 
@@ -45,7 +49,10 @@ pub const DEFAULT_INDEX_CACHE_BYTES: usize = 64 * 1024 * 1024;
 pub struct TierReader {
     store: RemoteSegmentStore,
     indexes: Mutex<IndexCache>,
-    read_ahead: Mutex<ReadAhead>,
+    /// Shared with the prefetch tasks, which put the windows they fetched.
+    read_ahead: Arc<Mutex<ReadAhead>>,
+    /// Bytes one GET of the log fetches at least ([`READ_AHEAD`]).
+    window: u64,
 }
 
 impl TierReader {
@@ -57,8 +64,16 @@ impl TierReader {
                 used: 0,
                 entries: Vec::new(),
             }),
-            read_ahead: Mutex::new(ReadAhead::default()),
+            read_ahead: Arc::new(Mutex::new(ReadAhead::default())),
+            window: READ_AHEAD,
         }
+    }
+
+    /// With read-ahead windows of `window` bytes instead of [`READ_AHEAD`] (tests use small
+    /// segments).
+    pub fn with_window(mut self, window: u64) -> Self {
+        self.window = window.max(1);
+        self
     }
 
     /// Whole batches of `meta`'s segment from the one holding `offset`, at most `max_bytes`
@@ -78,21 +93,26 @@ impl TierReader {
         let rel = u32::try_from(offset - meta.start_offset).unwrap_or(u32::MAX);
         let mut pos = u64::from(lookup(&index, rel));
         let mut want = max_bytes as u64 + READ_SLACK;
+        // What a read-ahead window must hold from `pos` to answer (short of `want` is fine,
+        // unless the first batch is known to need all of it).
+        let mut at_least = self.min_serve();
         loop {
             if pos >= meta.size_bytes {
                 return Ok(Bytes::new());
             }
-            let buf = self.log_bytes(meta, pos, want).await?;
+            let buf = self.log_bytes(meta, pos, want, at_least).await?;
             let at_end = pos + buf.len() as u64 >= meta.size_bytes;
             match find(meta, &buf, offset, max_bytes, at_end)? {
                 Found::Batches(range) => return Ok(buf.slice(range)),
                 Found::NotYet { skipped } => {
                     pos += skipped as u64;
                     want = max_bytes as u64 + READ_SLACK;
+                    at_least = self.min_serve();
                 }
                 Found::Partial { from, total } => {
                     pos += from as u64;
                     want = (total as u64).max(max_bytes as u64);
+                    at_least = total as u64;
                 }
                 Found::Nothing => return Ok(Bytes::new()),
             }
@@ -203,20 +223,117 @@ impl TierReader {
         Ok((out, false))
     }
 
-    /// The segment's log from `pos`, at least `want` bytes (fewer only at its end): from a
+    /// The segment's log from `pos`, `want` bytes (fewer at its end, or when a held window has
+    /// `at_least` of them): from a
     /// read-ahead window when one holds them, else one GET of at least [`READ_AHEAD`], whose
     /// rest is kept for the next read.
-    async fn log_bytes(&self, meta: &RemoteSegmentMetadata, pos: u64, want: u64) -> Result<Bytes> {
+    ///
+    /// Once a reader is within half a window of a window's end, the next window is fetched in
+    /// the background (one at a time per segment), so a sequential reader finds it ready rather
+    /// than waiting for a GET at every window: readers that need its bytes before it arrives
+    /// wait for that GET instead of sending their own.
+    async fn log_bytes(
+        &self,
+        meta: &RemoteSegmentMetadata,
+        pos: u64,
+        want: u64,
+        at_least: u64,
+    ) -> Result<Bytes> {
         let needed = want.min(meta.size_bytes.saturating_sub(pos));
-        if let Some(hit) = self.windows().get(meta.segment_id, pos, needed) {
-            return Ok(hit);
+        let min_serve = at_least.min(needed);
+        if let Some((bytes, window_end)) = self.held(meta, pos, needed, min_serve).await {
+            self.prefetch_after(meta, pos + needed, window_end);
+            return Ok(bytes);
+        }
+        // The end of one window and the start of the next (held or on its way): joined, a
+        // copy of at most `needed` bytes, rather than a GET of bytes mostly held already.
+        let tail = self.windows().tail(meta.segment_id, pos);
+        if let Some((tail, end)) = tail {
+            let rest = needed.saturating_sub(tail.len() as u64);
+            let rest_at_least = min_serve.saturating_sub(tail.len() as u64).max(1);
+            if let Some((next, next_end)) = self.held(meta, end, rest.max(1), rest_at_least).await {
+                let take = usize::try_from(rest).unwrap_or(usize::MAX).min(next.len());
+                let mut joined = bytes::BytesMut::with_capacity(tail.len() + take);
+                joined.extend_from_slice(&tail);
+                joined.extend_from_slice(&next[..take]);
+                self.prefetch_after(meta, pos + needed, next_end);
+                return Ok(joined.freeze());
+            }
         }
         let buf = self
             .store
-            .fetch_log(meta, pos..pos + want.max(READ_AHEAD))
+            .fetch_log(meta, pos..pos + want.max(self.window))
             .await?;
         self.windows().put(meta.segment_id, pos, buf.clone());
+        self.prefetch_after(meta, pos + needed, pos + buf.len() as u64);
         Ok(buf)
+    }
+
+    /// The segment's bytes from `pos` that a window holds, or a window being fetched will hold
+    /// (waiting for it), when it is at least `needed` of them or `min_serve`; with the
+    /// window's end.
+    async fn held(
+        &self,
+        meta: &RemoteSegmentMetadata,
+        pos: u64,
+        needed: u64,
+        min_serve: u64,
+    ) -> Option<(Bytes, u64)> {
+        let id = meta.segment_id;
+        // Bound first: a lock held in an `if let` scrutinee lives through its block.
+        let hit = self.windows().get(id, pos, needed, min_serve);
+        if hit.is_some() {
+            return hit;
+        }
+        let in_flight = self.windows().pending_covering(id, pos, needed, min_serve);
+        let (start, mut done) = in_flight?;
+        let fetched = done
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|v| v.clone());
+        // A failed fetch ahead is the caller's to retry, with a GET of its own.
+        let window = fetched?.ok()?;
+        let from = usize::try_from(pos - start).ok()?;
+        (from <= window.len()).then(|| (window.slice(from..), start + window.len() as u64))
+    }
+
+    /// Starts fetching the window after `window_end` when the reader, at `read_to`, has less
+    /// than half a window left of it, and no window or fetch there exists yet.
+    fn prefetch_after(&self, meta: &RemoteSegmentMetadata, read_to: u64, window_end: u64) {
+        if window_end >= meta.size_bytes || window_end.saturating_sub(read_to) > self.window / 2 {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let id = meta.segment_id;
+        let end = (window_end + self.window).min(meta.size_bytes);
+        let (done_tx, done) = tokio::sync::watch::channel(None);
+        if !self.windows().start_pending(id, window_end, end, done) {
+            return;
+        }
+        let (store, cache, meta) = (
+            self.store.clone(),
+            Arc::clone(&self.read_ahead),
+            meta.clone(),
+        );
+        runtime.spawn(async move {
+            let fetched = store.fetch_log(&meta, window_end..end).await;
+            let mut windows = cache.lock().unwrap_or_else(|e| e.into_inner());
+            windows.finish_pending(id, window_end);
+            if let Ok(bytes) = &fetched {
+                windows.put(id, window_end, bytes.clone());
+            }
+            drop(windows);
+            let _ = done_tx.send(Some(fetched.map_err(|e| e.to_string())));
+        });
+    }
+
+    /// What a window must still hold from a read's position to answer it short (the
+    /// consumer's next fetch reads on from the next window) rather than with a GET of its own.
+    fn min_serve(&self) -> u64 {
+        (self.window / 4).min(MIN_SERVE)
     }
 
     fn windows(&self) -> std::sync::MutexGuard<'_, ReadAhead> {
@@ -367,19 +484,78 @@ fn find(
 struct ReadAhead {
     used: usize,
     windows: Vec<(Uuid, u64, Bytes)>,
+    /// Windows being fetched ahead of their readers: (segment, start, end, the outcome).
+    pending: Vec<(Uuid, u64, u64, PendingWindow)>,
 }
 
+/// Whether a window ending at `end` answers a read of `needed` bytes from `pos`: all of them,
+/// or at least `min_serve` (the read is answered short).
+fn covers(pos: u64, needed: u64, end: u64, min_serve: u64) -> bool {
+    pos + needed <= end || end.saturating_sub(pos) >= min_serve
+}
+
+/// The outcome of a window fetched ahead, once there is one.
+type PendingWindow = tokio::sync::watch::Receiver<Option<std::result::Result<Bytes, String>>>;
+
 impl ReadAhead {
-    /// The bytes of a window from `pos` on, if one holds at least `needed` of them.
-    fn get(&mut self, id: Uuid, pos: u64, needed: u64) -> Option<Bytes> {
+    /// The bytes of a window from `pos` on, if one holds at least `needed` of them, with the
+    /// window's end.
+    fn get(&mut self, id: Uuid, pos: u64, needed: u64, min_serve: u64) -> Option<(Bytes, u64)> {
         let i = self.windows.iter().position(|(w, start, bytes)| {
-            *w == id && *start <= pos && pos + needed <= start + bytes.len() as u64
+            let end = start + bytes.len() as u64;
+            *w == id && *start <= pos && covers(pos, needed, end, min_serve)
         })?;
         let hit = self.windows.remove(i);
         let from = usize::try_from(pos - hit.1).ok()?;
         let out = hit.2.slice(from..);
+        let end = hit.1 + hit.2.len() as u64;
         self.windows.push(hit);
-        Some(out)
+        Some((out, end))
+    }
+
+    /// The bytes from `pos` to the end of a window that holds `pos`, with that end.
+    fn tail(&self, id: Uuid, pos: u64) -> Option<(Bytes, u64)> {
+        self.windows.iter().find_map(|(w, start, bytes)| {
+            let end = start + bytes.len() as u64;
+            (*w == id && *start <= pos && pos < end).then(|| {
+                let from = usize::try_from(pos - start).unwrap_or(0);
+                (bytes.slice(from..), end)
+            })
+        })
+    }
+
+    /// A window being fetched that will hold `needed` bytes from `pos`: its start and outcome.
+    fn pending_covering(
+        &self,
+        id: Uuid,
+        pos: u64,
+        needed: u64,
+        min_serve: u64,
+    ) -> Option<(u64, PendingWindow)> {
+        self.pending
+            .iter()
+            .find(|(w, start, end, _)| {
+                *w == id && *start <= pos && covers(pos, needed, *end, min_serve)
+            })
+            .map(|(_, start, _, done)| (*start, done.clone()))
+    }
+
+    /// Records a fetch ahead of `start..end`; false when a window or a fetch starts there.
+    fn start_pending(&mut self, id: Uuid, start: u64, end: u64, done: PendingWindow) -> bool {
+        let exists = self.windows.iter().any(|(w, s, _)| *w == id && *s == start)
+            || self
+                .pending
+                .iter()
+                .any(|(w, s, _, _)| *w == id && *s == start);
+        if !exists {
+            self.pending.push((id, start, end, done));
+        }
+        !exists
+    }
+
+    fn finish_pending(&mut self, id: Uuid, start: u64) {
+        self.pending
+            .retain(|(w, s, _, _)| !(*w == id && *s == start));
     }
 
     fn put(&mut self, id: Uuid, start: u64, bytes: Bytes) {

@@ -403,3 +403,68 @@ async fn sequential_reads_are_served_from_one_read_ahead_get() {
         .await
         .is_err());
 }
+
+/// A sequential reader past half of a window has the next one fetched in the background: with
+/// two windows over the segment, it reads the whole segment with the store gone after the
+/// first half, where it would otherwise need a GET (reads that straddle the two windows are
+/// joined from both).
+#[tokio::test]
+async fn the_next_window_is_fetched_before_the_reader_needs_it() {
+    use ferry_objstore::FaultyStore;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = write_log(dir.path());
+    let (meta, files) = first_segment(&log, dir.path());
+    let faulty = Arc::new(FaultyStore::new(MemoryStore::new(), 3));
+    let store = RemoteSegmentStore::new(faulty.clone());
+    store
+        .copy(&meta, &files.load().await.expect("load"))
+        .await
+        .expect("copy");
+    let window = meta.size_bytes.div_ceil(2);
+    assert!(
+        window > 20_000,
+        "a segment of two windows larger than a read: {}",
+        meta.size_bytes
+    );
+    let reader = TierReader::new(store, 1 << 20).with_window(window);
+
+    // Read batch by batch until past half of the first window.
+    let mut offset = meta.start_offset;
+    let mut read = 0u64;
+    while read <= window / 2 + 600 {
+        let got = reader.read(&meta, offset, 300).await.expect("read");
+        let mut at = 0;
+        while at < got.len() {
+            let h = BatchHeader::parse(&got[at..]).expect("header");
+            offset = h.last_offset() + 1;
+            at += h.total_size();
+        }
+        read += got.len() as u64;
+    }
+    // Let the background GET land, then take the store away.
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    faulty.controller().set_unavailable(true);
+    // Everything to the segment's end reads without the store.
+    while offset <= meta.end_offset {
+        let got = reader
+            .read(&meta, offset, 300)
+            .await
+            .expect("from the prefetched window");
+        assert_eq!(got, local_read(&log, &meta, offset, 300), "offset {offset}");
+        let mut at = 0;
+        while at < got.len() {
+            let h = BatchHeader::parse(&got[at..]).expect("header");
+            offset = h.last_offset() + 1;
+            at += h.total_size();
+        }
+        read += got.len() as u64;
+    }
+    assert!(
+        read > window,
+        "read into the second window: {read} of {window}"
+    );
+}
