@@ -150,7 +150,8 @@ impl LeaderTracker {
     }
 
     /// Follower `replica` reported `fetch_offset` while the leader's log ends at `leader_leo`.
-    /// Returns why to serve it data by the classic fetch, if so.
+    /// Returns why to serve it data by the classic fetch, if so. Knows nothing of the WAL
+    /// objects still kept: see [`LeaderTracker::on_report_held`].
     pub fn on_report(
         &mut self,
         tp: &TopicPartition,
@@ -158,6 +159,23 @@ impl LeaderTracker {
         fetch_offset: i64,
         leader_leo: i64,
         now_ms: i64,
+    ) -> Option<ClassicReason> {
+        self.on_report_held(tp, replica, fetch_offset, leader_leo, now_ms, None)
+    }
+
+    /// [`LeaderTracker::on_report`], knowing that the leader's WAL objects still hold the
+    /// partition from `held_from` on (`None`: nothing, or not known). A follower far behind but
+    /// at or above `held_from` (restarted, or a new replica that reached the objects) catches
+    /// up through them, so it is not served classically for being far behind: that would send
+    /// its whole backlog across zones. If its WAL path fails, the other rules still apply.
+    pub fn on_report_held(
+        &mut self,
+        tp: &TopicPartition,
+        replica: i32,
+        fetch_offset: i64,
+        leader_leo: i64,
+        now_ms: i64,
+        held_from: Option<i64>,
     ) -> Option<ClassicReason> {
         let far_then = self.leo_at(tp, now_ms - FAR_BEHIND_FACTOR * self.fallback_ms);
         let published_then = self.published_at(tp, now_ms - self.fallback_ms);
@@ -179,7 +197,7 @@ impl LeaderTracker {
         let wal_failed = fetch_offset < published_then && still;
         // Holds everything published, yet behind and not moving: the uploads are stuck.
         let uploads_stuck = behind && fetch_offset >= published_now && still;
-        let far_behind = fetch_offset < far_then;
+        let far_behind = fetch_offset < far_then && held_from.is_none_or(|h| fetch_offset < h);
         let in_fallback = t
             .fallbacks
             .iter()
@@ -268,6 +286,35 @@ mod tests {
         l.on_append(&tp(), 200, 9_000);
         assert!(!classic(l.on_report(&tp(), 3, 150, 200, 13_900)));
         assert!(classic(l.on_report(&tp(), 3, 160, 200, 14_000)));
+    }
+
+    /// Issue 14: a follower far behind (restarted after a long outage) whose offset the leader's
+    /// WAL objects still hold catches up through them; below them, classically.
+    #[test]
+    fn a_far_behind_follower_the_objects_still_reach_stays_on_the_wal_path() {
+        let mut l = LeaderTracker::new(500);
+        l.on_append(&tp(), 100, 0);
+        l.on_append(&tp(), 10_000, 9_000);
+        let report = |l: &mut LeaderTracker, offset, now, held| {
+            l.on_report_held(&tp(), 2, offset, 10_000, now, held)
+        };
+        assert_eq!(
+            report(&mut l, 50, 14_000, None),
+            Some(ClassicReason::FarBehind)
+        );
+        assert_eq!(
+            report(&mut l, 60, 14_100, Some(70)),
+            Some(ClassicReason::FarBehind),
+            "below the oldest object kept"
+        );
+        assert_eq!(report(&mut l, 70, 14_200, Some(70)), None);
+        assert_eq!(report(&mut l, 5_000, 14_300, Some(70)), None);
+        // Stuck there for a window while the data was published: the WAL path failed it.
+        l.on_published(&tp(), 10_000, 14_300);
+        assert_eq!(
+            report(&mut l, 5_000, 14_900, Some(70)),
+            Some(ClassicReason::WalFailed)
+        );
     }
 
     #[test]
