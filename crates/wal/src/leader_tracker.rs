@@ -64,8 +64,8 @@ struct Track {
     published: VecDeque<(i64, i64)>,
     /// Ranges `[from, end)` the uploader dropped.
     fallbacks: Vec<(i64, i64)>,
-    /// Per follower: last reported offset and when it last moved.
-    followers: HashMap<i32, (i64, i64)>,
+    /// Per follower: last reported offset, when it last moved, and when it last reported.
+    followers: HashMap<i32, (i64, i64, i64)>,
 }
 
 /// Per-partition leader state of the WAL path (pure; time is passed in).
@@ -181,14 +181,20 @@ impl LeaderTracker {
         let published_then = self.published_at(tp, now_ms - self.fallback_ms);
         let published_now = self.published_at(tp, i64::MAX);
         let t = self.parts.entry(tp.clone()).or_default();
-        let moved = t
+        // A follower silent for a fallback window (stopped, restarted, partitioned away) starts
+        // afresh: otherwise a follower back from an outage would count the outage as "not
+        // moving" and be served its whole backlog classically at its first report.
+        let fresh = t.followers.get(&replica).is_none_or(|(last, _, seen)| {
+            *last != fetch_offset || now_ms.saturating_sub(*seen) >= self.fallback_ms
+        });
+        let entry = t
             .followers
-            .get(&replica)
-            .is_none_or(|(last, _)| *last != fetch_offset);
-        let entry = t.followers.entry(replica).or_insert((fetch_offset, now_ms));
-        if moved {
-            *entry = (fetch_offset, now_ms);
+            .entry(replica)
+            .or_insert((fetch_offset, now_ms, now_ms));
+        if fresh {
+            *entry = (fetch_offset, now_ms, now_ms);
         }
+        entry.2 = now_ms;
         let behind = fetch_offset < leader_leo;
         let still = now_ms - entry.1 >= self.fallback_ms;
         // Published a fallback window ago, still missing, and not moving: the WAL path failed
@@ -288,6 +294,23 @@ mod tests {
         assert!(classic(l.on_report(&tp(), 3, 160, 200, 14_000)));
     }
 
+    /// Issue 14: a follower back from an outage at the offset it last reported has not been
+    /// "not moving" all that time: it starts a fresh window.
+    #[test]
+    fn a_follower_silent_for_a_window_starts_afresh() {
+        let mut l = LeaderTracker::new(500);
+        l.on_append(&tp(), 100, 0);
+        l.on_published(&tp(), 100, 0);
+        // The objects still hold offset 60: not served for being far behind.
+        let mut report = |at| l.on_report_held(&tp(), 2, 60, 100, at, Some(0));
+        assert!(!classic(report(0)));
+        // Silent from 0 to 5_000 (stopped), then reports the same offset.
+        assert!(!classic(report(5_000)));
+        assert!(!classic(report(5_400)));
+        // Reporting but not moving for a whole window now: the WAL path failed it.
+        assert!(classic(report(5_500)));
+    }
+
     /// Issue 14: a follower far behind (restarted after a long outage) whose offset the leader's
     /// WAL objects still hold catches up through them; below them, classically.
     #[test]
@@ -311,6 +334,7 @@ mod tests {
         assert_eq!(report(&mut l, 5_000, 14_300, Some(70)), None);
         // Stuck there for a window while the data was published: the WAL path failed it.
         l.on_published(&tp(), 10_000, 14_300);
+        assert_eq!(report(&mut l, 5_000, 14_600, Some(70)), None);
         assert_eq!(
             report(&mut l, 5_000, 14_900, Some(70)),
             Some(ClassicReason::WalFailed)
