@@ -164,10 +164,12 @@ impl LeaderTracker {
     }
 
     /// [`LeaderTracker::on_report`], knowing that the leader's WAL objects still hold the
-    /// partition from `held_from` on (`None`: nothing, or not known). A follower far behind but
-    /// at or above `held_from` (restarted, or a new replica that reached the objects) catches
-    /// up through them, so it is not served classically for being far behind: that would send
-    /// its whole backlog across zones. If its WAL path fails, the other rules still apply.
+    /// partition from `held_from` on (`None`: nothing, not known, or not to be used for this
+    /// follower; the broker passes it for followers outside the ISR only). A follower far
+    /// behind but at or above `held_from` (restarted, or a new replica that reached the
+    /// objects) catches up through them, so it is not served classically for being far behind:
+    /// that would send its whole backlog across zones. If its WAL path fails, the other rules
+    /// still apply.
     pub fn on_report_held(
         &mut self,
         tp: &TopicPartition,

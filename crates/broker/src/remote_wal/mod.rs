@@ -582,13 +582,20 @@ impl crate::replica_manager::ReplicationObserver for RemoteWal {
         let now = self.clock.now_ms();
         let leo = p.log.log_end_offset();
         // How far back this leader's objects still reach: a follower far behind above that
-        // catches up through them (issue 14).
-        let held_from = self.gc.as_ref().and_then(|gc| {
-            gc.held_from(&ferry_wal::uploader::WalPartition {
-                topic_id: p.topic_id,
-                partition: p.tp.partition,
-            })
-        });
+        // catches up through them (issue 14). Only one outside the ISR (back from an outage,
+        // or added by a reassignment): one inside holds back the high watermark, and being far
+        // behind there means a WAL path slower than the produce rate, which the classic fetch
+        // relieves as before.
+        let held_from = self
+            .gc
+            .as_ref()
+            .filter(|_| !p.isr().contains(&replica))
+            .and_then(|gc| {
+                gc.held_from(&ferry_wal::uploader::WalPartition {
+                    topic_id: p.topic_id,
+                    partition: p.tp.partition,
+                })
+            });
         let reason =
             self.leader_lock()
                 .on_report_held(&p.tp, replica, fetch_offset, leo, now, held_from);
