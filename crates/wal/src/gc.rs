@@ -373,8 +373,9 @@ impl GcPlanner {
     /// Rules 1, 2 and 6: moves deletable `Published` objects to `DeletePending` and returns every
     /// `DeletePending` object (new and retried), oldest first, at most `max_deletes_per_round`.
     ///
-    /// Cost: one pass over the tracked slices with one map lookup each; the progress source is
-    /// asked once per partition per round.
+    /// Cost: one pass over the tracked objects, one map lookup per slice until one is found
+    /// still needed and young (usually the first); the progress source is asked once per
+    /// partition per round.
     pub fn plan(
         &mut self,
         progress: &dyn ReplicaProgressSource,
@@ -429,6 +430,11 @@ impl GcPlanner {
                         let replicas = n.replicas_below > last;
                         by_replicas &= replicas;
                         by_tier &= replicas || n.tier_below > last;
+                        if !by_tier && age <= lifetime {
+                            // Needed, and young enough to be kept: the rest changes nothing
+                            // (an object kept for an absent replica costs one lookup a round).
+                            break;
+                        }
                     }
                     if obj.slices.is_empty() {
                         lifetime = lifetime_bound(None, fallback, cap);
