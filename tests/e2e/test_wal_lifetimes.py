@@ -78,6 +78,9 @@ def test_a_follower_back_from_a_long_outage_catches_up_through_the_wal(lifetime_
     produced = produce(c, topic, 4 * mb, "1")
     time.sleep(1.0)  # a few GC rounds
     assert wal_objects(c.buckets) > 0, "the objects broker 3 needs were collected"
+    live = [b for b in c.brokers if b is not follower]
+    wait_for("the leaders' kept-bytes gauges", lambda: sum(
+        metric(b, "ferry_remote_wal_kept_bytes") for b in live) >= produced, timeout=T)
 
     # A long outage: longer than the leaders' far-behind window (10 x remote.wal.fallback.ms),
     # past which a follower used to be served its backlog classically, across zones.

@@ -166,6 +166,8 @@ pub struct TrackedObject {
     pub state: WalObjectState,
     /// Latest upload time among its records (they share one PUT, so normally all equal).
     pub upload_time_ms: i64,
+    /// The object's size in bytes, as its records state it.
+    pub size: u64,
     /// Slice keys this object owns, with each slice's last offset.
     pub slices: BTreeMap<WalMetadataKey, i64>,
     /// In `DeletePending`: whether the DELETE already succeeded (only tombstones remain).
@@ -306,6 +308,7 @@ impl GcPlanner {
                 uploader_broker_id: m.uploader_broker_id,
                 state: WalObjectState::Published,
                 upload_time_ms: m.upload_time_ms,
+                size: m.object_size,
                 slices: BTreeMap::new(),
                 object_deleted: false,
             });
@@ -481,6 +484,14 @@ impl GcPlanner {
     /// Tracked objects (any state).
     pub fn tracked(&self) -> usize {
         self.objects.len()
+    }
+
+    /// This broker's own tracked objects not deleted yet, and their bytes.
+    pub fn kept(&self) -> (usize, u64) {
+        self.objects
+            .values()
+            .filter(|o| o.uploader_broker_id == self.config.broker_id && !o.object_deleted)
+            .fold((0, 0), |(n, bytes), o| (n + 1, bytes + o.size))
     }
 
     /// Objects found orphaned and not yet deleted.

@@ -317,6 +317,11 @@ fn held_from_follows_the_objects_tracked() {
     p.tombstoned(&a);
     assert_eq!(p.held_from(&wp(0)), Some(10));
     assert_eq!(p.held_from(&wp(1)), None);
+    assert_eq!(
+        p.kept(),
+        (1, 1 << 20),
+        "object b, as big as its records say"
+    );
 }
 
 #[test]

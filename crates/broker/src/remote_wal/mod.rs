@@ -499,6 +499,13 @@ async fn housekeeping(wal: Arc<RemoteWal>) {
                 }
             }
             drop(l);
+            if let Some(gc) = &wal.gc {
+                let (objects, bytes) = gc.with_planner(|p| p.kept());
+                let m = &wal.shared.metrics;
+                m.kept_objects
+                    .set(i64::try_from(objects).unwrap_or(i64::MAX));
+                m.kept_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+            }
             let totals = wal.totals(host);
             wal.shared
                 .metrics
