@@ -55,6 +55,11 @@ impl ClassicReason {
 const SAMPLE_EVERY_MS: i64 = 5;
 /// "Far behind": lacking what the leader had this many fallback windows ago.
 pub const FAR_BEHIND_FACTOR: i64 = 10;
+/// A follower outside the ISR catching up through the objects kept for it counts as not moving
+/// (`wal_failed`) after this many fallback windows: it holds back no acknowledgement, and after
+/// an outage it first replays metadata and confirms its log. The follower's own stall check
+/// (`crate::mode_tracker`, used by the broker with the same factor) agrees.
+pub const CATCH_UP_FACTOR: i64 = 4;
 
 #[derive(Debug, Default)]
 struct Track {
@@ -169,7 +174,7 @@ impl LeaderTracker {
     /// behind but at or above `held_from` (restarted, or a new replica that reached the
     /// objects) catches up through them, so it is not served classically for being far behind:
     /// that would send its whole backlog across zones. If its WAL path fails, the other rules
-    /// still apply.
+    /// still apply, `wal_failed` after [`CATCH_UP_FACTOR`] fallback windows.
     pub fn on_report_held(
         &mut self,
         tp: &TopicPartition,
@@ -199,10 +204,16 @@ impl LeaderTracker {
         entry.2 = now_ms;
         let behind = fetch_offset < leader_leo;
         let still = now_ms - entry.1 >= self.fallback_ms;
+        let catching_up = held_from.is_some_and(|h| fetch_offset >= h);
+        let window = if catching_up {
+            CATCH_UP_FACTOR * self.fallback_ms
+        } else {
+            self.fallback_ms
+        };
         // Published a fallback window ago, still missing, and not moving: the WAL path failed
         // this follower. One that moves is downloading (a saturated machine lags publication
         // without anything being broken); if it falls too far behind, `far_behind` decides.
-        let wal_failed = fetch_offset < published_then && still;
+        let wal_failed = fetch_offset < published_then && now_ms - entry.1 >= window;
         // Holds everything published, yet behind and not moving: the uploads are stuck.
         let uploads_stuck = behind && fetch_offset >= published_now && still;
         let far_behind = fetch_offset < far_then && held_from.is_none_or(|h| fetch_offset < h);
@@ -308,9 +319,11 @@ mod tests {
         assert!(!classic(report(0)));
         // Silent from 0 to 5_000 (stopped), then reports the same offset.
         assert!(!classic(report(5_000)));
-        assert!(!classic(report(5_400)));
-        // Reporting but not moving for a whole window now: the WAL path failed it.
-        assert!(classic(report(5_500)));
+        // Reporting but not moving for the catching-up window now: the WAL path failed it.
+        for at in (5_400..7_000).step_by(400) {
+            assert!(!classic(report(at)), "{at}");
+        }
+        assert!(classic(report(7_000)));
     }
 
     /// Issue 14: a follower far behind (restarted after a long outage) whose offset the leader's
@@ -336,10 +349,13 @@ mod tests {
         assert_eq!(report(&mut l, 5_000, 14_300, Some(70)), None);
         // Stuck there for a window while the data was published: the WAL path failed it.
         l.on_published(&tp(), 10_000, 14_300);
-        assert_eq!(report(&mut l, 5_000, 14_600, Some(70)), None);
+        for at in (14_600..16_300).step_by(400) {
+            assert_eq!(report(&mut l, 5_000, at, Some(70)), None, "{at}");
+        }
         assert_eq!(
-            report(&mut l, 5_000, 14_900, Some(70)),
-            Some(ClassicReason::WalFailed)
+            report(&mut l, 5_000, 16_300, Some(70)),
+            Some(ClassicReason::WalFailed),
+            "not moving for 4 windows (catching up from the objects)"
         );
     }
 
