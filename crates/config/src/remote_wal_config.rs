@@ -47,8 +47,8 @@ impl std::fmt::Debug for Secret {
 pub enum Republish {
     /// Every local segment newer than `local.retention.ms`.
     Comprehensive,
-    /// Only what the long-term tier does not hold yet; with no such tier (ferry today), the
-    /// same as [`Republish::Comprehensive`].
+    /// Only what the long-term tier does not hold yet; for topics without
+    /// `remote.storage.enable=true` the same as [`Republish::Comprehensive`].
     Optimized,
 }
 
@@ -73,6 +73,9 @@ pub struct RemoteWalConfig {
     pub gc_interval_ms: u64,
     pub orphan_grace_ms: i64,
     pub retention_ms: i64,
+    /// `remote.wal.retention.max.ms` combined with the metadata topic's retention: the longest
+    /// a WAL object is kept for a replica that lacks its data.
+    pub retention_max_ms: i64,
     pub failover_republish: Republish,
     pub cost: CostTable,
 }
@@ -210,6 +213,23 @@ fn check_buckets_are_unambiguous(
     Ok(())
 }
 
+/// The longest a WAL object is kept for a replica lacking its data: `remote.wal.retention.max.ms`
+/// (negative: no cap of its own), never beyond the metadata topic's `retention.ms` (negative:
+/// forever), since a follower finds an object only through its metadata.
+pub fn max_lifetime(retention_max_ms: i64, metadata_retention_ms: i64) -> i64 {
+    let own = if retention_max_ms < 0 {
+        i64::MAX
+    } else {
+        retention_max_ms
+    };
+    let metadata = if metadata_retention_ms < 0 {
+        i64::MAX
+    } else {
+        metadata_retention_ms
+    };
+    own.min(metadata)
+}
+
 impl RemoteWalConfig {
     pub fn from_broker(c: &BrokerConfig) -> anyhow::Result<Self> {
         let node_id = c.node_id();
@@ -259,6 +279,11 @@ impl RemoteWalConfig {
         }
         check_buckets_are_unambiguous(&store, &buckets)?;
         let retention_ms: i64 = num(c, "remote.wal.retention.ms")?;
+        let metadata_retention_ms: i64 = num(c, "remote.wal.metadata.topic.retention.ms")?;
+        let retention_max_ms = max_lifetime(
+            num(c, "remote.wal.retention.max.ms")?,
+            metadata_retention_ms,
+        );
         Ok(Self {
             node_id,
             rack: rack_key.to_string(),
@@ -269,7 +294,7 @@ impl RemoteWalConfig {
             buffer_max_bytes: num(c, "remote.wal.buffer.max.bytes")?,
             fallback_ms: num(c, "remote.wal.fallback.ms")?,
             metadata_partitions: num(c, "remote.wal.metadata.topic.num.partitions")?,
-            metadata_retention_ms: num(c, "remote.wal.metadata.topic.retention.ms")?,
+            metadata_retention_ms,
             metadata_acks_all: match c.raw("remote.wal.metadata.acks").trim() {
                 "1" => false,
                 "all" => true,
@@ -282,6 +307,7 @@ impl RemoteWalConfig {
             } else {
                 retention_ms
             },
+            retention_max_ms,
             failover_republish: match c.raw("remote.wal.failover.republish").trim() {
                 "comprehensive" => Republish::Comprehensive,
                 "optimized" => Republish::Optimized,
@@ -309,6 +335,16 @@ impl RemoteWalConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_object_lifetime_cap_never_outlives_the_metadata() {
+        assert_eq!(max_lifetime(3_600_000, 7_200_000), 3_600_000);
+        assert_eq!(max_lifetime(86_400_000, 7_200_000), 7_200_000);
+        assert_eq!(max_lifetime(-1, 7_200_000), 7_200_000);
+        assert_eq!(max_lifetime(-1, -1), i64::MAX);
+        let w = RemoteWalConfig::from_broker(&BrokerConfig::default()).unwrap();
+        assert_eq!(w.retention_max_ms, 3_600_000);
+    }
 
     #[test]
     fn buckets_parse_and_refuse_garbage() {

@@ -234,11 +234,13 @@ impl WalFetcher {
                         .parked
                         .entry(partition_of(&m))
                         .or_insert_with(|| (arrived, BTreeMap::new()));
-                    // Beyond the cap the oldest go: a partition that becomes followed late
-                    // starts classic anyway if it lacks the first records.
+                    // Beyond the cap the newest go, as in the queue: a partition not followed
+                    // yet is typically one of a broker that just restarted, replaying the
+                    // metadata of the objects kept for it (it was offline); it needs the
+                    // oldest first, and takes what is dropped by the classic fetch.
                     map.insert(m.base_offset, Queued { meta: m, arrived });
                     while map.len() > cap {
-                        map.pop_first();
+                        map.pop_last();
                     }
                 }
                 WalMetadataEvent::Upsert(m) => {

@@ -572,6 +572,45 @@ async fn metadata_that_arrives_before_the_partition_is_followed_is_used_once_it_
     assert_eq!(sink.appended(1), vec![(0, 4)]);
 }
 
+/// Issue 14: a broker restarted after a long outage replays the metadata of the objects kept
+/// for it before it follows its partitions again; when more is parked than the cap, the oldest
+/// (where its log ends) stay, so it catches up through the WAL from its log end and only the
+/// newest part goes classic, not the other way round.
+#[tokio::test]
+async fn parked_metadata_beyond_the_cap_keeps_the_oldest() {
+    let mem = MemoryStore::new();
+    let mut records = Vec::new();
+    for i in 0..4i64 {
+        let key = format!("wal/1/{i}.wal");
+        let (data, r) = object(&key, 3, &[(1, i * 10, i * 10 + 9)]);
+        assert!(mem.put(&key, data).await.is_ok());
+        records.extend(r);
+    }
+    let sink = MemSink::following(&[], 3);
+    let config = FetcherConfig {
+        max_gap_bytes: 0,
+        max_records_per_partition: 3,
+        ..FetcherConfig::default()
+    };
+    let store: Arc<dyn ObjectStore> = Arc::new(mem);
+    let f = WalFetcher::with_config(
+        Arc::new(move |bucket: &str| (bucket == "az1").then(|| store.clone())),
+        sink.clone(),
+        config,
+    );
+    f.on_metadata(upserts(&records));
+    lock(&sink.logs).insert(
+        wp(1),
+        Log {
+            epoch: 3,
+            ..Log::default()
+        },
+    );
+    let r = f.run_once().await;
+    assert_eq!(sink.leo(1), 30, "{r:?}");
+    assert_eq!(sink.appended(1), vec![(0, 9), (10, 19), (20, 29)]);
+}
+
 /// Runs the fetcher's loop (retry tick an hour away: nothing here may depend on a timer) until
 /// the returned sender is used.
 fn spawn_loop(f: &Arc<WalFetcher>) -> tokio::sync::oneshot::Sender<()> {

@@ -8,12 +8,19 @@
 //!
 //! # Rules
 //!
-//! 1. **Deletable by progress**: for every slice of the object, every in-sync replica's log end
-//!    offset is `> last_offset`. Unknown partitions and empty ISRs never count as held.
-//! 2. **Deletable by age**: `now - upload_time_ms` is above the effective `local.retention.ms`
-//!    of every slice's topic (as the [`ReplicaProgressSource`] resolves it; `-1` never): no
-//!    replica needs data its leader keeps no longer. A slice whose topic the source does not
-//!    know (deleted, or not in this broker's image yet) uses [`GcConfig::local_retention_ms`].
+//! 1. **Needed by nobody**: for every slice of the object, every *assigned* replica's log end
+//!    offset is `> last_offset` (not just the ISR: a replica that is offline or behind catches
+//!    up through these objects when it returns, KIP-1176's point), or, for a topic with
+//!    `remote.storage.enable=true`, the long-term tier holds the slice
+//!    ([`ReplicaProgressSource::tiered_end`]; a replica that needs it fetches from the leader,
+//!    or from the tier once it is below the leader's local log start). Unknown partitions and
+//!    empty replica lists never count as held.
+//! 2. **Deletable by age**: `now - upload_time_ms` is above the lifetime bound of every slice's
+//!    topic: its effective `local.retention.ms` (as the [`ReplicaProgressSource`] resolves it;
+//!    `-1` never), capped by [`GcConfig::max_retention_ms`]. A replica still lacking the data
+//!    then (offline longer than that) uses the classic fetch. A slice whose topic the source
+//!    does not know (deleted, or not in this broker's image yet) uses
+//!    [`GcConfig::local_retention_ms`].
 //! 3. **Delete, then tombstone**: the object is deleted first, then its slices' records are
 //!    tombstoned. A crash in between leaves metadata pointing at a missing object, which
 //!    followers skip as unreadable (classic fetch instead); the replay after restart tracks the
@@ -59,6 +66,8 @@ pub struct GcConfig {
     /// Age bound for slices of topics the [`ReplicaProgressSource`] does not know (see rule 2);
     /// known topics use their own effective `local.retention.ms`.
     pub local_retention_ms: i64,
+    /// Cap of every age bound (rule 2), whatever the topics' retention says (`i64::MAX`: none).
+    pub max_retention_ms: i64,
     /// How old an untracked object must be before the sweep deletes it (e.g. 2x upload timeout).
     pub orphan_grace_ms: i64,
     /// Most DELETEs issued per round (retention plus orphans each).
@@ -70,6 +79,7 @@ impl Default for GcConfig {
         Self {
             broker_id: 0,
             local_retention_ms: 24 * 3_600_000,
+            max_retention_ms: i64::MAX,
             orphan_grace_ms: 60_000,
             max_deletes_per_round: 1_000,
         }
@@ -85,17 +95,29 @@ pub struct ReplicaProgress {
     pub in_sync: bool,
 }
 
-/// A partition's replicas, leader included.
+/// A partition's assigned replicas, leader included (one whose progress is not known, e.g.
+/// offline since the leader took over, with log end offset -1).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PartitionProgress {
     pub replicas: Vec<ReplicaProgress>,
 }
 
 impl PartitionProgress {
-    /// Rule 1: whether every in-sync replica holds `last_offset` (false for an empty ISR).
+    /// Whether every in-sync replica holds `last_offset` (false for an empty ISR).
     pub fn isr_holds(&self, last_offset: i64) -> bool {
         let mut isr = self.replicas.iter().filter(|r| r.in_sync).peekable();
         isr.peek().is_some() && isr.all(|r| r.log_end_offset > last_offset)
+    }
+
+    /// Rule 1: the offset below which every assigned replica holds the data (`None` for no
+    /// replicas): the least log end offset.
+    pub fn held_below(&self) -> Option<i64> {
+        self.replicas.iter().map(|r| r.log_end_offset).min()
+    }
+
+    /// Rule 1: whether every assigned replica holds `last_offset` (false for no replicas).
+    pub fn all_hold(&self, last_offset: i64) -> bool {
+        self.held_below().is_some_and(|b| b > last_offset)
     }
 }
 
@@ -107,6 +129,12 @@ pub trait ReplicaProgressSource: Send + Sync {
     /// The effective `local.retention.ms` of the partition's topic (`-1`: keep forever);
     /// `None` when the topic is not known here (then [`GcConfig::local_retention_ms`]).
     fn local_retention_ms(&self, _partition: &WalPartition) -> Option<i64> {
+        None
+    }
+
+    /// Rule 1: the last offset of the partition the long-term tier holds, for a topic with
+    /// `remote.storage.enable=true`; `None` otherwise (not tiered, nothing copied yet, unknown).
+    fn tiered_end(&self, _partition: &WalPartition) -> Option<i64> {
         None
     }
 
@@ -138,6 +166,8 @@ pub struct TrackedObject {
     pub state: WalObjectState,
     /// Latest upload time among its records (they share one PUT, so normally all equal).
     pub upload_time_ms: i64,
+    /// The object's size in bytes, as its records state it.
+    pub size: u64,
     /// Slice keys this object owns, with each slice's last offset.
     pub slices: BTreeMap<WalMetadataKey, i64>,
     /// In `DeletePending`: whether the DELETE already succeeded (only tombstones remain).
@@ -147,14 +177,38 @@ pub struct TrackedObject {
 /// Why an object was found deletable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeleteReason {
-    /// Every in-sync replica holds every slice.
+    /// Every assigned replica holds every slice.
     ReplicasCaughtUp,
+    /// Every slice is held by every assigned replica or by the long-term tier, the tier holding
+    /// at least one of them.
+    Tiered,
     /// Older than `local.retention.ms`.
     Retention,
     /// Already `DeletePending` from an earlier round (a retry).
     Retry,
     /// Uploaded by a broker gone for good (rule 6).
     UploaderGone,
+}
+
+/// What one partition's slices need, as one [`GcPlanner::plan`] round sees it.
+#[derive(Debug, Clone, Copy)]
+struct Needs {
+    /// Every assigned replica holds the offsets below this.
+    replicas_below: i64,
+    /// The long-term tier holds the offsets below this.
+    tier_below: i64,
+    /// How long its slices are kept at most (rule 2).
+    lifetime_ms: i64,
+}
+
+/// Rule 2: a slice's lifetime, from its topic's effective `local.retention.ms` (`None`: topic
+/// not known here, then `fallback`; negative: forever), capped by `cap`.
+pub fn lifetime_bound(local_retention_ms: Option<i64>, fallback: i64, cap: i64) -> i64 {
+    let bound = match local_retention_ms.unwrap_or(fallback) {
+        r if r < 0 => i64::MAX,
+        r => r,
+    };
+    bound.min(cap)
 }
 
 /// The pure GC core (see the module docs).
@@ -165,6 +219,8 @@ pub struct GcPlanner {
     objects: BTreeMap<String, TrackedObject>,
     /// Which tracked object owns each key.
     owners: HashMap<WalMetadataKey, String>,
+    /// The base offsets of the owned keys, per partition ([`GcPlanner::held_from`]).
+    by_partition: HashMap<WalPartition, BTreeSet<i64>>,
     /// Untracked objects found by the sweep and not yet deleted.
     orphans: BTreeSet<String>,
     /// Untracked objects past their grace in the last sweep (orphans if still so in the next).
@@ -182,6 +238,7 @@ impl GcPlanner {
             bucket: bucket.into(),
             objects: BTreeMap::new(),
             owners: HashMap::new(),
+            by_partition: HashMap::new(),
             orphans: BTreeSet::new(),
             suspects: BTreeSet::new(),
             caught_up: false,
@@ -251,12 +308,38 @@ impl GcPlanner {
                 uploader_broker_id: m.uploader_broker_id,
                 state: WalObjectState::Published,
                 upload_time_ms: m.upload_time_ms,
+                size: m.object_size,
                 slices: BTreeMap::new(),
                 object_deleted: false,
             });
         obj.upload_time_ms = obj.upload_time_ms.max(m.upload_time_ms);
         obj.slices.insert(key, m.last_offset);
-        self.owners.insert(key, m.object_key.clone());
+        self.own(key, &m.object_key);
+    }
+
+    fn own(&mut self, key: WalMetadataKey, object_key: &str) {
+        self.owners.insert(key, object_key.to_string());
+        self.by_partition
+            .entry(WalPartition {
+                topic_id: key.topic_id,
+                partition: key.partition,
+            })
+            .or_default()
+            .insert(key.base_offset);
+    }
+
+    fn unown(&mut self, key: &WalMetadataKey) {
+        self.owners.remove(key);
+        let wp = WalPartition {
+            topic_id: key.topic_id,
+            partition: key.partition,
+        };
+        if let Some(offsets) = self.by_partition.get_mut(&wp) {
+            offsets.remove(&key.base_offset);
+            if offsets.is_empty() {
+                self.by_partition.remove(&wp);
+            }
+        }
     }
 
     /// Removes `key` from its current owner unless that owner is `keep`.
@@ -268,7 +351,7 @@ impl GcPlanner {
             return;
         }
         let owner = owner.clone();
-        self.owners.remove(key);
+        self.unown(key);
         let Some(obj) = self.objects.get_mut(&owner) else {
             return;
         };
@@ -292,22 +375,34 @@ impl GcPlanner {
 
     /// Rules 1, 2 and 6: moves deletable `Published` objects to `DeletePending` and returns every
     /// `DeletePending` object (new and retried), oldest first, at most `max_deletes_per_round`.
+    ///
+    /// Cost: one pass over the tracked objects, one map lookup per slice until one is found
+    /// still needed and young (usually the first); the progress source is asked once per
+    /// partition per round.
     pub fn plan(
         &mut self,
         progress: &dyn ReplicaProgressSource,
         now_ms: i64,
     ) -> Vec<(String, DeleteReason)> {
-        let mut cache: HashMap<WalPartition, Option<PartitionProgress>> = HashMap::new();
-        let fallback = self.config.local_retention_ms;
-        let retention_of = |k: &WalMetadataKey| {
+        // Per partition: (offset below which every assigned replica holds the data, offset below
+        // which the tier holds it, lifetime bound).
+        let mut cache: HashMap<WalPartition, Needs> = HashMap::new();
+        let (fallback, cap) = (self.config.local_retention_ms, self.config.max_retention_ms);
+        let mut needs = |k: &WalMetadataKey| -> Needs {
             let wp = WalPartition {
                 topic_id: k.topic_id,
                 partition: k.partition,
             };
-            match progress.local_retention_ms(&wp).unwrap_or(fallback) {
-                r if r < 0 => i64::MAX,
-                r => r,
-            }
+            *cache.entry(wp).or_insert_with(|| Needs {
+                replicas_below: progress
+                    .progress(&wp)
+                    .and_then(|p| p.held_below())
+                    .unwrap_or(i64::MIN),
+                tier_below: progress
+                    .tiered_end(&wp)
+                    .map_or(i64::MIN, |e| e.saturating_add(1)),
+                lifetime_ms: lifetime_bound(progress.local_retention_ms(&wp), fallback, cap),
+            })
         };
         let mut out = Vec::new();
         for obj in self.objects.values_mut() {
@@ -326,29 +421,35 @@ impl GcPlanner {
                         .then_some(DeleteReason::UploaderGone)
                 }
                 WalObjectState::Published => {
+                    let age = now_ms.saturating_sub(obj.upload_time_ms);
                     // The object outlives the longest-kept of its slices.
-                    let retention = obj
-                        .slices
-                        .keys()
-                        .map(retention_of)
-                        .max()
-                        .unwrap_or(fallback);
-                    if now_ms.saturating_sub(obj.upload_time_ms) > retention {
+                    let mut lifetime = i64::MIN;
+                    // Rule 1 over every slice: all held by the replicas, else by the tier.
+                    let mut by_replicas = !obj.slices.is_empty();
+                    let mut by_tier = !obj.slices.is_empty();
+                    for (k, &last) in &obj.slices {
+                        let n = needs(k);
+                        lifetime = lifetime.max(n.lifetime_ms);
+                        let replicas = n.replicas_below > last;
+                        by_replicas &= replicas;
+                        by_tier &= replicas || n.tier_below > last;
+                        if !by_tier && age <= lifetime {
+                            // Needed, and young enough to be kept: the rest changes nothing
+                            // (an object kept for an absent replica costs one lookup a round).
+                            break;
+                        }
+                    }
+                    if obj.slices.is_empty() {
+                        lifetime = lifetime_bound(None, fallback, cap);
+                    }
+                    if age > lifetime {
                         Some(DeleteReason::Retention)
+                    } else if by_replicas {
+                        Some(DeleteReason::ReplicasCaughtUp)
+                    } else if by_tier {
+                        Some(DeleteReason::Tiered)
                     } else {
-                        let held = !obj.slices.is_empty()
-                            && obj.slices.iter().all(|(k, &last)| {
-                                let wp = WalPartition {
-                                    topic_id: k.topic_id,
-                                    partition: k.partition,
-                                };
-                                cache
-                                    .entry(wp)
-                                    .or_insert_with(|| progress.progress(&wp))
-                                    .as_ref()
-                                    .is_some_and(|p| p.isr_holds(last))
-                            });
-                        held.then_some(DeleteReason::ReplicasCaughtUp)
+                        None
                     }
                 }
                 _ => None,
@@ -364,6 +465,17 @@ impl GcPlanner {
         out
     }
 
+    /// The lowest offset of `partition` that this broker's tracked objects in its bucket hold
+    /// (`None`: none). What the leader serves through the WAL path to a follower far behind;
+    /// below it the classic fetch. Whole objects go in offset order per partition (they age and
+    /// are held in that order), so the range from here to the newest upload has no holes other
+    /// than ranges the uploader dropped, which the leader answers classically anyway.
+    pub fn held_from(&self, partition: &WalPartition) -> Option<i64> {
+        self.by_partition
+            .get(partition)
+            .and_then(|offsets| offsets.first().copied())
+    }
+
     /// The tracked object, if any.
     pub fn object(&self, object_key: &str) -> Option<&TrackedObject> {
         self.objects.get(object_key)
@@ -372,6 +484,14 @@ impl GcPlanner {
     /// Tracked objects (any state).
     pub fn tracked(&self) -> usize {
         self.objects.len()
+    }
+
+    /// This broker's own tracked objects not deleted yet, and their bytes.
+    pub fn kept(&self) -> (usize, u64) {
+        self.objects
+            .values()
+            .filter(|o| o.uploader_broker_id == self.config.broker_id && !o.object_deleted)
+            .fold((0, 0), |(n, bytes), o| (n + 1, bytes + o.size))
     }
 
     /// Objects found orphaned and not yet deleted.
@@ -403,7 +523,7 @@ impl GcPlanner {
             debug_assert!(obj.state.transition(WalObjectState::Deleted).is_ok());
             for k in obj.slices.keys() {
                 if self.owners.get(k).is_some_and(|o| o == object_key) {
-                    self.owners.remove(k);
+                    self.unown(k);
                 }
             }
         }
@@ -509,6 +629,11 @@ impl WalGc {
     /// See [`GcPlanner::set_metadata_caught_up`].
     pub fn set_metadata_caught_up(&self) {
         lock(&self.planner).set_metadata_caught_up();
+    }
+
+    /// See [`GcPlanner::held_from`].
+    pub fn held_from(&self, partition: &WalPartition) -> Option<i64> {
+        lock(&self.planner).held_from(partition)
     }
 
     /// Runs `f` on the planner (inspection, metrics).

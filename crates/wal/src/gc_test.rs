@@ -73,13 +73,14 @@ fn config() -> GcConfig {
     GcConfig {
         broker_id: BROKER,
         local_retention_ms: 60_000,
+        max_retention_ms: i64::MAX,
         orphan_grace_ms: 10_000,
         max_deletes_per_round: 100,
     }
 }
 
 #[test]
-fn deletable_only_when_every_isr_replica_holds_every_slice() {
+fn deletable_only_when_every_assigned_replica_holds_every_slice() {
     let o = okey(1_000, 0);
     let cases: Vec<(&str, HashMap<WalPartition, PartitionProgress>, bool)> = vec![
         (
@@ -99,12 +100,20 @@ fn deletable_only_when_every_isr_replica_holds_every_slice() {
             false,
         ),
         (
-            "an out-of-sync replica is not waited for",
+            "an out-of-sync replica (offline, or far behind) is waited for: it catches up from here",
             progress(&[
                 (0, &[replica(1, 50, true), replica(2, 0, false)]),
                 (1, &[replica(1, 50, true), replica(3, 21, true)]),
             ]),
-            true,
+            false,
+        ),
+        (
+            "an assigned replica the leader has not heard from yet (-1) is waited for",
+            progress(&[
+                (0, &[replica(1, 50, true), replica(2, -1, false)]),
+                (1, &[replica(1, 50, true), replica(3, 21, true)]),
+            ]),
+            false,
         ),
         (
             "unknown partition (not the leader any more): only age can delete",
@@ -112,8 +121,8 @@ fn deletable_only_when_every_isr_replica_holds_every_slice() {
             false,
         ),
         (
-            "empty ISR never counts as held",
-            progress(&[(0, &[replica(1, 50, true)]), (1, &[replica(1, 50, false)])]),
+            "no replicas never count as held",
+            progress(&[(0, &[replica(1, 50, true)]), (1, &[])]),
             false,
         ),
     ];
@@ -195,6 +204,124 @@ fn age_follows_the_longest_local_retention_of_the_slices_topics() {
     assert!(p.plan(&forever, i64::MAX / 2).is_empty());
     let unknown = WithRetention(lagging, HashMap::new());
     assert_eq!(p.plan(&unknown, 61_001), vec![(o, DeleteReason::Retention)]);
+}
+
+/// Progress, retention and what the long-term tier holds (last offset per partition).
+struct WithTier(WithRetention, HashMap<WalPartition, i64>);
+
+impl ReplicaProgressSource for WithTier {
+    fn progress(&self, partition: &WalPartition) -> Option<PartitionProgress> {
+        self.0.progress(partition)
+    }
+    fn local_retention_ms(&self, partition: &WalPartition) -> Option<i64> {
+        self.0.local_retention_ms(partition)
+    }
+    fn tiered_end(&self, partition: &WalPartition) -> Option<i64> {
+        self.1.get(partition).copied()
+    }
+}
+
+/// Issue 14: a follower that is offline keeps the objects of its partitions (it catches up
+/// through them when it returns), but only up to the lifetime bound; capped by
+/// `max_retention_ms` whatever `local.retention.ms` says (7 days by default through -2).
+#[test]
+fn an_offline_replica_keeps_objects_only_up_to_the_capped_retention() {
+    let o = okey(1_000, 0);
+    let week = 7 * 24 * 3_600_000;
+    let offline = progress(&[(
+        0,
+        &[
+            replica(1, 50, true),
+            replica(2, 50, true),
+            replica(3, 0, false),
+        ],
+    )]);
+    let source = WithRetention(offline, HashMap::from([(tid(1), week)]));
+    let mut uncapped = GcPlanner::new(config(), "az1");
+    uncapped.on_published(&[slice(&o, 0, 0, 9, 1_000)]);
+    assert!(
+        uncapped.plan(&source, 1_000 + 3_600_001).is_empty(),
+        "no cap: kept for the topic's retention"
+    );
+    let mut capped = GcPlanner::new(
+        GcConfig {
+            max_retention_ms: 3_600_000,
+            ..config()
+        },
+        "az1",
+    );
+    capped.on_published(&[slice(&o, 0, 0, 9, 1_000)]);
+    assert!(capped.plan(&source, 1_000 + 3_600_000).is_empty());
+    assert_eq!(
+        capped.plan(&source, 1_000 + 3_600_001),
+        vec![(o, DeleteReason::Retention)]
+    );
+    assert_eq!(lifetime_bound(Some(-1), 5, 100), 100);
+    assert_eq!(lifetime_bound(None, 5, 100), 5);
+    assert_eq!(lifetime_bound(Some(7), 5, i64::MAX), 7);
+}
+
+/// Issue 14 (KIP-1176 "as soon as the log content is uploaded onto slow object storage"): on a
+/// tiered topic an object goes once every slice is in the tier or held by every replica.
+#[test]
+fn an_object_goes_once_the_tier_holds_what_some_replica_lacks() {
+    let o = okey(1_000, 0);
+    let lagging = progress(&[
+        (0, &[replica(1, 50, true), replica(2, 0, false)]),
+        (1, &[replica(1, 50, true), replica(2, 50, true)]),
+    ]);
+    let mut p = GcPlanner::new(config(), "az1");
+    p.on_published(&[slice(&o, 0, 0, 9, 1_000), slice(&o, 1, 5, 20, 1_000)]);
+    let tier = |ends: &[(i32, i64)]| {
+        WithTier(
+            WithRetention(lagging.clone(), HashMap::new()),
+            ends.iter().map(|(n, e)| (wp(*n), *e)).collect(),
+        )
+    };
+    assert!(p.plan(&tier(&[]), 2_000).is_empty(), "not tiered: kept");
+    assert!(
+        p.plan(&tier(&[(0, 8)]), 2_000).is_empty(),
+        "the tier lacks offset 9"
+    );
+    assert!(
+        p.plan(&tier(&[(1, 100)]), 2_000).is_empty(),
+        "partition 1 was held anyway; 0 is the one lacking"
+    );
+    assert_eq!(
+        p.plan(&tier(&[(0, 9)]), 2_000),
+        vec![(o, DeleteReason::Tiered)]
+    );
+}
+
+/// The leader serves a far-behind follower through the WAL from the lowest offset its
+/// objects hold; that moves up as objects go and is forgotten with the last one.
+#[test]
+fn held_from_follows_the_objects_tracked() {
+    let (a, b) = (okey(1_000, 0), okey(2_000, 1));
+    let mut p = GcPlanner::new(config(), "az1");
+    assert_eq!(p.held_from(&wp(0)), None);
+    p.on_published(&[slice(&a, 0, 0, 9, 1_000), slice(&a, 1, 0, 4, 1_000)]);
+    p.on_published(&[slice(&b, 0, 10, 19, 2_000)]);
+    assert_eq!(p.held_from(&wp(0)), Some(0));
+    assert_eq!(p.held_from(&wp(1)), Some(0));
+    let caught_up = progress(&[
+        (0, &[replica(1, 15, true), replica(2, 15, true)]),
+        (1, &[replica(1, 5, true), replica(2, 5, true)]),
+    ]);
+    assert_eq!(
+        p.plan(&caught_up, 3_000),
+        vec![(a.clone(), DeleteReason::ReplicasCaughtUp)]
+    );
+    let keys = p.object_deleted(&a);
+    assert_eq!(keys.len(), 2);
+    p.tombstoned(&a);
+    assert_eq!(p.held_from(&wp(0)), Some(10));
+    assert_eq!(p.held_from(&wp(1)), None);
+    assert_eq!(
+        p.kept(),
+        (1, 1 << 20),
+        "object b, as big as its records say"
+    );
 }
 
 #[test]

@@ -55,6 +55,11 @@ impl ClassicReason {
 const SAMPLE_EVERY_MS: i64 = 5;
 /// "Far behind": lacking what the leader had this many fallback windows ago.
 pub const FAR_BEHIND_FACTOR: i64 = 10;
+/// A follower outside the ISR catching up through the objects kept for it counts as not moving
+/// (`wal_failed`) after this many fallback windows: it holds back no acknowledgement, and after
+/// an outage it first replays metadata and confirms its log. The follower's own stall check
+/// (`crate::mode_tracker`, used by the broker with the same factor) agrees.
+pub const CATCH_UP_FACTOR: i64 = 4;
 
 #[derive(Debug, Default)]
 struct Track {
@@ -64,8 +69,8 @@ struct Track {
     published: VecDeque<(i64, i64)>,
     /// Ranges `[from, end)` the uploader dropped.
     fallbacks: Vec<(i64, i64)>,
-    /// Per follower: last reported offset and when it last moved.
-    followers: HashMap<i32, (i64, i64)>,
+    /// Per follower: last reported offset, when it last moved, and when it last reported.
+    followers: HashMap<i32, (i64, i64, i64)>,
 }
 
 /// Per-partition leader state of the WAL path (pure; time is passed in).
@@ -150,7 +155,8 @@ impl LeaderTracker {
     }
 
     /// Follower `replica` reported `fetch_offset` while the leader's log ends at `leader_leo`.
-    /// Returns why to serve it data by the classic fetch, if so.
+    /// Returns why to serve it data by the classic fetch, if so. Knows nothing of the WAL
+    /// objects still kept: see [`LeaderTracker::on_report_held`].
     pub fn on_report(
         &mut self,
         tp: &TopicPartition,
@@ -159,27 +165,58 @@ impl LeaderTracker {
         leader_leo: i64,
         now_ms: i64,
     ) -> Option<ClassicReason> {
+        self.on_report_held(tp, replica, fetch_offset, leader_leo, now_ms, None)
+    }
+
+    /// [`LeaderTracker::on_report`], knowing that the leader's WAL objects still hold the
+    /// partition from `held_from` on (`None`: nothing, not known, or not to be used for this
+    /// follower; the broker passes it for followers outside the ISR only). A follower far
+    /// behind but at or above `held_from` (restarted, or a new replica that reached the
+    /// objects) catches up through them, so it is not served classically for being far behind:
+    /// that would send its whole backlog across zones. If its WAL path fails, the other rules
+    /// still apply, `wal_failed` after [`CATCH_UP_FACTOR`] fallback windows.
+    pub fn on_report_held(
+        &mut self,
+        tp: &TopicPartition,
+        replica: i32,
+        fetch_offset: i64,
+        leader_leo: i64,
+        now_ms: i64,
+        held_from: Option<i64>,
+    ) -> Option<ClassicReason> {
         let far_then = self.leo_at(tp, now_ms - FAR_BEHIND_FACTOR * self.fallback_ms);
         let published_then = self.published_at(tp, now_ms - self.fallback_ms);
         let published_now = self.published_at(tp, i64::MAX);
         let t = self.parts.entry(tp.clone()).or_default();
-        let moved = t
+        // A follower silent for a fallback window (stopped, restarted, partitioned away) starts
+        // afresh: otherwise a follower back from an outage would count the outage as "not
+        // moving" and be served its whole backlog classically at its first report.
+        let fresh = t.followers.get(&replica).is_none_or(|(last, _, seen)| {
+            *last != fetch_offset || now_ms.saturating_sub(*seen) >= self.fallback_ms
+        });
+        let entry = t
             .followers
-            .get(&replica)
-            .is_none_or(|(last, _)| *last != fetch_offset);
-        let entry = t.followers.entry(replica).or_insert((fetch_offset, now_ms));
-        if moved {
-            *entry = (fetch_offset, now_ms);
+            .entry(replica)
+            .or_insert((fetch_offset, now_ms, now_ms));
+        if fresh {
+            *entry = (fetch_offset, now_ms, now_ms);
         }
+        entry.2 = now_ms;
         let behind = fetch_offset < leader_leo;
         let still = now_ms - entry.1 >= self.fallback_ms;
+        let catching_up = held_from.is_some_and(|h| fetch_offset >= h);
+        let window = if catching_up {
+            CATCH_UP_FACTOR * self.fallback_ms
+        } else {
+            self.fallback_ms
+        };
         // Published a fallback window ago, still missing, and not moving: the WAL path failed
         // this follower. One that moves is downloading (a saturated machine lags publication
         // without anything being broken); if it falls too far behind, `far_behind` decides.
-        let wal_failed = fetch_offset < published_then && still;
+        let wal_failed = fetch_offset < published_then && now_ms - entry.1 >= window;
         // Holds everything published, yet behind and not moving: the uploads are stuck.
         let uploads_stuck = behind && fetch_offset >= published_now && still;
-        let far_behind = fetch_offset < far_then;
+        let far_behind = fetch_offset < far_then && held_from.is_none_or(|h| fetch_offset < h);
         let in_fallback = t
             .fallbacks
             .iter()
@@ -268,6 +305,58 @@ mod tests {
         l.on_append(&tp(), 200, 9_000);
         assert!(!classic(l.on_report(&tp(), 3, 150, 200, 13_900)));
         assert!(classic(l.on_report(&tp(), 3, 160, 200, 14_000)));
+    }
+
+    /// Issue 14: a follower back from an outage at the offset it last reported has not been
+    /// "not moving" all that time: it starts a fresh window.
+    #[test]
+    fn a_follower_silent_for_a_window_starts_afresh() {
+        let mut l = LeaderTracker::new(500);
+        l.on_append(&tp(), 100, 0);
+        l.on_published(&tp(), 100, 0);
+        // The objects still hold offset 60: not served for being far behind.
+        let mut report = |at| l.on_report_held(&tp(), 2, 60, 100, at, Some(0));
+        assert!(!classic(report(0)));
+        // Silent from 0 to 5_000 (stopped), then reports the same offset.
+        assert!(!classic(report(5_000)));
+        // Reporting but not moving for the catching-up window now: the WAL path failed it.
+        for at in (5_400..7_000).step_by(400) {
+            assert!(!classic(report(at)), "{at}");
+        }
+        assert!(classic(report(7_000)));
+    }
+
+    /// Issue 14: a follower far behind (restarted after a long outage) whose offset the leader's
+    /// WAL objects still hold catches up through them; below them, classically.
+    #[test]
+    fn a_far_behind_follower_the_objects_still_reach_stays_on_the_wal_path() {
+        let mut l = LeaderTracker::new(500);
+        l.on_append(&tp(), 100, 0);
+        l.on_append(&tp(), 10_000, 9_000);
+        let report = |l: &mut LeaderTracker, offset, now, held| {
+            l.on_report_held(&tp(), 2, offset, 10_000, now, held)
+        };
+        assert_eq!(
+            report(&mut l, 50, 14_000, None),
+            Some(ClassicReason::FarBehind)
+        );
+        assert_eq!(
+            report(&mut l, 60, 14_100, Some(70)),
+            Some(ClassicReason::FarBehind),
+            "below the oldest object kept"
+        );
+        assert_eq!(report(&mut l, 70, 14_200, Some(70)), None);
+        assert_eq!(report(&mut l, 5_000, 14_300, Some(70)), None);
+        // Stuck there for a window while the data was published: the WAL path failed it.
+        l.on_published(&tp(), 10_000, 14_300);
+        for at in (14_600..16_300).step_by(400) {
+            assert_eq!(report(&mut l, 5_000, at, Some(70)), None, "{at}");
+        }
+        assert_eq!(
+            report(&mut l, 5_000, 16_300, Some(70)),
+            Some(ClassicReason::WalFailed),
+            "not moving for 4 windows (catching up from the objects)"
+        );
     }
 
     #[test]

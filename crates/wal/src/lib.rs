@@ -9,8 +9,9 @@
 //! - [`fetcher`]: the follower's async WAL fetcher around [`follower`]: ranged GETs, verify,
 //!   append, classic fallback.
 //! - [`lifecycle`]: the object lifecycle (RFC 0003) and its valid transitions.
-//! - [`gc`]: deletes objects every in-sync replica holds (or older than `local.retention.ms`),
-//!   tombstones their metadata, and sweeps orphans.
+//! - [`gc`]: deletes objects nobody needs any more (every assigned replica or the long-term tier
+//!   holds their data, or they are older than their capped lifetime), tombstones their
+//!   metadata, and sweeps orphans.
 //! - [`stages`]: the latency histogram of each stage of a byte's trip.
 //! - [`cost`]: the estimated cost per hour of the WAL path from its counters.
 //! - [`metrics`]: the WAL path's Prometheus metrics (requests, bytes, objects, follower paths,
@@ -27,9 +28,9 @@
 //! PUT succeeded; per partition, records are published in increasing offset order; a follower
 //! appends only verified slices that continue its local log exactly; any data that misses the
 //! WAL path is reported as a range for the classic fetch, never silently lost; an object is
-//! deleted only when every in-sync replica holds its data or it is older than
-//! `local.retention.ms` (then its metadata is tombstoned), or when it never got metadata and is
-//! older than the orphan grace period.
+//! deleted only when every assigned replica or the long-term tier holds its data or it is older
+//! than its capped `local.retention.ms` (then its metadata is tombstoned), or when it never got
+//! metadata and is older than the orphan grace period.
 
 // Tests may read the real clock (clippy.toml's clock seam binds the code under test).
 #![cfg_attr(test, allow(clippy::disallowed_methods))]

@@ -4,9 +4,9 @@
 //! ```text
 //!                 PUT ok                 metadata acked
 //!   Uploading ───────────► Uploaded ───────────────────► Published
-//!                              │                             │ every in-sync replica holds every
-//!                              │ crash / publish failed      │ slice, or older than
-//!                              ▼                             ▼ local.retention.ms
+//!                              │                             │ every assigned replica (or the
+//!                              │ crash / publish failed      │ tier) holds every slice, or older
+//!                              ▼                             ▼ than its capped lifetime
 //!                          Orphaned                     DeletePending
 //!                              │ older than the grace       │ object deleted, then every slice's
 //!                              │ period: object deleted     │ metadata tombstoned

@@ -53,6 +53,10 @@ pub struct RemoteWalMetrics {
     pub classic_switches: Counter,
     /// New leader: record bytes of its local log handed to the uploader again (failover).
     pub republished_bytes: Counter,
+    /// This broker's objects in its bucket not deleted yet (the GC's view), and their bytes:
+    /// what the object lifetimes cost in storage.
+    pub kept_objects: Gauge,
+    pub kept_bytes: Gauge,
     /// Estimated USD per hour, as millionths (gauges are integers).
     pub cost_micro_usd_per_hour: Family<CostLabels, Gauge>,
     cost: Mutex<CostState>,
@@ -93,6 +97,8 @@ impl RemoteWalMetrics {
             reports_served_classic: Family::default(),
             classic_switches: Counter::default(),
             republished_bytes: Counter::default(),
+            kept_objects: Gauge::default(),
+            kept_bytes: Gauge::default(),
             cost_micro_usd_per_hour: Family::default(),
             cost: Mutex::new(CostState::default()),
             rack_info: Family::default(),
@@ -166,6 +172,16 @@ impl RemoteWalMetrics {
             "remote_wal_republished_bytes",
             "Record bytes of its local log this broker re-uploaded on becoming leader of remote-WAL partitions (remote.wal.failover.republish)",
             self.republished_bytes.clone(),
+        );
+        r.register(
+            "remote_wal_kept_objects",
+            "WAL objects this broker uploaded that are not deleted yet: some assigned replica (or, for tiered topics, the long-term tier) lacks their data and they are younger than their lifetime",
+            self.kept_objects.clone(),
+        );
+        r.register(
+            "remote_wal_kept_bytes",
+            "Bytes of those objects (storage the object lifetimes cost)",
+            self.kept_bytes.clone(),
         );
         r.register(
             "remote_wal_rack_info",

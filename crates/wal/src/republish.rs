@@ -41,6 +41,17 @@ pub fn republish_range(
     (from < epoch_start).then_some((from, epoch_start))
 }
 
+/// `remote.wal.failover.republish=optimized` (KIP-1176 "Optimized Approach"): the part of the
+/// comprehensive `range` the long-term tier does not hold, the tier holding the partition up to
+/// `tiered_end` inclusive (`None`: nothing tiered, or not a tiered topic; then the whole range).
+/// A follower that needs the left-out part fetches it from the leader, or from the tier once
+/// it is below the leader's local log start. `None` when the tier holds the whole range.
+pub fn skip_tiered(range: (i64, i64), tiered_end: Option<i64>) -> Option<(i64, i64)> {
+    let (from, to) = range;
+    let from = tiered_end.map_or(from, |end| from.max(end.saturating_add(1)));
+    (from < to).then_some((from, to))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,6 +68,18 @@ mod tests {
         // -1: forever, unless retention.ms is shorter.
         assert_eq!(effective_local_retention(-1, -1), None);
         assert_eq!(effective_local_retention(-1, 7_000), Some(7_000));
+    }
+
+    /// Issue 14: `optimized` leaves out what the tier holds; `comprehensive` is the range
+    /// itself (the caller does not call this).
+    #[test]
+    fn optimized_republish_skips_what_the_tier_holds() {
+        assert_eq!(skip_tiered((100, 250), None), Some((100, 250)));
+        assert_eq!(skip_tiered((100, 250), Some(50)), Some((100, 250)));
+        assert_eq!(skip_tiered((100, 250), Some(100)), Some((101, 250)));
+        assert_eq!(skip_tiered((100, 250), Some(199)), Some((200, 250)));
+        assert_eq!(skip_tiered((100, 250), Some(249)), None);
+        assert_eq!(skip_tiered((100, 250), Some(400)), None);
     }
 
     #[test]

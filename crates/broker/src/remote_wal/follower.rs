@@ -265,6 +265,7 @@ mod tests {
             config: RemoteWalConfig::from_broker(&BrokerConfig::default()).unwrap(),
             metrics: RemoteWalMetrics::new(),
             host: None,
+            tier: None,
             topics: std::sync::RwLock::new(HashMap::new()),
         });
         let f = follower.clone();

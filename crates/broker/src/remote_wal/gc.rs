@@ -1,6 +1,8 @@
-//! The GC glue: replica progress as the leader tracks it (for every partition led here), each
-//! topic's effective `local.retention.ms`, and the GC task deleting this broker's objects once
-//! every in-sync replica holds their data or they are older than that retention (RFC 0003;
+//! The GC glue: replica progress as the leader tracks it (for every partition led here, every
+//! assigned replica), what the long-term tier holds of tiered topics, each topic's effective
+//! `local.retention.ms`, and the GC task deleting this broker's objects once nobody needs them:
+//! every assigned replica holds their data, or the tier does, or they are older than that
+//! retention capped by `remote.wal.retention.max.ms` (RFC 0003, issue 14;
 //! `remote.wal.retention.ms` for topics this broker does not know).
 //!
 //! It also names the brokers gone for good whose objects this broker collects (the GC's rule 6,
@@ -92,17 +94,7 @@ impl ReplicaProgressSource for LeaderProgress {
                 }],
             });
         }
-        Some(PartitionProgress {
-            replicas: p
-                .replica_progress()
-                .into_iter()
-                .map(|(broker_id, log_end_offset, in_sync)| ReplicaProgress {
-                    broker_id,
-                    log_end_offset,
-                    in_sync,
-                })
-                .collect(),
-        })
+        Some(assigned_progress(&p.replicas(), &p.replica_progress()))
     }
 
     fn local_retention_ms(&self, wp: &WalPartition) -> Option<i64> {
@@ -114,11 +106,22 @@ impl ReplicaProgressSource for LeaderProgress {
             ferry_config::topic_config::effective(&host.config, &topic.configs, key)
                 .and_then(|(v, _)| v.trim().parse::<i64>().ok())
         };
-        // KIP-405: -2 means "as long as retention.ms".
-        match value("local.retention.ms")? {
-            -2 => value("retention.ms"),
-            ms => Some(ms),
+        // KIP-405: -2 means "as long as retention.ms", and local never exceeds retention.ms.
+        let local = ferry_wal::republish::effective_local_retention(
+            value("local.retention.ms").unwrap_or(-2),
+            value("retention.ms").unwrap_or(-1),
+        );
+        Some(local.unwrap_or(-1))
+    }
+
+    fn tiered_end(&self, wp: &WalPartition) -> Option<i64> {
+        let name = self.shared.topic_name(wp.topic_id)?;
+        let host = self.shared.host.as_ref()?;
+        let p = host.replicas()?.partition_of(&name, wp.partition)?;
+        if p.topic_id != wp.topic_id {
+            return None;
         }
+        self.shared.tiered_end(&p)
     }
 
     fn gone_uploaders(&self) -> BTreeSet<i32> {
@@ -139,6 +142,32 @@ impl ReplicaProgressSource for LeaderProgress {
             tracing::info!(brokers = ?gone, rack = %c.rack, "remote WAL GC: collecting the objects of brokers gone for good");
         }
         gone
+    }
+}
+
+/// Rule 1's view of a led partition: every assigned replica (`replicas`, the image's, adding
+/// ones of a reassignment included) with its log end offset as the leader tracks it
+/// (`tracked`: id, log end offset, in sync), -1 for one it has not heard from since it took
+/// over (offline); replicas no longer assigned are left out.
+pub fn assigned_progress(
+    replicas: &[BrokerId],
+    tracked: &[(BrokerId, i64, bool)],
+) -> PartitionProgress {
+    PartitionProgress {
+        replicas: replicas
+            .iter()
+            .map(|&broker_id| {
+                let (log_end_offset, in_sync) = tracked
+                    .iter()
+                    .find(|t| t.0 == broker_id)
+                    .map_or((-1, false), |t| (t.1, t.2));
+                ReplicaProgress {
+                    broker_id,
+                    log_end_offset,
+                    in_sync,
+                }
+            })
+            .collect(),
     }
 }
 
@@ -177,6 +206,26 @@ mod tests {
 
     fn fence(img: &mut Image, id: BrokerId) {
         img.apply(&MetadataRecord::FenceBroker { id }).unwrap();
+    }
+
+    /// Issue 14: the objects stay for every assigned replica, online or not, and for one a
+    /// reassignment is adding; a replica no longer assigned holds nothing back.
+    #[test]
+    fn progress_lists_every_assigned_replica() {
+        let tracked = [(1, 50, true), (2, 40, true), (4, 0, false)];
+        let p = assigned_progress(&[1, 2, 3], &tracked);
+        let ends: Vec<_> = p
+            .replicas
+            .iter()
+            .map(|r| (r.broker_id, r.log_end_offset))
+            .collect();
+        assert_eq!(ends, vec![(1, 50), (2, 40), (3, -1)]);
+        assert!(!p.all_hold(0), "replica 3 has not been heard from");
+        let p = assigned_progress(&[1, 2], &tracked);
+        assert!(
+            p.all_hold(39) && !p.all_hold(40),
+            "replica 4 left the assignment"
+        );
     }
 
     /// Issue 10: someone must collect what a broker that never comes back left in its bucket.

@@ -17,13 +17,18 @@
 //!    the log end offset to the leader, asking for no record data while the partition is in WAL
 //!    mode; it takes the classic fetch for ranges the WAL path cannot serve and returns by
 //!    itself.
-//! 4. **Lifecycle** (`gc.rs`): objects every in-sync replica holds are deleted and their
-//!    metadata tombstoned; orphans are swept.
+//! 4. **Lifecycle** (`gc.rs`): an object lives while some assigned replica of its partitions
+//!    may need it: until every assigned replica holds its data, or the long-term tier does
+//!    (`remote.storage.enable=true` topics), or it is older than its topics' effective
+//!    `local.retention.ms` capped by `remote.wal.retention.max.ms`; then it is deleted and its
+//!    metadata tombstoned. A follower that was offline (or a replica a reassignment added)
+//!    catches up through the objects still there; orphans are swept.
 //! 5. **Metrics** (`ferry_wal::metrics`), including an estimated cost per hour; the `remote.wal.*`
 //!    keys are `ferry_config::remote_wal_config`.
 //! 6. **Failover** (`republish.rs`): a broker that becomes leader at a new epoch re-uploads its
 //!    recent local log to its own rack's bucket (`remote.wal.failover.republish`); followers skip
 //!    the former leader's metadata (older epoch, unreadable object) and use these records.
+//!    `optimized` leaves out what the long-term tier holds already.
 
 pub mod follower;
 pub mod gc;
@@ -71,11 +76,26 @@ pub struct Shared {
     pub metrics: RemoteWalMetrics,
     /// The broker's handles (`None` in tests that run the WAL without a broker).
     host: Option<crate::host::HostHandles>,
+    /// The long-term tier, when `remote.log.storage.system.enable` is on: what it holds ends
+    /// the lifetime of WAL objects of tiered topics and is left out of an optimized republish.
+    tier: Option<Arc<crate::tier::Tier>>,
     /// Topics with `remote.wal.enable=true`, by id.
     topics: RwLock<HashMap<Uuid, String>>,
 }
 
 impl Shared {
+    /// The last offset of `p` the long-term tier holds, for a topic with
+    /// `remote.storage.enable=true` (`None`: not tiered, nothing copied, tier metadata not read
+    /// to its end yet).
+    fn tiered_end(&self, p: &Partition) -> Option<i64> {
+        let tier = self.tier.as_ref()?;
+        if !p.log.is_tiered() || !tier.is_ready() {
+            return None;
+        }
+        let end = tier.highest_copied_offset(p);
+        (end >= 0).then_some(end)
+    }
+
     fn topic_name(&self, id: Uuid) -> Option<String> {
         self.topics
             .read()
@@ -108,19 +128,22 @@ pub struct RemoteWal {
 const MAX_UNCOMMITTED: usize = 4_096;
 
 impl RemoteWal {
-    /// The WAL over opened buckets (`Stores::open`), in the broker `host` describes.
+    /// The WAL over opened buckets (`Stores::open`), in the broker `host` describes, beside its
+    /// long-term `tier` if any.
     pub fn with_stores(
         config: RemoteWalConfig,
         stores: Stores,
         metrics: RemoteWalMetrics,
         clock: SharedClock,
         host: Option<crate::host::HostHandles>,
+        tier: Option<Arc<crate::tier::Tier>>,
     ) -> Self {
         let fallback_ms = config.fallback_ms;
         let shared = Arc::new(Shared {
             config,
             metrics,
             host,
+            tier,
             topics: RwLock::new(HashMap::new()),
         });
         let c = &shared.config;
@@ -160,6 +183,7 @@ impl RemoteWal {
                 GcConfig {
                     broker_id: c.node_id,
                     local_retention_ms: c.retention_ms,
+                    max_retention_ms: c.retention_max_ms,
                     orphan_grace_ms: c.orphan_grace_ms,
                     max_deletes_per_round: 1_000,
                 },
@@ -306,21 +330,29 @@ impl RemoteWal {
             ferry_config::topic_config::effective(config, &topic.configs, key)
                 .and_then(|(v, _)| v.trim().parse::<i64>().ok())
         };
-        // `optimized` leaves out what a long-term tier holds; ferry has none yet, so both
-        // strategies republish the same range.
-        let (config::Republish::Comprehensive | config::Republish::Optimized) =
-            self.shared.config.failover_republish;
         let local = ferry_wal::republish::effective_local_retention(
             number("local.retention.ms").unwrap_or(-2),
             number("retention.ms").unwrap_or(-1),
         );
-        let Some((from, to)) = ferry_wal::republish::republish_range(
+        let Some(range) = ferry_wal::republish::republish_range(
             &p.log.segment_largest_timestamps(),
             p.log.log_start_offset(),
             epoch_start,
             self.clock.now_ms(),
             local,
         ) else {
+            return;
+        };
+        // `optimized` (KIP-1176): what the long-term tier holds stays out; a follower needing it
+        // fetches from this leader, or from the tier below its local log start. Topics that do
+        // not tier, and a tier whose metadata is not read yet, republish comprehensively.
+        let tiered_end = match self.shared.config.failover_republish {
+            config::Republish::Optimized => self.shared.tiered_end(p),
+            config::Republish::Comprehensive => None,
+        };
+        let Some((from, to)) = ferry_wal::republish::skip_tiered(range, tiered_end) else {
+            tracing::info!(partition = %p.tp, epoch, from = range.0, to = range.1,
+                "new remote-WAL leader: the long-term tier holds everything to republish");
             return;
         };
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
@@ -467,6 +499,13 @@ async fn housekeeping(wal: Arc<RemoteWal>) {
                 }
             }
             drop(l);
+            if let Some(gc) = &wal.gc {
+                let (objects, bytes) = gc.with_planner(|p| p.kept());
+                let m = &wal.shared.metrics;
+                m.kept_objects
+                    .set(i64::try_from(objects).unwrap_or(i64::MAX));
+                m.kept_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+            }
             let totals = wal.totals(host);
             wal.shared
                 .metrics
@@ -549,9 +588,24 @@ impl crate::replica_manager::ReplicationObserver for RemoteWal {
         }
         let now = self.clock.now_ms();
         let leo = p.log.log_end_offset();
-        let reason = self
-            .leader_lock()
-            .on_report(&p.tp, replica, fetch_offset, leo, now);
+        // How far back this leader's objects still reach: a follower far behind above that
+        // catches up through them (issue 14). Only one outside the ISR (back from an outage,
+        // or added by a reassignment): one inside holds back the high watermark, and being far
+        // behind there means a WAL path slower than the produce rate, which the classic fetch
+        // relieves as before.
+        let held_from = self
+            .gc
+            .as_ref()
+            .filter(|_| !p.isr().contains(&replica))
+            .and_then(|gc| {
+                gc.held_from(&ferry_wal::uploader::WalPartition {
+                    topic_id: p.topic_id,
+                    partition: p.tp.partition,
+                })
+            });
+        let reason =
+            self.leader_lock()
+                .on_report_held(&p.tp, replica, fetch_offset, leo, now, held_from);
         self.observe_commits(p);
         if let Some(reason) = reason {
             tracing::debug!(partition = %p.tp, replica, fetch_offset, leader_log_end = leo, reason = reason.as_str(),

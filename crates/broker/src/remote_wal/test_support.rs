@@ -74,6 +74,7 @@ pub fn shared() -> Arc<Shared> {
         config: RemoteWalConfig::from_broker(&BrokerConfig::default()).unwrap(),
         metrics: RemoteWalMetrics::new(),
         host: None,
+        tier: None,
         topics: std::sync::RwLock::new(HashMap::new()),
     })
 }

@@ -278,6 +278,7 @@ pub async fn open_broker(
         wal_metrics,
         clock.clone(),
         Some(host),
+        tier.clone(),
     ));
     let replication_throttles = Arc::new(crate::replication_throttle::ReplicationThrottles::new(
         &config,

@@ -15,7 +15,9 @@
 //!   state a follower below the leader's local log start starts from (the tier's leader-epoch
 //!   checkpoint and producer snapshot: [`crate::replica_fetcher::TierAuxSource`]).
 //!
-//! Not yet (RFC 0004): the remote WAL's use of the tier.
+//! The remote WAL uses what the tier holds (RFC 0004 step 5): its objects of tiered topics
+//! live until their data is tiered, and an optimized failover republish leaves that data out
+//! (`crate::remote_wal`).
 
 mod manager;
 mod metadata;
@@ -146,6 +148,12 @@ pub struct Tier {
     /// The segments' objects (a follower takes a segment's checkpoint and snapshot).
     segments: RemoteSegmentStore,
     metrics: TierMetrics,
+}
+
+impl std::fmt::Debug for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tier").finish_non_exhaustive()
+    }
 }
 
 impl Tier {

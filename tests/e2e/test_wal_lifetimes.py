@@ -1,0 +1,158 @@
+"""Remote WAL object lifetimes (issue 14, KIP-1176 on top of the KIP-405 tier).
+
+- A WAL object lives while some assigned replica of its partitions may need it: a follower
+  stopped for a while (longer than the leader's far-behind window) comes back and catches up
+  through the objects still in its leaders' buckets, with (near) zero cross-rack replication
+  bytes; once every replica holds the data, the objects go.
+- `remote.wal.failover.republish=optimized` on a tiered topic: a new leader republishes only
+  what the long-term tier does not hold; `comprehensive` its whole local log.
+
+The tests wait for files, metadata and metrics; they assert no timings.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING
+
+from conftest import consume_partition, unique_topic
+from test_cluster import Cluster, create_topic, log_bytes, scrape_inter_broker
+from test_cluster_failover import FAST, metric, partitions_of, wait_for
+from test_cluster_tier import fill, local_segments, tier_config, tier_log_starts, value
+from test_remote_wal import (
+    PARTITIONS,
+    WAL_TUNING,
+    local_buckets,
+    metric_sum_one,
+    produce,
+    wait_identical,
+)
+
+T = 120
+
+
+def wal_objects(buckets: dict) -> int:
+    return sum(1 for d in buckets.values() for p in d.rglob("*.wal") if p.is_file())
+
+
+def cross_rack_replication(broker) -> int:
+    """Replication bytes `broker` received from brokers of other racks since it started."""
+    own = broker.extra_config["broker.rack"]
+    return sum(n for (direction, rack, kind), n in scrape_inter_broker(broker).items()
+               if direction == "received" and kind == "replication" and rack != own)
+
+
+@pytest.fixture
+def lifetime_cluster(tmp_path):
+    buckets, extra = local_buckets(tmp_path)
+    # No preferred-leader elections while the test runs: broker 3 stays a follower.
+    c = Cluster(tmp_path / "cluster", {**FAST, **extra, **WAL_TUNING,
+                                       "leader.imbalance.check.interval.seconds": 3600})
+    c.buckets = buckets
+    c.start()
+    yield c
+    c.stop()
+
+
+def test_a_follower_back_from_a_long_outage_catches_up_through_the_wal(lifetime_cluster):
+    c = lifetime_cluster
+    topic = unique_topic("walback")
+    create_topic(c, topic, PARTITIONS, {"remote.wal.enable": "true"})
+    mb = 1_000_000
+
+    # Every replica up: objects go as soon as all three hold their data.
+    produce(c, topic, 1 * mb, "all")
+    wait_identical(c, topic)
+    wait_for("the objects every replica holds collected", lambda: wal_objects(c.buckets) == 0,
+             timeout=T)
+
+    # Broker 3 stops; its leaderships move. What is produced meanwhile stays in the buckets
+    # for it (it is still an assigned replica).
+    follower = c.by_id(3)
+    follower.stop()
+    wait_for("broker 3 out of every ISR", lambda: all(
+        3 not in isr and leader in (1, 2)
+        for leader, _, isr in partitions_of(c, topic).values()), timeout=T)
+    produced = produce(c, topic, 4 * mb, "1")
+    time.sleep(1.0)  # a few GC rounds
+    assert wal_objects(c.buckets) > 0, "the objects broker 3 needs were collected"
+    live = [b for b in c.brokers if b is not follower]
+    wait_for("the leaders' kept-bytes gauges", lambda: sum(
+        metric(b, "ferry_remote_wal_kept_bytes") for b in live) >= produced, timeout=T)
+
+    # A long outage: longer than the leaders' far-behind window (10 x remote.wal.fallback.ms),
+    # past which a follower used to be served its backlog classically, across zones.
+    far_behind_window = 10 * WAL_TUNING["remote.wal.fallback.ms"] / 1000
+    time.sleep(far_behind_window + 2)
+    others_before = {b: cross_rack_replication(b) for b in c.brokers if b is not follower}
+    follower.start()
+    identical = {pid: [1, 2, 3] for pid in range(PARTITIONS)}
+    wait_identical(c, topic, timeout=T, replicas=identical)
+
+    cross = cross_rack_replication(follower) + sum(
+        cross_rack_replication(b) - n for b, n in others_before.items())
+    wal = metric_sum_one(follower, "ferry_remote_wal_follower_bytes_total", path="wal")
+    classic = metric_sum_one(follower, "ferry_remote_wal_follower_bytes_total", path="classic")
+    detail = (f"{cross} cross-rack replication bytes, follower bytes wal {wal} classic {classic}, "
+              f"for {produced} produced")
+    # Its backlog came through its leaders' buckets, none of it by the classic fetch; what
+    # crossed racks is the replication of the metadata topic and the offset-only reports.
+    assert wal >= 0.95 * produced, detail
+    assert classic <= 0.01 * produced, detail
+    assert cross <= 0.10 * produced, detail
+
+    # Now every replica holds everything: the objects go.
+    wait_for("the objects collected once broker 3 holds their data",
+             lambda: wal_objects(c.buckets) == 0, timeout=T)
+
+
+SEGMENT_BYTES = 16384
+
+
+@pytest.mark.parametrize("republish", ["optimized", "comprehensive"])
+def test_optimized_republish_leaves_out_what_the_tier_holds(tmp_path, republish):
+    buckets, extra = local_buckets(tmp_path)
+    tier_dir = tmp_path / "tier"
+    c = Cluster(tmp_path / "cluster", {**tier_config(tier_dir), **extra, **WAL_TUNING,
+                                       "remote.wal.failover.republish": republish})
+    c.start()
+    try:
+        topic = unique_topic("waltier")
+        create_topic(c, topic, 1, {
+            "remote.wal.enable": "true",
+            "remote.storage.enable": "true",
+            "segment.bytes": str(SEGMENT_BYTES),
+            "min.insync.replicas": "2",
+        })
+        fill(c, topic, 0, 3000)
+        leader_id = wait_for("a leader", lambda: partitions_of(c, topic)[0][0])
+        leader = c.by_id(leader_id)
+        # The tier holds every closed segment (all but the active one).
+        wait_for("the closed segments tiered", lambda: len(tier_log_starts(tier_dir))
+                 >= len(local_segments(leader, topic)) - 1 > 5, timeout=T)
+        log_size = len(log_bytes(leader, topic, 0))
+
+        leader.kill9()
+        new = c.by_id(wait_for("a new leader", lambda: (lambda l: l > 0 and l != leader_id and l)(
+            partitions_of(c, topic)[0][0]), timeout=T))
+        republished = wait_for("the republish", lambda: metric(
+            new, "ferry_remote_wal_republished_bytes_total") or None, timeout=T)
+        time.sleep(1.0)  # the republish hands the log over in chunks: let it finish
+        republished = metric(new, "ferry_remote_wal_republished_bytes_total")
+        if republish == "optimized":
+            # The active segment (and at most a segment not copied yet), not the whole log.
+            assert 0 < republished <= 3 * SEGMENT_BYTES < log_size / 4, (republished, log_size)
+        else:
+            assert republished >= 0.9 * log_size, (republished, log_size)
+
+        # Nothing is lost, and the remaining follower stays identical to the new leader.
+        msgs = consume_partition(c, topic, 0, expected=3000, timeout=T,
+                                 start_offset=OFFSET_BEGINNING)
+        assert [m.value() for m in msgs] == [value(i).encode() for i in range(3000)]
+        live = [b for b in c.brokers if b.alive()]
+        wait_for("the live replicas identical", lambda: len(
+            {log_bytes(b, topic, 0) for b in live}) == 1, timeout=T)
+    finally:
+        c.stop()
