@@ -11,7 +11,8 @@
 //! - **`put_if_absent` is atomic.** The fsynced temp file is hard-linked to the key; `link(2)`
 //!   fails with `EEXIST` if any object is there, so of two racing creates exactly one wins.
 //! - After a crash, `.ferry-tmp/` may hold orphaned temp files; they are never listed, and
-//!   [`LocalDirStore::new`] removes them (no put can be in flight before the store exists).
+//!   [`LocalDirStore::new`] removes those older than ten minutes (younger ones may be puts in
+//!   flight of another process sharing the directory: brokers open every rack's bucket).
 //! - Missing directories above a key are created one by one, fsyncing each new entry's parent.
 //! - A key cannot also be a "directory" of other keys (`a` next to `a/b`), which S3 allows; the
 //!   WAL key layout ([`crate::keys`]) never produces such pairs. Such a put fails with `Other`.
@@ -57,13 +58,9 @@ impl LocalDirStore {
         let root = root.into();
         let op = "open";
         let tmp = root.join(TMP_DIR);
-        match fs::remove_dir_all(&tmp) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(ObjStoreError::io(op, &tmp.display().to_string(), e)),
-        }
         fs::create_dir_all(&tmp)
             .map_err(|e| ObjStoreError::io(op, &root.display().to_string(), e))?;
+        remove_orphans(&tmp);
         let name = root.display().to_string();
         Ok(Self {
             inner: Arc::new(Inner {
@@ -140,6 +137,32 @@ impl LocalDirStore {
 }
 
 /// Writes `data` to a new temp file at `tmp` and makes it durable.
+/// A temporary file older than this when a store opens is an orphan of a put that crashed; a
+/// younger one may be a put in flight of another process sharing the directory (brokers of
+/// different racks open each other's bucket directories), which must be left alone.
+const ORPHAN_AGE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Deletes the orphaned temporary files in `tmp`, as far as it can: a file it cannot look at
+/// or delete is left for the next open.
+fn remove_orphans(tmp: &Path) {
+    let Ok(entries) = fs::read_dir(tmp) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > ORPHAN_AGE));
+        if old {
+            if let Err(e) = fs::remove_file(entry.path()) {
+                tracing::debug!(path = %entry.path().display(), error = %e,
+                    "cannot delete an orphaned temporary file");
+            }
+        }
+    }
+}
+
 fn write_tmp(tmp: &Path, data: &[u8]) -> io::Result<()> {
     write_tmp_parts(tmp, std::slice::from_ref(&data))
 }
@@ -420,8 +443,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = LocalDirStore::new(dir.path()).unwrap();
         store.put("a", Bytes::from_static(b"1")).await.unwrap();
-        // A crash mid-put leaves a temp file behind.
-        fs::write(dir.path().join(TMP_DIR).join("orphan.tmp"), b"partial").unwrap();
+        // A crash mid-put leaves a temp file behind (an hour ago); another process sharing the
+        // directory has a put in flight (now).
+        let orphan = dir.path().join(TMP_DIR).join("orphan.tmp");
+        fs::write(&orphan, b"partial").unwrap();
+        fs::File::options()
+            .write(true)
+            .open(&orphan)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+            .unwrap();
+        let in_flight = dir.path().join(TMP_DIR).join("other-process.tmp");
+        fs::write(&in_flight, b"being written").unwrap();
         let keys: Vec<String> = store
             .list("")
             .await
@@ -431,7 +464,11 @@ mod tests {
             .collect();
         assert_eq!(keys, ["a"]);
         let reopened = LocalDirStore::new(dir.path()).unwrap();
-        assert_eq!(fs::read_dir(dir.path().join(TMP_DIR)).unwrap().count(), 0);
+        assert!(!orphan.exists(), "the orphan is gone");
+        assert!(
+            in_flight.exists(),
+            "another process's put in flight is left alone"
+        );
         assert_eq!(reopened.get("a").await.unwrap(), Bytes::from_static(b"1"));
     }
 
