@@ -148,6 +148,8 @@ fn remove_orphans(tmp: &Path) {
     let Ok(entries) = fs::read_dir(tmp) else {
         return;
     };
+    // A file's modification time is wall time, so its age is measured against wall time.
+    #[allow(clippy::disallowed_methods)]
     let now = std::time::SystemTime::now();
     for entry in entries.flatten() {
         let old = entry
@@ -446,12 +448,14 @@ mod tests {
         // A crash mid-put leaves a temp file behind (an hour ago); another process sharing the
         // directory has a put in flight (now).
         let orphan = dir.path().join(TMP_DIR).join("orphan.tmp");
+        #[allow(clippy::disallowed_methods)] // a file's modification time is wall time
+        let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
         fs::write(&orphan, b"partial").unwrap();
         fs::File::options()
             .write(true)
             .open(&orphan)
             .unwrap()
-            .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600))
+            .set_modified(an_hour_ago)
             .unwrap();
         let in_flight = dir.path().join(TMP_DIR).join("other-process.tmp");
         fs::write(&in_flight, b"being written").unwrap();
