@@ -319,7 +319,7 @@ fn throttled_now(context: &FetcherContext, p: &Partition) -> bool {
         &context.metrics,
         &p.tp.topic,
         p.tp.partition,
-        p.isr().contains(&context.node_id),
+        || p.isr().contains(&context.node_id),
     )
 }
 
@@ -484,7 +484,7 @@ async fn start_from_tier(
             .with_partitions(vec![ListOffsetsPartition::default()
                 .with_partition_index(p.tp.partition)
                 .with_current_leader_epoch(sent_epoch)
-                .with_timestamp(EARLIEST_LOCAL_TIMESTAMP)])]);
+                .with_timestamp(crate::handlers::list_offsets::EARLIEST_LOCAL)])]);
     let client_id = inter_broker_client_id(context.node_id, PURPOSE_REPLICA_FETCHER);
     let response = conn.list_offsets(&request, &client_id).await?;
     let answer = response
@@ -532,9 +532,6 @@ async fn start_from_tier(
     )?;
     Ok(())
 }
-
-/// ListOffsets: the leader's local log start (KIP-405).
-const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
 
 /// What a leader's answer asks of the fetch task.
 #[derive(Default)]

@@ -768,8 +768,6 @@ pub struct ImageChanges {
     pub new_followers: Vec<Arc<Partition>>,
     /// Topics whose local logs were deleted (gone from the image).
     pub deleted_topics: Vec<String>,
-    /// Partitions whose replica here was deleted (reassigned to other brokers).
-    pub deleted_partitions: Vec<TopicPartition>,
 }
 
 impl ReplicaManager {
@@ -1104,7 +1102,6 @@ impl ReplicaManager {
             match self.delete_partition(&tp) {
                 Ok(()) => {
                     tracing::info!(partition = %tp, "deleted the replica of a partition reassigned away");
-                    changes.deleted_partitions.push(tp);
                 }
                 Err(e) => {
                     tracing::error!(partition = %tp, error = %e, "cannot delete a reassigned replica")
@@ -1116,10 +1113,15 @@ impl ReplicaManager {
 
     /// Stops hosting one partition and deletes its log.
     pub fn delete_partition(&self, tp: &TopicPartition) -> Result<(), LogError> {
-        let Some(p) = self.write().remove(tp) else {
-            return Ok(());
-        };
-        // Wake fetchers so they notice the partition is gone.
+        let removed = self.write().remove(tp);
+        match removed {
+            Some(p) => self.retire(&p),
+            None => Ok(()),
+        }
+    }
+
+    /// A partition taken out of the map: its fetchers wake to notice it is gone, its log goes.
+    fn retire(&self, p: &Partition) -> Result<(), LogError> {
         p.end_offset.send_replace(-1);
         self.logs.delete(&p.tp)
     }
@@ -1139,9 +1141,7 @@ impl ReplicaManager {
             keys.iter().filter_map(|k| map.remove(k)).collect()
         };
         for p in removed {
-            // Wake fetchers so they notice the partition is gone.
-            p.end_offset.send_replace(-1);
-            self.logs.delete(&p.tp)?;
+            self.retire(&p)?;
         }
         Ok(())
     }

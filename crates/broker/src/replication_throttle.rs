@@ -123,17 +123,23 @@ impl ReplicationThrottles {
         }
     }
 
-    /// Whether `side` gives a replica of `topic`-`partition` (in the ISR or not) no records now.
+    /// Whether `side` gives a replica of `topic`-`partition` no records now; `in_sync` (whether
+    /// the replica is in the ISR, which costs a lock and a copy) is asked only when some replica
+    /// is throttled on this side.
     pub fn holds_back(
         &self,
         side: Side,
         metrics: &Metrics,
         topic: &str,
         partition: i32,
-        in_sync: bool,
+        in_sync: impl FnOnce() -> bool,
     ) -> bool {
         let quota = self.side(side);
-        if in_sync || !quota.active.load(Ordering::Acquire) {
+        if !quota.active.load(Ordering::Acquire) {
+            return false;
+        }
+        let in_sync = in_sync();
+        if in_sync {
             return false;
         }
         let held = quota

@@ -309,10 +309,10 @@ impl TierReader {
         };
         let id = meta.segment_id;
         let end = (window_end + self.window).min(meta.size_bytes);
-        let (done_tx, done) = tokio::sync::watch::channel(None);
-        if !self.windows().start_pending(id, window_end, end, done) {
+        let started = self.windows().start_pending(id, window_end, end);
+        let Some(done_tx) = started else {
             return;
-        }
+        };
         let (store, cache, meta) = (
             self.store.clone(),
             Arc::clone(&self.read_ahead),
@@ -494,6 +494,9 @@ fn covers(pos: u64, needed: u64, end: u64, min_serve: u64) -> bool {
     pos + needed <= end || end.saturating_sub(pos) >= min_serve
 }
 
+/// Where the fetch ahead of a window sends its outcome.
+type PendingOutcome = tokio::sync::watch::Sender<Option<std::result::Result<Bytes, String>>>;
+
 /// The outcome of a window fetched ahead, once there is one.
 type PendingWindow = tokio::sync::watch::Receiver<Option<std::result::Result<Bytes, String>>>;
 
@@ -540,17 +543,20 @@ impl ReadAhead {
             .map(|(_, start, _, done)| (*start, done.clone()))
     }
 
-    /// Records a fetch ahead of `start..end`; false when a window or a fetch starts there.
-    fn start_pending(&mut self, id: Uuid, start: u64, end: u64, done: PendingWindow) -> bool {
+    /// Records a fetch ahead of `start..end` and returns where to send its outcome; `None` when
+    /// a window or a fetch starts there already (no channel is made then).
+    fn start_pending(&mut self, id: Uuid, start: u64, end: u64) -> Option<PendingOutcome> {
         let exists = self.windows.iter().any(|(w, s, _)| *w == id && *s == start)
             || self
                 .pending
                 .iter()
                 .any(|(w, s, _, _)| *w == id && *s == start);
-        if !exists {
-            self.pending.push((id, start, end, done));
+        if exists {
+            return None;
         }
-        !exists
+        let (done_tx, done) = tokio::sync::watch::channel(None);
+        self.pending.push((id, start, end, done));
+        Some(done_tx)
     }
 
     fn finish_pending(&mut self, id: Uuid, start: u64) {

@@ -601,7 +601,7 @@ fn leader_throttled(broker: &Broker, partition: &Partition, fetcher: &Fetcher<'_
                 &broker.metrics,
                 &partition.tp.topic,
                 partition.tp.partition,
-                partition.isr().contains(&replica),
+                || partition.isr().contains(&replica),
             )
     })
 }

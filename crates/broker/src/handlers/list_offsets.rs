@@ -16,7 +16,8 @@ use ferry_authz::AclOperation;
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
-const EARLIEST_LOCAL: i64 = -4;
+/// ListOffsets EARLIEST_LOCAL_TIMESTAMP: the local log start (KIP-405).
+pub(crate) const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 
 pub async fn handle(

@@ -29,7 +29,7 @@ mod controller;
 pub(crate) mod fetch;
 mod group_acl;
 mod groups;
-mod list_offsets;
+pub(crate) mod list_offsets;
 mod metadata;
 mod produce;
 mod quotas;

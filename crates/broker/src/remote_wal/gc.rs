@@ -102,16 +102,7 @@ impl ReplicaProgressSource for LeaderProgress {
         let host = self.shared.host.as_ref()?;
         let image = host.metadata.image();
         let topic = image.topic(&name)?;
-        let value = |key: &str| {
-            ferry_config::topic_config::effective(&host.config, &topic.configs, key)
-                .and_then(|(v, _)| v.trim().parse::<i64>().ok())
-        };
-        // KIP-405: -2 means "as long as retention.ms", and local never exceeds retention.ms.
-        let local = ferry_wal::republish::effective_local_retention(
-            value("local.retention.ms").unwrap_or(-2),
-            value("retention.ms").unwrap_or(-1),
-        );
-        Some(local.unwrap_or(-1))
+        Some(super::local_retention_ms(&host.config, &topic.configs).unwrap_or(-1))
     }
 
     fn tiered_end(&self, wp: &WalPartition) -> Option<i64> {

@@ -30,6 +30,23 @@
 //!    the former leader's metadata (older epoch, unreadable object) and use these records.
 //!    `optimized` leaves out what the long-term tier holds already.
 
+/// A topic's effective `local.retention.ms` (KIP-405: -2 means `retention.ms`, and local never
+/// exceeds it), `None` for keep forever: how long a new leader republishes, and how long the GC
+/// keeps WAL objects at most.
+fn local_retention_ms(
+    config: &BrokerConfig,
+    topic_configs: &std::collections::BTreeMap<String, String>,
+) -> Option<i64> {
+    let number = |key: &str| {
+        ferry_config::topic_config::effective(config, topic_configs, key)
+            .and_then(|(v, _)| v.trim().parse::<i64>().ok())
+    };
+    ferry_wal::republish::effective_local_retention(
+        number("local.retention.ms").unwrap_or(-2),
+        number("retention.ms").unwrap_or(-1),
+    )
+}
+
 pub mod follower;
 pub mod gc;
 pub mod leader;
@@ -326,14 +343,7 @@ impl RemoteWal {
         let Some(topic) = image.topic(&p.tp.topic) else {
             return;
         };
-        let number = |key: &str| {
-            ferry_config::topic_config::effective(config, &topic.configs, key)
-                .and_then(|(v, _)| v.trim().parse::<i64>().ok())
-        };
-        let local = ferry_wal::republish::effective_local_retention(
-            number("local.retention.ms").unwrap_or(-2),
-            number("retention.ms").unwrap_or(-1),
-        );
+        let local = local_retention_ms(config, &topic.configs);
         let Some(range) = ferry_wal::republish::republish_range(
             &p.log.segment_largest_timestamps(),
             p.log.log_start_offset(),
