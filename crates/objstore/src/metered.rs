@@ -33,7 +33,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::{ObjectBody, ObjectMeta, ObjectStore, Op, PutOutcome, Result};
+use crate::{ObjStoreError, ObjectBody, ObjectMeta, ObjectStore, Op, PutOutcome, Result};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct RequestLabels {
@@ -328,6 +328,11 @@ impl<S: ObjectStore> ObjectStore for MeteredStore<S> {
             .await
     }
 
+    async fn delete_many(&self, keys: &[String]) -> Result<Vec<(String, ObjStoreError)>> {
+        self.meter(Op::DeleteMany, self.inner.delete_many(keys), Self::ok)
+            .await
+    }
+
     fn bucket(&self) -> &str {
         self.inner.bucket()
     }
@@ -367,6 +372,12 @@ mod tests {
         assert_eq!(metrics.bytes(Op::PutIfAbsent, b, "upload"), 0);
         assert_eq!(metrics.bytes(Op::GetRange, b, "download"), 2);
         assert_eq!(metrics.bytes(Op::Get, b, "download"), 5);
+
+        // A batch delete is one request, whatever the store does underneath.
+        let keys = ["a".to_string(), "b".to_string(), "c".to_string()];
+        assert!(store.delete_many(&keys).await.unwrap().is_empty());
+        assert_eq!(metrics.requests(Op::DeleteMany, b, "ok"), 1);
+        assert_eq!(metrics.requests(Op::Delete, b, "ok"), 0);
     }
 
     #[tokio::test]

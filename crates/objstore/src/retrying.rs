@@ -286,6 +286,30 @@ impl<S: ObjectStore> ObjectStore for RetryingStore<S> {
             .await
     }
 
+    /// The request is retried as a whole, and the keys the store refused with a retriable
+    /// error are sent again (with the same backoff) until the attempts run out.
+    async fn delete_many(&self, keys: &[String]) -> Result<Vec<(String, ObjStoreError)>> {
+        let mut pending = keys.to_vec();
+        let mut refused_for_good = Vec::new();
+        let mut rounds = 0u32;
+        loop {
+            let first = pending.first().cloned().unwrap_or_default();
+            let refused = self
+                .simple(Op::DeleteMany, &first, || self.inner.delete_many(&pending))
+                .await?;
+            rounds += 1;
+            let (again, final_): (Vec<_>, Vec<_>) =
+                refused.into_iter().partition(|(_, e)| e.is_retriable());
+            refused_for_good.extend(final_);
+            if again.is_empty() || rounds >= self.config.max_attempts.max(1) {
+                refused_for_good.extend(again);
+                return Ok(refused_for_good);
+            }
+            tokio::time::sleep(self.backoff(rounds)).await;
+            pending = again.into_iter().map(|(key, _)| key).collect();
+        }
+    }
+
     fn bucket(&self) -> &str {
         self.inner.bucket()
     }

@@ -40,6 +40,7 @@ use aws_sdk_s3::config::retry::RetryConfig as SdkRetryConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RequestChecksumCalculation};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::{ByteStream, DateTime};
+use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use aws_sdk_s3::Client;
 use aws_smithy_types::body::SdkBody;
 use bytes::Bytes;
@@ -549,8 +550,74 @@ impl ObjectStore for S3Store {
         }
     }
 
+    /// `DeleteObjects` in quiet mode (only failures answered), 1,000 keys a request, S3's
+    /// limit.
+    async fn delete_many(&self, keys: &[String]) -> Result<Vec<(String, ObjStoreError)>> {
+        let mut failed = Vec::new();
+        let mut valid = Vec::with_capacity(keys.len());
+        for key in keys {
+            match validate_key(key) {
+                Ok(()) => valid.push(key),
+                Err(e) => failed.push((key.clone(), e)),
+            }
+        }
+        for chunk in valid.chunks(DELETE_OBJECTS_MAX_KEYS) {
+            let mut objects = Vec::with_capacity(chunk.len());
+            for key in chunk {
+                let id = ObjectIdentifier::builder()
+                    .key(key.as_str())
+                    .build()
+                    .map_err(|e| build_error("delete_objects", key, e))?;
+                objects.push(id);
+            }
+            let delete = Delete::builder()
+                .set_objects(Some(objects))
+                .quiet(true)
+                .build()
+                .map_err(|e| build_error("delete_objects", chunk[0], e))?;
+            let resp = self
+                .client
+                .delete_objects()
+                .bucket(&self.bucket)
+                .delete(delete)
+                .send()
+                .await
+                .map_err(|e| map_sdk_error("delete_objects", chunk[0], e))?;
+            for err in resp.errors() {
+                let key = err.key().unwrap_or("").to_owned();
+                let code = err.code().unwrap_or("");
+                let message = format!("{key}: {code}: {}", err.message().unwrap_or(""));
+                let e = classify_service_error(
+                    "delete_objects",
+                    &key,
+                    None,
+                    code,
+                    message.clone(),
+                    message.into(),
+                );
+                // A key already gone is deleted, as for a single DELETE.
+                if !matches!(e, ObjStoreError::NotFound { .. }) {
+                    failed.push((key, e));
+                }
+            }
+        }
+        Ok(failed)
+    }
+
     fn bucket(&self) -> &str {
         &self.bucket
+    }
+}
+
+/// Keys in one `DeleteObjects` request, at most (S3's limit).
+const DELETE_OBJECTS_MAX_KEYS: usize = 1000;
+
+/// A request the SDK's builder refused (a required field missing: a bug here, not the store's).
+fn build_error(op: &'static str, key: &str, e: aws_sdk_s3::error::BuildError) -> ObjStoreError {
+    ObjStoreError::Other {
+        op,
+        message: format!("{key}: {e}"),
+        source: Some(Box::new(e)),
     }
 }
 

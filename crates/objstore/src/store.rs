@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::{ObjectBody, Result};
+use crate::{ObjStoreError, ObjectBody, Result};
 
 /// What one stored object looks like from the outside.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,10 +40,12 @@ pub enum Op {
     Head,
     List,
     Delete,
+    /// Several deletes in one request (S3 `DeleteObjects`).
+    DeleteMany,
 }
 
 impl Op {
-    pub const ALL: [Op; 7] = [
+    pub const ALL: [Op; 8] = [
         Op::Put,
         Op::PutIfAbsent,
         Op::Get,
@@ -51,6 +53,7 @@ impl Op {
         Op::Head,
         Op::List,
         Op::Delete,
+        Op::DeleteMany,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -62,12 +65,16 @@ impl Op {
             Op::Head => "head",
             Op::List => "list",
             Op::Delete => "delete",
+            Op::DeleteMany => "delete_objects",
         }
     }
 
     /// Whether the operation changes the store (and so may have happened despite an error).
     pub fn is_write(self) -> bool {
-        matches!(self, Op::Put | Op::PutIfAbsent | Op::Delete)
+        matches!(
+            self,
+            Op::Put | Op::PutIfAbsent | Op::Delete | Op::DeleteMany
+        )
     }
 }
 
@@ -157,6 +164,22 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// Removes an object; succeeds when there is none.
     async fn delete(&self, key: &str) -> Result<()>;
 
+    /// Removes `keys`, succeeding for those that do not exist, and answers the keys it could
+    /// not remove with their errors (none when all went). Stores with a batch call send them
+    /// in as few requests as they can (S3 `DeleteObjects`, 1,000 keys a request: one request
+    /// where a remote-WAL GC round sent one DELETE per object); the others delete one key at a
+    /// time. `Err` when a request failed as a whole: some keys may be gone, and deleting them
+    /// again is harmless.
+    async fn delete_many(&self, keys: &[String]) -> Result<Vec<(String, ObjStoreError)>> {
+        let mut failed = Vec::new();
+        for key in keys {
+            if let Err(e) = self.delete(key).await {
+                failed.push((key.clone(), e));
+            }
+        }
+        Ok(failed)
+    }
+
     /// The bucket (or root directory) this store writes to, for metrics labels and logs.
     fn bucket(&self) -> &str;
 }
@@ -194,6 +217,9 @@ macro_rules! forward_object_store {
             }
             async fn delete(&self, key: &str) -> Result<()> {
                 (**self).delete(key).await
+            }
+            async fn delete_many(&self, keys: &[String]) -> Result<Vec<(String, ObjStoreError)>> {
+                (**self).delete_many(keys).await
             }
             fn bucket(&self) -> &str {
                 (**self).bucket()

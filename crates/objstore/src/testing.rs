@@ -47,6 +47,7 @@ pub async fn conformance(store: &dyn ObjectStore) {
     put_file(store).await;
     list_is_a_sorted_string_prefix_match(store).await;
     delete_is_idempotent(store).await;
+    delete_many_removes_present_and_absent_keys(store).await;
     invalid_keys_are_rejected(store).await;
     unusual_but_valid_keys(store).await;
     clean(store).await;
@@ -384,6 +385,38 @@ async fn delete_is_idempotent(store: &dyn ObjectStore) {
     assert_eq!(store.head(&key).await.expect("head"), None);
     assert!(store.list(&k("delete/")).await.expect("list").is_empty());
     store.delete(&key).await.expect("second delete succeeds");
+}
+
+async fn delete_many_removes_present_and_absent_keys(store: &dyn ObjectStore) {
+    let present: Vec<String> = (0..5).map(|i| k(&format!("many/{i}"))).collect();
+    for key in &present {
+        store.put(key, pattern(7, 3)).await.expect("put");
+    }
+    let keep = k("many/keep");
+    store.put(&keep, pattern(7, 4)).await.expect("put");
+    let mut keys = present.clone();
+    keys.push(k("many/never-written"));
+    let failed = store.delete_many(&keys).await.expect("delete_many");
+    assert!(failed.is_empty(), "refused: {failed:?}");
+    let left: Vec<String> = store
+        .list(&k("many/"))
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|m| m.key)
+        .collect();
+    assert_eq!(
+        left,
+        vec![keep.clone()],
+        "only the key not asked for is left"
+    );
+    assert!(store.delete_many(&[]).await.expect("nothing").is_empty());
+    let failed = store
+        .delete_many(std::slice::from_ref(&keep))
+        .await
+        .expect("delete_many again");
+    assert!(failed.is_empty());
+    assert_eq!(store.head(&keep).await.expect("head"), None);
 }
 
 async fn invalid_keys_are_rejected(store: &dyn ObjectStore) {

@@ -189,7 +189,9 @@ mod tests {
         let mem = Arc::new(MemoryStore::new());
         let sink = Arc::new(RecordingSink::default());
         let clock: SharedClock = ManualClock::new(9_000);
-        let store = RemoteSegmentStore::new(mem.clone());
+        let metrics = ferry_objstore::ObjStoreMetrics::new();
+        let metered = ferry_objstore::MeteredStore::new(mem.clone(), metrics.clone());
+        let store = RemoteSegmentStore::new(Arc::new(metered));
         let copier = SegmentCopier::new(store.clone(), sink.clone(), 1, clock);
         let topic_id = Uuid::from_u128(5);
 
@@ -219,14 +221,13 @@ mod tests {
         let state = sink.state();
         assert_eq!(state.copied().len(), candidates.len() - 1);
         assert!(state.segment(first.segment_id).is_none());
-        assert!(mem
-            .list(&RemoteSegmentStore::key(
-                &first,
-                crate::SegmentFileKind::Log
-            ))
-            .await
-            .unwrap()
-            .is_empty());
+        for kind in crate::SegmentFileKind::ALL {
+            let key = RemoteSegmentStore::key(&first, kind);
+            assert_eq!(mem.head(&key).await.unwrap(), None, "{key} deleted");
+        }
+        // The segment's files went in one batch request.
+        assert_eq!(metrics.requests(Op::DeleteMany, "memory", "ok"), 1);
+        assert_eq!(metrics.requests(Op::Delete, "memory", "ok"), 0);
     }
 
     #[tokio::test]

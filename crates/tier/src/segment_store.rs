@@ -214,12 +214,18 @@ impl RemoteSegmentStore {
             .await?)
     }
 
-    /// Deletes every object of the segment; succeeds when some or all are already gone.
+    /// Deletes every object of the segment in one batch request (S3 `DeleteObjects`); succeeds
+    /// when some or all are already gone. The first file the store refused is the error (the
+    /// deletion is tried again, whole, next pass).
     pub async fn delete(&self, meta: &RemoteSegmentMetadata) -> Result<()> {
-        for kind in SegmentFileKind::ALL {
-            self.store.delete(&Self::key(meta, kind)).await?;
+        let keys: Vec<String> = SegmentFileKind::ALL
+            .into_iter()
+            .map(|kind| Self::key(meta, kind))
+            .collect();
+        match self.store.delete_many(&keys).await?.into_iter().next() {
+            Some((_, refused)) => Err(refused.into()),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 

@@ -50,7 +50,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 use ferry_common::SharedClock;
 use ferry_objstore::keys::WalObjectKey;
-use ferry_objstore::{ObjectMeta, ObjectStore};
+use ferry_objstore::{ObjStoreError, ObjectMeta, ObjectStore};
 
 use crate::error::Result;
 use crate::lifecycle::WalObjectState;
@@ -652,17 +652,43 @@ impl WalGc {
             planner.plan(progress, now)
         };
         let mut report = GcReport::default();
+        // Each planned object, and whether an earlier round deleted it already (its tombstones
+        // failed then).
+        let plan: Vec<_> = {
+            let planner = lock(&self.planner);
+            plan.into_iter()
+                .map(|(key, reason)| {
+                    let gone = planner.object(&key).is_some_and(|o| o.object_deleted);
+                    (key, reason, gone)
+                })
+                .collect()
+        };
+        // The round's objects go in one batch delete (S3 `DeleteObjects`), not one request each.
+        let to_delete: Vec<String> = plan
+            .iter()
+            .filter(|(_, _, gone)| !gone)
+            .map(|(key, _, _)| key.clone())
+            .collect();
+        // Keys whose DELETE failed, with the error; all of them when the request failed whole.
+        let mut failed: HashMap<String, ObjStoreError> = HashMap::new();
+        let mut request_failed = None;
+        if !to_delete.is_empty() {
+            match self.store.delete_many(&to_delete).await {
+                Ok(refused) => failed.extend(refused),
+                Err(e) => request_failed = Some(e),
+            }
+        }
         let mut to_tombstone: Vec<(String, Vec<WalMetadataKey>)> = Vec::new();
-        for (key, reason) in plan {
-            let already = lock(&self.planner)
-                .object(&key)
-                .is_some_and(|o| o.object_deleted);
-            if !already {
-                if let Err(e) = self.store.delete(&key).await {
-                    tracing::warn!(%key, ?reason, error = %e, "remote WAL GC: DELETE failed; retried next round");
-                    report.errors += 1;
-                    continue;
-                }
+        for (key, reason, gone) in plan {
+            let error = (!gone)
+                .then(|| failed.get(&key).or(request_failed.as_ref()))
+                .flatten();
+            if let Some(e) = error {
+                tracing::warn!(%key, ?reason, error = %e, "remote WAL GC: DELETE failed; retried next round");
+                report.errors += 1;
+                continue;
+            }
+            if !gone {
                 report.objects_deleted += 1;
             }
             let keys = lock(&self.planner).object_deleted(&key);
@@ -756,13 +782,24 @@ impl WalGc {
         }
         let now = self.clock.now_ms();
         let orphans = lock(&self.planner).plan_orphans(&listing, now);
+        if orphans.is_empty() {
+            return report;
+        }
+        let failed: HashMap<String, ObjStoreError> = match self.store.delete_many(&orphans).await {
+            Ok(failed) => failed.into_iter().collect(),
+            Err(e) => {
+                tracing::warn!(objects = orphans.len(), error = %e, "remote WAL GC: orphan DELETE failed; retried next sweep");
+                report.errors += orphans.len();
+                return report;
+            }
+        };
         for key in orphans {
-            match self.store.delete(&key).await {
-                Ok(()) => {
+            match failed.get(&key) {
+                None => {
                     lock(&self.planner).orphan_deleted(&key);
                     report.orphans_deleted += 1;
                 }
-                Err(e) => {
+                Some(e) => {
                     tracing::warn!(%key, error = %e, "remote WAL GC: orphan DELETE failed; retried next sweep");
                     report.errors += 1;
                 }

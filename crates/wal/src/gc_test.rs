@@ -714,3 +714,29 @@ async fn the_orphan_sweep_lists_the_prefixes_of_gone_uploaders() {
     assert!(!exists(&f.mem, &expired).await);
     assert!(exists(&f.mem, &alive).await);
 }
+
+/// A round's deletable objects leave in one batch delete (S3 `DeleteObjects`), not one DELETE
+/// each; every one of them is gone and tombstoned.
+#[tokio::test]
+async fn a_round_deletes_its_objects_in_one_batch_request() {
+    let clock = ManualClock::new(100_000);
+    let mem = MemoryStore::with_clock("az1", clock.clone());
+    let metrics = ferry_objstore::ObjStoreMetrics::new();
+    let store = ferry_objstore::MeteredStore::new(mem.clone(), metrics.clone());
+    let tombstones = Arc::new(Tombstones::default());
+    let gc = WalGc::new(config(), Arc::new(store), tombstones.clone(), clock.clone());
+    let objects: Vec<String> = (0..5).map(|i| okey(90_000, i)).collect();
+    for (i, o) in objects.iter().enumerate() {
+        put(&mem, o).await;
+        let base = 10 * i as i64;
+        gc.on_published(&[slice(o, 0, base, base + 9, 90_000)]);
+    }
+    let caught_up = progress(&[(0, &[replica(1, 50, true), replica(2, 50, true)])]);
+    let r = gc.run_once(&caught_up).await;
+    assert_eq!((r.objects_deleted, r.tombstones, r.errors), (5, 5, 0));
+    for o in &objects {
+        assert!(!exists(&mem, o).await, "{o} deleted");
+    }
+    assert_eq!(metrics.requests(Op::DeleteMany, "az1", "ok"), 1);
+    assert_eq!(metrics.requests(Op::Delete, "az1", "ok"), 0);
+}
