@@ -243,6 +243,47 @@ fn on_disk_search_matches_in_memory_search() {
     assert!(oi.on_disk(&p).unwrap().is_none());
 }
 
+/// An active segment holds its entries as compactly as its files would (8 and 12 bytes), and the
+/// packed time entries keep every timestamp, negative and extreme ones included.
+#[test]
+fn active_index_entries_take_their_file_size_in_memory() {
+    let ts = [
+        i64::MIN,
+        -1_000,
+        -1,
+        0,
+        1,
+        1 << 32,
+        (1 << 32) + 1,
+        i64::MAX - 1,
+    ];
+    let ti = TimeIndex::from_entries(ts.iter().zip(0u32..).map(|(&t, r)| (t, r)).collect());
+    assert_eq!(ti.in_memory_bytes(), ts.len() * TIME_ENTRY_SIZE as usize);
+    assert_eq!(
+        ti.to_vec().unwrap(),
+        ts.iter()
+            .zip(0u32..)
+            .map(|(&t, r)| (t, r))
+            .collect::<Vec<_>>()
+    );
+    for (r, &t) in ts.iter().enumerate() {
+        assert_eq!(
+            ti.lookup_below(t),
+            r.checked_sub(1).map(|r| r as u32),
+            "ts {t}"
+        );
+    }
+    let mut ti = TimeIndex::default();
+    ti.maybe_append(-5, 0);
+    ti.maybe_append(7, 3);
+    assert_eq!(ti.last(), Some((7, 3)));
+    let mut oi = OffsetIndex::default();
+    oi.append(1, 10);
+    oi.append(4, 90);
+    assert_eq!(oi.in_memory_bytes(), 2 * OFFSET_ENTRY_SIZE as usize);
+    assert_eq!((oi.lookup(3), oi.lookup(4)), (10, 90));
+}
+
 /// Not a check: prints the index memory of a log of `FERRY_MEASURE_MB` (default 256) MiB in
 /// 1 MiB segments with the default index interval, as it was (every segment's entries in memory)
 /// and as it is (the active segment's only). Run with `--ignored --nocapture`.
@@ -276,17 +317,16 @@ fn measure_index_memory() {
         log.append_as_leader(&ten(i), 0).unwrap();
     }
     let st = log.state.read();
-    // In-memory entry sizes: (u32, u32) is 8 bytes, (i64, u32) 16 with padding.
-    let bytes = |o: usize, t: usize| o * 8 + t * 16;
+    // As it was: every segment's entries in memory as (u32, u32) and padded (i64, u32) tuples.
     let all: usize = st
         .segments
         .iter()
-        .map(|s| bytes(s.offset_index.len(), s.time_index.len()))
+        .map(|s| s.offset_index.len() * 8 + s.time_index.len() * 16)
         .sum();
     let now: usize = st
         .segments
         .iter()
-        .map(|s| bytes(s.offset_index.in_memory_len(), s.time_index.in_memory_len()))
+        .map(|s| s.offset_index.in_memory_bytes() + s.time_index.in_memory_bytes())
         .sum();
     println!(
         "{} MiB, {} segments, batch {} bytes: index entries in memory before {} bytes, after {} bytes",
