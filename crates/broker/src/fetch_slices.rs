@@ -1,5 +1,5 @@
-//! Consumer reads planned as ranges of segment files, sent with `sendfile` by a plaintext
-//! connection (issue 16): [`Partition::read_slices`] and [`Partition::read_committed_slices`]
+//! Consumer reads planned as ranges of segment files, which a plaintext connection's writer
+//! sends with `sendfile` or streams (issue 16): [`Partition::read_slices`] and [`Partition::read_committed_slices`]
 //! cover exactly the batches [`Partition::read`] and [`Partition::read_committed`] return,
 //! joined across segments the same way, without reading them.
 //!

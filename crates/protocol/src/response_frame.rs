@@ -109,6 +109,19 @@ impl FileRegion {
         Ok(Bytes::from(buf))
     }
 
+    /// Reads the region's first `buf.len()` bytes (at most) into `buf` with `pread`: the bytes
+    /// read, 0 only when the file ends before the region does.
+    pub fn read_front(&self, buf: &mut [u8]) -> io::Result<usize> {
+        let want = buf.len().min(self.len);
+        loop {
+            match rustix::io::pread(self.file.as_fd(), &mut buf[..want], self.position) {
+                Ok(n) => return Ok(n),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
     /// Sends what the socket takes of the region with one `sendfile` (no copy through user
     /// space): the bytes sent, 0 only when the file ends before the region does. A socket
     /// that takes nothing now is `WouldBlock`.

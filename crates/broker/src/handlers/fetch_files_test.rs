@@ -1,6 +1,7 @@
 //! A consumer Fetch on a plaintext listener leaves its record sets in the segment files and the
-//! connection sends them with `sendfile` (issue 16): the bytes on the wire are those of the same
-//! response encoded in memory.
+//! connection sends them (issue 16): with `sendfile` all of them, otherwise those after the
+//! response's first 4 MiB, streamed. The bytes on the wire are those of the same response encoded
+//! in memory.
 
 use std::sync::Arc;
 
@@ -77,17 +78,59 @@ async fn answered_with_file_records(b: &Arc<Broker>, body: FetchRequest, version
     !files.is_empty()
 }
 
+/// A server listening on a plaintext port, with `extra` config lines, until [`Serving::stop`].
+struct Serving {
+    broker: Arc<Broker>,
+    addr: std::net::SocketAddr,
+    stop: tokio::sync::watch::Sender<bool>,
+    serving: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Serving {
+    async fn start(dir: &std::path::Path, extra: &str) -> Self {
+        let server = Server::start(config(dir, extra), ferry_common::system_clock())
+            .await
+            .unwrap();
+        let broker = server.broker.clone();
+        let addr = server.local_addr;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let serving = tokio::spawn(server.run(stopped));
+        Serving {
+            broker,
+            addr,
+            stop,
+            serving,
+        }
+    }
+
+    async fn stop(self) {
+        self.stop.send(true).unwrap();
+        self.serving.await.unwrap().unwrap();
+    }
+}
+
+/// Sends `body` on `socket` and reads the answer: the bytes after its length prefix.
+async fn answer_on_the_wire(
+    socket: &mut tokio::net::TcpStream,
+    body: &FetchRequest,
+    version: i16,
+    correlation_id: i32,
+) -> Vec<u8> {
+    socket
+        .write_all(&request_frame(body, version, correlation_id))
+        .await
+        .unwrap();
+    let len = socket.read_i32().await.unwrap();
+    let mut got = vec![0u8; len as usize];
+    socket.read_exact(&mut got).await.unwrap();
+    got
+}
+
 #[tokio::test]
 async fn a_plaintext_fetch_sent_from_files_is_the_bytes_of_the_in_memory_response() {
     let dir = tempfile::tempdir().unwrap();
-    let sendfile = "\"fetch.sendfile.enable\" = true";
-    let server = Server::start(config(dir.path(), sendfile), ferry_common::system_clock())
-        .await
-        .unwrap();
+    let server = Serving::start(dir.path(), "\"fetch.sendfile.enable\" = true").await;
     let b = server.broker.clone();
-    let addr = server.local_addr;
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let serving = tokio::spawn(server.run(stopped));
     // Segments of a few 5 KB records each: a 1 MB fetch spans segments, each a file piece.
     create(&b, "files", 1, &[("segment.bytes", "40000")]).await;
     let values: Vec<String> = (0..40).map(|i| format!("{i:04}").repeat(1_250)).collect();
@@ -98,7 +141,7 @@ async fn a_plaintext_fetch_sent_from_files_is_the_bytes_of_the_in_memory_respons
     let part = b.replicas.partition_of("files", 0).unwrap();
     assert!(part.log.segment_count() >= 4, "segments did not roll");
 
-    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut socket = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     let mut correlation_id = 0;
     for version in [4i16, 11, 12] {
         for (offset, isolation) in [(0, 0), (7, 0), (0, 1), (33, 1)] {
@@ -109,14 +152,8 @@ async fn a_plaintext_fetch_sent_from_files_is_the_bytes_of_the_in_memory_respons
                 "v{version} offset {offset}: the records stay in files"
             );
             let want = in_memory_frame(&b, body.clone(), version, correlation_id).await;
-            socket
-                .write_all(&request_frame(&body, version, correlation_id))
-                .await
-                .unwrap();
-            let len = socket.read_i32().await.unwrap();
-            let mut got = vec![0u8; len as usize];
-            socket.read_exact(&mut got).await.unwrap();
-            assert_eq!(len as usize + 4, want.len(), "v{version} offset {offset}");
+            let got = answer_on_the_wire(&mut socket, &body, version, correlation_id).await;
+            assert_eq!(got.len() + 4, want.len(), "v{version} offset {offset}");
             assert!(
                 got == want[4..],
                 "v{version} offset {offset} isolation {isolation}: the bytes differ"
@@ -124,6 +161,65 @@ async fn a_plaintext_fetch_sent_from_files_is_the_bytes_of_the_in_memory_respons
         }
     }
     drop(socket);
-    stop.send(true).unwrap();
-    serving.await.unwrap().unwrap();
+    server.stop().await;
+}
+
+/// Without `fetch.sendfile.enable`, a response's first `READ_IN_MEMORY_UP_TO` bytes of records
+/// are read into memory and the record sets after them stay in files, streamed by the writer:
+/// a small fetch is all in memory, a large one streams its later partitions, and either way the
+/// bytes on the wire are those of the response encoded in memory.
+#[tokio::test]
+async fn a_large_plaintext_fetch_streams_its_later_record_sets_from_files() {
+    use super::fetch::READ_IN_MEMORY_UP_TO;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Serving::start(dir.path(), "").await;
+    let b = server.broker.clone();
+    // Three partitions, each with more than the in-memory share of a response.
+    create(&b, "big", 3, &[]).await;
+    let value = "v".repeat(50_000);
+    let per_partition = READ_IN_MEMORY_UP_TO / value.len() + 8;
+    for p in 0..3 {
+        for _ in 0..per_partition / 8 {
+            let values = vec![value.as_str(); 8];
+            produce(&b, "big", p, super::tests::batch(&values, None), 1).await;
+        }
+    }
+    let fetch = |partitions: &[i32], partition_max: i32| {
+        FetchRequest::default()
+            .with_max_wait_ms(0)
+            .with_min_bytes(0)
+            .with_max_bytes(64 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(name("big"))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|&p| {
+                            FetchPartition::default()
+                                .with_partition(p)
+                                .with_fetch_offset(0)
+                                .with_partition_max_bytes(partition_max)
+                        })
+                        .collect(),
+                )])
+    };
+    let small = fetch(&[0, 1, 2], 1 << 20);
+    let large = fetch(&[0, 1, 2], 16 << 20);
+    assert!(!answered_with_file_records(&b, small.clone(), 12).await);
+    assert!(answered_with_file_records(&b, large.clone(), 12).await);
+
+    let mut socket = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    for (correlation_id, body) in [(1, small), (2, large)] {
+        let want = in_memory_frame(&b, body.clone(), 12, correlation_id).await;
+        let got = answer_on_the_wire(&mut socket, &body, 12, correlation_id).await;
+        assert_eq!(got.len() + 4, want.len(), "fetch {correlation_id}");
+        assert!(got == want[4..], "fetch {correlation_id}: the bytes differ");
+    }
+    assert!(
+        3 * per_partition * value.len() > 2 * READ_IN_MEMORY_UP_TO,
+        "the large fetch spans more than the in-memory share"
+    );
+    drop(socket);
+    server.stop().await;
 }

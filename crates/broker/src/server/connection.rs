@@ -10,9 +10,11 @@
 //!
 //! A malformed, oversized or unsupported frame closes this connection only, with a log line.
 //!
-//! With `fetch.sendfile.enable`, on a plaintext listener a consumer Fetch's record sets stay in
-//! their segment files and the writer sends them with `sendfile` ([`super::frame_writer`]);
-//! otherwise, and always on a TLS listener, the handler reads them into memory.
+//! On a plaintext listener a consumer Fetch's record sets may stay in their segment files for
+//! the writer to send ([`super::frame_writer`]): all of them with `fetch.sendfile.enable`
+//! (`sendfile`), otherwise those after the response's first few MB (streamed, so a large
+//! response starts leaving before all of it is read). On a TLS listener the handler reads them
+//! into memory.
 //!
 //! On a TLS listener the handshake runs here, in the connection's own task (never in the accept
 //! loop), bounded by [`TLS_HANDSHAKE_TIMEOUT`]; the connection then knows its
@@ -50,7 +52,7 @@ use crate::handlers::{self, Handled};
 use crate::security::ConnectionSecurity;
 use ferry_auth::KafkaPrincipal;
 use ferry_authz::AclOperation;
-use ferry_metrics::{self as metrics, ApiLabels, Metrics};
+use ferry_metrics::{self as metrics, ApiLabels};
 use std::time::Duration;
 
 /// Responses queued for the writer, at most this many: it bounds the produce requests of one
@@ -215,12 +217,7 @@ async fn serve_stream<R, W>(
     let security = Arc::new(security);
     let mut reader = BufReader::with_capacity(256 * 1024, read_half);
     let (tx, rx) = mpsc::channel::<Outgoing>(MAX_QUEUED_RESPONSES);
-    let writer = tokio::spawn(write_responses(
-        write_half,
-        rx,
-        broker.metrics.clone(),
-        peer,
-    ));
+    let writer = tokio::spawn(write_responses(write_half, rx, broker.clone(), peer));
     let max_request = broker.config.socket_request_max_bytes();
     let idle = broker.config.connections_max_idle();
     loop {
@@ -339,7 +336,7 @@ async fn serve_stream<R, W>(
 async fn write_responses<W: FrameWrite>(
     mut write_half: W,
     mut rx: mpsc::Receiver<Outgoing>,
-    metrics: Arc<Metrics>,
+    broker: Arc<Broker>,
     peer: SocketAddr,
 ) {
     while let Some(next) = rx.recv().await {
@@ -350,8 +347,9 @@ async fn write_responses<W: FrameWrite>(
         };
         let len = frame.len() as u64;
         // Vectored writes for the in-memory pieces (a fetch response's record sets stay in the
-        // log's buffers or files), sendfile for file pieces on plaintext.
-        if let Err(e) = write_half.write_frame(&mut frame).await {
+        // log's buffers or files); file pieces with sendfile or streamed.
+        let sendfile = broker.config.fetch_sendfile();
+        if let Err(e) = write_half.write_frame(&mut frame, sendfile).await {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 tracing::warn!(%peer, error = %e, "closing connection: a fetched segment range \
                     was truncated while it was sent");
@@ -360,7 +358,7 @@ async fn write_responses<W: FrameWrite>(
             }
             break;
         }
-        metrics.network_bytes_out.inc_by(len);
+        broker.metrics.network_bytes_out.inc_by(len);
     }
     let _ = write_half.shutdown().await;
 }
@@ -527,7 +525,7 @@ async fn handle_request(
         .unwrap_or_default();
     let mut ctx = handlers::RequestContext::new(client_id, peer.ip(), security.clone());
     ctx.principal = principal.clone();
-    if sends_files && api_key == ApiKey::Fetch && broker.config.fetch_sendfile() {
+    if sends_files && api_key == ApiKey::Fetch {
         ctx.file_records = Some(Arc::new(std::sync::Mutex::new(FileRecords::new())));
     }
     // Requests from other brokers are counted by the sender's rack (cross-AZ traffic).

@@ -1,7 +1,8 @@
 //! Writing a response frame to a connection: in-memory pieces with vectored writes; file pieces
-//! (a consumer Fetch's record sets left in their segment files, issue 16) with `sendfile` on a
-//! plaintext socket, so record bytes never pass through user space, and read with `pread` and
-//! written on any other stream (TLS must encrypt them in user space anyway).
+//! (a consumer Fetch's record sets left in their segment files, issue 16) either with `sendfile`
+//! (`fetch.sendfile.enable`), so record bytes never pass through user space, or streamed: read
+//! with `pread` a chunk at a time into one buffer and written, so that the first bytes of a large
+//! response leave while later ones are still to be read.
 //!
 //! A file piece that comes up short (its segment was truncated under the fetch: retention,
 //! DeleteRecords, a follower's truncation) is an error: the bytes after it would not be what the
@@ -22,30 +23,33 @@ const MAX_SLICES: usize = 64;
 
 /// The write half of a connection, as the writer task sends frames on it.
 pub(crate) trait FrameWrite: AsyncWrite + Unpin + Send + 'static {
-    /// Whether a consumer Fetch's records may stay in files for this stream: only when it
-    /// sends them with `sendfile` (otherwise reading them here, later, gains nothing).
+    /// Whether a consumer Fetch's records may stay in files for this stream (plaintext only:
+    /// TLS connections keep the request task's copying read, as the issue asks).
     const SENDS_FILES: bool;
 
-    /// Writes all of `frame` (consuming it) and flushes.
+    /// Writes all of `frame` (consuming it) and flushes; file pieces with `sendfile` when
+    /// `sendfile` is set and the stream can, streamed otherwise.
     fn write_frame<'a>(
         &'a mut self,
         frame: &'a mut ResponseFrame,
+        sendfile: bool,
     ) -> impl Future<Output = io::Result<()>> + Send + 'a;
 }
 
-/// Plaintext TCP: file pieces go out with `sendfile`.
+/// Plaintext TCP: file pieces go out with `sendfile`, or streamed.
 impl FrameWrite for OwnedWriteHalf {
     const SENDS_FILES: bool = true;
 
-    fn write_frame<'a>(
-        &'a mut self,
-        frame: &'a mut ResponseFrame,
-    ) -> impl Future<Output = io::Result<()>> + Send + 'a {
-        send_frame(self, frame)
+    async fn write_frame(&mut self, frame: &mut ResponseFrame, sendfile: bool) -> io::Result<()> {
+        if sendfile {
+            send_frame(self, frame).await
+        } else {
+            stream_frame(self, frame).await
+        }
     }
 }
 
-/// TLS: file pieces are read and encrypted like any bytes.
+/// TLS: file pieces (none today) are read and encrypted like any bytes.
 impl<S> FrameWrite for WriteHalf<tokio_rustls::server::TlsStream<S>>
 where
     S: tokio::io::AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -55,8 +59,9 @@ where
     fn write_frame<'a>(
         &'a mut self,
         frame: &'a mut ResponseFrame,
+        _sendfile: bool,
     ) -> impl Future<Output = io::Result<()>> + Send + 'a {
-        copy_frame(self, frame)
+        stream_frame(self, frame)
     }
 }
 
@@ -77,20 +82,30 @@ async fn write_memory<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
-/// Writes `frame` on any stream, reading its file pieces into memory first.
-pub(crate) async fn copy_frame<W: AsyncWrite + Unpin>(
+/// Bytes of a file piece read at once by [`stream_frame`]: a few socket buffers' worth, in one
+/// buffer reused for the whole frame (no fresh multi-MB buffer to fault in per fetch).
+const STREAM_CHUNK: usize = 256 * 1024;
+
+/// Writes `frame` on any stream, its file pieces read a chunk at a time into one buffer.
+pub(crate) async fn stream_frame<W: AsyncWrite + Unpin>(
     w: &mut W,
     frame: &mut ResponseFrame,
 ) -> io::Result<()> {
+    let mut chunk = Vec::new();
     while !frame.is_empty() {
-        match frame.front_file() {
-            Some(file) => {
-                let bytes = file.read()?;
-                w.write_all(&bytes).await?;
-                frame.advance(bytes.len());
-            }
-            None => write_memory(w, frame).await?,
+        let Some(file) = frame.front_file() else {
+            write_memory(w, frame).await?;
+            continue;
+        };
+        if chunk.is_empty() {
+            chunk = vec![0u8; STREAM_CHUNK];
         }
+        let n = file.read_front(&mut chunk)?;
+        if n == 0 {
+            return Err(ferry_protocol::response_frame::short_file(file.len()));
+        }
+        w.write_all(&chunk[..n]).await?;
+        frame.advance(n);
     }
     w.flush().await
 }

@@ -1,6 +1,6 @@
 //! The writer's two ways of sending a frame with file pieces, against the frame encoded in
-//! memory: `sendfile` on a plaintext socket, `pread` and write on any stream; and a file that
-//! comes up short.
+//! memory: `sendfile` on a plaintext socket, streamed (`pread` a chunk at a time and write) on
+//! any stream; and a file that comes up short.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 
-use super::{copy_frame, send_frame};
+use super::{send_frame, stream_frame, STREAM_CHUNK};
 
 /// A Fetch response of one partition whose records are `records`.
 fn response(records: Bytes) -> ResponseKind {
@@ -90,10 +90,19 @@ async fn a_frame_sent_with_sendfile_is_the_bytes_of_the_in_memory_frame() {
         want.len()
     );
 
-    // The copying writer (TLS) sends the same bytes.
+    // The streaming writer sends the same bytes, over many chunks, on a socket and on any
+    // stream (a small duplex: every chunk waits for the reader).
+    assert!(content.len() > 4 * STREAM_CHUNK);
+    let mut frame = frame_from(&file, content.len());
+    let (mut half, mut client) = pair().await;
+    let sender = tokio::spawn(async move { stream_frame(&mut half, &mut frame).await });
+    let mut streamed = Vec::new();
+    client.read_to_end(&mut streamed).await.unwrap();
+    sender.await.unwrap().unwrap();
+    assert!(streamed == want);
     let mut frame = frame_from(&file, content.len());
     let (mut w, mut r) = tokio::io::duplex(64 * 1024);
-    let copier = tokio::spawn(async move { copy_frame(&mut w, &mut frame).await });
+    let copier = tokio::spawn(async move { stream_frame(&mut w, &mut frame).await });
     let mut copied = Vec::new();
     r.read_to_end(&mut copied).await.unwrap();
     copier.await.unwrap().unwrap();
@@ -113,19 +122,26 @@ async fn a_file_piece_that_comes_up_short_is_an_error_and_nothing_else_is_sent()
     .unwrap()
     .to_bytes()
     .unwrap();
-    let mut frame = frame_from(&file, content.len());
-    // The segment is truncated under the fetch, inside the second piece.
-    file.set_len(10 + 70_000).unwrap();
-    let (mut half, mut client) = pair().await;
-    let sent = send_frame(&mut half, &mut frame).await;
-    assert_eq!(sent.unwrap_err().kind(), std::io::ErrorKind::UnexpectedEof);
-    drop(half);
-    let mut got = Vec::new();
-    client.read_to_end(&mut got).await.unwrap();
-    // What arrived is the frame's beginning, up to where the file ended.
     let records_start = want.len() - content.len() - trailing(&want, &content);
-    assert_eq!(got.len(), records_start + 70_000);
-    assert!(got[..] == want[..got.len()]);
+    // The segment is truncated under the fetch, inside the second piece.
+    let frame = frame_from(&file, content.len());
+    file.set_len(10 + 70_000).unwrap();
+    for streamed in [false, true] {
+        let mut frame = frame.clone();
+        let (mut half, mut client) = pair().await;
+        let sent = if streamed {
+            stream_frame(&mut half, &mut frame).await
+        } else {
+            send_frame(&mut half, &mut frame).await
+        };
+        assert_eq!(sent.unwrap_err().kind(), std::io::ErrorKind::UnexpectedEof);
+        drop(half);
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).await.unwrap();
+        // What arrived is the frame's beginning, up to where the file ended.
+        assert_eq!(got.len(), records_start + 70_000, "streamed {streamed}");
+        assert!(got[..] == want[..got.len()]);
+    }
 }
 
 /// Bytes of `frame` after its record set (`records`, found by content).
