@@ -193,6 +193,38 @@ def test_store_outage_of_30s_then_recovery(wal_cluster):
     check_cluster(c, work, c.buckets)
 
 
+def test_a_restarted_follower_reads_the_wal_again(wal_cluster):
+    """A follower killed (-9) after the metadata topic's cleaner has been at work reads that
+    topic again from its log start when it comes back, past the batches compaction emptied,
+    and follows on the WAL path again, not on the classic fetch it falls back to meanwhile.
+    (Its reader once stopped at the first emptied batch for ever: the follower trailed its
+    leaders by `remote.wal.fallback.ms` and the ISR flapped.)"""
+    c = wal_cluster
+    topic = wal_topic(c, "restart")
+    work = Workload(c.bootstrap, topic, PARTITIONS).start()
+    # Several metadata segments roll (META_SEGMENT_MS) and are cleaned meanwhile.
+    time.sleep(12)
+    victim = broker_of(c, "az2")
+    victim.kill9()
+    time.sleep(4)
+    victim.start()
+    wait_full_isr(c, topic)
+    t0 = time.monotonic()
+    wal0 = metric(victim, "ferry_remote_wal_follower_bytes_total", path="wal")
+    delivered0 = metric(victim, "ferry_remote_wal_stage_seconds_count", stage="metadata_delivery")
+    while metric(victim, "ferry_remote_wal_follower_bytes_total", path="wal") < wal0 + 1_000_000:
+        assert time.monotonic() - t0 < 60, (
+            "the restarted follower does not follow on the WAL path: "
+            f"{metric(victim, 'ferry_remote_wal_follower_bytes_total', path='classic'):.0f} "
+            "classic bytes, metadata records delivered since the restart: "
+            f"{metric(victim, 'ferry_remote_wal_stage_seconds_count', stage='metadata_delivery') - delivered0:.0f}")
+        time.sleep(0.5)
+    print(f"the restarted follower carried 1 MB on the WAL path {time.monotonic() - t0:.1f}s "
+          "after it was in sync again")
+    work.stop()
+    check_cluster(c, work, c.buckets, strict_acks=("all",))
+
+
 def test_crash_between_put_and_publish_leaves_no_orphan(wal_cluster):
     """kill -9 of a leader while it uploads; and an orphan as such a crash leaves behind (a
     well-formed key in its bucket, no metadata) is found and deleted by the GC sweep."""

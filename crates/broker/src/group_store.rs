@@ -138,7 +138,7 @@ impl OffsetsStore for LogOffsetsStore {
 
 /// Appends to `out` the entries at or after offset `from` in `batches`: plain and
 /// transactional records (keyless ones skipped) and transaction markers. Returns the offset
-/// after the last record seen (`from` if none).
+/// after the last batch (`from` if none), past batches compaction emptied.
 fn decode_entries(
     batches: bytes::Bytes,
     from: i64,

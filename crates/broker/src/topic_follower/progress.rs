@@ -67,10 +67,18 @@ impl Progress {
         route
     }
 
-    /// Where a local read of `p` starts, given the replica's log start and end offsets (a
-    /// follower replica may have been truncated below what was read).
+    /// Where a local read of `p` starts, given the replica's log start and end offsets: a
+    /// follower replica may have been truncated below what was read, and its start may have
+    /// moved past it (retention, or a restarted replica that found its leader's log start
+    /// beyond its own end and started over there); what lay below the start is gone, as for a
+    /// network read that gets OFFSET_OUT_OF_RANGE.
     pub fn local_start(&self, p: i32, log_start: i64, log_end: i64) -> i64 {
-        self.next.get(&p).copied().unwrap_or(log_start).min(log_end)
+        self.next
+            .get(&p)
+            .copied()
+            .unwrap_or(log_start)
+            .max(log_start)
+            .min(log_end)
     }
 
     pub fn set_next(&mut self, p: i32, next: i64) {
@@ -226,5 +234,21 @@ mod tests {
         assert_eq!(p.local_start(0, 0, 95), 80);
         // A local replica truncated below the position is read from its end.
         assert_eq!(p.local_start(0, 0, 60), 60);
+    }
+
+    #[test]
+    fn a_local_replica_whose_start_moved_past_the_position_is_read_from_its_start() {
+        let mut p = Progress::default();
+        p.route(1, all_open(0));
+        // Read to the end of an empty replica (a broker that restarted with nothing).
+        assert_eq!(p.local_start(0, 0, 0), 0);
+        p.set_next(0, 0);
+        // The replica starts over at its leader's log start (1,100): reading resumes there,
+        // not at 0, which is out of range for ever.
+        assert_eq!(p.local_start(0, 1_100, 1_100), 1_100);
+        assert_eq!(p.local_start(0, 1_100, 1_250), 1_100);
+        // Retention moved the start past what was read.
+        p.set_next(0, 1_200);
+        assert_eq!(p.local_start(0, 1_230, 1_300), 1_230);
     }
 }
