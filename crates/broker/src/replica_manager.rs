@@ -528,6 +528,22 @@ impl Partition {
         self.state().propose_shrink(log_end, lag_max_ms, now)
     }
 
+    /// Leader: for each replica `change` drops, (id, its log end offset, ms since it last
+    /// caught up), the facts an operator needs to see why it left.
+    pub fn dropped_followers(&self, change: &IsrChange) -> Vec<(BrokerId, i64, i64)> {
+        let now = Instant::now();
+        let state = self.state();
+        change
+            .current_isr
+            .iter()
+            .filter(|r| !change.new_isr.contains(r))
+            .map(|r| {
+                let (leo, since) = state.follower_lag(*r, now).unwrap_or((-1, -1));
+                (*r, leo, since)
+            })
+            .collect()
+    }
+
     /// How the proposal of `change` ended. Nothing happens if the image already showed a new
     /// state of the partition (that decided the change, and a newer one may be in flight).
     ///

@@ -329,6 +329,15 @@ impl ReplicaState {
         Some(self.isr_change(new_isr, now))
     }
 
+    /// Leader: `replica`'s log end offset and the ms since it last caught up, as of `now`
+    /// (`None` if it never fetched in this epoch). Kafka logs the same for the replicas a
+    /// shrink drops.
+    pub fn follower_lag(&self, replica: BrokerId, now: Instant) -> Option<(i64, i64)> {
+        self.followers
+            .get(&replica)
+            .map(|f| (f.log_end_offset, f.ms_since_caught_up(now)))
+    }
+
     fn isr_change(&mut self, new_isr: Vec<BrokerId>, now: Instant) -> IsrChange {
         self.isr_change_blocked_until = Some(now + ISR_CHANGE_TIMEOUT);
         for r in &new_isr {

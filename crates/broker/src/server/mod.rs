@@ -999,7 +999,15 @@ async fn isr_shrink(broker: Arc<Broker>) {
         tick.tick().await;
         for p in broker.replicas.all() {
             if let Some(change) = p.isr_shrink(lag) {
-                tracing::info!(partition = %p.tp, isr = ?change.new_isr, "shrinking the ISR");
+                tracing::info!(
+                    partition = %p.tp,
+                    isr = ?change.new_isr,
+                    log_end_offset = p.log.log_end_offset(),
+                    high_watermark = p.high_watermark(),
+                    // (replica, its log end offset, ms since it last caught up)
+                    out_of_sync = ?p.dropped_followers(&change),
+                    "shrinking the ISR"
+                );
                 let _ = broker.isr_changes.send(change);
             }
         }
