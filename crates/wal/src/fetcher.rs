@@ -8,6 +8,11 @@
 //! across partitions: one per contiguous run of one object, [`coalesce`]), and appends, in
 //! offset order, the slices whose bytes are there, after verifying them ([`verify_slice`]).
 //!
+//! An object up to [`FetcherConfig::whole_object_max_bytes`] is read whole by its first GET and
+//! kept for `OBJECT_KEPT_FOR` (2 s): the records of its other slices come over other metadata
+//! partitions, a few milliseconds later, and are cut from it (or wait for its GET) instead of
+//! each starting a GET of its own.
+//!
 //! # A pipeline, not rounds
 //!
 //! A step never waits for a GET: downloads run as tasks that store their bytes and wake the
@@ -54,7 +59,7 @@ use uuid::Uuid;
 
 use crate::error::{ErrorKind, Result};
 use crate::follower::{
-    coalesce, plan_partition, verify_slice, ClassicFetch, FollowerPartition, SkipReason,
+    coalesce, plan_partition, verify_slice, ClassicFetch, FollowerPartition, RangedGet, SkipReason,
 };
 use crate::metadata::{WalMetadataEvent, WalMetadataRecord, WalSliceMetadata};
 use crate::stages::Stage;
@@ -65,7 +70,9 @@ mod report;
 mod state;
 use download::download;
 pub use report::{FetchReport, FetcherConfig, PartitionClassicFetch};
-use state::{lock, partition_of, Queued, Shared, Slot, State, Unreadable};
+use state::{
+    lock, object_of, partition_of, KeptObject, ObjectRef, Queued, Shared, Slot, State, Unreadable,
+};
 
 /// The follower's local log and metadata image, as the fetcher needs them.
 #[async_trait]
@@ -111,6 +118,13 @@ const PARK_FOR: Duration = Duration::from_secs(10);
 
 /// Plans per step when objects turn out unreadable (each skips the objects found so).
 const UNREADABLE_REPLANS: usize = 3;
+
+/// How long an object downloaded whole is kept for slices whose records arrive later (they
+/// come within milliseconds of each other; this covers a loaded machine).
+pub(crate) const OBJECT_KEPT_FOR: Duration = Duration::from_secs(2);
+
+/// Kept objects hold at most this share (1/n) of [`FetcherConfig::max_download_bytes`].
+const KEPT_SHARE_OF_BUDGET: u64 = 4;
 
 /// One partition's planned slices, as a step applies them.
 struct Planned {
@@ -335,15 +349,21 @@ impl WalFetcher {
     /// start.
     pub async fn run_once(&self) -> FetchReport {
         let mut report = self.step(true).await;
+        // Slices cut from a kept object are appended by the next step, with no GET to wait for.
+        let mut again = report.slices_from_kept_objects > 0;
         loop {
             let done = self.shared.get_done.notified();
             tokio::pin!(done);
             done.as_mut().enable();
-            if self.state().gets_in_flight == 0 {
-                break;
+            if !again {
+                if self.state().gets_in_flight == 0 {
+                    break;
+                }
+                done.await;
             }
-            done.await;
-            report.merge(self.step(false).await);
+            let step = self.step(false).await;
+            again = step.slices_from_kept_objects > 0;
+            report.merge(step);
         }
         report
     }
@@ -725,6 +745,44 @@ impl WalFetcher {
         }
     }
 
+    /// The GETs of `slices`: one of the whole object for an object no larger than
+    /// [`FetcherConfig::whole_object_max_bytes`] (marked downloading, so that its later slices
+    /// wait for it), coalesced ranges for the others.
+    fn plan_gets(&self, slices: Vec<WalSliceMetadata>, st: &mut State) -> Vec<RangedGet> {
+        let max = self.config.whole_object_max_bytes;
+        let (whole, ranged): (Vec<_>, Vec<_>) = slices
+            .into_iter()
+            .partition(|m| max > 0 && m.object_size > 0 && m.object_size <= max);
+        let mut gets = coalesce(&ranged, self.config.max_gap_bytes);
+        let mut by_object: BTreeMap<ObjectRef, Vec<WalSliceMetadata>> = BTreeMap::new();
+        for m in whole {
+            by_object.entry(object_of(&m)).or_default().push(m);
+        }
+        for ((bucket, object_key), mut slices) in by_object {
+            slices.sort_by_key(|m| m.byte_position);
+            let size = slices.iter().map(|m| m.object_size).max().unwrap_or(0);
+            // Records that disagree on the object's size, or a slice past it: their ranges only.
+            if slices
+                .iter()
+                .any(|m| m.object_size != size || m.byte_range().end > size)
+            {
+                gets.extend(coalesce(&slices, self.config.max_gap_bytes));
+                continue;
+            }
+            st.kept_objects.insert(
+                (bucket.clone(), object_key.clone()),
+                KeptObject::Downloading,
+            );
+            gets.push(RangedGet {
+                bucket,
+                object_key,
+                range: 0..size,
+                slices,
+            });
+        }
+        gets
+    }
+
     /// Starts coalesced ranged GETs for `slices` (in priority order) within the byte budget.
     fn start_gets(&self, slices: Vec<WalSliceMetadata>, report: &mut FetchReport) {
         if slices.is_empty() {
@@ -742,7 +800,48 @@ impl WalFetcher {
             held += len;
             chosen.push(m);
         }
-        let gets = coalesce(&chosen, self.config.max_gap_bytes);
+        let now = Instant::now();
+        st.expire_kept_objects(
+            now,
+            OBJECT_KEPT_FOR,
+            self.config.max_download_bytes / KEPT_SHARE_OF_BUDGET,
+        );
+        // Slices of an object downloaded whole, or downloading, need no GET of their own.
+        let mut to_get = Vec::new();
+        let mut cut_from_kept = false;
+        {
+            let State {
+                kept_objects,
+                slots,
+                ..
+            } = &mut *st;
+            for m in &chosen {
+                let slot = match kept_objects.get(&object_of(m)) {
+                    Some(KeptObject::Downloading) => Slot::InFlight,
+                    Some(kept) => match kept.cut(m) {
+                        Some(bytes) => {
+                            cut_from_kept = true;
+                            Slot::Data { bytes, at: now }
+                        }
+                        None => {
+                            to_get.push(m.clone());
+                            continue;
+                        }
+                    },
+                    None => {
+                        to_get.push(m.clone());
+                        continue;
+                    }
+                };
+                report.slices_from_kept_objects += 1;
+                slots.insert(m.clone(), slot);
+            }
+        }
+        if cut_from_kept {
+            // Their bytes are here: the next step appends them.
+            self.shared.wake.notify_one();
+        }
+        let gets = self.plan_gets(to_get, &mut st);
         report.gets += gets.len();
         for g in &gets {
             for m in &g.slices {

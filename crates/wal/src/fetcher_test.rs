@@ -272,8 +272,22 @@ impl<S: ObjectStore> ObjectStore for Counting<S> {
 }
 
 fn fetcher(store: Arc<dyn ObjectStore>, sink: Arc<MemSink>) -> WalFetcher {
+    fetcher_with(store, sink, FetcherConfig::default().whole_object_max_bytes)
+}
+
+/// A fetcher that GETs only the slices it knows of (no whole objects).
+fn ranged_fetcher(store: Arc<dyn ObjectStore>, sink: Arc<MemSink>) -> WalFetcher {
+    fetcher_with(store, sink, 0)
+}
+
+fn fetcher_with(
+    store: Arc<dyn ObjectStore>,
+    sink: Arc<MemSink>,
+    whole_object_max_bytes: u64,
+) -> WalFetcher {
     let config = FetcherConfig {
         max_gap_bytes: 0,
+        whole_object_max_bytes,
         ..FetcherConfig::default()
     };
     WalFetcher::with_config(
@@ -299,7 +313,7 @@ async fn many_partitions_of_one_object_take_one_get_per_contiguous_run() {
     let store = Counting::new(mem);
     // Followed: 0,1,2 and 5,6 (this broker leads or does not host 3, 4 and 7).
     let sink = MemSink::following(&[0, 1, 2, 5, 6], 3);
-    let f = fetcher(store.clone(), sink.clone());
+    let f = ranged_fetcher(store.clone(), sink.clone());
     f.on_metadata(upserts(&records));
     assert_eq!(
         f.queued(),
@@ -735,5 +749,106 @@ async fn downloads_stop_at_the_byte_budget_behind_a_hanging_get() {
     store.open("wal/1/0.wal");
     settle().await;
     assert_eq!(sink.leo(0), 60, "the rest followed as bytes were appended");
+    let _ = stop.send(());
+}
+
+#[tokio::test]
+async fn slices_whose_records_arrive_after_the_first_get_are_cut_from_the_whole_object() {
+    let mem = MemoryStore::new();
+    let slices: Vec<(i32, i64, i64)> = (0..4).map(|p| (p, 0, 9)).collect();
+    let (data, records) = object("wal/1/a.wal", 3, &slices);
+    let size = data.len() as u64;
+    assert!(mem.put("wal/1/a.wal", data).await.is_ok());
+    let store = Counting::new(mem);
+    let sink = MemSink::following(&[0, 1, 2, 3], 3);
+    let f = fetcher(store.clone(), sink.clone());
+
+    // The records of one object come over several metadata partitions: partition 0's first.
+    f.on_metadata(upserts(&records[..1]));
+    let r = f.run_once().await;
+    assert_eq!((r.gets, r.slices_appended), (1, 1));
+    assert_eq!(
+        lock(&store.ranges).clone(),
+        vec![0..size],
+        "the whole object"
+    );
+
+    f.on_metadata(upserts(&records[1..]));
+    let r = f.run_once().await;
+    assert_eq!(
+        r.gets, 0,
+        "no GET for slices of an object already downloaded"
+    );
+    assert_eq!((r.slices_from_kept_objects, r.slices_appended), (3, 3));
+    assert!(r.classic.is_empty());
+    for p in 0..4 {
+        assert_eq!(sink.appended(p), vec![(0, 9)]);
+    }
+    assert_eq!(store.gets.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn records_that_arrive_while_the_whole_object_downloads_wait_for_it() {
+    let mem = MemoryStore::new();
+    let (data, records) = object("wal/1/a.wal", 3, &[(0, 0, 9), (1, 0, 9), (2, 0, 9)]);
+    assert!(mem.put("wal/1/a.wal", data).await.is_ok());
+    let store = Counting::gated(mem, &["wal/1/a.wal"]);
+    let sink = MemSink::following(&[0, 1, 2], 3);
+    let f = Arc::new(fetcher(store.clone(), sink.clone()));
+    let stop = spawn_loop(&f);
+
+    f.on_metadata(upserts(&records[..1]));
+    settle().await;
+    f.on_metadata(upserts(&records[1..]));
+    settle().await;
+    assert_eq!(
+        store.gets.load(Ordering::SeqCst),
+        1,
+        "the later slices wait for the GET in flight"
+    );
+    store.open("wal/1/a.wal");
+    settle().await;
+    assert_eq!((sink.leo(0), sink.leo(1), sink.leo(2)), (10, 10, 10));
+    assert_eq!(store.gets.load(Ordering::SeqCst), 1);
+    let _ = stop.send(());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_whole_object_get_fails_the_slices_that_waited_for_it() {
+    let (_, records) = object("wal/1/gone.wal", 3, &[(0, 0, 9), (1, 0, 9)]);
+    // The object is not in the store (collected, or its bucket lost).
+    let store = Counting::gated(MemoryStore::new(), &["wal/1/gone.wal"]);
+    let sink = MemSink::following(&[0, 1], 3);
+    let f = Arc::new(fetcher(store.clone(), sink.clone()));
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    {
+        let (f, reports) = (f.clone(), reports.clone());
+        tokio::spawn(async move {
+            f.run(
+                Duration::from_secs(3_600),
+                |r| lock(&reports).push(r),
+                async move {
+                    let _ = stopped.await;
+                },
+            )
+            .await;
+        });
+    }
+    f.on_metadata(upserts(&records[..1]));
+    settle().await;
+    f.on_metadata(upserts(&records[1..]));
+    settle().await;
+    store.open("wal/1/gone.wal");
+    settle().await;
+    let ranges: Vec<PartitionClassicFetch> = lock(&reports)
+        .iter()
+        .flat_map(|r| r.classic.clone())
+        .collect();
+    assert!(
+        ranges.contains(&classic(0, 0, 10)) && ranges.contains(&classic(1, 0, 10)),
+        "both slices go to the classic fetch: {ranges:?}"
+    );
+    assert_eq!(store.gets.load(Ordering::SeqCst), 1);
     let _ = stop.send(());
 }

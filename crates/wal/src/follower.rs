@@ -173,13 +173,7 @@ impl RangedGet {
                 available: got,
             });
         }
-        // Where each piece starts within the GET range.
-        let mut starts = Vec::with_capacity(pieces.len());
-        let mut at = 0usize;
-        for p in pieces {
-            starts.push(at);
-            at += p.len();
-        }
+        let starts = piece_starts(pieces);
         self.slices
             .iter()
             .map(|s| {
@@ -198,8 +192,19 @@ impl RangedGet {
     }
 }
 
+/// Where each of `pieces` starts within their concatenation.
+pub(crate) fn piece_starts(pieces: &[Bytes]) -> Vec<usize> {
+    let mut starts = Vec::with_capacity(pieces.len());
+    let mut at = 0usize;
+    for p in pieces {
+        starts.push(at);
+        at += p.len();
+    }
+    starts
+}
+
 /// Bytes `range` of the concatenation of `pieces` (piece `i` starting at `starts[i]`).
-fn cut(pieces: &[Bytes], starts: &[usize], range: std::ops::Range<usize>) -> Bytes {
+pub(crate) fn cut(pieces: &[Bytes], starts: &[usize], range: std::ops::Range<usize>) -> Bytes {
     // The last piece starting at or before the range.
     let first = starts
         .partition_point(|s| *s <= range.start)

@@ -39,6 +39,8 @@ pub struct RemoteWalMetrics {
     pub bytes_uploaded: Counter,
     pub objects_downloaded: Counter,
     pub bytes_downloaded: Counter,
+    /// Slices cut from an object downloaded whole for an earlier slice: no GET of their own.
+    pub slices_from_kept_objects: Counter,
     pub slices_per_object: Histogram,
     pub partitions_per_object: Histogram,
     pub follower_bytes: Family<PathLabels, Counter>,
@@ -88,6 +90,7 @@ impl RemoteWalMetrics {
             bytes_uploaded: Counter::default(),
             objects_downloaded: Counter::default(),
             bytes_downloaded: Counter::default(),
+            slices_from_kept_objects: Counter::default(),
             slices_per_object: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
             partitions_per_object: Histogram::new(exponential_buckets(1.0, 2.0, 12)),
             follower_bytes: Family::default(),
@@ -127,6 +130,11 @@ impl RemoteWalMetrics {
             "remote_wal_gets",
             "Ranged GETs of WAL objects by this broker's follower",
             self.objects_downloaded.clone(),
+        );
+        r.register(
+            "remote_wal_slices_from_kept_objects",
+            "Slices this broker's follower cut from an object it had downloaded whole for an earlier slice (no GET of their own)",
+            self.slices_from_kept_objects.clone(),
         );
         r.register(
             "remote_wal_downloaded_bytes",
@@ -222,6 +230,8 @@ impl RemoteWalMetrics {
 
     pub fn on_fetch_report(&self, r: &FetchReport) {
         self.objects_downloaded.inc_by(r.gets as u64);
+        self.slices_from_kept_objects
+            .inc_by(r.slices_from_kept_objects as u64);
         self.bytes_downloaded.inc_by(r.bytes_downloaded);
     }
 

@@ -1,14 +1,16 @@
 //! The fetcher's GET task: one ranged GET of a run of slices, whose bytes (or failure) it
 //! stores in their slots before waking the fetcher.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use ferry_objstore::ObjectStore;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::state::{lock, Shared, Slot, Unreadable};
+use super::state::{lock, KeptObject, Shared, Slot, Unreadable};
 use crate::follower::RangedGet;
+use crate::metadata::WalSliceMetadata;
 use crate::stages::{Stage, StageMetrics};
 
 /// One ranged GET: stores each slice's bytes (or its failure) and wakes the fetcher.
@@ -34,6 +36,9 @@ pub(super) async fn download(
     };
     let at = Instant::now();
     let mut st = lock(&shared.state);
+    // A GET of a whole object: slices of it found while it ran wait for it (`InFlight`).
+    let object = (g.bucket.clone(), g.object_key.clone());
+    let whole = matches!(st.kept_objects.get(&object), Some(KeptObject::Downloading));
     let outcome = match result {
         Some(Ok(pieces)) => {
             st.counters.bytes_downloaded += pieces.iter().map(|p| p.len() as u64).sum::<u64>();
@@ -44,6 +49,15 @@ pub(super) async fn download(
                         if let Some(slot) = st.slots.get_mut(&m) {
                             *slot = Slot::Data { bytes, at };
                         }
+                    }
+                    if whole {
+                        let kept = KeptObject::ready(g.range.clone(), pieces, at);
+                        settle_waiting(&mut st.slots, &g, |m| match kept.cut(m) {
+                            Some(bytes) => Slot::Data { bytes, at },
+                            // Outside what was read: a GET of its own next time.
+                            None => Slot::Transient,
+                        });
+                        st.kept_objects.insert(object.clone(), kept);
                     }
                     None
                 }
@@ -79,18 +93,39 @@ pub(super) async fn download(
                 }
             }
         }
+        let failed_slot = || {
+            if unreadable {
+                Slot::Unreadable
+            } else {
+                Slot::Transient
+            }
+        };
         for m in &g.slices {
             if let Some(slot) = st.slots.get_mut(m) {
-                *slot = if unreadable {
-                    Slot::Unreadable
-                } else {
-                    Slot::Transient
-                };
+                *slot = failed_slot();
             }
+        }
+        if whole {
+            st.kept_objects.remove(&object);
+            settle_waiting(&mut st.slots, &g, |_| failed_slot());
         }
     }
     st.gets_in_flight = st.gets_in_flight.saturating_sub(1);
     drop(st);
     shared.wake.notify_one();
     shared.get_done.notify_waiters();
+}
+
+/// Gives each slice of the object `g` read that still waits (in flight, not in `g`'s own
+/// slices, which are settled already) the slot `settle` says.
+fn settle_waiting(
+    slots: &mut HashMap<WalSliceMetadata, Slot>,
+    g: &RangedGet,
+    settle: impl Fn(&WalSliceMetadata) -> Slot,
+) {
+    for (m, slot) in slots.iter_mut() {
+        if matches!(slot, Slot::InFlight) && m.object_key == g.object_key && m.bucket == g.bucket {
+            *slot = settle(m);
+        }
+    }
 }

@@ -18,6 +18,13 @@ pub struct FetcherConfig {
     pub max_records_per_partition: usize,
     /// Unreadable objects and slices remembered (oldest forgotten first).
     pub max_unreadable: usize,
+    /// An object no larger than this is downloaded whole by its first GET and kept for a
+    /// moment (`OBJECT_KEPT_FOR`, 2 s), so that slices whose records arrive after that GET
+    /// started are cut from it instead of getting GETs of their own. A leader's object holds
+    /// slices of several partitions whose records come over several metadata partitions, a
+    /// few milliseconds apart; with three brokers every follower needs all of them. 0: GET
+    /// only the slices known.
+    pub whole_object_max_bytes: u64,
     /// Where the `metadata_delivery`, `get_queue`, `get` and `append_wait` stages are recorded.
     pub stages: StageMetrics,
 }
@@ -30,6 +37,7 @@ impl Default for FetcherConfig {
             max_download_bytes: 64 << 20,
             max_records_per_partition: 4_096,
             max_unreadable: 16_384,
+            whole_object_max_bytes: 8 << 20,
             stages: StageMetrics::default(),
         }
     }
@@ -49,6 +57,8 @@ pub struct FetchReport {
     pub classic: Vec<PartitionClassicFetch>,
     /// Ranged GETs issued.
     pub gets: usize,
+    /// Slices cut from an object already downloaded whole (or downloading), without a GET.
+    pub slices_from_kept_objects: usize,
     pub bytes_downloaded: u64,
     /// Slices appended to local logs.
     pub slices_appended: usize,
@@ -71,6 +81,7 @@ impl FetchReport {
             }
         }
         self.gets += other.gets;
+        self.slices_from_kept_objects += other.slices_from_kept_objects;
         self.bytes_downloaded += other.bytes_downloaded;
         self.slices_appended += other.slices_appended;
         self.stale_skipped += other.stale_skipped;

@@ -2,12 +2,15 @@
 //! bytes of each planned slice are ([`Slot`]), and the records found unusable.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::ops::Range;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::follower::{cut, piece_starts};
 use crate::metadata::WalSliceMetadata;
 use crate::uploader::WalPartition;
 
@@ -96,6 +99,68 @@ impl Slot {
     }
 }
 
+/// One object, as the fetcher names it.
+pub(super) type ObjectRef = (String, String);
+
+pub(super) fn object_of(m: &WalSliceMetadata) -> ObjectRef {
+    (m.bucket.clone(), m.object_key.clone())
+}
+
+/// An object downloaded whole ([`super::FetcherConfig::whole_object_max_bytes`]).
+#[derive(Debug)]
+pub(super) enum KeptObject {
+    /// Its GET runs; slices of it found meanwhile wait for it (their slots are `InFlight`).
+    Downloading,
+    /// Its bytes `range`, in the pieces they arrived in (piece `i` at `starts[i]` within the
+    /// range), downloaded at `at`.
+    Ready {
+        range: Range<u64>,
+        pieces: Vec<Bytes>,
+        starts: Vec<usize>,
+        at: Instant,
+    },
+}
+
+impl KeptObject {
+    /// Bytes `range` of the object, downloaded at `at`, in the pieces they arrived in.
+    pub(super) fn ready(range: Range<u64>, pieces: Vec<Bytes>, at: Instant) -> Self {
+        let starts = piece_starts(&pieces);
+        KeptObject::Ready {
+            range,
+            pieces,
+            starts,
+            at,
+        }
+    }
+
+    /// The bytes of slice `m` (a view of the pieces unless it spans two), if it was downloaded.
+    pub(super) fn cut(&self, m: &WalSliceMetadata) -> Option<Bytes> {
+        let KeptObject::Ready {
+            range,
+            pieces,
+            starts,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let r = m.byte_range();
+        if r.start < range.start || r.end > range.end {
+            return None;
+        }
+        let from = usize::try_from(r.start - range.start).ok()?;
+        let to = usize::try_from(r.end - range.start).ok()?;
+        Some(cut(pieces, starts, from..to))
+    }
+
+    fn bytes(&self) -> u64 {
+        match self {
+            KeptObject::Downloading => 0,
+            KeptObject::Ready { pieces, .. } => pieces.iter().map(|p| p.len() as u64).sum(),
+        }
+    }
+}
+
 /// Counters of download tasks, drained into the next step's report.
 #[derive(Debug, Default)]
 pub(super) struct DownloadCounters {
@@ -119,6 +184,8 @@ pub(super) struct State {
     pub(super) slots: HashMap<WalSliceMetadata, Slot>,
     /// GET tasks running.
     pub(super) gets_in_flight: usize,
+    /// Objects downloaded whole, for slices whose records arrive after their GET started.
+    pub(super) kept_objects: HashMap<ObjectRef, KeptObject>,
     pub(super) counters: DownloadCounters,
 }
 
@@ -135,6 +202,29 @@ impl State {
         }
         if !matches!(self.slots.get(m), Some(Slot::InFlight)) {
             self.slots.remove(m);
+        }
+    }
+
+    /// Forgets kept objects older than `keep_for`, then the oldest beyond `max_bytes`.
+    pub(super) fn expire_kept_objects(&mut self, now: Instant, keep_for: Duration, max_bytes: u64) {
+        self.kept_objects.retain(|_, o| match o {
+            KeptObject::Downloading => true,
+            KeptObject::Ready { at, .. } => now.saturating_duration_since(*at) < keep_for,
+        });
+        let mut total: u64 = self.kept_objects.values().map(KeptObject::bytes).sum();
+        while total > max_bytes {
+            let oldest = self
+                .kept_objects
+                .iter()
+                .filter_map(|(k, o)| match o {
+                    KeptObject::Ready { at, .. } => Some((*at, k.clone())),
+                    KeptObject::Downloading => None,
+                })
+                .min();
+            let Some((_, key)) = oldest else { break };
+            if let Some(o) = self.kept_objects.remove(&key) {
+                total = total.saturating_sub(o.bytes());
+            }
         }
     }
 
