@@ -23,7 +23,8 @@
 # ~0.8 GB per produce run), E2E_SECONDS (20), KINDS ("classic remote-wal"), RUNS (default
 # "produce-acks1 produce-acksall produce-acksall-bigbatch consume-az2 e2e-acksall
 # e2e-follower-acks1"; consume-az2 reads what produce-acks1 wrote), OUT, KEEP_DATA=1 (keep the
-# brokers' data and buckets, several GB, after the run).
+# brokers' data and buckets, several GB, after the run), BROKER_CONFIG (extra lines for every
+# broker's ferry.toml, e.g. '"remote.wal.upload.max.bytes" = 4194304').
 # Not part of CI: never assert on wall-clock numbers in tests.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -166,6 +167,7 @@ for i in 1 2 3; do
 "metrics.address" = "127.0.0.1:${MPORTS[$i]}"
 "min.insync.replicas" = 2
 $WAL_CONFIG
+${BROKER_CONFIG:-}
 EOF2
     "$FERRY" serve --config "$OUT/az$i.toml" >"$OUT/az$i.log" 2>&1 &
     PIDS[$i]=$!
