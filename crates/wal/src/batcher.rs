@@ -33,7 +33,7 @@ impl Default for BatcherConfig {
         Self {
             broker_id: 0,
             upload_interval_ms: 10,
-            upload_max_bytes: 1 << 20,
+            upload_max_bytes: 4 << 20,
             max_buffered_bytes: 64 << 20,
         }
     }
