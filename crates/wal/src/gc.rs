@@ -646,23 +646,21 @@ impl WalGc {
         let _round = self.round.lock().await;
         let now = self.clock.now_ms();
         let gone = progress.gone_uploaders();
-        let plan = {
+        // Each planned object, and whether an earlier round deleted it already (its tombstones
+        // failed then), under one lock.
+        let plan: Vec<_> = {
             let mut planner = lock(&self.planner);
             planner.set_gone_uploaders(gone);
-            planner.plan(progress, now)
-        };
-        let mut report = GcReport::default();
-        // Each planned object, and whether an earlier round deleted it already (its tombstones
-        // failed then).
-        let plan: Vec<_> = {
-            let planner = lock(&self.planner);
-            plan.into_iter()
+            let planned = planner.plan(progress, now);
+            planned
+                .into_iter()
                 .map(|(key, reason)| {
-                    let gone = planner.object(&key).is_some_and(|o| o.object_deleted);
-                    (key, reason, gone)
+                    let deleted = planner.object(&key).is_some_and(|o| o.object_deleted);
+                    (key, reason, deleted)
                 })
                 .collect()
         };
+        let mut report = GcReport::default();
         // The round's objects go in one batch delete (S3 `DeleteObjects`), not one request each.
         let to_delete: Vec<String> = plan
             .iter()
