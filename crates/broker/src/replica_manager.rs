@@ -357,8 +357,13 @@ impl Partition {
     /// Like [`Partition::append_as_follower`], only if the first batch starts exactly at the log
     /// end offset (the remote WAL's slices must continue the log, never leave a gap). The
     /// records are a remote-WAL slice whose CRC-32C matched, so their batch CRCs are not
-    /// checked a second time.
-    pub fn append_as_follower_at(&self, base: i64, records: &[u8]) -> Result<AppendInfo, LogError> {
+    /// checked a second time. They come as `parts` laid end to end (the pieces the slice's GET
+    /// body arrived in), written as they are.
+    pub fn append_as_follower_at(
+        &self,
+        base: i64,
+        parts: &[&[u8]],
+    ) -> Result<AppendInfo, LogError> {
         let _order = self.append_order();
         let leo = self.log.log_end_offset();
         if base != leo {
@@ -369,7 +374,7 @@ impl Partition {
         }
         let info = self.checked(
             self.log
-                .append_as_follower_with(records, ferry_log::BatchCrcs::AlreadyVerified),
+                .append_as_follower_parts(parts, ferry_log::BatchCrcs::AlreadyVerified),
         )?;
         self.notify();
         Ok(info)

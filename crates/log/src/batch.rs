@@ -202,32 +202,44 @@ pub enum BatchCrcs {
 
 /// [`scan_batch`], checking the batch CRC only when `crcs` asks for it.
 pub fn scan_batch_with(b: &[u8], crcs: BatchCrcs) -> Scan {
-    if b.len() < LOG_OVERHEAD {
-        return Scan::Torn;
-    }
-    let len = i32_at(b, LENGTH_OFFSET);
-    if len < (HEADER_SIZE - LOG_OVERHEAD) as i32 {
-        return Scan::Corrupt(format!("batch length {len} below the v2 header size"));
-    }
-    let total = LOG_OVERHEAD + len as usize;
-    if b.len() < total {
-        return Scan::Torn;
-    }
-    let Some(h) = BatchHeader::parse(b) else {
-        return Scan::Torn;
+    let h = match scan_header(b, b.len()) {
+        Scan::Valid(h) => h,
+        other => return other,
     };
-    if h.magic != 2 {
-        return Scan::Corrupt(format!("magic {} is not 2", h.magic));
-    }
     if crcs == BatchCrcs::AlreadyVerified {
         return Scan::Valid(h);
     }
+    let total = h.total_size();
     let crc = compute_crc(&b[..total]);
     if crc != h.crc {
         return Scan::Corrupt(format!(
             "CRC mismatch at base offset {}: stored {:#x}, computed {crc:#x}",
             h.base_offset, h.crc
         ));
+    }
+    Scan::Valid(h)
+}
+
+/// The checks of [`scan_batch_with`] that need only the batch's header (length, magic):
+/// `header` holds the batch's first bytes (at least its header, or all there are), and
+/// `available` bytes of the batch are at hand in all. `Torn` when fewer than the batch's length.
+pub fn scan_header(header: &[u8], available: usize) -> Scan {
+    if header.len() < LOG_OVERHEAD {
+        return Scan::Torn;
+    }
+    let len = i32_at(header, LENGTH_OFFSET);
+    if len < (HEADER_SIZE - LOG_OVERHEAD) as i32 {
+        return Scan::Corrupt(format!("batch length {len} below the v2 header size"));
+    }
+    let total = LOG_OVERHEAD + len as usize;
+    if available < total {
+        return Scan::Torn;
+    }
+    let Some(h) = BatchHeader::parse(header) else {
+        return Scan::Torn;
+    };
+    if h.magic != 2 {
+        return Scan::Corrupt(format!("magic {} is not 2", h.magic));
     }
     Scan::Valid(h)
 }

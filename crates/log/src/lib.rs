@@ -59,6 +59,7 @@ pub mod loader;
 pub mod log;
 mod manager;
 mod offset_checkpoint;
+mod parts;
 mod producer_state;
 pub mod recompress;
 mod records;

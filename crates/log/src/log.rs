@@ -37,6 +37,7 @@ use crate::epoch_cache::{write_offset_checkpoint, LeaderEpochCache};
 use crate::error::{LogError, Result};
 use crate::index::Durability;
 use crate::loader::{self, LOG_START_OFFSET_FILE, RECOVERY_POINT_FILE};
+use crate::parts::{scan_follower_batches, write_all_parts_at};
 use crate::producer_state::{
     list_snapshots, snapshot_path, ProducerEntry, ProducerStateManager, SequenceCheck,
 };
@@ -525,7 +526,7 @@ impl PartitionLog {
         }
 
         let markers: Vec<(usize, TxnMarker)> = marker.map(|m| (0, *m)).into_iter().collect();
-        self.write_and_publish(&buf, &headers, config.index_interval_bytes, &markers)?;
+        self.write_and_publish(&[&buf], &headers, config.index_interval_bytes, &markers)?;
 
         let first_offset = log_end_offset;
         if let Err(e) = self.epochs.lock().assign(leader_epoch, first_offset) {
@@ -552,13 +553,14 @@ impl PartitionLog {
         })
     }
 
-    /// Writes `buf` (the batches of `headers`, final bytes) at the end of the active segment,
-    /// then publishes sizes, indexes and the new log end offset, and applies the batches to
-    /// producer state (`markers`: `(index in headers, marker)` of the control batches), recording
-    /// the transactions aborted in the active segment's index. The caller holds `writer`.
+    /// Writes `parts` (the batches of `headers` laid end to end, final bytes) at the end of the
+    /// active segment, then publishes sizes, indexes and the new log end offset, and applies the
+    /// batches to producer state (`markers`: `(index in headers, marker)` of the control
+    /// batches), recording the transactions aborted in the active segment's index. The caller
+    /// holds `writer`.
     fn write_and_publish(
         &self,
-        buf: &[u8],
+        parts: &[&[u8]],
         headers: &[BatchHeader],
         index_interval_bytes: u64,
         markers: &[(usize, TxnMarker)],
@@ -569,7 +571,7 @@ impl PartitionLog {
             let st = self.state.read();
             (Arc::clone(&st.active().file), st.active().size)
         };
-        if let Err(e) = std::os::unix::fs::FileExt::write_all_at(&file.file, buf, start) {
+        if let Err(e) = write_all_parts_at(&file.file, parts, start) {
             // Cut off whatever part of the write landed so the file holds only whole batches.
             let _ = file.file.set_len(start);
             let e = LogError::io_at(&file.path)(e);
@@ -610,31 +612,16 @@ impl PartitionLog {
 
     /// [`Log::append_as_follower`], checking batch CRCs only when `crcs` asks for it.
     pub fn append_as_follower_with(&self, records: &[u8], crcs: BatchCrcs) -> Result<AppendInfo> {
+        self.append_as_follower_parts(&[records], crcs)
+    }
+
+    /// [`Log::append_as_follower_with`] for batches laid end to end over `parts` (a remote-WAL
+    /// slice in the pieces its GET body arrived in), written with one vectored write: joining
+    /// the pieces first was a copy of every byte a follower downloads.
+    pub fn append_as_follower_parts(&self, parts: &[&[u8]], crcs: BatchCrcs) -> Result<AppendInfo> {
         let config = self.config.read().clone();
-        let mut headers = Vec::new();
-        // The markers of the control batches: their type is in their record.
-        let mut markers: Vec<(usize, TxnMarker)> = Vec::new();
-        let mut pos = 0usize;
-        while pos < records.len() {
-            match crate::batch::scan_batch_with(&records[pos..], crcs) {
-                crate::batch::Scan::Valid(h) => {
-                    let end = pos + h.total_size();
-                    if h.is_control() {
-                        if let Some(m) = TxnMarker::from_control_batch(&records[pos..end])? {
-                            markers.push((headers.len(), m));
-                        }
-                    }
-                    pos = end;
-                    headers.push(h);
-                }
-                crate::batch::Scan::Torn => {
-                    return Err(LogError::CorruptMessage(format!(
-                        "record set ends inside a batch at byte {pos}"
-                    )))
-                }
-                crate::batch::Scan::Corrupt(why) => return Err(LogError::CorruptMessage(why)),
-            }
-        }
+        let (headers, markers) = scan_follower_batches(parts, crcs)?;
+        let records_len: usize = parts.iter().map(|p| p.len()).sum();
         let (Some(first), Some(last)) = (headers.first().copied(), headers.last().copied()) else {
             return Err(LogError::InvalidRecord("empty record set".into()));
         };
@@ -661,19 +648,13 @@ impl PartitionLog {
             a.size == 0 && a.base_offset != first.base_offset
         };
         if needs_new_base
-            || self.should_roll(
-                &config,
-                records.len() as u64,
-                last.last_offset(),
-                max_ts,
-                now,
-            )
+            || self.should_roll(&config, records_len as u64, last.last_offset(), max_ts, now)
         {
             // The new segment starts at the first incoming offset (which may exceed the LEO).
             self.state.write().log_end_offset = first.base_offset;
             self.roll_locked(now)?;
         }
-        self.write_and_publish(records, &headers, config.index_interval_bytes, &markers)?;
+        self.write_and_publish(parts, &headers, config.index_interval_bytes, &markers)?;
         {
             let mut epochs = self.epochs.lock();
             for h in &headers {
@@ -698,7 +679,7 @@ impl PartitionLog {
             log_append_time: -1,
             log_start_offset,
             record_count,
-            bytes: records.len(),
+            bytes: records_len,
             duplicate: false,
             stored: Bytes::new(),
         })

@@ -50,7 +50,7 @@ use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::Bytes;
+
 use ferry_common::SharedClock;
 use ferry_objstore::ObjectStore;
 use tokio::sync::Semaphore;
@@ -62,6 +62,7 @@ use crate::follower::{
     coalesce, plan_partition, verify_slice, ClassicFetch, FollowerPartition, RangedGet, SkipReason,
 };
 use crate::metadata::{WalMetadataEvent, WalMetadataRecord, WalSliceMetadata};
+use crate::slice_bytes::SliceBytes;
 use crate::stages::Stage;
 use crate::uploader::WalPartition;
 
@@ -95,7 +96,7 @@ pub trait FollowerSink: Send + Sync + std::fmt::Debug {
         &self,
         topic_id: Uuid,
         partition: i32,
-        records: Bytes,
+        records: SliceBytes,
     ) -> Result<()>;
 }
 
@@ -692,7 +693,7 @@ impl WalFetcher {
         &self,
         wp: WalPartition,
         m: &WalSliceMetadata,
-        data: Bytes,
+        data: SliceBytes,
         downloaded_at: Instant,
         leo: i64,
         report: &mut FetchReport,

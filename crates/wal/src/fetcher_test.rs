@@ -4,7 +4,7 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use ferry_objstore::{FaultKind, FaultyStore, MemoryStore, ObjectMeta, Op, PutOutcome};
 
 use super::*;
@@ -179,7 +179,7 @@ impl FollowerSink for MemSink {
         &self,
         topic_id: Uuid,
         partition: i32,
-        records: Bytes,
+        records: SliceBytes,
     ) -> Result<()> {
         let mut logs = lock(&self.logs);
         let log = logs
@@ -188,8 +188,8 @@ impl FollowerSink for MemSink {
                 partition,
             })
             .ok_or_else(|| WalError::Append("not a follower".into()))?;
-        let (first, last) =
-            walk(&records).ok_or_else(|| WalError::Append("unparsable batches".into()))?;
+        let (first, last) = walk(&records.to_bytes())
+            .ok_or_else(|| WalError::Append("unparsable batches".into()))?;
         if first != log.leo {
             return Err(WalError::Append(format!(
                 "starts at {first}, log ends at {}",

@@ -37,6 +37,7 @@ use bytes::Bytes;
 
 use crate::error::{Result, WalError};
 use crate::metadata::WalSliceMetadata;
+use crate::slice_bytes::SliceBytes;
 
 /// What the follower knows about one partition it follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,13 +158,13 @@ pub struct RangedGet {
 
 impl RangedGet {
     /// Cuts the downloaded bytes into the slices' bytes (zero-copy).
-    pub fn split(&self, data: &Bytes) -> Result<Vec<(WalSliceMetadata, Bytes)>> {
+    pub fn split(&self, data: &Bytes) -> Result<Vec<(WalSliceMetadata, SliceBytes)>> {
         self.split_pieces(std::slice::from_ref(data))
     }
 
-    /// [`RangedGet::split`] over the body in the pieces it arrived in: a slice inside one
-    /// piece is a view of it; only a slice that spans pieces is copied together.
-    pub fn split_pieces(&self, pieces: &[Bytes]) -> Result<Vec<(WalSliceMetadata, Bytes)>> {
+    /// [`RangedGet::split`] over the body in the pieces it arrived in: each slice is views of
+    /// the pieces it lies in, nothing is copied.
+    pub fn split_pieces(&self, pieces: &[Bytes]) -> Result<Vec<(WalSliceMetadata, SliceBytes)>> {
         let want = self.range.end - self.range.start;
         let got: u64 = pieces.iter().map(|p| p.len() as u64).sum();
         if got != want {
@@ -203,33 +204,25 @@ pub(crate) fn piece_starts(pieces: &[Bytes]) -> Vec<usize> {
     starts
 }
 
-/// Bytes `range` of the concatenation of `pieces` (piece `i` starting at `starts[i]`).
-pub(crate) fn cut(pieces: &[Bytes], starts: &[usize], range: std::ops::Range<usize>) -> Bytes {
+/// Bytes `range` of the concatenation of `pieces` (piece `i` starting at `starts[i]`), as
+/// views of them.
+pub(crate) fn cut(pieces: &[Bytes], starts: &[usize], range: std::ops::Range<usize>) -> SliceBytes {
     // The last piece starting at or before the range.
     let first = starts
         .partition_point(|s| *s <= range.start)
         .saturating_sub(1);
-    let Some(piece) = pieces.get(first) else {
-        return Bytes::new();
-    };
-    let offset = range.start - starts[first];
-    if offset + range.len() <= piece.len() {
-        return piece.slice(offset..offset + range.len());
-    }
-    let mut out = bytes::BytesMut::with_capacity(range.len());
-    let mut at = range.start;
-    for (p, s) in pieces[first..].iter().zip(&starts[first..]) {
-        if at >= range.end {
+    let mut views = Vec::new();
+    for (p, s) in pieces.iter().zip(starts).skip(first) {
+        if *s >= range.end {
             break;
         }
-        let from = at - s;
+        let from = range.start.saturating_sub(*s);
         let to = (range.end - s).min(p.len());
         if from < to {
-            out.extend_from_slice(&p[from..to]);
-            at = s + to;
+            views.push(p.slice(from..to));
         }
     }
-    out.freeze()
+    SliceBytes::from_pieces(views)
 }
 
 /// Groups slices (of any partitions) by object and merges ranges that touch or lie within
@@ -274,7 +267,7 @@ pub fn coalesce(slices: &[WalSliceMetadata], max_gap: u64) -> Vec<RangedGet> {
 pub struct VerifiedSlice {
     pub base_offset: i64,
     pub last_offset: i64,
-    pub records: Bytes,
+    pub records: SliceBytes,
 }
 
 /// Offsets of the v2 record batch header fields this check reads.
@@ -300,7 +293,7 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
 /// `Ok(None)` when everything in the slice is already below `log_end_offset`.
 pub fn verify_slice(
     meta: &WalSliceMetadata,
-    data: &Bytes,
+    data: &SliceBytes,
     log_end_offset: i64,
 ) -> Result<Option<VerifiedSlice>> {
     if data.len() as u64 != u64::from(meta.byte_length) {
@@ -310,7 +303,7 @@ pub fn verify_slice(
             available: data.len() as u64,
         });
     }
-    let computed = crc32c::crc32c(data);
+    let computed = data.crc32c();
     if computed != meta.slice_crc {
         return Err(WalError::ChecksumMismatch {
             what: format!(
@@ -326,18 +319,18 @@ pub fn verify_slice(
     let mut expected_base = meta.base_offset;
     let mut keep_from: Option<(usize, i64)> = None;
     while pos < data.len() {
-        let rest = &data[pos..];
-        if rest.len() < BATCH_HEADER_LEN {
-            return Err(bad(format!(
-                "{} trailing bytes are not a batch",
-                rest.len()
-            )));
+        let rest_len = data.len() - pos;
+        // The header, copied out: it may straddle two of the pieces.
+        let mut rest = [0u8; BATCH_HEADER_LEN];
+        if !data.copy_to(pos, &mut rest) {
+            return Err(bad(format!("{rest_len} trailing bytes are not a batch")));
         }
+        let rest = &rest[..];
         let batch_len = be_i32(rest, 8);
         let total = usize::try_from(batch_len)
             .ok()
             .and_then(|l| l.checked_add(BATCH_LENGTH_END))
-            .filter(|t| *t >= BATCH_HEADER_LEN && *t <= rest.len())
+            .filter(|t| *t >= BATCH_HEADER_LEN && *t <= rest_len)
             .ok_or_else(|| bad(format!("batch at byte {pos} has length {batch_len}")))?;
         if rest[MAGIC_AT] != 2 {
             return Err(bad(format!(
@@ -383,7 +376,7 @@ pub fn verify_slice(
     Ok(Some(VerifiedSlice {
         base_offset: base,
         last_offset: meta.last_offset,
-        records: data.slice(at..),
+        records: data.slice(at..data.len()),
     }))
 }
 

@@ -49,7 +49,9 @@ pub mod metrics;
 pub mod mode_tracker;
 pub mod republish;
 mod sequencer;
+pub mod slice_bytes;
 pub mod stages;
 pub mod uploader;
 
 pub use error::{ErrorKind, Result, WalError};
+pub use slice_bytes::SliceBytes;

@@ -15,12 +15,11 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use ferry_common::TopicPartition;
 use ferry_wal::fetcher::{FetchReport, FollowerSink};
 use ferry_wal::follower::FollowerPartition;
 use ferry_wal::mode_tracker::{Mode, ModeTracker};
-use ferry_wal::WalError;
+use ferry_wal::{SliceBytes, WalError};
 use uuid::Uuid;
 
 use super::Shared;
@@ -65,8 +64,9 @@ impl ReplicaSink {
 }
 
 /// The first batch's base offset (v2 header: base offset at byte 0).
-fn first_base_offset(records: &[u8]) -> Option<i64> {
-    Some(i64::from_be_bytes(records.get(..8)?.try_into().ok()?))
+fn first_base_offset(records: &SliceBytes) -> Option<i64> {
+    let mut b = [0u8; 8];
+    records.copy_to(0, &mut b).then(|| i64::from_be_bytes(b))
 }
 
 #[async_trait]
@@ -88,7 +88,7 @@ impl FollowerSink for ReplicaSink {
         &self,
         topic_id: Uuid,
         partition: i32,
-        records: Bytes,
+        records: SliceBytes,
     ) -> ferry_wal::Result<()> {
         let p = self.partition(topic_id, partition).ok_or_else(|| {
             WalError::Invalid(format!("{topic_id}-{partition} is not followed here"))
@@ -96,9 +96,12 @@ impl FollowerSink for ReplicaSink {
         let base =
             first_base_offset(&records).ok_or_else(|| WalError::Invalid("empty slice".into()))?;
         let len = records.len() as u64;
-        let appended = tokio::task::spawn_blocking(move || p.append_as_follower_at(base, &records))
-            .await
-            .map_err(|e| WalError::Invalid(format!("append task: {e}")))?;
+        let appended = tokio::task::spawn_blocking(move || {
+            let parts: Vec<&[u8]> = records.pieces().iter().map(|b| &b[..]).collect();
+            p.append_as_follower_at(base, &parts)
+        })
+        .await
+        .map_err(|e| WalError::Invalid(format!("append task: {e}")))?;
         appended.map_err(|e| WalError::Invalid(format!("follower append refused: {e}")))?;
         self.shared.metrics.follower_bytes("wal", len);
         Ok(())
@@ -305,7 +308,9 @@ mod tests {
                 > 0
         );
         // A slice that would leave a gap is refused.
-        assert!(follower.append_as_follower_at(end + 5, &batch(1)).is_err());
+        assert!(follower
+            .append_as_follower_at(end + 5, &[&batch(1)])
+            .is_err());
     }
 
     /// A follower that got the former leader's tail through the WAL (records the new leader

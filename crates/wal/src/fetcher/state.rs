@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use crate::follower::{cut, piece_starts};
 use crate::metadata::WalSliceMetadata;
+use crate::slice_bytes::SliceBytes;
 use crate::uploader::WalPartition;
 
 /// What made a record unusable.
@@ -82,7 +83,7 @@ pub(super) enum Slot {
     /// Its GET runs.
     InFlight,
     /// Downloaded at `at`, waiting for its turn to be appended.
-    Data { bytes: Bytes, at: Instant },
+    Data { bytes: SliceBytes, at: Instant },
     /// Its object cannot be read (marked unreadable); classic fetch instead.
     Unreadable,
     /// The GET failed transiently: classic fetch meanwhile, retried on the next retry tick.
@@ -133,8 +134,8 @@ impl KeptObject {
         }
     }
 
-    /// The bytes of slice `m` (a view of the pieces unless it spans two), if it was downloaded.
-    pub(super) fn cut(&self, m: &WalSliceMetadata) -> Option<Bytes> {
+    /// The bytes of slice `m` (views of the pieces), if it was downloaded.
+    pub(super) fn cut(&self, m: &WalSliceMetadata) -> Option<SliceBytes> {
         let KeptObject::Ready {
             range,
             pieces,
