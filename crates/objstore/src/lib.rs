@@ -36,6 +36,7 @@ mod memory;
 mod metered;
 mod retrying;
 mod s3;
+mod s3_direct;
 mod store;
 #[cfg(any(test, feature = "test-util"))]
 pub mod testing;

@@ -35,6 +35,7 @@ use std::fmt;
 use std::ops::Range;
 
 use async_trait::async_trait;
+use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::config::retry::RetryConfig as SdkRetryConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RequestChecksumCalculation};
@@ -46,6 +47,7 @@ use aws_smithy_types::body::SdkBody;
 use bytes::Bytes;
 
 use crate::keys::validate_key;
+use crate::s3_direct::DirectS3;
 use crate::store::check_range;
 use crate::{ObjStoreError, ObjectBody, ObjectMeta, ObjectStore, PutOutcome, Result};
 
@@ -140,19 +142,40 @@ impl S3Config {
 
     /// The SDK configuration this store uses (no network traffic with static credentials).
     pub async fn sdk_config(&self) -> Result<aws_sdk_s3::Config> {
+        Ok(self.sdk_config_and_credentials().await?.0)
+    }
+
+    /// [`S3Config::sdk_config`], and the credentials provider it signs with (the direct
+    /// requests of [`crate::s3_direct`] sign with the same).
+    async fn sdk_config_and_credentials(
+        &self,
+    ) -> Result<(aws_sdk_s3::Config, Option<SharedCredentialsProvider>)> {
         self.validate()?;
         let region = Region::new(self.region.clone());
-        let mut builder = match (&self.access_key, &self.secret_key) {
-            (Some(ak), Some(sk)) => aws_sdk_s3::Config::builder()
-                .behavior_version(BehaviorVersion::latest())
-                .region(region)
-                .credentials_provider(Credentials::new(ak, sk, None, None, "ferry-static")),
+        let (mut builder, credentials) = match (&self.access_key, &self.secret_key) {
+            (Some(ak), Some(sk)) => {
+                let credentials = SharedCredentialsProvider::new(Credentials::new(
+                    ak,
+                    sk,
+                    None,
+                    None,
+                    "ferry-static",
+                ));
+                let builder = aws_sdk_s3::Config::builder()
+                    .behavior_version(BehaviorVersion::latest())
+                    .region(region)
+                    .credentials_provider(credentials.clone());
+                (builder, Some(credentials))
+            }
             _ => {
                 let shared = aws_config::defaults(BehaviorVersion::latest())
                     .region(region)
                     .load()
                     .await;
-                aws_sdk_s3::config::Builder::from(&shared)
+                (
+                    aws_sdk_s3::config::Builder::from(&shared),
+                    shared.credentials_provider(),
+                )
             }
         };
         builder = builder
@@ -167,7 +190,7 @@ impl S3Config {
                 builder = builder.disable_s3_express_session_auth(true);
             }
         }
-        Ok(builder.build())
+        Ok((builder.build(), credentials))
     }
 }
 
@@ -177,6 +200,9 @@ pub struct S3Store {
     client: Client,
     bucket: String,
     express: bool,
+    /// PUTs and GETs sent without the SDK's pipeline, when the endpoint is configured
+    /// ([`crate::s3_direct`]).
+    direct: Option<std::sync::Arc<DirectS3>>,
 }
 
 impl fmt::Debug for S3Store {
@@ -191,18 +217,29 @@ impl fmt::Debug for S3Store {
 impl S3Store {
     /// Builds the SDK client for `config`. Makes no request (buckets are not checked here).
     pub async fn connect(config: &S3Config) -> Result<Self> {
-        let sdk = config.sdk_config().await?;
+        let (sdk, credentials) = config.sdk_config_and_credentials().await?;
         if config.is_express() && !config.express_one_zone {
             tracing::info!(
                 bucket = %config.bucket,
                 "bucket name ends in --x-s3: using it as an S3 Express One Zone directory bucket"
             );
         }
-        Ok(Self::from_client(
-            Client::from_conf(sdk),
-            &config.bucket,
-            config.is_express(),
-        ))
+        let direct = match (&config.endpoint, credentials) {
+            (Some(endpoint), Some(credentials)) => DirectS3::new(
+                endpoint,
+                &config.bucket,
+                config.force_path_style,
+                &config.region,
+                config.is_express(),
+                credentials,
+            )?
+            .map(std::sync::Arc::new),
+            _ => None,
+        };
+        let mut store =
+            Self::from_client(Client::from_conf(sdk), &config.bucket, config.is_express());
+        store.direct = direct;
+        Ok(store)
     }
 
     /// Wraps an existing client (for callers that configure the SDK themselves).
@@ -211,7 +248,14 @@ impl S3Store {
             client,
             bucket: bucket.to_owned(),
             express: express_one_zone,
+            direct: None,
         }
+    }
+
+    /// Whether PUTs and GETs go out directly ([`crate::s3_direct`]) rather than through the
+    /// SDK's pipeline: with an endpoint named in the configuration.
+    pub fn sends_puts_and_gets_directly(&self) -> bool {
+        self.direct.is_some()
     }
 
     /// The underlying SDK client (e.g. for bucket administration in tests).
@@ -222,6 +266,9 @@ impl S3Store {
     async fn put_inner(&self, key: &str, body: ObjectBody, if_absent: bool) -> Result<()> {
         validate_key(key)?;
         let op = if if_absent { "put_if_absent" } else { "put" };
+        if let Some(direct) = &self.direct {
+            return direct.put(op, key, body, if_absent).await;
+        }
         // The store checks the body against this CRC-32C, so the SigV4 signature need not cover
         // the payload: that would be a SHA-256 of every byte on the broker and again on the
         // server.
@@ -252,17 +299,25 @@ impl S3Store {
 fn parts_stream(body: ObjectBody) -> ByteStream {
     let parts: std::sync::Arc<[Bytes]> = body.parts().into();
     ByteStream::new(SdkBody::retryable(move || {
-        SdkBody::from_body_1_x(PartsBody {
-            parts: parts.clone(),
-            next: 0,
-        })
+        SdkBody::from_body_1_x(PartsBody::new(parts.clone()))
     }))
 }
 
 /// The parts of an [`ObjectBody`] as an http-body 1 body.
-struct PartsBody {
+pub(crate) struct PartsBody {
     parts: std::sync::Arc<[Bytes]>,
     next: usize,
+}
+
+impl PartsBody {
+    pub(crate) fn new(parts: std::sync::Arc<[Bytes]>) -> Self {
+        Self { parts, next: 0 }
+    }
+
+    /// No body (a GET).
+    pub(crate) fn empty() -> Self {
+        Self::new(std::sync::Arc::new([]))
+    }
 }
 
 impl http_body::Body for PartsBody {
@@ -295,7 +350,7 @@ impl http_body::Body for PartsBody {
 }
 
 /// Standard base64 with padding (the encoding of S3's `x-amz-checksum-*` headers).
-fn base64_encode(bytes: &[u8]) -> String {
+pub(crate) fn base64_encode(bytes: &[u8]) -> String {
     aws_smithy_types::base64::encode(bytes)
 }
 
@@ -349,7 +404,7 @@ where
     }
 }
 
-fn classify_service_error(
+pub(crate) fn classify_service_error(
     op: &'static str,
     key: &str,
     status: Option<u16>,
@@ -412,6 +467,9 @@ impl ObjectStore for S3Store {
 
     async fn get(&self, key: &str) -> Result<Bytes> {
         validate_key(key)?;
+        if let Some(direct) = &self.direct {
+            return direct.get("get", key, None).await.map(|(p, _)| join(p));
+        }
         let resp = self
             .client
             .get_object()
@@ -442,6 +500,18 @@ impl ObjectStore for S3Store {
             check_range(key, &range, meta.size)?;
             return Ok(Vec::new());
         }
+        if let Some(direct) = &self.direct {
+            let (pieces, size) = direct
+                .get("get_range", key, Some(&range))
+                .await
+                .map_err(|e| match e {
+                    ObjStoreError::InvalidRange { size, .. } => {
+                        ObjStoreError::invalid_range(key, &range, size)
+                    }
+                    other => other,
+                })?;
+            return exact_range(key, &range, pieces, size);
+        }
         let resp = self
             .client
             .get_object()
@@ -461,12 +531,7 @@ impl ObjectStore for S3Store {
             .and_then(|cr| cr.rsplit_once('/'))
             .and_then(|(_, total)| total.parse::<u64>().ok());
         let pieces = read_body_pieces("get_range", key, resp.body).await?;
-        // S3 answers a range that runs past the end with the bytes that exist; we do not.
-        let len: usize = pieces.iter().map(Bytes::len).sum();
-        if len as u64 != range.end - range.start {
-            return Err(ObjStoreError::invalid_range(key, &range, size));
-        }
-        Ok(pieces)
+        exact_range(key, &range, pieces, size)
     }
 
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>> {
@@ -619,6 +684,21 @@ fn build_error(op: &'static str, key: &str, e: aws_sdk_s3::error::BuildError) ->
         message: format!("{key}: {e}"),
         source: Some(Box::new(e)),
     }
+}
+
+/// `pieces` when they are exactly bytes `range`: S3 answers a range that runs past the end with
+/// the bytes that exist; we do not.
+fn exact_range(
+    key: &str,
+    range: &Range<u64>,
+    pieces: Vec<Bytes>,
+    size: Option<u64>,
+) -> Result<Vec<Bytes>> {
+    let len: usize = pieces.iter().map(Bytes::len).sum();
+    if len as u64 != range.end - range.start {
+        return Err(ObjStoreError::invalid_range(key, range, size));
+    }
+    Ok(pieces)
 }
 
 /// A body in the pieces it arrived in (no copy).
