@@ -194,6 +194,7 @@ impl DirectS3 {
         body: PartsBody,
     ) -> Result<(http::response::Parts, Vec<Bytes>)> {
         let url = self.endpoint.object_url(&self.bucket, key, self.path_style);
+        let method_has_body = method == Method::PUT;
         let mut req = Request::builder().method(method).uri(&url);
         for (name, value) in &headers {
             req = req.header(*name, value);
@@ -201,7 +202,14 @@ impl DirectS3 {
         let mut req = req
             .body(body)
             .map_err(|e| ObjStoreError::other(op, format!("{key}: request: {e}")))?;
-        self.sign(&mut req).await?;
+        // A body-less request signs the empty payload's hash, as the SDK does; a PUT's payload is
+        // covered by its CRC-32C header instead of a SHA-256 pass over every byte.
+        let payload = if method_has_body {
+            SignableBody::UnsignedPayload
+        } else {
+            SignableBody::Bytes(&[])
+        };
+        self.sign(&mut req, payload).await?;
         let unavailable = |e: &dyn std::fmt::Display| ObjStoreError::Unavailable {
             op,
             message: format!("{key}: {e}"),
@@ -229,11 +237,11 @@ impl DirectS3 {
         Ok((parts, pieces))
     }
 
-    async fn sign(&self, req: &mut Request<PartsBody>) -> Result<()> {
+    async fn sign(&self, req: &mut Request<PartsBody>, payload: SignableBody<'_>) -> Result<()> {
         let identity = self.identity().await?;
         let mut settings = SigningSettings::default();
-        // S3's rules: the path is encoded once and not normalised, and the payload is not
-        // signed (the CRC-32C header covers it on a PUT) but named in x-amz-content-sha256.
+        // S3's rules: the path is encoded once and not normalised, and the payload's hash (or
+        // UNSIGNED-PAYLOAD) goes in x-amz-content-sha256.
         settings.percent_encoding_mode = PercentEncodingMode::Single;
         settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
         settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
@@ -251,13 +259,8 @@ impl DirectS3 {
             .headers()
             .iter()
             .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)));
-        let signable = SignableRequest::new(
-            req.method().as_str(),
-            &uri,
-            headers,
-            SignableBody::UnsignedPayload,
-        )
-        .map_err(|e| ObjStoreError::other("sign", e.to_string()))?;
+        let signable = SignableRequest::new(req.method().as_str(), &uri, headers, payload)
+            .map_err(|e| ObjStoreError::other("sign", e.to_string()))?;
         let (instructions, _) = sign(signable, &params)
             .map_err(|e| ObjStoreError::other("sign", e.to_string()))?
             .into_parts();
