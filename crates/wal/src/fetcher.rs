@@ -50,7 +50,6 @@ use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-
 use ferry_common::SharedClock;
 use ferry_objstore::ObjectStore;
 use tokio::sync::Semaphore;

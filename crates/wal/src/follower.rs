@@ -159,14 +159,19 @@ pub struct RangedGet {
 impl RangedGet {
     /// Cuts the downloaded bytes into the slices' bytes (zero-copy).
     pub fn split(&self, data: &Bytes) -> Result<Vec<(WalSliceMetadata, SliceBytes)>> {
-        self.split_pieces(std::slice::from_ref(data))
+        self.split_body(&SliceBytes::from(data.clone()))
     }
 
     /// [`RangedGet::split`] over the body in the pieces it arrived in: each slice is views of
     /// the pieces it lies in, nothing is copied.
     pub fn split_pieces(&self, pieces: &[Bytes]) -> Result<Vec<(WalSliceMetadata, SliceBytes)>> {
+        self.split_body(&SliceBytes::from_pieces(pieces.iter().cloned()))
+    }
+
+    /// [`RangedGet::split`] of a body already held as [`SliceBytes`].
+    pub fn split_body(&self, body: &SliceBytes) -> Result<Vec<(WalSliceMetadata, SliceBytes)>> {
         let want = self.range.end - self.range.start;
-        let got: u64 = pieces.iter().map(|p| p.len() as u64).sum();
+        let got = body.len() as u64;
         if got != want {
             return Err(WalError::Truncated {
                 what: "ranged GET",
@@ -174,7 +179,6 @@ impl RangedGet {
                 available: got,
             });
         }
-        let starts = piece_starts(pieces);
         self.slices
             .iter()
             .map(|s| {
@@ -187,42 +191,10 @@ impl RangedGet {
                 }
                 let start = (r.start - self.range.start) as usize;
                 let end = (r.end - self.range.start) as usize;
-                Ok((s.clone(), cut(pieces, &starts, start..end)))
+                Ok((s.clone(), body.slice(start..end)))
             })
             .collect()
     }
-}
-
-/// Where each of `pieces` starts within their concatenation.
-pub(crate) fn piece_starts(pieces: &[Bytes]) -> Vec<usize> {
-    let mut starts = Vec::with_capacity(pieces.len());
-    let mut at = 0usize;
-    for p in pieces {
-        starts.push(at);
-        at += p.len();
-    }
-    starts
-}
-
-/// Bytes `range` of the concatenation of `pieces` (piece `i` starting at `starts[i]`), as
-/// views of them.
-pub(crate) fn cut(pieces: &[Bytes], starts: &[usize], range: std::ops::Range<usize>) -> SliceBytes {
-    // The last piece starting at or before the range.
-    let first = starts
-        .partition_point(|s| *s <= range.start)
-        .saturating_sub(1);
-    let mut views = Vec::new();
-    for (p, s) in pieces.iter().zip(starts).skip(first) {
-        if *s >= range.end {
-            break;
-        }
-        let from = range.start.saturating_sub(*s);
-        let to = (range.end - s).min(p.len());
-        if from < to {
-            views.push(p.slice(from..to));
-        }
-    }
-    SliceBytes::from_pieces(views)
 }
 
 /// Groups slices (of any partitions) by object and merges ranges that touch or lie within

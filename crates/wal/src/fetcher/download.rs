@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use super::state::{lock, KeptObject, Shared, Slot, Unreadable};
 use crate::follower::RangedGet;
 use crate::metadata::WalSliceMetadata;
+use crate::slice_bytes::SliceBytes;
 use crate::stages::{Stage, StageMetrics};
 
 /// One ranged GET: stores each slice's bytes (or its failure) and wakes the fetcher.
@@ -41,8 +42,9 @@ pub(super) async fn download(
     let whole = matches!(st.kept_objects.get(&object), Some(KeptObject::Downloading));
     let outcome = match result {
         Some(Ok(pieces)) => {
-            st.counters.bytes_downloaded += pieces.iter().map(|p| p.len() as u64).sum::<u64>();
-            match g.split_pieces(&pieces) {
+            let body = SliceBytes::from_pieces(pieces);
+            st.counters.bytes_downloaded += body.len() as u64;
+            match g.split_body(&body) {
                 Ok(parts) => {
                     for (m, bytes) in parts {
                         // A slot pruned meanwhile (record covered or gone) stays gone.
@@ -51,7 +53,11 @@ pub(super) async fn download(
                         }
                     }
                     if whole {
-                        let kept = KeptObject::ready(g.range.clone(), pieces, at);
+                        let kept = KeptObject::Ready {
+                            range: g.range.clone(),
+                            body,
+                            at,
+                        };
                         settle_waiting(&mut st.slots, &g, |m| match kept.cut(m) {
                             Some(bytes) => Slot::Data { bytes, at },
                             // Outside what was read: a GET of its own next time.

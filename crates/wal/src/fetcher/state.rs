@@ -6,11 +6,9 @@ use std::ops::Range;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::follower::{cut, piece_starts};
 use crate::metadata::WalSliceMetadata;
 use crate::slice_bytes::SliceBytes;
 use crate::uploader::WalPartition;
@@ -112,37 +110,18 @@ pub(super) fn object_of(m: &WalSliceMetadata) -> ObjectRef {
 pub(super) enum KeptObject {
     /// Its GET runs; slices of it found meanwhile wait for it (their slots are `InFlight`).
     Downloading,
-    /// Its bytes `range`, in the pieces they arrived in (piece `i` at `starts[i]` within the
-    /// range), downloaded at `at`.
+    /// Its bytes `range`, in the pieces they arrived in, downloaded at `at`.
     Ready {
         range: Range<u64>,
-        pieces: Vec<Bytes>,
-        starts: Vec<usize>,
+        body: SliceBytes,
         at: Instant,
     },
 }
 
 impl KeptObject {
-    /// Bytes `range` of the object, downloaded at `at`, in the pieces they arrived in.
-    pub(super) fn ready(range: Range<u64>, pieces: Vec<Bytes>, at: Instant) -> Self {
-        let starts = piece_starts(&pieces);
-        KeptObject::Ready {
-            range,
-            pieces,
-            starts,
-            at,
-        }
-    }
-
     /// The bytes of slice `m` (views of the pieces), if it was downloaded.
     pub(super) fn cut(&self, m: &WalSliceMetadata) -> Option<SliceBytes> {
-        let KeptObject::Ready {
-            range,
-            pieces,
-            starts,
-            ..
-        } = self
-        else {
+        let KeptObject::Ready { range, body, .. } = self else {
             return None;
         };
         let r = m.byte_range();
@@ -151,13 +130,13 @@ impl KeptObject {
         }
         let from = usize::try_from(r.start - range.start).ok()?;
         let to = usize::try_from(r.end - range.start).ok()?;
-        Some(cut(pieces, starts, from..to))
+        Some(body.slice(from..to))
     }
 
     fn bytes(&self) -> u64 {
         match self {
             KeptObject::Downloading => 0,
-            KeptObject::Ready { pieces, .. } => pieces.iter().map(|p| p.len() as u64).sum(),
+            KeptObject::Ready { body, .. } => body.len() as u64,
         }
     }
 }
