@@ -4,7 +4,8 @@
 # 1000), a fresh one-node broker in a temporary directory, the topic created (timed), then
 # 1,000,000 records of 1.6 KB produced (acks=1, 32 KB batches, linger 5 ms) and consumed back
 # from the beginning; prints throughput, the broker's CPU seconds per GB of each phase and its
-# RSS at the end.
+# RSS at the end; with /usr/bin/time, also the consumer's CPU seconds per GB and its page faults.
+# BROKER_CONFIG: extra lines for the broker's config file (e.g. '"fetch.max.bytes" = 57671680').
 set -euo pipefail
 BIN=$1; ROUNDS=${2:-2}; shift $(( $# >= 2 ? 2 : $# ))
 COUNTS=${*:-"6 1000"}
@@ -19,6 +20,7 @@ run() {
 "listeners" = "PLAINTEXT://127.0.0.1:$port"
 "log.dirs" = "$dir/data"
 "metrics.address" = ""
+${BROKER_CONFIG:-}
 T
   $BIN serve --config $dir/ferry.toml > $dir/log 2>&1 &
   local pid=$!
@@ -31,13 +33,16 @@ T
   local t0; t0=$(cpu_ticks $pid)
   local p; p=$($BENCH produce --bootstrap 127.0.0.1:$port --partitions $parts --topic parts --record-size $SIZE --records $RECORDS --acks 1 --batch-size 32768 --linger-ms 5 --compression none 2>&1 | grep -oE "[0-9.]+ MB/s" | head -1)
   local t1; t1=$(cpu_ticks $pid)
-  local c; c=$($BENCH consume --bootstrap 127.0.0.1:$port --topic parts --records $((RECORDS + 1000)) 2>&1 | grep -oE "[0-9.]+ MB/s" | head -1)
+  local timer=(); [ -x /usr/bin/time ] && timer=(/usr/bin/time -o "$dir/consumer-time" -f "%U %S %R")
+  local c; c=$("${timer[@]}" $BENCH consume --bootstrap 127.0.0.1:$port --topic parts --records $((RECORDS + 1000)) 2>&1 | grep -oE "[0-9.]+ MB/s" | head -1)
   local t2; t2=$(cpu_ticks $pid)
   local rss; rss=$(awk '/VmRSS/{print $2/1024 " MB"}' /proc/$pid/status)
   kill $pid; wait $pid 2>/dev/null || true
-  rm -rf $dir
   local tick; tick=$(getconf CLK_TCK)
   local gb; gb=$(awk "BEGIN{print $RECORDS*$SIZE/1e9}")
-  echo "partitions $parts: created in ${created}s, produce $p ($(awk "BEGIN{printf \"%.2f\", ($t1-$t0)/$tick/$gb}") broker s/GB) consume $c ($(awk "BEGIN{printf \"%.2f\", ($t2-$t1)/$tick/$gb}") broker s/GB) rss $rss"
+  local client=""
+  [ -s "$dir/consumer-time" ] && client=$(awk -v gb="$gb" '{printf ", consumer %.2f s/GB with %d page faults", ($1 + $2) / gb, $3}' "$dir/consumer-time")
+  rm -rf $dir
+  echo "partitions $parts: created in ${created}s, produce $p ($(awk "BEGIN{printf \"%.2f\", ($t1-$t0)/$tick/$gb}") broker s/GB) consume $c ($(awk "BEGIN{printf \"%.2f\", ($t2-$t1)/$tick/$gb}") broker s/GB${client}) rss $rss"
 }
 for r in $(seq $ROUNDS); do for n in $COUNTS; do run $n; done; done

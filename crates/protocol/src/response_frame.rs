@@ -34,7 +34,8 @@ const SHARE_AT_LEAST: usize = 4096;
 /// Slack at the start of the placeholder region: placeholder `k` of a response starts at byte
 /// `k`, so each has its own address.
 const PLACEHOLDER_SLOTS: usize = 64 * 1024;
-/// The largest record set a placeholder stands for (above `fetch.max.bytes`' default of 55 MiB);
+/// The largest record set a placeholder stands for (above Kafka's `fetch.max.bytes` default of
+/// 55 MiB, and ferry's 31 MiB);
 /// a larger one is read into memory by the caller.
 const PLACEHOLDER_MAX_LEN: usize = 64 << 20;
 /// Addresses for placeholders, never read or written (so never resident).

@@ -774,6 +774,69 @@ async fn fetch_reads_across_segment_boundaries() {
     );
 }
 
+/// A consumer Fetch asking for more than the broker's `fetch.max.bytes` gets whole batches up to
+/// that limit, and the rest on its next Fetch. The default stays below 32 MiB, the size from
+/// which glibc's malloc maps every buffer afresh: librdkafka reads a response into one buffer,
+/// and at 55 MiB (Kafka's default) a many-partition consumer spent a third of its CPU on page
+/// faults (docs/configuration.md, `fetch.max.bytes`).
+#[tokio::test]
+async fn a_large_fetch_is_cut_at_the_brokers_fetch_max_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "").await;
+    create(&b, "capped", 4, &[]).await;
+    let value = "v".repeat(100_000);
+    let per_partition = 100;
+    for p in 0..4 {
+        for _ in 0..per_partition {
+            produce(&b, "capped", p, batch(&[value.as_str()], None), 1).await;
+        }
+    }
+    let fetch_from = |offsets: [i64; 4]| {
+        FetchRequest::default()
+            .with_max_wait_ms(0)
+            .with_min_bytes(0)
+            .with_max_bytes(64 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(name("capped"))
+                .with_partitions(
+                    (0..4)
+                        .map(|p| {
+                            FetchPartition::default()
+                                .with_partition(p)
+                                .with_fetch_offset(offsets[p as usize])
+                                .with_partition_max_bytes(16 << 20)
+                        })
+                        .collect(),
+                )])
+    };
+    let records_per_partition = |r: &FetchResponse| -> Vec<usize> {
+        r.responses[0]
+            .partitions
+            .iter()
+            .map(|p| p.records.as_ref().map_or(0, |r| values_of(r).len()))
+            .collect()
+    };
+    let first = records_per_partition(&send_fetch(&b, fetch_from([0; 4])).await);
+    let batch_len = batch(&[value.as_str()], None).len();
+    let sent: usize = first.iter().sum::<usize>() * batch_len;
+    assert!(sent < 32 << 20, "{sent} bytes in one response: {first:?}");
+    assert!(
+        sent + batch_len > b.config.fetch_max_bytes(),
+        "the response stops short of the limit: {first:?}"
+    );
+    // The next Fetch, from where each partition stopped, carries the rest.
+    let next = records_per_partition(
+        &send_fetch(&b, fetch_from(std::array::from_fn(|p| first[p] as i64))).await,
+    );
+    for p in 0..4 {
+        assert_eq!(
+            first[p] + next[p],
+            per_partition,
+            "partition {p}: {first:?} then {next:?}"
+        );
+    }
+}
 #[tokio::test]
 async fn clients_cannot_write_or_delete_the_offsets_topic() {
     let dir = tempfile::tempdir().unwrap();
