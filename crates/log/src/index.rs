@@ -433,6 +433,16 @@ impl OffsetIndex {
             .last_where(|&(r, _)| r <= rel)
             .map_or(0, |e| e.1)
     }
+
+    /// File position of the last entry at or below position `pos` whose relative offset is at
+    /// or below `rel` (`None` if none is): a batch start before which every batch ends at or
+    /// below `pos` and has offsets below `rel`'s. Both columns increase, so the entries that
+    /// qualify are a prefix.
+    pub fn last_batch_start_within(&self, pos: u32, rel: u32) -> Option<u32> {
+        self.entries
+            .last_where(|&(r, p)| p <= pos && r <= rel)
+            .map(|e| e.1)
+    }
 }
 
 impl TimeIndex {

@@ -119,6 +119,29 @@ impl LogState {
         self.segments.iter().map(|s| s.size).sum()
     }
 
+    /// Where a planned read that starts in `file`'s segment and is cut at `limit` and
+    /// `max_offset` can resume its walk over batch headers: the start of a batch that belongs
+    /// to the cut, as far along as the segment's offset index tells. Index entries are batch
+    /// starts, and both their offsets and positions increase. The last entry at or below
+    /// `limit` with an offset at most `max_offset` begins a batch that may not fit, but the
+    /// entry before it begins one that ends at or below it, with offsets below it: that one.
+    /// `None` when the index names no such batch, or `file` is no longer a segment's (deleted,
+    /// or replaced by the cleaner).
+    pub fn indexed_walk_start(
+        &self,
+        file: &Arc<SegmentFile>,
+        limit: u64,
+        max_offset: i64,
+    ) -> Option<u64> {
+        let s = self.segments.iter().find(|s| Arc::ptr_eq(&s.file, file))?;
+        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        let rel = u32::try_from(max_offset.checked_sub(s.base_offset)?).unwrap_or(u32::MAX);
+        let last = s.offset_index.last_batch_start_within(limit, rel)?;
+        s.offset_index
+            .last_batch_start_within(last.checked_sub(1)?, rel)
+            .map(u64::from)
+    }
+
     /// Where a read of `offset` looks: (file, batch start to scan from, published size) of the
     /// segment that should hold it and the next few. The batch is in the first unless offsets
     /// skip (follower gaps, compaction); a few suffice.

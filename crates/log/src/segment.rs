@@ -84,6 +84,8 @@ impl SegmentFile {
         if pos + HEADER_SIZE as u64 > limit {
             return Ok(None);
         }
+        #[cfg(test)]
+        header_reads::note();
         let mut buf = [0u8; HEADER_SIZE];
         self.file
             .read_exact_at(&mut buf, pos)
@@ -107,6 +109,26 @@ impl SegmentFile {
             pos += h.total_size() as u64;
         }
         Ok(None)
+    }
+}
+
+/// Batch headers read by [`SegmentFile::header_at`] on this thread (tests count the preads a
+/// planned read makes).
+#[cfg(test)]
+pub(crate) mod header_reads {
+    use std::cell::Cell;
+
+    thread_local! {
+        static READS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    pub(crate) fn note() {
+        READS.with(|r| r.set(r.get() + 1));
+    }
+
+    /// Reads since the last call.
+    pub(crate) fn take() -> u64 {
+        READS.with(|r| r.replace(0))
     }
 }
 

@@ -14,6 +14,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use tracing::warn;
 
 use crate::batch::HEADER_SIZE;
 use crate::error::Result;
@@ -91,6 +92,28 @@ impl PartitionLog {
         let limit = pos + want as u64;
         let mut len = first;
         let mut last_offset = h.last_offset();
+        // The offset index names batch starts, so the walk can resume near the cut and read
+        // only the headers after that point (one `pread` per batch otherwise, 7 % of a broker's
+        // CPU when it streams many partitions' records). The batch where it resumes must be
+        // part of the cut; should the index say otherwise, walk from the first batch.
+        let resume_at = self
+            .state
+            .read()
+            .indexed_walk_start(&file, limit, max_offset)
+            .filter(|&at| at > pos + len as u64);
+        if let Some(at) = resume_at {
+            match file.header_at(at, limit)? {
+                Some(h) if h.last_offset() < max_offset => {
+                    len = (at - pos) as usize + h.total_size();
+                    last_offset = h.last_offset();
+                }
+                _ => warn!(
+                    path = %file.path.display(),
+                    position = at,
+                    "offset index names no batch that fits; reading every header"
+                ),
+            }
+        }
         while len + HEADER_SIZE <= want {
             let Some(next) = file.header_at(pos + len as u64, limit)? else {
                 break;

@@ -5,9 +5,13 @@ use crate::test_util::*;
 use crate::{LogConfig, LogError, PartitionLog};
 
 fn small_segments() -> LogConfig {
+    small_segments_indexed_every(100)
+}
+
+fn small_segments_indexed_every(index_interval_bytes: u64) -> LogConfig {
     LogConfig {
         segment_bytes: 1024,
-        index_interval_bytes: 100,
+        index_interval_bytes,
         ..LogConfig::default()
     }
 }
@@ -40,8 +44,12 @@ fn sliced(
 
 /// A log of several segments with batches of 1 to 4 records.
 fn log_of_many_segments(dir: &std::path::Path) -> PartitionLog {
+    log_of_many_segments_with(dir, small_segments())
+}
+
+fn log_of_many_segments_with(dir: &std::path::Path, config: LogConfig) -> PartitionLog {
     let (_c, clock) = clock(10_000);
-    let log = open(dir, small_segments(), true, &clock);
+    let log = open(dir, config, true, &clock);
     for i in 0..60 {
         log.append_as_leader(&simple(1 + (i % 4), 1_000 + i as i64), 1)
             .unwrap();
@@ -50,10 +58,21 @@ fn log_of_many_segments(dir: &std::path::Path) -> PartitionLog {
     log
 }
 
+/// Every batch indexed, one entry per few batches, and none: the walk resumes where the index
+/// says or starts at the first batch, and the cut is the same.
 #[test]
 fn a_planned_read_is_the_bytes_of_the_read_for_every_argument() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = log_of_many_segments(dir.path());
+    for index_interval_bytes in [0, 100, 1 << 20] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = log_of_many_segments_with(
+            dir.path(),
+            small_segments_indexed_every(index_interval_bytes),
+        );
+        compare_planned_reads_with_reads(&log);
+    }
+}
+
+fn compare_planned_reads_with_reads(log: &PartitionLog) {
     let leo = log.log_end_offset();
     let mut compared = 0;
     for offset in 0..leo {
@@ -61,7 +80,7 @@ fn a_planned_read_is_the_bytes_of_the_read_for_every_argument() {
             for max_offset in [offset, offset + 1, offset + 3, leo / 2, leo - 1, leo] {
                 for min_one in [false, true] {
                     let read = log.read(offset, max_bytes, max_offset, min_one).unwrap();
-                    let planned = sliced(&log, offset, max_bytes, max_offset, min_one);
+                    let planned = sliced(log, offset, max_bytes, max_offset, min_one);
                     assert_eq!(
                         read.records.to_vec(),
                         planned,
@@ -74,6 +93,58 @@ fn a_planned_read_is_the_bytes_of_the_read_for_every_argument() {
         }
     }
     assert!(compared > 1_000, "{compared} non-empty reads compared");
+}
+
+/// A planned read finds its cut through the offset index, in the active segment (index in
+/// memory) and in a closed one (index read from its file): a few header reads, not one per
+/// batch, and the same bytes as the read.
+#[test]
+fn a_planned_read_reads_the_headers_near_its_cut_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_c, clock) = clock(10_000);
+    let config = LogConfig {
+        segment_bytes: 200_000,
+        index_interval_bytes: 4096,
+        ..LogConfig::default()
+    };
+    let log = open(dir.path(), config, true, &clock);
+    // Batches of ~1.6 KB: an index entry every three batches.
+    for i in 0..300 {
+        let one = batch(B {
+            records: 1,
+            ts: 1_000 + i,
+            value_len: 1_600,
+            ..B::default()
+        });
+        log.append_as_leader(&one, 1).unwrap();
+    }
+    assert!(
+        log.segment_count() >= 3,
+        "segments: {}",
+        log.segment_count()
+    );
+    assert!(
+        log.state.read().segments[0].offset_index.is_on_disk(),
+        "a closed segment's index is served from its file"
+    );
+    let leo = log.log_end_offset();
+    for (offset, max_offset) in [(0, leo), (3, 90), (leo - 60, leo), (leo - 60, leo - 2)] {
+        crate::segment::header_reads::take();
+        let planned = sliced(&log, offset, 100_000, max_offset, true);
+        let reads = crate::segment::header_reads::take();
+        let read = log.read(offset, 100_000, max_offset, true).unwrap();
+        assert_eq!(
+            read.records.to_vec(),
+            planned,
+            "from {offset} below {max_offset}"
+        );
+        let batches = batch_ranges(&planned).len();
+        assert!(batches > 20, "{batches} batches from {offset}");
+        assert!(
+            reads <= 8,
+            "{reads} header reads to plan {batches} batches from {offset} below {max_offset}"
+        );
+    }
 }
 
 #[test]
