@@ -16,6 +16,8 @@
 //! threshold (requests are capped by `socket.request.max.bytes`).
 
 use std::alloc::{GlobalAlloc, Layout};
+use std::cell::Cell;
+use std::time::{Duration, Instant};
 
 use mimalloc::MiMalloc;
 
@@ -114,4 +116,36 @@ unsafe impl GlobalAlloc for FerryAlloc {
 pub fn disable_transparent_huge_pages() -> bool {
     // SAFETY: PR_SET_THP_DISABLE takes one integer argument and touches no memory of ours.
     unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0 }
+}
+
+/// How often, at most, a worker thread hands mimalloc a chance to return memory.
+const COLLECT_EVERY: Duration = Duration::from_secs(1);
+
+/// Called when a runtime worker thread goes idle: at most once per [`COLLECT_EVERY`] per thread,
+/// makes mimalloc return the pages its heap freed (`mi_collect(true)`).
+///
+/// Why: mimalloc returns freed pages to the kernel after a short delay, but only the next time
+/// the thread that freed them calls into it, and not always then. A thread that goes quiet
+/// after a burst (the produce of a GB, a consumer's catch-up) kept them: a broker's RSS after
+/// 20 GB varied by a few MB with where in such bursts it was read (docs/benchmarks.md, "Memory
+/// after 20 GB"). The unforced collect does not purge them (tests/idle_collect.rs); the forced
+/// one walks the thread's heap, which once a second is cheap next to a busy thread's work.
+pub fn collect_when_idle() {
+    thread_local! {
+        static LAST: Cell<Option<Instant>> = const { Cell::new(None) };
+    }
+    let now = Instant::now();
+    let due = LAST.with(|last| {
+        let due = last
+            .get()
+            .is_none_or(|t| now.duration_since(t) >= COLLECT_EVERY);
+        if due {
+            last.set(Some(now));
+        }
+        due
+    });
+    if due {
+        // SAFETY: mi_collect takes no pointers; it only walks this thread's own heap.
+        unsafe { libmimalloc_sys::mi_collect(true) };
+    }
 }

@@ -140,6 +140,7 @@ fn serve(config_path: Option<PathBuf>) -> ExitCode {
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_park(ferry::alloc::collect_when_idle)
         .build()
     {
         Ok(r) => r,
