@@ -135,7 +135,9 @@ impl LogState {
     ) -> Option<u64> {
         let s = self.segments.iter().find(|s| Arc::ptr_eq(&s.file, file))?;
         let limit = u32::try_from(limit).unwrap_or(u32::MAX);
-        let rel = u32::try_from(max_offset.checked_sub(s.base_offset)?).unwrap_or(u32::MAX);
+        // No batch of this segment is below an offset limit at or under its base.
+        let rel = max_offset.checked_sub(s.base_offset).filter(|&r| r > 0)?;
+        let rel = u32::try_from(rel).unwrap_or(u32::MAX);
         let last = s.offset_index.last_batch_start_within(limit, rel)?;
         s.offset_index
             .last_batch_start_within(last.checked_sub(1)?, rel)
