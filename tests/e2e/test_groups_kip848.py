@@ -131,7 +131,10 @@ def test_commit_restart_resume(kbroker, sig):
 
     b.restart(sig)
 
-    lst = ck_admin(b).list_consumer_group_offsets(
+    # Held in a name until the answer is in: an admin client that only a temporary refers to
+    # is destroyed as soon as the call returns, and its pending request may never be answered.
+    admin = ck_admin(b)
+    lst = admin.list_consumer_group_offsets(
         [ConsumerGroupTopicPartitions(group)])[group].result(timeout=60)
     assert {tp.partition: (tp.offset, tp.metadata) for tp in lst.topic_partitions
             if tp.topic == topic} == {p: (o, f"k-{p}") for p, o in commit_at.items()}
