@@ -185,24 +185,8 @@ async fn a_large_plaintext_fetch_streams_its_later_record_sets_from_files() {
         }
     }
     let fetch = |partitions: &[i32], partition_max: i32| {
-        FetchRequest::default()
-            .with_max_wait_ms(0)
-            .with_min_bytes(0)
-            .with_max_bytes(64 << 20)
-            .with_session_epoch(-1)
-            .with_topics(vec![FetchTopic::default()
-                .with_topic(name("big"))
-                .with_partitions(
-                    partitions
-                        .iter()
-                        .map(|&p| {
-                            FetchPartition::default()
-                                .with_partition(p)
-                                .with_fetch_offset(0)
-                                .with_partition_max_bytes(partition_max)
-                        })
-                        .collect(),
-                )])
+        let from: Vec<(i32, i64)> = partitions.iter().map(|&p| (p, 0)).collect();
+        super::tests::fetch_of_partitions("big", &from, partition_max)
     };
     let small = fetch(&[0, 1, 2], 1 << 20);
     let large = fetch(&[0, 1, 2], 16 << 20);

@@ -138,6 +138,32 @@ pub(super) fn produce_result(r: &ProduceResponse) -> (i16, i64) {
     (p.error_code, p.base_offset)
 }
 
+/// A Fetch that answers at once (no wait, no minimum), of up to 64 MiB, of `topic`'s partitions
+/// each from its `(partition, offset)`, up to `partition_max` bytes each.
+pub(super) fn fetch_of_partitions(
+    topic: &str,
+    from: &[(i32, i64)],
+    partition_max: i32,
+) -> FetchRequest {
+    FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(64 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(name(topic))
+            .with_partitions(
+                from.iter()
+                    .map(|&(p, offset)| {
+                        FetchPartition::default()
+                            .with_partition(p)
+                            .with_fetch_offset(offset)
+                            .with_partition_max_bytes(partition_max)
+                    })
+                    .collect(),
+            )])
+}
+
 pub(super) async fn fetch(
     b: &Arc<Broker>,
     topic: &str,
@@ -792,23 +818,8 @@ async fn a_large_fetch_is_cut_at_the_brokers_fetch_max_bytes() {
         }
     }
     let fetch_from = |offsets: [i64; 4]| {
-        FetchRequest::default()
-            .with_max_wait_ms(0)
-            .with_min_bytes(0)
-            .with_max_bytes(64 << 20)
-            .with_session_epoch(-1)
-            .with_topics(vec![FetchTopic::default()
-                .with_topic(name("capped"))
-                .with_partitions(
-                    (0..4)
-                        .map(|p| {
-                            FetchPartition::default()
-                                .with_partition(p)
-                                .with_fetch_offset(offsets[p as usize])
-                                .with_partition_max_bytes(16 << 20)
-                        })
-                        .collect(),
-                )])
+        let from: Vec<(i32, i64)> = (0..4).map(|p| (p, offsets[p as usize])).collect();
+        fetch_of_partitions("capped", &from, 16 << 20)
     };
     let records_per_partition = |r: &FetchResponse| -> Vec<usize> {
         r.responses[0]
@@ -837,6 +848,7 @@ async fn a_large_fetch_is_cut_at_the_brokers_fetch_max_bytes() {
         );
     }
 }
+
 #[tokio::test]
 async fn clients_cannot_write_or_delete_the_offsets_topic() {
     let dir = tempfile::tempdir().unwrap();
