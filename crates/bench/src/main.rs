@@ -3,7 +3,9 @@
 //! Subcommands:
 //! - `produce`: throughput and enqueue→delivery-report latency of a `BaseProducer`;
 //! - `consume`: throughput of a `BaseConsumer` reading all partitions from the beginning;
-//! - `e2e`: end-to-end latency (send → consumer receive) at a fixed rate, in one process.
+//! - `e2e`: end-to-end latency (send → consumer receive) at a fixed rate, in one process;
+//! - `wire-produce` and `wire-consume`: bare Produce and Fetch requests with almost no client
+//!   work, to measure the broker alone.
 //!
 //! See docs/benchmarks.md for how the published numbers were taken.
 
@@ -48,6 +50,27 @@ enum Command {
     E2e(E2eArgs),
     /// Send pre-encoded batches over a bare pipelined connection: the broker's own capacity.
     WireProduce(WireProduceArgs),
+    /// Fetch every partition over a bare connection, reading only batch headers: the broker's
+    /// own capacity to serve.
+    WireConsume(WireConsumeArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct WireConsumeArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Records to read before stopping.
+    #[arg(long, default_value_t = 1_000_000)]
+    records: u64,
+    /// The response limit of each Fetch (librdkafka's `fetch.max.bytes` default).
+    #[arg(long, default_value_t = 52_428_800)]
+    fetch_max_bytes: i32,
+    /// The per-partition limit of each Fetch (`max.partition.fetch.bytes`).
+    #[arg(long, default_value_t = 1_048_576)]
+    max_partition_fetch_bytes: i32,
+    /// How long the broker may hold a Fetch that finds no data (`fetch.wait.max.ms`).
+    #[arg(long, default_value_t = 500)]
+    fetch_wait_max_ms: i32,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -172,6 +195,23 @@ struct E2eArgs {
 }
 
 mod wire;
+mod wire_consume;
+
+fn wire_consume(a: WireConsumeArgs) -> Result<()> {
+    let mut cfg = base_config(&a.common)?;
+    apply_extra(&mut cfg, &a.common)?;
+    let admin: AdminClient<DefaultClientContext> = cfg.create().context("creating admin client")?;
+    let partitions = partition_count(admin.inner(), &a.common.topic)?;
+    wire_consume::run(wire_consume::WireConsumeArgs {
+        bootstrap: a.common.bootstrap.clone(),
+        topic: a.common.topic.clone(),
+        partitions,
+        records: a.records,
+        max_bytes: a.fetch_max_bytes,
+        partition_max_bytes: a.max_partition_fetch_bytes,
+        max_wait_ms: a.fetch_wait_max_ms,
+    })
+}
 
 fn wire_produce(a: WireProduceArgs) -> Result<()> {
     ensure_topic(&a.common, a.partitions)?;
@@ -199,6 +239,7 @@ fn main() {
         Command::Consume(a) => consume(a),
         Command::E2e(a) => e2e(a),
         Command::WireProduce(a) => wire_produce(a),
+        Command::WireConsume(a) => wire_consume(a),
     };
     if let Err(e) = result {
         eprintln!("ferry-bench: error: {e:#}");
