@@ -4,16 +4,18 @@
 # records to 3 partitions (acks=1, 32 KB batches, linger 5 ms) and consumes them back.
 # A/B: produce and consume throughput of two ferry binaries on a PLAINTEXT listener, in turn,
 # with the broker's CPU seconds per GB of each phase (from /proc/PID/stat).
+# A_CONFIG / B_CONFIG: extra lines for that broker's config file (e.g. '"fetch.sendfile.enable" = true').
 set -euo pipefail
 A=$1; B=$2; ROUNDS=${3:-4}
 cpu_ticks() { awk '{print $14 + $15}' /proc/$1/stat; }
 run() {
-  local label=$1 bin=$2 dir; dir=$(mktemp -d /tmp/ferry-ab.XXXX)
+  local label=$1 bin=$2 extra=$3 dir; dir=$(mktemp -d /tmp/ferry-ab.XXXX)
   local port=$((20000 + RANDOM % 20000))
   cat > $dir/ferry.toml <<T
 "node.id" = 1
 "listeners" = "PLAINTEXT://127.0.0.1:$port"
 "log.dirs" = "$dir/data"
+$extra
 T
   $bin serve --config $dir/ferry.toml > $dir/log 2>&1 &
   local pid=$!
@@ -31,4 +33,4 @@ T
   echo "$label produce $p ($(awk "BEGIN{printf \"%.2f\", ($t1-$t0)/$tick/1.5}") broker s/GB) consume $c ($(awk "BEGIN{printf \"%.2f\", ($t2-$t1)/$tick/1.5}") broker s/GB)"
 }
 echo "A = $A"; echo "B = $B"
-for r in $(seq $ROUNDS); do run A $A; run B $B; done
+for r in $(seq $ROUNDS); do run A $A "${A_CONFIG:-}"; run B $B "${B_CONFIG:-}"; done

@@ -822,9 +822,10 @@ type Fetched = (Bytes, i64, Option<Vec<ferry_log::AbortedTxn>>);
 
 /// Without `fetch.sendfile.enable`, a consumer's response holds this many bytes of records in
 /// memory (read here, while the connection's writer sends earlier responses); the record sets
-/// after them stay in their files and the writer streams them. A 50 MB response of many
-/// partitions then starts leaving after its first few MB are read, not after all of them: at
-/// 1,000 partitions a consumer read ~1.2-1.3x as fast (docs/benchmarks.md).
+/// after them stay in their files and a plaintext writer sends them with `sendfile`. A 30 MB
+/// response of many partitions then starts leaving after its first few MB are read, not after
+/// all of them, and most of it never passes through user space (docs/benchmarks.md, "Later
+/// record sets with `sendfile`").
 pub(crate) const READ_IN_MEMORY_UP_TO: usize = 4 << 20;
 
 /// Record sets smaller than this are read into memory: a file piece costs a `sendfile` call of
@@ -832,7 +833,7 @@ pub(crate) const READ_IN_MEMORY_UP_TO: usize = 4 << 20;
 const FILE_PIECE_AT_LEAST: usize = 16 * 1024;
 
 /// A consumer's read whose record set stays in the segment files (a placeholder of `files` in
-/// the response, which the connection's writer sends with `sendfile` or streams); `None` when
+/// the response, which a plaintext connection's writer sends with `sendfile`); `None` when
 /// the partition has a batch known corrupt: the copying read then cuts before it. A read too
 /// small for a file piece, planned while a repair wrote, or without room for a placeholder is
 /// read here and cut like any consumer read. `(max, first)`: the byte limit and whether the first batch may exceed it.

@@ -1,7 +1,7 @@
 //! A consumer Fetch on a plaintext listener leaves its record sets in the segment files and the
-//! connection sends them (issue 16): with `sendfile` all of them, otherwise those after the
-//! response's first 4 MiB, streamed. The bytes on the wire are those of the same response encoded
-//! in memory.
+//! connection sends them with `sendfile` (issue 16): all of them with `fetch.sendfile.enable`,
+//! otherwise those after the response's first 4 MiB. The bytes on the wire are those of the same
+//! response encoded in memory.
 
 use std::sync::Arc;
 
@@ -165,12 +165,14 @@ async fn a_plaintext_fetch_sent_from_files_is_the_bytes_of_the_in_memory_respons
 }
 
 /// Without `fetch.sendfile.enable`, a response's first `READ_IN_MEMORY_UP_TO` bytes of records
-/// are read into memory and the record sets after them stay in files, streamed by the writer:
-/// a small fetch is all in memory, a large one streams its later partitions, and either way the
-/// bytes on the wire are those of the response encoded in memory.
+/// are read into memory and the record sets after them stay in files, which the writer sends
+/// with `sendfile` (never read and streamed): a small fetch is all in memory, a large one sends
+/// its later partitions from files, and either way the bytes on the wire are those of the
+/// response encoded in memory.
 #[tokio::test]
-async fn a_large_plaintext_fetch_streams_its_later_record_sets_from_files() {
+async fn a_large_plaintext_fetch_sends_its_later_record_sets_with_sendfile() {
     use super::fetch::READ_IN_MEMORY_UP_TO;
+    use crate::server::frame_writer::file_bytes;
     let dir = tempfile::tempdir().unwrap();
     let server = Serving::start(dir.path(), "").await;
     let b = server.broker.clone();
@@ -194,6 +196,7 @@ async fn a_large_plaintext_fetch_streams_its_later_record_sets_from_files() {
     assert!(answered_with_file_records(&b, large.clone(), 12).await);
 
     let mut socket = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let sent_before = file_bytes::SENT.with(|c| c.get());
     for (correlation_id, body) in [(1, small), (2, large)] {
         let want = in_memory_frame(&b, body.clone(), 12, correlation_id).await;
         let got = answer_on_the_wire(&mut socket, &body, 12, correlation_id).await;
@@ -204,6 +207,15 @@ async fn a_large_plaintext_fetch_streams_its_later_record_sets_from_files() {
         3 * per_partition * value.len() > 2 * READ_IN_MEMORY_UP_TO,
         "the large fetch spans more than the in-memory share"
     );
+    // The large response's records past the in-memory share left with sendfile, none streamed.
+    let sent = file_bytes::SENT.with(|c| c.get()) - sent_before;
+    // Partition 0 fills the in-memory share; partitions 1 and 2 stay in files.
+    let in_files = 2 * (per_partition / 8 * 8) * value.len();
+    assert!(
+        sent as usize >= in_files,
+        "{sent} bytes sent with sendfile, {in_files} expected"
+    );
+    assert_eq!(file_bytes::STREAMED.with(|c| c.get()), 0, "bytes streamed");
     drop(socket);
     server.stop().await;
 }

@@ -11,10 +11,9 @@
 //! A malformed, oversized or unsupported frame closes this connection only, with a log line.
 //!
 //! On a plaintext listener a consumer Fetch's record sets may stay in their segment files for
-//! the writer to send ([`super::frame_writer`]): all of them with `fetch.sendfile.enable`
-//! (`sendfile`), otherwise those after the response's first few MB (streamed, so a large
-//! response starts leaving before all of it is read). On a TLS listener the handler reads them
-//! into memory.
+//! the writer to send with `sendfile` ([`super::frame_writer`]): all of them with
+//! `fetch.sendfile.enable`, otherwise those after the response's first few MB. On a TLS
+//! listener the handler reads them into memory.
 //!
 //! On a TLS listener the handshake runs here, in the connection's own task (never in the accept
 //! loop), bounded by [`TLS_HANDSHAKE_TIMEOUT`]; the connection then knows its
@@ -347,9 +346,8 @@ async fn write_responses<W: FrameWrite>(
         };
         let len = frame.len() as u64;
         // Vectored writes for the in-memory pieces (a fetch response's record sets stay in the
-        // log's buffers or files); file pieces with sendfile or streamed.
-        let sendfile = broker.config.fetch_sendfile();
-        if let Err(e) = write_half.write_frame(&mut frame, sendfile).await {
+        // log's buffers or files); file pieces with sendfile on plaintext.
+        if let Err(e) = write_half.write_frame(&mut frame).await {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 tracing::warn!(%peer, error = %e, "closing connection: a fetched segment range \
                     was truncated while it was sent");

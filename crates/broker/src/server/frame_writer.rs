@@ -1,8 +1,16 @@
 //! Writing a response frame to a connection: in-memory pieces with vectored writes; file pieces
-//! (a consumer Fetch's record sets left in their segment files, issue 16) either with `sendfile`
-//! (`fetch.sendfile.enable`), so record bytes never pass through user space, or streamed: read
-//! with `pread` a chunk at a time into one buffer and written, so that the first bytes of a large
-//! response leave while later ones are still to be read.
+//! (a consumer Fetch's record sets left in their segment files, issue 16) with `sendfile` on a
+//! plaintext socket, so record bytes never pass through user space, or streamed on any other
+//! stream: read with `pread` a chunk at a time into one buffer and written, so that the first
+//! bytes of a large response leave while later ones are still to be read.
+//!
+//! Which record sets stay in files is the Fetch handler's choice: all of them with
+//! `fetch.sendfile.enable`, otherwise those after a response's first few MB. The first ones are
+//! then read by the request's task while this connection's writer may still be sending the
+//! previous response, so the two cores share a consumer's small responses; a large response's
+//! later record sets go out without the two copies (`pread`, then the socket write) that
+//! streaming them would cost: at 1,000 partitions that halved the broker's CPU per GB consumed
+//! (docs/benchmarks.md, "Later record sets with `sendfile`").
 //!
 //! A file piece that comes up short (its segment was truncated under the fetch: retention,
 //! DeleteRecords, a follower's truncation) is an error: the bytes after it would not be what the
@@ -27,25 +35,23 @@ pub(crate) trait FrameWrite: AsyncWrite + Unpin + Send + 'static {
     /// TLS connections keep the request task's copying read, as the issue asks).
     const SENDS_FILES: bool;
 
-    /// Writes all of `frame` (consuming it) and flushes; file pieces with `sendfile` when
-    /// `sendfile` is set and the stream can, streamed otherwise.
+    /// Writes all of `frame` (consuming it) and flushes; file pieces with `sendfile` when the
+    /// stream can, streamed otherwise.
     fn write_frame<'a>(
         &'a mut self,
         frame: &'a mut ResponseFrame,
-        sendfile: bool,
     ) -> impl Future<Output = io::Result<()>> + Send + 'a;
 }
 
-/// Plaintext TCP: file pieces go out with `sendfile`, or streamed.
+/// Plaintext TCP: file pieces go out with `sendfile`.
 impl FrameWrite for OwnedWriteHalf {
     const SENDS_FILES: bool = true;
 
-    async fn write_frame(&mut self, frame: &mut ResponseFrame, sendfile: bool) -> io::Result<()> {
-        if sendfile {
-            send_frame(self, frame).await
-        } else {
-            stream_frame(self, frame).await
-        }
+    fn write_frame<'a>(
+        &'a mut self,
+        frame: &'a mut ResponseFrame,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'a {
+        send_frame(self, frame)
     }
 }
 
@@ -59,7 +65,6 @@ where
     fn write_frame<'a>(
         &'a mut self,
         frame: &'a mut ResponseFrame,
-        _sendfile: bool,
     ) -> impl Future<Output = io::Result<()>> + Send + 'a {
         stream_frame(self, frame)
     }
@@ -105,6 +110,8 @@ pub(crate) async fn stream_frame<W: AsyncWrite + Unpin>(
             return Err(ferry_protocol::response_frame::short_file(file.len()));
         }
         w.write_all(&chunk[..n]).await?;
+        #[cfg(test)]
+        file_bytes::STREAMED.with(|c| c.set(c.get() + n as u64));
         frame.advance(n);
     }
     w.flush().await
@@ -132,9 +139,23 @@ pub(crate) async fn send_frame(
         if sent == 0 {
             return Err(ferry_protocol::response_frame::short_file(file.len()));
         }
+        #[cfg(test)]
+        file_bytes::SENT.with(|c| c.set(c.get() + sent as u64));
         frame.advance(sent);
     }
     Ok(())
+}
+
+/// Test-only counts of the file bytes this thread's writers sent with `sendfile` and streamed
+/// (a `#[tokio::test]` runs its server's tasks on its own thread, so tests do not mix).
+#[cfg(test)]
+pub(crate) mod file_bytes {
+    use std::cell::Cell;
+
+    thread_local! {
+        pub(crate) static SENT: Cell<u64> = const { Cell::new(0) };
+        pub(crate) static STREAMED: Cell<u64> = const { Cell::new(0) };
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 mod authentication;
 mod bind;
 mod connection;
-mod frame_writer;
+pub(crate) mod frame_writer;
 mod limits;
 mod log_budget;
 mod sasl;
