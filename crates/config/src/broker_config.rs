@@ -127,7 +127,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("socket.request.max.bytes", Int, "104857600", "Largest request frame accepted; a larger one closes the connection."),
     def("message.max.bytes", Int, "1048588", "Default of the topic config `max.message.bytes`: the largest record batch accepted."),
     def("fetch.max.bytes", Int, "32505856", "Upper bound on the record bytes of one consumer Fetch response (the request's own `max_bytes` applies when smaller; a first batch larger than both is still sent whole, as in Kafka); followers ask for at most this much per Fetch. Unlike Kafka, whose default is 57671680 (55 MiB), ferry defaults to 31 MiB: librdkafka reads each response into one buffer, and glibc's malloc maps a buffer of 32 MiB or more afresh from the kernel every time, so a consumer of many partitions whose responses reach 55 MiB spent a third of its CPU faulting in and zeroing pages. On the 1,000-partition benchmark of docs/benchmarks.md (\"fetch.max.bytes\") 31 MiB consumed 1.2-1.4x as fast as 55 MiB."),
-    def("fetch.sendfile.enable", Boolean, "false", "Plaintext listeners send every record set of a consumer Fetch from the segment files with `sendfile` (no copy through the broker's memory). Without it (the default) a response's first 4 MiB of records are read into memory by the request's task, which can run while the connection is still sending the previous response, and the record sets after them are sent with `sendfile`. TLS listeners, replica fetches and record sets under 16 KB always read. Off by default: on the 2-core machine of docs/benchmarks.md, with the client on loopback, sending small responses with `sendfile` consumed slower (see \"sendfile\" there)."),
+    def("fetch.sendfile.enable", Boolean, "false", "Plaintext listeners send every record set of a consumer Fetch from the segment files with `sendfile` (no copy through the broker's memory). Without it (the default) a response's first 1 MiB of records is read into memory by the request's task, which can run while the connection is still sending the previous response, and the record sets after them are sent with `sendfile`. TLS listeners, replica fetches and record sets under 16 KB always read. Off by default: on the 2-core machine of docs/benchmarks.md, with the client on loopback, sending small responses with `sendfile` consumed slower (see \"sendfile\" there)."),
     def("min.insync.replicas", Int, "1", "Default of the topic config `min.insync.replicas`."),
     def("replica.lag.time.max.ms", Long, "30000", "A follower that has not caught up with the leader's log end offset for this long leaves the ISR (AlterPartition through the controller)."),
     def("replica.fetch.wait.max.ms", Int, "500", "Longest time a follower's Fetch waits at the leader for new data."),
@@ -670,7 +670,7 @@ impl BrokerConfig {
         self.long("socket.request.max.bytes") as usize
     }
     /// `fetch.sendfile.enable`: consumer fetches on plaintext listeners send all their record
-    /// sets with `sendfile`, not only those after a response's first 4 MiB.
+    /// sets with `sendfile`, not only those after a response's first 1 MiB.
     pub fn fetch_sendfile(&self) -> bool {
         self.boolean("fetch.sendfile.enable")
     }

@@ -823,10 +823,11 @@ type Fetched = (Bytes, i64, Option<Vec<ferry_log::AbortedTxn>>);
 /// Without `fetch.sendfile.enable`, a consumer's response holds this many bytes of records in
 /// memory (read here, while the connection's writer sends earlier responses); the record sets
 /// after them stay in their files and a plaintext writer sends them with `sendfile`. A 30 MB
-/// response of many partitions then starts leaving after its first few MB are read, not after
-/// all of them, and most of it never passes through user space (docs/benchmarks.md, "Later
-/// record sets with `sendfile`").
-pub(crate) const READ_IN_MEMORY_UP_TO: usize = 4 << 20;
+/// response of many partitions then starts leaving after its first MB is read, not after all
+/// of it, and most of it never passes through user space. 1 MiB (one partition's
+/// `max.partition.fetch.bytes` by default) against 4 MiB: the same consume rates, 10-40 % less
+/// broker CPU per GB at 6 partitions (docs/benchmarks.md, "Where the 1,000-partition cost is").
+pub(crate) const READ_IN_MEMORY_UP_TO: usize = 1 << 20;
 
 /// Record sets smaller than this are read into memory: a file piece costs a `sendfile` call of
 /// its own, more than copying a few KB.

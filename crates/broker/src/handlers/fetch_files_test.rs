@@ -1,6 +1,6 @@
 //! A consumer Fetch on a plaintext listener leaves its record sets in the segment files and the
 //! connection sends them with `sendfile` (issue 16): all of them with `fetch.sendfile.enable`,
-//! otherwise those after the response's first 4 MiB. The bytes on the wire are those of the same
+//! otherwise those after the response's first 1 MiB. The bytes on the wire are those of the same
 //! response encoded in memory.
 
 use std::sync::Arc;
@@ -190,7 +190,7 @@ async fn a_large_plaintext_fetch_sends_its_later_record_sets_with_sendfile() {
         let from: Vec<(i32, i64)> = partitions.iter().map(|&p| (p, 0)).collect();
         super::tests::fetch_of_partitions("big", &from, partition_max)
     };
-    let small = fetch(&[0, 1, 2], 1 << 20);
+    let small = fetch(&[0], (READ_IN_MEMORY_UP_TO / 2) as i32);
     let large = fetch(&[0, 1, 2], 16 << 20);
     assert!(!answered_with_file_records(&b, small.clone(), 12).await);
     assert!(answered_with_file_records(&b, large.clone(), 12).await);

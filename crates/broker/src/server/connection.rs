@@ -12,7 +12,7 @@
 //!
 //! On a plaintext listener a consumer Fetch's record sets may stay in their segment files for
 //! the writer to send with `sendfile` ([`super::frame_writer`]): all of them with
-//! `fetch.sendfile.enable`, otherwise those after the response's first few MB. On a TLS
+//! `fetch.sendfile.enable`, otherwise those after the response's first MB. On a TLS
 //! listener the handler reads them into memory.
 //!
 //! On a TLS listener the handshake runs here, in the connection's own task (never in the accept

@@ -5,7 +5,7 @@
 //! bytes of a large response leave while later ones are still to be read.
 //!
 //! Which record sets stay in files is the Fetch handler's choice: all of them with
-//! `fetch.sendfile.enable`, otherwise those after a response's first few MB. The first ones are
+//! `fetch.sendfile.enable`, otherwise those after a response's first MB. The first ones are
 //! then read by the request's task while this connection's writer may still be sending the
 //! previous response, so the two cores share a consumer's small responses; a large response's
 //! later record sets go out without the two copies (`pread`, then the socket write) that
