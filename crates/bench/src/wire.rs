@@ -32,7 +32,11 @@ pub struct WireArgs {
 
 fn batch(record_size: usize, batch_size: usize) -> Result<Bytes> {
     let n = (batch_size / (record_size + 20)).max(1);
-    let value = Bytes::from(vec![b'x'; record_size]);
+    encode_batch(0, n, Bytes::from(vec![b'x'; record_size]))
+}
+
+/// One uncompressed v2 batch of `n` records holding `value`, from `base_offset`.
+pub(crate) fn encode_batch(base_offset: i64, n: usize, value: Bytes) -> Result<Bytes> {
     let records: Vec<Record> = (0..n)
         .map(|i| Record {
             transactional: false,
@@ -42,7 +46,7 @@ fn batch(record_size: usize, batch_size: usize) -> Result<Bytes> {
             producer_id: -1,
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
-            offset: i as i64,
+            offset: base_offset + i as i64,
             sequence: -1,
             timestamp: 0,
             key: None,

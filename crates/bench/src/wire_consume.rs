@@ -209,39 +209,12 @@ pub fn run(args: WireConsumeArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kafka_protocol::records::{
-        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-    };
+    use crate::wire::encode_batch;
 
-    fn batch(base: i64, n: usize) -> BytesMut {
-        let records: Vec<Record> = (0..n)
-            .map(|i| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: 0,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: base + i as i64,
-                sequence: -1,
-                timestamp: 0,
-                key: None,
-                value: Some(Bytes::from_static(b"value")),
-                headers: Default::default(),
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression: Compression::None,
-            },
-        )
-        .expect("encoding");
-        buf
+    fn batch(base: i64, n: usize) -> Vec<u8> {
+        encode_batch(base, n, Bytes::from_static(b"value"))
+            .expect("encoding")
+            .to_vec()
     }
 
     #[test]
