@@ -74,11 +74,6 @@ fn frame(
     records: Bytes,
     acks: i16,
 ) -> Result<Bytes> {
-    let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::Produce as i16)
-        .with_request_api_version(PRODUCE_VERSION)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str("ferry-bench-wire")));
     let body = ProduceRequest::default()
         .with_acks(acks)
         .with_timeout_ms(30_000)
@@ -87,14 +82,26 @@ fn frame(
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(partition)
                 .with_records(Some(records))])]);
+    request_frame(ApiKey::Produce, PRODUCE_VERSION, correlation_id, &body)
+}
+
+/// A request frame: length prefix, the header of `api` at `version`, then `body`.
+pub(crate) fn request_frame<B: Encodable>(
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &B,
+) -> Result<Bytes> {
+    let header = RequestHeader::default()
+        .with_request_api_key(api as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("ferry-bench-wire")));
     let mut buf = BytesMut::new();
     buf.put_i32(0);
-    header.encode(
-        &mut buf,
-        ApiKey::Produce.request_header_version(PRODUCE_VERSION),
-    )?;
-    body.encode(&mut buf, PRODUCE_VERSION)?;
-    let len = (buf.len() - 4) as i32;
+    header.encode(&mut buf, api.request_header_version(version))?;
+    body.encode(&mut buf, version)?;
+    let len = i32::try_from(buf.len() - 4).context("request too large")?;
     buf[..4].copy_from_slice(&len.to_be_bytes());
     Ok(buf.freeze())
 }

@@ -13,10 +13,12 @@ use std::net::TcpStream;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, RequestHeader, TopicName};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+
+use crate::wire::request_frame;
 
 /// The last Fetch version that names topics (v13 and later use topic ids).
 const FETCH_VERSION: i16 = 12;
@@ -76,11 +78,6 @@ pub(crate) fn summarize(set: &[u8]) -> RecordSetSummary {
 }
 
 fn request(args: &WireConsumeArgs, correlation_id: i32, offsets: &[i64]) -> Result<Bytes> {
-    let header = RequestHeader::default()
-        .with_request_api_key(ApiKey::Fetch as i16)
-        .with_request_api_version(FETCH_VERSION)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str("ferry-bench-wire")));
     let partitions = offsets
         .iter()
         .enumerate()
@@ -105,16 +102,7 @@ fn request(args: &WireConsumeArgs, correlation_id: i32, offsets: &[i64]) -> Resu
         .with_topics(vec![FetchTopic::default()
             .with_topic(TopicName(StrBytes::from_string(args.topic.clone())))
             .with_partitions(partitions)]);
-    let mut buf = BytesMut::new();
-    buf.put_i32(0);
-    header.encode(
-        &mut buf,
-        ApiKey::Fetch.request_header_version(FETCH_VERSION),
-    )?;
-    body.encode(&mut buf, FETCH_VERSION)?;
-    let len = i32::try_from(buf.len() - 4).context("request too large")?;
-    buf[..4].copy_from_slice(&len.to_be_bytes());
-    Ok(buf.freeze())
+    request_frame(ApiKey::Fetch, FETCH_VERSION, correlation_id, &body)
 }
 
 pub fn run(args: WireConsumeArgs) -> Result<()> {
