@@ -172,7 +172,7 @@ async fn a_plaintext_fetch_sent_from_files_is_the_bytes_of_the_in_memory_respons
 #[tokio::test]
 async fn a_large_plaintext_fetch_sends_its_later_record_sets_with_sendfile() {
     use super::fetch::READ_IN_MEMORY_UP_TO;
-    use crate::server::frame_writer::file_bytes;
+    use crate::server::file_bytes;
     let dir = tempfile::tempdir().unwrap();
     let server = Serving::start(dir.path(), "").await;
     let b = server.broker.clone();

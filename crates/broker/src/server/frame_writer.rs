@@ -9,8 +9,8 @@
 //! then read by the request's task while this connection's writer may still be sending the
 //! previous response, so the two cores share a consumer's small responses; a large response's
 //! later record sets go out without the two copies (`pread`, then the socket write) that
-//! streaming them would cost: at 1,000 partitions that halved the broker's CPU per GB consumed
-//! (docs/benchmarks.md, "Later record sets with `sendfile`").
+//! streaming them would cost: at 1,000 partitions the broker's CPU per GB consumed fell by about
+//! a third (docs/benchmarks.md, "Where the 1,000-partition cost is").
 //!
 //! A file piece that comes up short (its segment was truncated under the fetch: retention,
 //! DeleteRecords, a follower's truncation) is an error: the bytes after it would not be what the

@@ -6,11 +6,15 @@
 mod authentication;
 mod bind;
 mod connection;
-pub(crate) mod frame_writer;
+mod frame_writer;
 mod limits;
 mod log_budget;
 mod sasl;
 mod throttle;
+
+/// The writers' counts of file bytes sent and streamed, for the Fetch handler's tests.
+#[cfg(test)]
+pub(crate) use frame_writer::file_bytes;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
