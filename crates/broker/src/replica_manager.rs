@@ -278,6 +278,33 @@ impl Partition {
         }
     }
 
+    /// Leader of an epoch the leader epoch cache does not have yet: records that the epoch
+    /// starts at the log end, as Kafka's `makeLeader` does, so that the epoch's first produce
+    /// writes and fsyncs no file (on a topic of 1,000 partitions that was 1,000 new files in
+    /// the middle of the producers' first round).
+    fn needs_epoch_start(&self) -> bool {
+        self.is_leader() && self.log.latest_epoch() < Some(self.leader_epoch())
+    }
+
+    /// See [`Partition::needs_epoch_start`]. The log end is read under the append order, so a
+    /// follower append still landing from the previous leader counts as before the epoch.
+    fn checkpoint_epoch_start(&self) {
+        let _order = self.append_order();
+        let epoch = {
+            let st = self.state();
+            if st.role() != Role::Leader {
+                return;
+            }
+            st.leader_epoch()
+        };
+        if let Err(e) = self
+            .log
+            .assign_epoch_start(epoch, self.log.log_end_offset())
+        {
+            tracing::warn!(partition = %self.tp, error = %e, "could not persist the leader epoch cache");
+        }
+    }
+
     /// After a leader append: the high watermark may move (a lone replica) and waiters wake.
     fn appended_as_leader(&self, info: &AppendInfo) {
         if !info.duplicate {
@@ -693,6 +720,32 @@ fn last_offset_of(records: &[u8]) -> Option<i64> {
     whole_batches(records).last().map(|b| b.last_offset)
 }
 
+/// Writes the epoch checkpoints of partitions that just became leaders, several at a time: each
+/// is a small file written and fsynced, and the file system commits concurrent fsyncs together,
+/// so a new topic of 1,000 partitions does not wait for 1,000 of them one after another.
+fn checkpoint_epoch_starts(leaders: &[Arc<Partition>]) {
+    const WRITERS: usize = 8;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        while let Some(p) = leaders.get(next.fetch_add(1, Ordering::Relaxed)) {
+            p.checkpoint_epoch_start();
+        }
+    };
+    std::thread::scope(|scope| {
+        for i in 1..WRITERS.min(leaders.len()) {
+            let spawned = std::thread::Builder::new()
+                .name(format!("epoch-checkpoint-{i}"))
+                .spawn_scoped(scope, work);
+            if let Err(e) = spawned {
+                // This thread and the helpers already running write the rest.
+                tracing::warn!(error = %e, "cannot start an epoch checkpoint thread");
+                break;
+            }
+        }
+        work();
+    });
+}
+
 /// Told of replication events as they happen, so that a layer above (the remote WAL) can follow
 /// them without the replica fetcher or the handlers naming it.
 pub trait ReplicationObserver: Send + Sync {
@@ -930,6 +983,7 @@ impl ReplicaManager {
         skip: &HashSet<TopicPartition>,
     ) -> Result<Vec<Arc<Partition>>, LogError> {
         let mut new_followers = Vec::new();
+        let mut new_leaders = Vec::new();
         let mut first_error = None;
         for (tp, state) in self.hosted_partitions(topic) {
             // A partition of a failed dir is not hosted until restart (not even created anew in
@@ -971,10 +1025,15 @@ impl ReplicaManager {
                     self.write().entry(tp).or_insert(fresh).clone()
                 }
             };
-            if partition.apply(state) {
+            let new_follower = partition.apply(state);
+            if partition.needs_epoch_start() {
+                new_leaders.push(Arc::clone(&partition));
+            }
+            if new_follower {
                 new_followers.push(partition);
             }
         }
+        checkpoint_epoch_starts(&new_leaders);
         match first_error {
             Some(e) => Err(e),
             None => Ok(new_followers),

@@ -786,3 +786,72 @@ fn at_start_up_with_a_failed_dir_partitions_found_nowhere_are_offline_not_create
     rm.ensure_topic(&other, LogConfig::default()).unwrap();
     assert!(rm.partition_of("u", 0).is_some());
 }
+
+/// Kafka's `makeLeader`: an elected leader records where its epoch starts (its log end) in the
+/// leader epoch cache and its checkpoint file, so the epoch's first produce writes no file.
+#[test]
+fn an_elected_leader_checkpoints_the_start_of_its_epoch_before_any_produce() {
+    let dir = tempfile::tempdir().unwrap();
+    let leader_rm = manager(&dir.path().join("a"), 1);
+    let follower_rm = manager(&dir.path().join("b"), 2);
+    leader_rm
+        .ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+        .unwrap();
+    let leader = leader_rm.partition_of("t", 0).unwrap();
+    assert_eq!(leader.log.epoch_entries(), vec![(0, 0)], "on election");
+    leader.append(&batch(4)).unwrap();
+    assert_eq!(leader.log.epoch_entries(), vec![(0, 0)]);
+
+    follower_rm
+        .ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+        .unwrap();
+    let follower = follower_rm.partition_of("t", 0).unwrap();
+    assert!(
+        follower.log.epoch_entries().is_empty(),
+        "a follower assigns none"
+    );
+    let bytes = leader.read_for_replica(0, 1 << 20, true).unwrap().records;
+    follower.append_as_follower(&bytes).unwrap();
+    assert_eq!(follower.log.epoch_entries(), vec![(0, 0)]);
+
+    // Broker 2 is elected at epoch 1 while its log ends at 4.
+    let elected = ferry_test_support::Topic::default()
+        .leader(2, 1)
+        .isr(&[1, 2])
+        .partition_epoch(1)
+        .image();
+    follower_rm
+        .ensure_topic(&elected, LogConfig::default())
+        .unwrap();
+    assert_eq!(follower.log.epoch_entries(), vec![(0, 0), (1, 4)]);
+    let on_disk =
+        std::fs::read_to_string(dir.path().join("b/t-0/leader-epoch-checkpoint")).unwrap();
+    assert_eq!(
+        on_disk.lines().collect::<Vec<_>>(),
+        ["0", "2", "0 0", "1 4"]
+    );
+    // The same image again changes nothing.
+    follower_rm
+        .ensure_topic(&elected, LogConfig::default())
+        .unwrap();
+    assert_eq!(follower.log.epoch_entries(), vec![(0, 0), (1, 4)]);
+}
+
+/// The checkpoints of a new topic's partitions are written by several threads: each of them
+/// gets its own, whatever the number of partitions.
+#[test]
+fn every_partition_of_a_new_topic_led_here_gets_its_epoch_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(dir.path(), 1);
+    let mut image = topic(1, vec![1, 2, 3], 0);
+    image.partitions = vec![image.partitions[0].clone(); 20];
+    image.partitions[7].leader = 2;
+    rm.ensure_topic(&image, LogConfig::default()).unwrap();
+    for p in 0..20 {
+        let partition = rm.partition_of("t", p).unwrap();
+        let want: &[(i32, i64)] = if p == 7 { &[] } else { &[(0, 0)] };
+        assert_eq!(partition.log.epoch_entries(), want, "partition {p}");
+        let file = dir.path().join(format!("t-{p}/leader-epoch-checkpoint"));
+        assert_eq!(file.exists(), p != 7, "partition {p}");
+    }
+}

@@ -2,7 +2,9 @@
 //! `leader-epoch-checkpoint` (Kafka's text checkpoint format: version, count, `epoch offset` lines).
 //!
 //! Invariants: epochs and start offsets both strictly increase. An entry is added (and the file
-//! rewritten synchronously) when the first batch of a newer epoch is appended. Truncating the log
+//! rewritten synchronously) when this broker is elected leader of a newer epoch (at its log end,
+//! as Kafka's `makeLeader`), or else when the first batch of a newer epoch is appended (a
+//! follower, or a leader whose election record could not be written). Truncating the log
 //! removes entries at or past the new end; moving the log start offset clamps the first entry.
 //! After a crash the file may hold entries past the recovered log end; loading truncates them and
 //! the header replay re-adds anything the file missed.

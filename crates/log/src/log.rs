@@ -448,6 +448,14 @@ impl PartitionLog {
         self.epochs.lock().entries().to_vec()
     }
 
+    /// A leader elected at `epoch` while its log ends at `start_offset` records that the epoch
+    /// starts there (Kafka's `maybeAssignEpochStartOffset` in `makeLeader`): the checkpoint is
+    /// written on election, not by the epoch's first produce. Returns whether it changed; an
+    /// epoch not newer than the latest changes nothing.
+    pub fn assign_epoch_start(&self, epoch: i32, start_offset: i64) -> Result<bool> {
+        self.epochs.lock().assign(epoch, start_offset)
+    }
+
     /// Appends batches from a producer; see the crate docs for the checks made.
     pub fn append_as_leader(&self, records: &[u8], leader_epoch: i32) -> Result<AppendInfo> {
         let config = self.config.read().clone();
