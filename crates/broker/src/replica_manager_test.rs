@@ -251,11 +251,18 @@ fn a_follower_trailing_by_its_wal_latency_stays_in_the_isr() {
     assert_eq!(change.new_isr, vec![1]);
 }
 
-#[test]
-fn follower_appends_leader_batches_and_bounds_its_high_watermark() {
-    let dir = tempfile::tempdir().unwrap();
-    let leader_rm = manager(&dir.path().join("a"), 1);
-    let follower_rm = manager(&dir.path().join("b"), 2);
+/// Broker 1 leading `t-0` at epoch 0 with broker 2 following it, each with its own manager
+/// (under `dir/a` and `dir/b`): the managers, then the leader's and the follower's partition.
+fn leader_and_follower(
+    dir: &std::path::Path,
+) -> (
+    ReplicaManager,
+    ReplicaManager,
+    Arc<Partition>,
+    Arc<Partition>,
+) {
+    let leader_rm = manager(&dir.join("a"), 1);
+    let follower_rm = manager(&dir.join("b"), 2);
     leader_rm
         .ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
         .unwrap();
@@ -265,6 +272,13 @@ fn follower_appends_leader_batches_and_bounds_its_high_watermark() {
     assert_eq!(followers.len(), 1, "became a follower");
     let leader = leader_rm.partition_of("t", 0).unwrap();
     let follower = follower_rm.partition_of("t", 0).unwrap();
+    (leader_rm, follower_rm, leader, follower)
+}
+
+#[test]
+fn follower_appends_leader_batches_and_bounds_its_high_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_leader_rm, _follower_rm, leader, follower) = leader_and_follower(dir.path());
     assert_eq!(follower.role(), Role::Follower { leader: 1 });
     assert!(
         follower.append(&batch(1)).is_err(),
@@ -792,20 +806,10 @@ fn at_start_up_with_a_failed_dir_partitions_found_nowhere_are_offline_not_create
 #[test]
 fn an_elected_leader_checkpoints_the_start_of_its_epoch_before_any_produce() {
     let dir = tempfile::tempdir().unwrap();
-    let leader_rm = manager(&dir.path().join("a"), 1);
-    let follower_rm = manager(&dir.path().join("b"), 2);
-    leader_rm
-        .ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
-        .unwrap();
-    let leader = leader_rm.partition_of("t", 0).unwrap();
+    let (_leader_rm, follower_rm, leader, follower) = leader_and_follower(dir.path());
     assert_eq!(leader.log.epoch_entries(), vec![(0, 0)], "on election");
     leader.append(&batch(4)).unwrap();
     assert_eq!(leader.log.epoch_entries(), vec![(0, 0)]);
-
-    follower_rm
-        .ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
-        .unwrap();
-    let follower = follower_rm.partition_of("t", 0).unwrap();
     assert!(
         follower.log.epoch_entries().is_empty(),
         "a follower assigns none"
