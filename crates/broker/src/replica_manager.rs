@@ -370,9 +370,16 @@ impl Partition {
     /// the bytes appended. A response may end in a partial batch, and may begin before the log
     /// end: the leader's read started at the batch holding the offset, or the remote WAL
     /// appended the same records meanwhile. The log end is read under the append order, so a
-    /// concurrent WAL append cannot turn the response into a refused overlap.
+    /// concurrent WAL append cannot turn the response into a refused overlap. Nothing is
+    /// appended once this broker leads the partition: a response to a fetch sent before its
+    /// election is from the previous leader's epoch, and the new epoch starts at the log end as
+    /// it was when the epoch was checkpointed (Kafka stops a partition's fetcher before
+    /// `makeLeader` for the same reason).
     pub fn append_fetched(&self, records: &[u8]) -> Result<u64, LogError> {
         let _order = self.append_order();
+        if self.is_leader() {
+            return Ok(0);
+        }
         let (start, end) = whole_batches_from(records, self.log.log_end_offset());
         if start >= end {
             return Ok(0);
@@ -392,6 +399,13 @@ impl Partition {
         parts: &[&[u8]],
     ) -> Result<AppendInfo, LogError> {
         let _order = self.append_order();
+        if self.is_leader() {
+            // Checked under the append order, as in `append_fetched`.
+            return Err(LogError::InvalidRecord(format!(
+                "{}: led here since the slice was planned",
+                self.tp
+            )));
+        }
         let leo = self.log.log_end_offset();
         if base != leo {
             return Err(LogError::InvalidRecord(format!(

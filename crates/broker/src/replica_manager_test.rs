@@ -859,3 +859,25 @@ fn every_partition_of_a_new_topic_led_here_gets_its_epoch_checkpoint() {
         assert_eq!(file.exists(), p != 7, "partition {p}");
     }
 }
+
+/// A fetch response from the previous leader that arrives after this broker was elected is not
+/// appended: the new epoch was checkpointed at the log end as it was then.
+#[test]
+fn a_fetched_response_arriving_after_the_election_is_not_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_leader_rm, follower_rm, leader, follower) = leader_and_follower(dir.path());
+    leader.append(&batch(4)).unwrap();
+    let late = leader.read_for_replica(0, 1 << 20, true).unwrap().records;
+    let elected = ferry_test_support::Topic::default()
+        .leader(2, 1)
+        .isr(&[1, 2])
+        .partition_epoch(1)
+        .image();
+    follower_rm
+        .ensure_topic(&elected, LogConfig::default())
+        .unwrap();
+    assert_eq!(follower.append_fetched(&late).unwrap(), 0);
+    assert!(follower.append_as_follower_at(0, &[&late]).is_err());
+    assert_eq!(follower.log.log_end_offset(), 0);
+    assert_eq!(follower.log.epoch_entries(), vec![(1, 0)]);
+}
