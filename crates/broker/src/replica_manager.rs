@@ -734,32 +734,6 @@ fn last_offset_of(records: &[u8]) -> Option<i64> {
     whole_batches(records).last().map(|b| b.last_offset)
 }
 
-/// Writes the epoch checkpoints of partitions that just became leaders, several at a time: each
-/// is a small file written and fsynced, and the file system commits concurrent fsyncs together,
-/// so a new topic of 1,000 partitions does not wait for 1,000 of them one after another.
-fn checkpoint_epoch_starts(leaders: &[Arc<Partition>]) {
-    const WRITERS: usize = 8;
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let work = || {
-        while let Some(p) = leaders.get(next.fetch_add(1, Ordering::Relaxed)) {
-            p.checkpoint_epoch_start();
-        }
-    };
-    std::thread::scope(|scope| {
-        for i in 1..WRITERS.min(leaders.len()) {
-            let spawned = std::thread::Builder::new()
-                .name(format!("epoch-checkpoint-{i}"))
-                .spawn_scoped(scope, work);
-            if let Err(e) = spawned {
-                // This thread and the helpers already running write the rest.
-                tracing::warn!(error = %e, "cannot start an epoch checkpoint thread");
-                break;
-            }
-        }
-        work();
-    });
-}
-
 /// Told of replication events as they happen, so that a layer above (the remote WAL) can follow
 /// them without the replica fetcher or the handlers naming it.
 pub trait ReplicationObserver: Send + Sync {
@@ -1047,7 +1021,12 @@ impl ReplicaManager {
                 new_followers.push(partition);
             }
         }
-        checkpoint_epoch_starts(&new_leaders);
+        // Several at a time: each is a small file written and fsynced, and the file system
+        // commits concurrent fsyncs together, so a new topic of 1,000 partitions does not wait
+        // for 1,000 of them one after another.
+        ferry_common::map_on_threads(&new_leaders, 8, "epoch-checkpoint", |p| {
+            p.checkpoint_epoch_start()
+        });
         match first_error {
             Some(e) => Err(e),
             None => Ok(new_followers),

@@ -275,6 +275,16 @@ fn leader_and_follower(
     (leader_rm, follower_rm, leader, follower)
 }
 
+/// Gives `rm` the image of [`leader_and_follower`]'s topic after broker 2 was elected at epoch 1.
+fn elect_broker_2(rm: &ReplicaManager) {
+    let elected = ferry_test_support::Topic::default()
+        .leader(2, 1)
+        .isr(&[1, 2])
+        .partition_epoch(1)
+        .image();
+    rm.ensure_topic(&elected, LogConfig::default()).unwrap();
+}
+
 #[test]
 fn follower_appends_leader_batches_and_bounds_its_high_watermark() {
     let dir = tempfile::tempdir().unwrap();
@@ -819,14 +829,7 @@ fn an_elected_leader_checkpoints_the_start_of_its_epoch_before_any_produce() {
     assert_eq!(follower.log.epoch_entries(), vec![(0, 0)]);
 
     // Broker 2 is elected at epoch 1 while its log ends at 4.
-    let elected = ferry_test_support::Topic::default()
-        .leader(2, 1)
-        .isr(&[1, 2])
-        .partition_epoch(1)
-        .image();
-    follower_rm
-        .ensure_topic(&elected, LogConfig::default())
-        .unwrap();
+    elect_broker_2(&follower_rm);
     assert_eq!(follower.log.epoch_entries(), vec![(0, 0), (1, 4)]);
     let on_disk =
         std::fs::read_to_string(dir.path().join("b/t-0/leader-epoch-checkpoint")).unwrap();
@@ -835,9 +838,7 @@ fn an_elected_leader_checkpoints_the_start_of_its_epoch_before_any_produce() {
         ["0", "2", "0 0", "1 4"]
     );
     // The same image again changes nothing.
-    follower_rm
-        .ensure_topic(&elected, LogConfig::default())
-        .unwrap();
+    elect_broker_2(&follower_rm);
     assert_eq!(follower.log.epoch_entries(), vec![(0, 0), (1, 4)]);
 }
 
@@ -868,14 +869,7 @@ fn a_fetched_response_arriving_after_the_election_is_not_appended() {
     let (_leader_rm, follower_rm, leader, follower) = leader_and_follower(dir.path());
     leader.append(&batch(4)).unwrap();
     let late = leader.read_for_replica(0, 1 << 20, true).unwrap().records;
-    let elected = ferry_test_support::Topic::default()
-        .leader(2, 1)
-        .isr(&[1, 2])
-        .partition_epoch(1)
-        .image();
-    follower_rm
-        .ensure_topic(&elected, LogConfig::default())
-        .unwrap();
+    elect_broker_2(&follower_rm);
     assert_eq!(follower.append_fetched(&late).unwrap(), 0);
     assert!(follower.append_as_follower_at(0, &[&late]).is_err());
     assert_eq!(follower.log.log_end_offset(), 0);

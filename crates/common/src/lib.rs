@@ -1,12 +1,14 @@
-//! Leaf crate shared by every other ferry crate: the clock seam, small identifier types, and
-//! the disk space reserve of the metadata log.
+//! Leaf crate shared by every other ferry crate: the clock seam, small identifier types, the
+//! disk space reserve of the metadata log, and blocking work spread over a few threads.
 //!
 //! Time is read only through [`Clock`], so tests can drive it by hand ([`ManualClock`]) and so
 //! that no crate reaches for the system clock on its own.
 
 pub mod framed;
 mod space_reserve;
+mod threads;
 pub use space_reserve::{is_disk_full, SpaceReserve};
+pub use threads::map_on_threads;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;

@@ -411,40 +411,22 @@ impl LogManager {
             recovering, threads, "loading partition logs"
         );
         let started_ms = self.clock.now_ms();
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::scope(|scope| {
-            for i in 0..threads {
-                let (jobs, next, tx) = (&jobs, &next, tx.clone());
-                let spawned = std::thread::Builder::new()
-                    .name(format!("log-loader-{i}"))
-                    .spawn_scoped(scope, move || {
-                        while let Some((tp, config, path, clean, space)) =
-                            jobs.get(next.fetch_add(1, Ordering::Relaxed))
-                        {
-                            let opened = PartitionLog::open_unsynced(
-                                path.clone(),
-                                tp.clone(),
-                                config.clone(),
-                                *clean,
-                                Arc::clone(&self.clock),
-                            )
-                            .map(|log| Arc::new(log.in_dir_space(Arc::clone(space))));
-                            if tx.send((tp.clone(), opened)).is_err() {
-                                return;
-                            }
-                        }
-                    });
-                if let Err(e) = spawned {
-                    // The threads already running (or, for the first, the caller's
-                    // get_or_create) open the rest.
-                    warn!(error = %e, "cannot start a log loading thread");
-                    break;
-                }
-            }
-        });
-        drop(tx);
-        let mut outcomes: Vec<_> = rx.into_iter().collect();
+        let mut outcomes = ferry_common::map_on_threads(
+            &jobs,
+            threads,
+            "log-loader",
+            |(tp, config, path, clean, space)| {
+                let opened = PartitionLog::open_unsynced(
+                    path.clone(),
+                    tp.clone(),
+                    config.clone(),
+                    *clean,
+                    Arc::clone(&self.clock),
+                )
+                .map(|log| Arc::new(log.in_dir_space(Arc::clone(space))));
+                (tp.clone(), opened)
+            },
+        );
         self.sync_loaded_logs(&mut outcomes);
         {
             let mut logs = self.logs.write();
