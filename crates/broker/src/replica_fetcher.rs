@@ -7,7 +7,7 @@
 //! [`ClassicFetcher`] runs one task per leader broker. Each round sends one Fetch (v12, topic
 //! names, in an incremental fetch session: [`ferry_replication::follower_session`]) with `replica_id` = this
 //! broker for every partition this broker follows on that leader, from its log end offset and with the epoch of its last batch; the leader answers
-//! with records (appended as they are, [`Partition::append_as_follower`]), its high watermark
+//! with records (appended as they are, [`Partition::append_fetched`]), its high watermark
 //! (the follower's becomes min(leader HW, own LEO)), its log start offset (the follower's moves
 //! up to it, deleting whole segments below, so DeleteRecords and retention reach followers), or a
 //! diverging epoch (KIP-595/KIP-320): the

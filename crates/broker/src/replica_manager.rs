@@ -348,12 +348,17 @@ impl Partition {
     /// The leader's log start offset may fall inside a batch (DeleteRecords), so the first batch
     /// fetched into an empty log may begin below its start: the log then restarts at that batch's
     /// base offset (Kafka's rule), and moves its start up again with the leader's.
-    pub fn append_as_follower(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
+    ///
+    /// Tests only: it has no role check. The fetchers append through
+    /// [`Partition::append_fetched`] and [`Partition::append_as_follower_at`], which refuse once
+    /// this broker leads the partition.
+    #[cfg(test)]
+    pub(crate) fn append_as_follower(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
         let _order = self.append_order();
         self.append_as_follower_locked(records)
     }
 
-    /// [`Partition::append_as_follower`] with the append order already held.
+    /// A follower's append with the append order already held.
     fn append_as_follower_locked(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
         let leo = self.log.log_end_offset();
         if let Some((base, last)) = first_batch_range(records) {
@@ -388,8 +393,9 @@ impl Partition {
         Ok((end - start) as u64)
     }
 
-    /// Like [`Partition::append_as_follower`], only if the first batch starts exactly at the log
-    /// end offset (the remote WAL's slices must continue the log, never leave a gap). The
+    /// A follower's append (as [`Partition::append_fetched`]), only if the first batch starts
+    /// exactly at the log end offset (the remote WAL's slices must continue the log, never
+    /// leave a gap). The
     /// records are a remote-WAL slice whose CRC-32C matched, so their batch CRCs are not
     /// checked a second time. They come as `parts` laid end to end (the pieces the slice's GET
     /// body arrived in), written as they are.
