@@ -685,7 +685,7 @@ impl Partition {
         // One segment's read ends at the segment's end or at the last whole batch that fits.
         // Only in the first case does the next read find more, and only then are the reads
         // joined (a copy); a read that ends with a batch too big to fit costs one header read.
-        let mut more_parts: Vec<bytes::Bytes> = Vec::new();
+        let mut parts: Vec<bytes::Bytes> = vec![first.records.clone()];
         let mut len = first.records.len();
         while len < max_bytes && next < high_watermark {
             let more = self.checked(self.log.read(next, max_bytes - len, high_watermark, false))?;
@@ -693,22 +693,14 @@ impl Partition {
                 break;
             };
             len += more.records.len();
-            more_parts.push(more.records);
+            parts.push(more.records);
             if last < next {
                 break;
             }
             next = last + 1;
         }
-        if more_parts.is_empty() {
-            return Ok(first);
-        }
-        let mut combined = bytes::BytesMut::with_capacity(len);
-        combined.extend_from_slice(&first.records);
-        for part in &more_parts {
-            combined.extend_from_slice(part);
-        }
         Ok(FetchData {
-            records: combined.freeze(),
+            records: ferry_common::join_pieces(&parts),
             ..first
         })
     }

@@ -1,12 +1,15 @@
 //! Leaf crate shared by every other ferry crate: the clock seam, small identifier types, the
-//! disk space reserve of the metadata log, and blocking work spread over a few threads.
+//! disk space reserve of the metadata log, blocking work spread over a few threads, and bytes
+//! that arrived in pieces joined into one buffer.
 //!
 //! Time is read only through [`Clock`], so tests can drive it by hand ([`ManualClock`]) and so
 //! that no crate reaches for the system clock on its own.
 
 pub mod framed;
+mod pieces;
 mod space_reserve;
 mod threads;
+pub use pieces::join_pieces;
 pub use space_reserve::{is_disk_full, SpaceReserve};
 pub use threads::map_on_threads;
 

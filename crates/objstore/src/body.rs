@@ -1,6 +1,6 @@
 //! An object's bytes as the parts they were built from, with their CRC-32C.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 /// The bytes of an object to store, as the parts its builder already holds (a remote-WAL
 /// object: a header, the produce batches of many partitions, an index), with the CRC-32C of
@@ -69,17 +69,7 @@ impl ObjectBody {
     /// The bytes in one buffer: the part itself when there is one, else a joined copy (for
     /// stores that keep objects in memory, and for comparisons).
     pub fn to_bytes(&self) -> Bytes {
-        match self.parts.as_slice() {
-            [] => Bytes::new(),
-            [one] => one.clone(),
-            many => {
-                let mut out = BytesMut::with_capacity(usize::try_from(self.len).unwrap_or(0));
-                for p in many {
-                    out.extend_from_slice(p);
-                }
-                out.freeze()
-            }
-        }
+        ferry_common::join_pieces(&self.parts)
     }
 }
 

@@ -45,6 +45,7 @@ use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use aws_sdk_s3::Client;
 use aws_smithy_types::body::SdkBody;
 use bytes::Bytes;
+use ferry_common::join_pieces;
 
 use crate::keys::validate_key;
 use crate::s3_direct::DirectS3;
@@ -468,7 +469,10 @@ impl ObjectStore for S3Store {
     async fn get(&self, key: &str) -> Result<Bytes> {
         validate_key(key)?;
         if let Some(direct) = &self.direct {
-            return direct.get("get", key, None).await.map(|(p, _)| join(p));
+            return direct
+                .get("get", key, None)
+                .await
+                .map(|(p, _)| join_pieces(&p));
         }
         let resp = self
             .client
@@ -478,12 +482,14 @@ impl ObjectStore for S3Store {
             .send()
             .await
             .map_err(|e| map_sdk_error("get", key, e))?;
-        read_body_pieces("get", key, resp.body).await.map(join)
+        read_body_pieces("get", key, resp.body)
+            .await
+            .map(|p| join_pieces(&p))
     }
 
     async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes> {
         let pieces = self.get_range_pieces(key, range).await?;
-        Ok(join(pieces))
+        Ok(join_pieces(&pieces))
     }
 
     async fn get_range_pieces(&self, key: &str, range: Range<u64>) -> Result<Vec<Bytes>> {
@@ -711,22 +717,6 @@ async fn read_body_pieces(op: &'static str, key: &str, body: ByteStream) -> Resu
             message: format!("{key}: response body interrupted: {e}"),
             source: Some(Box::new(e)),
         })
-}
-
-/// Pieces as one buffer: free for one piece, a copy for more.
-fn join(mut pieces: Vec<Bytes>) -> Bytes {
-    match pieces.len() {
-        0 => Bytes::new(),
-        1 => pieces.swap_remove(0),
-        _ => {
-            let len = pieces.iter().map(Bytes::len).sum();
-            let mut out = bytes::BytesMut::with_capacity(len);
-            for p in &pieces {
-                out.extend_from_slice(p);
-            }
-            out.freeze()
-        }
-    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use std::ops::Range;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 /// Bytes laid end to end over pieces: views of the buffers a GET body arrived in (tens of KB
 /// each, fewer than a slice holds). Cutting a slice out of a body, checking it and appending
@@ -91,17 +91,7 @@ impl SliceBytes {
 
     /// The bytes in one buffer: the piece itself when there is one, else a joined copy.
     pub fn to_bytes(&self) -> Bytes {
-        match self.pieces.as_slice() {
-            [] => Bytes::new(),
-            [one] => one.clone(),
-            many => {
-                let mut out = BytesMut::with_capacity(self.len);
-                for p in many {
-                    out.extend_from_slice(p);
-                }
-                out.freeze()
-            }
-        }
+        ferry_common::join_pieces(&self.pieces)
     }
 }
 
