@@ -53,6 +53,7 @@ use ferry_objstore::keys::WalObjectKey;
 use ferry_objstore::{ObjStoreError, ObjectMeta, ObjectStore};
 
 use crate::error::Result;
+use crate::failure_log::FailureLog;
 use crate::lifecycle::WalObjectState;
 use crate::metadata::{WalMetadataEvent, WalMetadataKey, WalSliceMetadata};
 use crate::uploader::WalPartition;
@@ -591,6 +592,16 @@ pub struct WalGc {
     store: Arc<dyn ObjectStore>,
     publisher: Arc<dyn TombstonePublisher>,
     clock: SharedClock,
+    /// DELETEs, tombstone publishes and sweeps that fail round after round while the bucket or
+    /// the metadata topic is down: logged when they start, every few seconds, and when they end.
+    failures: Arc<GcFailures>,
+}
+
+#[derive(Debug, Default)]
+struct GcFailures {
+    delete: FailureLog,
+    tombstone: FailureLog,
+    sweep: FailureLog,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -613,6 +624,7 @@ impl WalGc {
             store,
             publisher,
             clock,
+            failures: Arc::default(),
         }
     }
 
@@ -677,12 +689,14 @@ impl WalGc {
             }
         }
         let mut to_tombstone: Vec<(String, Vec<WalMetadataKey>)> = Vec::new();
+        // The round's failed DELETEs: how many, and the first with its error (one line a round).
+        let mut first_failed: Option<(String, DeleteReason, String)> = None;
         for (key, reason, gone) in plan {
             let error = (!gone)
                 .then(|| failed.get(&key).or(request_failed.as_ref()))
                 .flatten();
             if let Some(e) = error {
-                tracing::warn!(%key, ?reason, error = %e, "remote WAL GC: DELETE failed; retried next round");
+                first_failed.get_or_insert_with(|| (key.clone(), reason, e.to_string()));
                 report.errors += 1;
                 continue;
             }
@@ -691,6 +705,24 @@ impl WalGc {
             }
             let keys = lock(&self.planner).object_deleted(&key);
             to_tombstone.push((key, keys));
+        }
+        match first_failed {
+            Some((key, reason, error)) => {
+                if let Some(not_logged) = self.failures.delete.failed() {
+                    tracing::warn!(%key, ?reason, %error, objects = report.errors, not_logged,
+                        "remote WAL GC: DELETE failed; retried next round");
+                }
+            }
+            None if !to_delete.is_empty() => {
+                if let Some(r) = self.failures.delete.succeeded() {
+                    tracing::info!(
+                        failures = r.failures,
+                        seconds = r.lasted.as_secs_f64(),
+                        "remote WAL GC: DELETEs succeed again"
+                    );
+                }
+            }
+            None => {}
         }
         if to_tombstone.is_empty() {
             return report;
@@ -707,6 +739,13 @@ impl WalGc {
         };
         match published {
             Ok(()) => {
+                if let Some(r) = self.failures.tombstone.succeeded() {
+                    tracing::info!(
+                        failures = r.failures,
+                        seconds = r.lasted.as_secs_f64(),
+                        "remote WAL GC: tombstone publishes succeed again"
+                    );
+                }
                 report.tombstones = n;
                 let mut planner = lock(&self.planner);
                 for (key, _) in &to_tombstone {
@@ -715,8 +754,10 @@ impl WalGc {
                 }
             }
             Err(e) => {
-                tracing::warn!(error = %e, objects = to_tombstone.len(),
-                    "remote WAL GC: tombstone publish failed; retried next round");
+                if let Some(not_logged) = self.failures.tombstone.failed() {
+                    tracing::warn!(error = %e, objects = to_tombstone.len(), not_logged,
+                        "remote WAL GC: tombstone publish failed; retried next round");
+                }
                 report.errors += 1;
             }
         }
@@ -772,7 +813,10 @@ impl WalGc {
                 Ok(l) => listing.extend(l),
                 Err(e) => {
                     // A partial listing would drop the other prefix's suspects: skip the sweep.
-                    tracing::warn!(%prefix, error = %e, "remote WAL GC: listing failed; sweep retried later");
+                    if let Some(not_logged) = self.failures.sweep.failed() {
+                        tracing::warn!(%prefix, error = %e, not_logged,
+                            "remote WAL GC: listing failed; sweep retried later");
+                    }
                     report.errors += 1;
                     return report;
                 }
@@ -781,16 +825,21 @@ impl WalGc {
         let now = self.clock.now_ms();
         let orphans = lock(&self.planner).plan_orphans(&listing, now);
         if orphans.is_empty() {
+            self.sweep_succeeded();
             return report;
         }
         let failed: HashMap<String, ObjStoreError> = match self.store.delete_many(&orphans).await {
             Ok(failed) => failed.into_iter().collect(),
             Err(e) => {
-                tracing::warn!(objects = orphans.len(), error = %e, "remote WAL GC: orphan DELETE failed; retried next sweep");
+                if let Some(not_logged) = self.failures.sweep.failed() {
+                    tracing::warn!(objects = orphans.len(), error = %e, not_logged,
+                        "remote WAL GC: orphan DELETE failed; retried next sweep");
+                }
                 report.errors += orphans.len();
                 return report;
             }
         };
+        let mut first_failed = None;
         for key in orphans {
             match failed.get(&key) {
                 None => {
@@ -798,12 +847,31 @@ impl WalGc {
                     report.orphans_deleted += 1;
                 }
                 Some(e) => {
-                    tracing::warn!(%key, error = %e, "remote WAL GC: orphan DELETE failed; retried next sweep");
+                    first_failed.get_or_insert((key, e));
                     report.errors += 1;
                 }
             }
         }
+        match first_failed {
+            Some((key, e)) => {
+                if let Some(not_logged) = self.failures.sweep.failed() {
+                    tracing::warn!(%key, error = %e, objects = report.errors, not_logged,
+                        "remote WAL GC: orphan DELETE failed; retried next sweep");
+                }
+            }
+            None => self.sweep_succeeded(),
+        }
         report
+    }
+
+    fn sweep_succeeded(&self) {
+        if let Some(r) = self.failures.sweep.succeeded() {
+            tracing::info!(
+                failures = r.failures,
+                seconds = r.lasted.as_secs_f64(),
+                "remote WAL GC: orphan sweeps succeed again"
+            );
+        }
     }
 }
 

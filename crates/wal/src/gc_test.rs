@@ -480,6 +480,39 @@ async fn store_and_publisher_errors_are_retried_without_losing_track() {
     assert_eq!(f.gc.with_planner(GcPlanner::tracked), 0);
 }
 
+#[tokio::test(start_paused = true)]
+async fn failed_deletes_are_one_line_a_round_and_quiet_while_the_bucket_stays_down() {
+    let lines = crate::log_capture::LogLines::default();
+    let _capture = lines.capture();
+    let f = fixture();
+    let objects: Vec<String> = (0..3).map(|seq| okey(10_000, seq)).collect();
+    for (p, o) in objects.iter().enumerate() {
+        put(&f.mem, o).await;
+        f.gc.on_published(&[slice(o, p as i32, 0, 9, 10_000)]);
+    }
+    let none = HashMap::new();
+    f.faults.set_unavailable(true);
+    for _ in 0..3 {
+        let r = f.gc.run_once(&none).await;
+        assert_eq!((r.objects_deleted, r.errors), (0, 3));
+        tokio::time::advance(std::time::Duration::from_secs(1)).await;
+    }
+    let text = lines.text();
+    assert_eq!(
+        text.matches("DELETE failed").count(),
+        1,
+        "three rounds of three failed DELETEs, one line:\n{text}"
+    );
+    assert!(text.contains("objects=3"), "{text}");
+
+    f.faults.set_unavailable(false);
+    let r = f.gc.run_once(&none).await;
+    assert_eq!(r.objects_deleted, 3);
+    let text = lines.text();
+    assert_eq!(text.matches("DELETEs succeed again").count(), 1, "{text}");
+    assert!(text.contains("failures=3"), "three failed rounds:\n{text}");
+}
+
 #[tokio::test]
 async fn crash_between_delete_and_tombstone_recovers_from_the_replay() {
     let f = fixture();

@@ -38,12 +38,15 @@
 pub mod batcher;
 pub mod cost;
 pub mod error;
+mod failure_log;
 pub mod fetcher;
 pub mod follower;
 pub mod format;
 pub mod gc;
 pub mod leader_tracker;
 pub mod lifecycle;
+#[cfg(test)]
+mod log_capture;
 pub mod metadata;
 pub mod metrics;
 pub mod mode_tracker;

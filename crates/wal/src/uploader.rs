@@ -55,6 +55,7 @@ pub use crate::batcher::{
     UploadBatcher, WalAppend, WalPartition,
 };
 use crate::error::{Result, WalError};
+use crate::failure_log::FailureLog;
 use crate::metadata::WalSliceMetadata;
 use crate::sequencer::{PublishSequencer, UploadResult};
 use crate::stages::{Stage, StageMetrics};
@@ -109,6 +110,10 @@ struct Inner {
     fallbacks: Mutex<Vec<ClassicFallback>>,
     wake: Notify,
     stages: StageMetrics,
+    /// PUTs and metadata publishes that fail while the bucket or the metadata topic is down:
+    /// logged when the failures start, every few seconds, and when they end.
+    upload_failures: FailureLog,
+    publish_failures: FailureLog,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -144,6 +149,8 @@ impl Uploader {
                 fallbacks: Mutex::new(Vec::new()),
                 wake: Notify::new(),
                 stages: config.stages,
+                upload_failures: FailureLog::default(),
+                publish_failures: FailureLog::default(),
             }),
         }
     }
@@ -313,12 +320,24 @@ async fn upload(inner: Arc<Inner>, obj: PendingObject, permit: OwnedSemaphorePer
         .observe(Stage::Put, put_done.duration_since(put_start));
     lock(&inner.batcher).release(buffered_bytes);
     let result = match put {
-        Ok(()) => UploadResult::Uploaded {
-            bucket: inner.store.bucket().to_owned(),
-            upload_time_ms: inner.clock.now_ms(),
-        },
+        Ok(()) => {
+            if let Some(r) = inner.upload_failures.succeeded() {
+                tracing::info!(
+                    failures = r.failures,
+                    seconds = r.lasted.as_secs_f64(),
+                    "remote WAL uploads succeed again"
+                );
+            }
+            UploadResult::Uploaded {
+                bucket: inner.store.bucket().to_owned(),
+                upload_time_ms: inner.clock.now_ms(),
+            }
+        }
         Err(e) => {
-            tracing::warn!(%key, error = %e, "remote WAL upload failed; its ranges take the classic path");
+            if let Some(not_logged) = inner.upload_failures.failed() {
+                tracing::warn!(%key, error = %e, not_logged,
+                    "remote WAL upload failed; its ranges take the classic path");
+            }
             UploadResult::Failed(FallbackReason::UploadFailed)
         }
     };
@@ -331,19 +350,33 @@ async fn upload(inner: Arc<Inner>, obj: PendingObject, permit: OwnedSemaphorePer
                 released.publish.iter().map(|(_, m)| m.clone()).collect();
             let published = inner.publisher.publish(records).await;
             inner.stages.observe(Stage::Publish, put_done.elapsed());
-            if let Err(e) = published {
-                tracing::warn!(%key, error = %e, "remote WAL metadata publish failed; ranges take the classic path");
-                for (tp, m) in released.publish {
-                    push_fallback(
-                        &mut fallbacks,
-                        ClassicFallback {
-                            tp,
-                            topic_id: m.topic_id,
-                            from_offset: m.base_offset,
-                            end_offset: m.last_offset + 1,
-                            reason: FallbackReason::PublishFailed,
-                        },
-                    );
+            match published {
+                Ok(()) => {
+                    if let Some(r) = inner.publish_failures.succeeded() {
+                        tracing::info!(
+                            failures = r.failures,
+                            seconds = r.lasted.as_secs_f64(),
+                            "remote WAL metadata publishes succeed again"
+                        );
+                    }
+                }
+                Err(e) => {
+                    if let Some(not_logged) = inner.publish_failures.failed() {
+                        tracing::warn!(%key, error = %e, not_logged,
+                            "remote WAL metadata publish failed; ranges take the classic path");
+                    }
+                    for (tp, m) in released.publish {
+                        push_fallback(
+                            &mut fallbacks,
+                            ClassicFallback {
+                                tp,
+                                topic_id: m.topic_id,
+                                from_offset: m.base_offset,
+                                end_offset: m.last_offset + 1,
+                                reason: FallbackReason::PublishFailed,
+                            },
+                        );
+                    }
                 }
             }
         }

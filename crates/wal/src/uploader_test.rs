@@ -542,3 +542,46 @@ async fn run_loop_cuts_on_the_size_trigger_and_flushes_on_shutdown() {
     assert_eq!(publisher.all().len(), 2, "shutdown flushed the rest");
     assert_eq!(store.len(), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_store_outage_is_logged_when_it_starts_every_few_seconds_and_when_it_ends() {
+    let lines = crate::log_capture::LogLines::default();
+    let _capture = lines.capture();
+    let faulty = FaultyStore::new(MemoryStore::new(), 7);
+    let faults = faulty.controller();
+    let (up, publisher) = uploader(
+        Arc::new(faulty),
+        ManualClock::new(0),
+        config(10, 1 << 20, 1 << 20),
+        1,
+    );
+    faults.set_unavailable(true);
+    // 120 failed uploads over 12 s: a line at the first, one 10 s later with the 99 between.
+    for i in 0..120 {
+        up.append(append(1, 0, i * 10, 10, 100));
+        up.flush().await.unwrap();
+        tokio::time::advance(Duration::from_millis(100)).await;
+    }
+    faults.set_unavailable(false);
+    up.append(append(1, 0, 1_200, 10, 100));
+    up.flush().await.unwrap();
+    assert_eq!(
+        publisher.all().len(),
+        1,
+        "the upload after the outage publishes"
+    );
+    let text = lines.text();
+    assert_eq!(
+        text.matches("remote WAL upload failed").count(),
+        2,
+        "120 failures, two lines:\n{text}"
+    );
+    assert!(text.contains("not_logged=0"), "{text}");
+    assert!(text.contains("not_logged=99"), "{text}");
+    assert_eq!(
+        text.matches("remote WAL uploads succeed again").count(),
+        1,
+        "{text}"
+    );
+    assert!(text.contains("failures=120"), "{text}");
+}

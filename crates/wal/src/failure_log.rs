@@ -1,0 +1,103 @@
+//! A failure that repeats while its cause lasts (a bucket that is down fails every upload, at
+//! the upload interval; every GC round's DELETEs) is logged when it starts, then at most once
+//! per [`FailureLog::EVERY`] with the number of failures not logged since, and its end once:
+//! an operator sees the outage and its length, not thousands of identical lines.
+//!
+//! The caller keeps its own message and level: [`FailureLog::failed`] only says whether this
+//! failure is one to log.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The state of one kind of failure (one per call site and component).
+#[derive(Debug, Default)]
+pub(crate) struct FailureLog {
+    failing: Mutex<Option<Failing>>,
+}
+
+/// A run of failures not yet ended by a success.
+#[derive(Debug, Clone, Copy)]
+struct Failing {
+    since: Instant,
+    last_logged: Instant,
+    not_logged: u64,
+    total: u64,
+}
+
+/// A run of failures that a success ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Recovered {
+    pub failures: u64,
+    pub lasted: Duration,
+}
+
+impl FailureLog {
+    /// At most one line per this while failures go on.
+    pub(crate) const EVERY: Duration = Duration::from_secs(10);
+
+    /// Counts a failure. `Some(n)` when it is to be logged, `n` being the failures since the
+    /// last line that were not (0 for the first of a run).
+    pub(crate) fn failed(&self) -> Option<u64> {
+        let now = Instant::now();
+        let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
+        match failing.as_mut() {
+            None => {
+                *failing = Some(Failing {
+                    since: now,
+                    last_logged: now,
+                    not_logged: 0,
+                    total: 1,
+                });
+                Some(0)
+            }
+            Some(f) => {
+                f.total += 1;
+                if now.duration_since(f.last_logged) < Self::EVERY {
+                    f.not_logged += 1;
+                    return None;
+                }
+                f.last_logged = now;
+                Some(std::mem::take(&mut f.not_logged))
+            }
+        }
+    }
+
+    /// Counts a success: `Some` when it ends a run of failures, to be logged once.
+    pub(crate) fn succeeded(&self) -> Option<Recovered> {
+        let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
+        failing.take().map(|f| Recovered {
+            failures: f.total,
+            lasted: Instant::now().duration_since(f.since),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_of_failures_is_logged_at_its_start_every_interval_and_at_its_end() {
+        let log = FailureLog::default();
+        assert_eq!(log.succeeded(), None, "no run to end");
+        assert_eq!(log.failed(), Some(0), "the first failure is logged");
+        for _ in 0..99 {
+            assert_eq!(log.failed(), None, "the next ones are counted");
+        }
+        tokio::time::advance(FailureLog::EVERY).await;
+        assert_eq!(log.failed(), Some(99), "one line with the count held back");
+        assert_eq!(log.failed(), None);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            log.succeeded(),
+            Some(Recovered {
+                failures: 102,
+                lasted: FailureLog::EVERY + Duration::from_secs(1),
+            })
+        );
+        assert_eq!(log.succeeded(), None, "the end is logged once");
+        assert_eq!(log.failed(), Some(0), "a new run starts afresh");
+    }
+}
