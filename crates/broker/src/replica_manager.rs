@@ -510,16 +510,19 @@ impl Partition {
         Ok(())
     }
 
-    /// Follower: drops everything from `offset` on (divergence from the leader's log).
+    /// Follower: drops everything from `offset` on (divergence from the leader's log). At or
+    /// past the log end no batch goes, but an epoch this replica led without appending to does
+    /// (see `PartitionLog::truncate_to`).
     pub fn truncate_to(&self, offset: i64) -> Result<(), LogError> {
         let _order = self.append_order();
-        if offset < self.log.log_end_offset() {
-            self.validated_epoch.store(-1, Ordering::Release);
-            self.checked(self.log.truncate_to(offset))?;
-            self.high_watermark
-                .fetch_min(self.log.log_end_offset(), Ordering::AcqRel);
-            self.notify();
+        if offset >= self.log.log_end_offset() {
+            return self.checked(self.log.truncate_to(offset));
         }
+        self.validated_epoch.store(-1, Ordering::Release);
+        self.checked(self.log.truncate_to(offset))?;
+        self.high_watermark
+            .fetch_min(self.log.log_end_offset(), Ordering::AcqRel);
+        self.notify();
         Ok(())
     }
 

@@ -842,6 +842,57 @@ fn an_elected_leader_checkpoints_the_start_of_its_epoch_before_any_produce() {
     assert_eq!(follower.log.epoch_entries(), vec![(0, 0), (1, 4)]);
 }
 
+/// A leader deposed before it appended anything in its epoch keeps that epoch's start (its log
+/// end) in its cache. The next leader never heard of that epoch, so the follower's first fetch
+/// diverges at the follower's own log end: the truncation there drops no batch but must drop
+/// the epoch, or every later fetch names it again and diverges at the same offset, for ever
+/// (seen in a fault run: a follower out of the ISR for minutes, truncating 25 times a second).
+#[test]
+fn a_leader_deposed_before_appending_follows_the_next_one_after_one_divergence() {
+    let dir = tempfile::tempdir().unwrap();
+    let (leader_rm, follower_rm, leader, follower) = leader_and_follower(dir.path());
+    leader.append(&batch(4)).unwrap();
+    let bytes = leader.read_for_replica(0, 1 << 20, true).unwrap().records;
+    follower.append_as_follower(&bytes).unwrap();
+    // Broker 2 is elected at epoch 1 and deposed before any produce: broker 1 leads epoch 2.
+    elect_broker_2(&follower_rm);
+    assert_eq!(follower.log.epoch_entries(), vec![(0, 0), (1, 4)]);
+    let broker_1_again = ferry_test_support::Topic::default()
+        .leader(1, 2)
+        .isr(&[1, 2])
+        .partition_epoch(2)
+        .image();
+    leader_rm
+        .ensure_topic(&broker_1_again, LogConfig::default())
+        .unwrap();
+    follower_rm
+        .ensure_topic(&broker_1_again, LogConfig::default())
+        .unwrap();
+    assert_eq!(follower.role(), Role::Follower { leader: 1 });
+    assert_eq!(leader.log.epoch_entries(), vec![(0, 0), (2, 4)]);
+
+    // The follower's fetch: from its log end, with the last epoch in its cache.
+    let fetch = |p: &Partition| {
+        let last_epoch = p.log.epoch_entries().last().map_or(-1, |e| e.0);
+        (last_epoch, p.log.log_end_offset())
+    };
+    let (epoch, offset) = fetch(&follower);
+    assert_eq!((epoch, offset), (1, 4));
+    let (diverging_epoch, end) = leader
+        .diverging_epoch(epoch, offset)
+        .expect("epoch 1 is unknown to the leader");
+    follower
+        .truncate_to(follower.truncation_target(diverging_epoch, end))
+        .unwrap();
+    assert_eq!(follower.log.log_end_offset(), 4, "no batch dropped");
+    let (epoch, offset) = fetch(&follower);
+    assert_eq!(
+        leader.diverging_epoch(epoch, offset),
+        None,
+        "the next fetch matches the leader's log"
+    );
+}
+
 /// The checkpoints of a new topic's partitions are written by several threads: each of them
 /// gets its own, whatever the number of partitions.
 #[test]

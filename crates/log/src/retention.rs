@@ -311,6 +311,15 @@ impl PartitionLog {
             (st.log_start_offset, st.log_end_offset)
         };
         if offset >= leo && !fully {
+            // No batch to drop, but the epoch cache may still end with an epoch this replica
+            // led without appending to (the election checkpoints its start at the log end):
+            // the new leader does not know it, and a fetch naming it as the last fetched epoch
+            // would diverge at this same offset again and again. Kafka's `truncateTo` drops
+            // such an entry too.
+            let mut epochs = self.epochs.lock();
+            if epochs.truncate_from_end(leo) {
+                epochs.persist(Durability::Synced)?;
+            }
             return Ok(());
         }
         let offset = offset.max(0);

@@ -190,6 +190,37 @@ fn truncate_to_drops_data_epochs_and_producer_state() {
     assert_eq!(log.size_in_bytes(), 0);
 }
 
+/// A replica elected leader at an epoch it then appended nothing to has that epoch's start in
+/// its cache, at its log end. Deposed, the new leader's divergence names that very offset: the
+/// truncation drops nothing from the log but must drop the epoch (Kafka's `truncateTo` at or
+/// past the log end), or the next fetch would name the unknown epoch again, for ever.
+#[test]
+fn truncating_at_the_log_end_drops_an_epoch_led_without_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_c, clock) = clock(0);
+    let log = open(dir.path(), config(), true, &clock);
+    for _ in 0..5 {
+        log.append_as_leader(&simple(2, 0), 12).unwrap();
+    }
+    assert!(log.assign_epoch_start(13, 10).unwrap());
+    assert_eq!(log.epoch_entries(), vec![(12, 0), (13, 10)]);
+    log.truncate_to(10).unwrap();
+    assert_eq!(log.log_end_offset(), 10, "no batch dropped");
+    assert_eq!(log.epoch_entries(), vec![(12, 0)]);
+    log.close().unwrap();
+    drop(log);
+    let log = open(dir.path(), config(), true, &clock);
+    assert_eq!(
+        log.epoch_entries(),
+        vec![(12, 0)],
+        "the checkpoint file agrees"
+    );
+    // Past the log end (a leader whose log is longer): the same.
+    assert!(log.assign_epoch_start(14, 10).unwrap());
+    log.truncate_to(25).unwrap();
+    assert_eq!(log.epoch_entries(), vec![(12, 0)]);
+}
+
 /// Kafka's `truncateFullyAndStartAt`: a follower whose leader's log starts past its end.
 #[test]
 fn truncate_fully_restarts_an_empty_log_past_its_end_and_survives_a_restart() {
