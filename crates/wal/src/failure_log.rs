@@ -1,7 +1,12 @@
 //! A failure that repeats while its cause lasts (a bucket that is down fails every upload, at
-//! the upload interval; every GC round's DELETEs) is logged when it starts, then at most once
-//! per [`FailureLog::EVERY`] with the number of failures not logged since, and its end once:
-//! an operator sees the outage and its length, not thousands of identical lines.
+//! the upload interval; a dead broker fails every metadata publish to the partitions it led,
+//! between publishes to the others that succeed) is logged when it starts, then at most once per
+//! [`FailureLog::EVERY`] with the number of failures not logged since, and its end once: an
+//! operator sees the outage and its length, not thousands of identical lines.
+//!
+//! A run of failures ends at the first success that comes [`FailureLog::EVERY`] after its last
+//! failure, not at any success: requests to a store or broker that is half down succeed and fail
+//! in turn, and that is still one outage.
 //!
 //! The caller keeps its own message and level: [`FailureLog::failed`] only says whether this
 //! failure is one to log.
@@ -21,6 +26,7 @@ pub(crate) struct FailureLog {
 #[derive(Debug, Clone, Copy)]
 struct Failing {
     since: Instant,
+    last_failure: Instant,
     last_logged: Instant,
     not_logged: u64,
     total: u64,
@@ -34,7 +40,8 @@ pub(crate) struct Recovered {
 }
 
 impl FailureLog {
-    /// At most one line per this while failures go on.
+    /// At most one line per this while failures go on; and how long after its last failure a
+    /// success ends the run.
     pub(crate) const EVERY: Duration = Duration::from_secs(10);
 
     /// Counts a failure. `Some(n)` when it is to be logged, `n` being the failures since the
@@ -46,6 +53,7 @@ impl FailureLog {
             None => {
                 *failing = Some(Failing {
                     since: now,
+                    last_failure: now,
                     last_logged: now,
                     not_logged: 0,
                     total: 1,
@@ -54,6 +62,7 @@ impl FailureLog {
             }
             Some(f) => {
                 f.total += 1;
+                f.last_failure = now;
                 if now.duration_since(f.last_logged) < Self::EVERY {
                     f.not_logged += 1;
                     return None;
@@ -64,12 +73,16 @@ impl FailureLog {
         }
     }
 
-    /// Counts a success: `Some` when it ends a run of failures, to be logged once.
+    /// Counts a success: `Some` when it ends a run of failures (none for [`Self::EVERY`]), to
+    /// be logged once; `lasted` is from the run's first failure to its last.
     pub(crate) fn succeeded(&self) -> Option<Recovered> {
+        let now = Instant::now();
         let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
-        failing.take().map(|f| Recovered {
+        let f = (*failing).filter(|f| now.duration_since(f.last_failure) >= Self::EVERY)?;
+        *failing = None;
+        Some(Recovered {
             failures: f.total,
-            lasted: Instant::now().duration_since(f.since),
+            lasted: f.last_failure.duration_since(f.since),
         })
     }
 }
@@ -85,11 +98,16 @@ mod tests {
         assert_eq!(log.failed(), Some(0), "the first failure is logged");
         for _ in 0..99 {
             assert_eq!(log.failed(), None, "the next ones are counted");
+            // Successes in between (a half-down store) do not end the run.
+            assert_eq!(log.succeeded(), None);
         }
         tokio::time::advance(FailureLog::EVERY).await;
         assert_eq!(log.failed(), Some(99), "one line with the count held back");
-        assert_eq!(log.failed(), None);
         tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(log.failed(), None);
+        tokio::time::advance(FailureLog::EVERY - Duration::from_millis(1)).await;
+        assert_eq!(log.succeeded(), None, "too soon after the last failure");
+        tokio::time::advance(Duration::from_millis(1)).await;
         assert_eq!(
             log.succeeded(),
             Some(Recovered {

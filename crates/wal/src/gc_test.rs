@@ -506,6 +506,7 @@ async fn failed_deletes_are_one_line_a_round_and_quiet_while_the_bucket_stays_do
     assert!(text.contains("objects=3"), "{text}");
 
     f.faults.set_unavailable(false);
+    tokio::time::advance(crate::failure_log::FailureLog::EVERY).await;
     let r = f.gc.run_once(&none).await;
     assert_eq!(r.objects_deleted, 3);
     let text = lines.text();

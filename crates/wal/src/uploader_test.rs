@@ -565,10 +565,17 @@ async fn a_store_outage_is_logged_when_it_starts_every_few_seconds_and_when_it_e
     faults.set_unavailable(false);
     up.append(append(1, 0, 1_200, 10, 100));
     up.flush().await.unwrap();
+    assert!(
+        !lines.text().contains("succeed again"),
+        "one success right after a failure does not end the outage"
+    );
+    tokio::time::advance(FailureLog::EVERY).await;
+    up.append(append(1, 0, 1_210, 10, 100));
+    up.flush().await.unwrap();
     assert_eq!(
         publisher.all().len(),
-        1,
-        "the upload after the outage publishes"
+        2,
+        "the uploads after the outage publish"
     );
     let text = lines.text();
     assert_eq!(
