@@ -76,6 +76,13 @@ class S3Server:
             self.proc.wait(10)
         self.proc = None
 
+    def kill9(self):
+        """The zone's store fails at once, requests in flight included."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.proc = None
+
 
 class S3Zones:
     """One S3 API server per rack (as S3 Express One Zone has a zonal endpoint per AZ), each

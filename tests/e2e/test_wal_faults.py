@@ -4,7 +4,9 @@ test ends with `walcheck.check_cluster`: every acknowledged message readable exa
 order per partition, all replicas identical, no object left without metadata after GC.
 
 A bucket "fails" by being replaced with a regular file (the tests may run as root, which
-ignores permissions): every PUT, GET and LIST in it fails until it is restored.
+ignores permissions): every PUT, GET and LIST in it fails until it is restored. The randomized
+schedule also runs with one S3 API server per rack (as test_remote_wal.py), where a bucket fails
+by its server being killed (-9, mid-request) and comes back by a new server on the same port.
 
 The figures printed here (messages, recovery times, metadata volume) are the ones written down
 in docs/reliability.md.
@@ -23,6 +25,7 @@ import pytest
 
 from conftest import unique_topic
 from test_cluster import Cluster, create_topic
+from test_remote_wal import S3Zones
 from walcheck import METADATA_TOPIC, Workload, check_cluster, unreferenced_objects
 
 PARTITIONS = 6
@@ -34,12 +37,10 @@ META_SEGMENT_MS = 3000
 META_DELETE_RETENTION_MS = 3000
 
 
-@pytest.fixture
-def wal_cluster(tmp_path):
-    buckets = {rack: tmp_path / f"bucket-{rack}" for rack in RACKS}
-    extra = {
-        "remote.wal.store": "local",
-        "remote.wal.buckets": ",".join(f"{r}={d}" for r, d in buckets.items()),
+def fault_cluster_config(store: dict) -> dict:
+    """The suite's broker settings with `store`'s keys (which store, its buckets)."""
+    return {
+        **store,
         # Debug builds on a loaded 2-core box (see test_remote_wal.py).
         "remote.wal.fallback.ms": 3000,
         "remote.wal.gc.interval.ms": 200,
@@ -55,8 +56,17 @@ def wal_cluster(tmp_path):
         "broker.heartbeat.interval.ms": 500,
         "leader.imbalance.check.interval.seconds": 5,
     }
-    c = Cluster(tmp_path / "cluster", extra)
+
+
+@pytest.fixture
+def wal_cluster(tmp_path):
+    buckets = {rack: tmp_path / f"bucket-{rack}" for rack in RACKS}
+    c = Cluster(tmp_path / "cluster", fault_cluster_config({
+        "remote.wal.store": "local",
+        "remote.wal.buckets": ",".join(f"{r}={d}" for r, d in buckets.items()),
+    }))
     c.start()
+    c.s3 = None
     c.buckets = buckets
     yield c
     for rack in RACKS:
@@ -64,16 +74,36 @@ def wal_cluster(tmp_path):
     c.stop()
 
 
+@pytest.fixture
+def s3_wal_cluster(tmp_path):
+    s3 = S3Zones(tmp_path / "s3", RACKS)
+    s3.start()
+    c = Cluster(tmp_path / "cluster", fault_cluster_config(s3.config()))
+    c.start()
+    c.s3 = s3
+    c.buckets = {rack: s3.bucket_dir(rack) for rack in RACKS}
+    yield c
+    c.stop()
+    s3.stop()
+
+
 # --- faults ---------------------------------------------------------------------------------
 
 
 def fail_bucket(c, rack: str):
+    if c.s3 is not None:
+        c.s3.servers[rack].kill9()
+        return
     root = c.buckets[rack]
     root.rename(root.with_name(root.name + ".down"))
     root.write_text("this bucket is down\n")
 
 
 def restore_bucket(c, rack: str):
+    if c.s3 is not None:
+        if c.s3.servers[rack].proc is None:
+            c.s3.servers[rack].start()
+        return
     root = c.buckets[rack]
     down = root.with_name(root.name + ".down")
     if down.exists():
@@ -257,11 +287,12 @@ def test_crash_between_put_and_publish_leaves_no_orphan(wal_cluster):
     check_cluster(c, work, c.buckets, strict_acks=("all",))
 
 
-def test_randomized_fault_schedule(wal_cluster):
+@pytest.mark.parametrize("store", ["local", "s3"])
+def test_randomized_fault_schedule(store, request):
     """Broker kills (-9) and restarts, bucket outages and AZ outages (broker and bucket at once),
     one at a time, in a seeded random order for about two minutes. Replay a failure with
-    FERRY_FAULT_SEED=<seed>."""
-    c = wal_cluster
+    FERRY_FAULT_SEED=<seed>; FERRY_FAULT_SECONDS sets the length."""
+    c = request.getfixturevalue("wal_cluster" if store == "local" else "s3_wal_cluster")
     seed = int(os.environ.get("FERRY_FAULT_SEED") or random.randrange(1 << 32))
     print(f"FERRY_FAULT_SEED={seed}")
     rng = random.Random(seed)
