@@ -688,7 +688,7 @@ impl Partition {
         // One segment's read ends at the segment's end or at the last whole batch that fits.
         // Only in the first case does the next read find more, and only then are the reads
         // joined (a copy); a read that ends with a batch too big to fit costs one header read.
-        let mut parts: Vec<bytes::Bytes> = vec![first.records.clone()];
+        let mut more_parts: Vec<bytes::Bytes> = Vec::new();
         let mut len = first.records.len();
         while len < max_bytes && next < high_watermark {
             let more = self.checked(self.log.read(next, max_bytes - len, high_watermark, false))?;
@@ -696,12 +696,18 @@ impl Partition {
                 break;
             };
             len += more.records.len();
-            parts.push(more.records);
+            more_parts.push(more.records);
             if last < next {
                 break;
             }
             next = last + 1;
         }
+        if more_parts.is_empty() {
+            return Ok(first);
+        }
+        let parts: Vec<bytes::Bytes> = std::iter::once(first.records.clone())
+            .chain(more_parts)
+            .collect();
         Ok(FetchData {
             records: ferry_common::join_pieces(&parts),
             ..first

@@ -302,6 +302,16 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Drops the epoch cache's entries that start at or after `end`, persisting the cache if
+    /// that changed it.
+    fn drop_epochs_from(&self, end: i64) -> Result<()> {
+        let mut epochs = self.epochs.lock();
+        if epochs.truncate_from_end(end) {
+            epochs.persist(Durability::Synced)?;
+        }
+        Ok(())
+    }
+
     fn truncate(&self, offset: i64, fully: bool) -> Result<()> {
         let config = self.config();
         let now = self.clock.now_ms();
@@ -316,11 +326,7 @@ impl PartitionLog {
             // the new leader does not know it, and a fetch naming it as the last fetched epoch
             // would diverge at this same offset again and again. Kafka's `truncateTo` drops
             // such an entry too.
-            let mut epochs = self.epochs.lock();
-            if epochs.truncate_from_end(leo) {
-                epochs.persist(Durability::Synced)?;
-            }
-            return Ok(());
+            return self.drop_epochs_from(leo);
         }
         let offset = offset.max(0);
         let removed: Vec<Segment> = if offset < lso || fully {
@@ -368,14 +374,8 @@ impl PartitionLog {
             new_lso,
             Durability::Synced,
         )?;
-        {
-            let mut epochs = self.epochs.lock();
-            // A full truncation keeps no epoch: the leader's next batches assign them again.
-            let epoch_end = if fully { i64::MIN } else { new_leo };
-            if epochs.truncate_from_end(epoch_end) {
-                epochs.persist(Durability::Synced)?;
-            }
-        }
+        // A full truncation keeps no epoch: the leader's next batches assign them again.
+        self.drop_epochs_from(if fully { i64::MIN } else { new_leo })?;
         {
             let mut rp = self.recovery_point.lock();
             if *rp > new_leo {

@@ -8,8 +8,9 @@
 //! failure, not at any success: requests to a store or broker that is half down succeed and fail
 //! in turn, and that is still one outage.
 //!
-//! The caller keeps its own message and level: [`FailureLog::failed`] only says whether this
-//! failure is one to log.
+//! The caller keeps its own message for a failure: [`FailureLog::failed`] only says whether
+//! this failure is one to log. The end of a run is logged here ([`FailureLog::success`]), the
+//! same line for every kind.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -34,7 +35,7 @@ struct Failing {
 
 /// A run of failures that a success ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Recovered {
+struct Recovered {
     pub failures: u64,
     pub lasted: Duration,
 }
@@ -75,15 +76,30 @@ impl FailureLog {
 
     /// Counts a success: `Some` when it ends a run of failures (none for [`Self::EVERY`]), to
     /// be logged once; `lasted` is from the run's first failure to its last.
-    pub(crate) fn succeeded(&self) -> Option<Recovered> {
-        let now = Instant::now();
+    fn succeeded(&self) -> Option<Recovered> {
         let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
-        let f = (*failing).filter(|f| now.duration_since(f.last_failure) >= Self::EVERY)?;
+        // Most successes end no run: the clock is read only when there is one.
+        let f = (*failing)?;
+        if Instant::now().duration_since(f.last_failure) < Self::EVERY {
+            return None;
+        }
         *failing = None;
         Some(Recovered {
             failures: f.total,
             lasted: f.last_failure.duration_since(f.since),
         })
+    }
+
+    /// Counts a success of `what` (a plural: "remote WAL uploads"), logging "`what` succeed
+    /// again" with the run's failures and length when it ends one.
+    pub(crate) fn success(&self, what: &str) {
+        if let Some(r) = self.succeeded() {
+            tracing::info!(
+                failures = r.failures,
+                seconds = r.lasted.as_secs_f64(),
+                "{what} succeed again"
+            );
+        }
     }
 }
 

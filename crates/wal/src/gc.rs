@@ -597,6 +597,9 @@ pub struct WalGc {
     failures: Arc<GcFailures>,
 }
 
+/// What the end of a run of failed orphan sweeps (listing or DELETE) is logged as.
+const SWEEPS: &str = "remote WAL GC: orphan sweeps";
+
 #[derive(Debug, Default)]
 struct GcFailures {
     delete: FailureLog,
@@ -689,14 +692,14 @@ impl WalGc {
             }
         }
         let mut to_tombstone: Vec<(String, Vec<WalMetadataKey>)> = Vec::new();
-        // The round's failed DELETEs: how many, and the first with its error (one line a round).
-        let mut first_failed: Option<(String, DeleteReason, String)> = None;
+        // The round's first failed DELETE, with its error (one line a round).
+        let mut first_failed = None;
         for (key, reason, gone) in plan {
             let error = (!gone)
                 .then(|| failed.get(&key).or(request_failed.as_ref()))
                 .flatten();
             if let Some(e) = error {
-                first_failed.get_or_insert_with(|| (key.clone(), reason, e.to_string()));
+                first_failed.get_or_insert((key, reason, e));
                 report.errors += 1;
                 continue;
             }
@@ -713,15 +716,7 @@ impl WalGc {
                         "remote WAL GC: DELETE failed; retried next round");
                 }
             }
-            None if !to_delete.is_empty() => {
-                if let Some(r) = self.failures.delete.succeeded() {
-                    tracing::info!(
-                        failures = r.failures,
-                        seconds = r.lasted.as_secs_f64(),
-                        "remote WAL GC: DELETEs succeed again"
-                    );
-                }
-            }
+            None if !to_delete.is_empty() => self.failures.delete.success("remote WAL GC: DELETEs"),
             None => {}
         }
         if to_tombstone.is_empty() {
@@ -739,13 +734,9 @@ impl WalGc {
         };
         match published {
             Ok(()) => {
-                if let Some(r) = self.failures.tombstone.succeeded() {
-                    tracing::info!(
-                        failures = r.failures,
-                        seconds = r.lasted.as_secs_f64(),
-                        "remote WAL GC: tombstone publishes succeed again"
-                    );
-                }
+                self.failures
+                    .tombstone
+                    .success("remote WAL GC: tombstone publishes");
                 report.tombstones = n;
                 let mut planner = lock(&self.planner);
                 for (key, _) in &to_tombstone {
@@ -825,7 +816,7 @@ impl WalGc {
         let now = self.clock.now_ms();
         let orphans = lock(&self.planner).plan_orphans(&listing, now);
         if orphans.is_empty() {
-            self.sweep_succeeded();
+            self.failures.sweep.success(SWEEPS);
             return report;
         }
         let failed: HashMap<String, ObjStoreError> = match self.store.delete_many(&orphans).await {
@@ -859,19 +850,9 @@ impl WalGc {
                         "remote WAL GC: orphan DELETE failed; retried next sweep");
                 }
             }
-            None => self.sweep_succeeded(),
+            None => self.failures.sweep.success(SWEEPS),
         }
         report
-    }
-
-    fn sweep_succeeded(&self) {
-        if let Some(r) = self.failures.sweep.succeeded() {
-            tracing::info!(
-                failures = r.failures,
-                seconds = r.lasted.as_secs_f64(),
-                "remote WAL GC: orphan sweeps succeed again"
-            );
-        }
     }
 }
 

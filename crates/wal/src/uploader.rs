@@ -321,13 +321,7 @@ async fn upload(inner: Arc<Inner>, obj: PendingObject, permit: OwnedSemaphorePer
     lock(&inner.batcher).release(buffered_bytes);
     let result = match put {
         Ok(()) => {
-            if let Some(r) = inner.upload_failures.succeeded() {
-                tracing::info!(
-                    failures = r.failures,
-                    seconds = r.lasted.as_secs_f64(),
-                    "remote WAL uploads succeed again"
-                );
-            }
+            inner.upload_failures.success("remote WAL uploads");
             UploadResult::Uploaded {
                 bucket: inner.store.bucket().to_owned(),
                 upload_time_ms: inner.clock.now_ms(),
@@ -351,15 +345,9 @@ async fn upload(inner: Arc<Inner>, obj: PendingObject, permit: OwnedSemaphorePer
             let published = inner.publisher.publish(records).await;
             inner.stages.observe(Stage::Publish, put_done.elapsed());
             match published {
-                Ok(()) => {
-                    if let Some(r) = inner.publish_failures.succeeded() {
-                        tracing::info!(
-                            failures = r.failures,
-                            seconds = r.lasted.as_secs_f64(),
-                            "remote WAL metadata publishes succeed again"
-                        );
-                    }
-                }
+                Ok(()) => inner
+                    .publish_failures
+                    .success("remote WAL metadata publishes"),
                 Err(e) => {
                     if let Some(not_logged) = inner.publish_failures.failed() {
                         tracing::warn!(%key, error = %e, not_logged,
