@@ -131,15 +131,23 @@ pub fn validate(name: &str, value: &str) -> Result<(), TopicConfigError> {
             }
         }
         Check::Version => {
-            let (release, iv) = match text.split_once("-IV") {
-                Some((r, iv)) => (r, Some(iv)),
-                None => (text, None),
-            };
-            let parts: Vec<&str> = release.split('.').collect();
+            // As Kafka's `MetadataVersion.fromVersionString`: only the first three segments of
+            // a 0.x release and the first two of a later one name it ("0.10.0.0" is 0.10.0,
+            // "2.8.1" is 2.8); what follows them is not read.
+            let segments: Vec<&str> = text.split('.').collect();
+            let named = if text.starts_with("0.") { 3 } else { 2 };
+            let key = segments.get(..named).unwrap_or(&segments);
             let numeric = |p: &str| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit());
-            let ok = (2..=3).contains(&parts.len())
-                && parts.iter().all(|p| numeric(p))
-                && iv.is_none_or(numeric);
+            let ok = match key.split_last() {
+                Some((last, release)) if !release.is_empty() => {
+                    let (last, iv) = match last.split_once("-IV") {
+                        Some((l, iv)) => (l, Some(iv)),
+                        None => (*last, None),
+                    };
+                    release.iter().all(|p| numeric(p)) && numeric(last) && iv.is_none_or(numeric)
+                }
+                _ => false,
+            };
             if ok {
                 Ok(())
             } else {

@@ -53,6 +53,9 @@ fn every_kafka_4_topic_key_is_accepted() {
         ("unclean.leader.election.enable", "TRUE"),
         ("message.format.version", "2.8-IV1"),
         ("message.format.version", "0.10.2"),
+        ("message.format.version", "0.10.0.0"),
+        ("message.format.version", "0.10.0-IV1"),
+        ("message.format.version", "1.0.1"),
         ("message.timestamp.difference.max.ms", "1000"),
         ("message.downconversion.enable", "false"),
     ] {
@@ -121,6 +124,12 @@ fn bad_values_are_refused_with_kafkas_message() {
             "Value must be no more than 1",
         ),
         ("message.format.version", "banana", "is not a valid version"),
+        ("message.format.version", "3", "is not a valid version"),
+        (
+            "message.format.version",
+            "0.10.x.0",
+            "is not a valid version",
+        ),
         ("remote.storage.enable", "maybe", "remote.storage.enable"),
     ] {
         let e = validate(k, v).unwrap_err().to_string();
