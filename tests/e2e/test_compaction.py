@@ -157,3 +157,25 @@ def test_null_key_on_compacted_topic_is_invalid_record(broker_factory):
     ok = produce_sync(p, topic, [{"key": "a", "value": "1"}])
     assert ok[0][0] is None, ok[0][0]
     assert [(k, v) for _o, k, v in read_all(b, topic)] == [("a", b"1")]
+
+
+def test_keyless_records_in_a_batch_are_named_and_the_others_refused_on_their_account(
+        broker_factory):
+    """Produce v8+ names each refused record (KIP-467 `record_errors`): librdkafka then fails
+    those records with INVALID_RECORD and the batch's other records with
+    _INVALID_DIFFERENT_RECORD, instead of blaming all of them. Nothing of the batch is
+    written (librdkafka's own test 0011 checks the same)."""
+    b = broker_factory(dict(COMPACT_BROKER))
+    topic = create_topic(b, unique_topic("cmp"), 1, config=dict(COMPACT_TOPIC))
+    # One batch: a long linger, everything produced before the first send.
+    p = ck_producer(b, **{"linger.ms": 1000, "message.timeout.ms": 20000})
+    messages = [{"value": f"v{i}"} if i % 5 == 0 else {"key": f"k{i}", "value": f"v{i}"}
+                for i in range(20)]
+    reports = produce_sync(p, topic, messages)
+    codes = [r[0].code() if r[0] is not None else None for r in reports]
+    expected = [KafkaError.INVALID_RECORD if i % 5 == 0 else KafkaError._INVALID_DIFFERENT_RECORD
+                for i in range(20)]
+    assert codes == expected, codes
+    ok = produce_sync(p, topic, [{"key": "a", "value": "1"}])
+    assert ok[0][0] is None, ok[0][0]
+    assert [(k, v) for _o, k, v in read_all(b, topic)] == [("a", b"1")]

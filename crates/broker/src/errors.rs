@@ -13,7 +13,7 @@ use ferry_config::topic_config::TopicConfigError;
 pub fn log_error(e: &LogError) -> ResponseError {
     match e {
         LogError::CorruptMessage(_) => ResponseError::CorruptMessage,
-        LogError::InvalidRecord(_) => ResponseError::InvalidRecord,
+        LogError::InvalidRecord(_) | LogError::RecordsRejected(_) => ResponseError::InvalidRecord,
         LogError::InvalidTimestamp(_) => ResponseError::InvalidTimestamp,
         LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
         LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,

@@ -28,6 +28,12 @@ pub enum LogError {
     /// A batch is well formed but not acceptable (Kafka INVALID_RECORD / UNSUPPORTED_FOR_MESSAGE_FORMAT).
     #[error("invalid record: {0}")]
     InvalidRecord(String),
+    /// Records of a batch refused one by one (Kafka's KIP-467 record errors): the whole batch
+    /// is refused with INVALID_RECORD, and the Produce response (v8+) names each refused
+    /// record by its index in the batch, so that the client fails those records with the
+    /// error and the batch's others as refused on their account.
+    #[error("{}", rejected_summary(.0))]
+    RecordsRejected(Vec<RejectedRecord>),
     /// A CreateTime timestamp outside `message.timestamp.before.max.ms` /
     /// `message.timestamp.after.max.ms` of the broker's clock (Kafka INVALID_TIMESTAMP).
     #[error("invalid timestamp: {0}")]
@@ -72,6 +78,31 @@ pub enum LogError {
     KafkaStorage(String),
 }
 
+/// One record of a batch refused by [`LogError::RecordsRejected`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedRecord {
+    /// The record's position in its batch, from 0.
+    pub batch_index: i32,
+    /// Why it was refused.
+    pub message: String,
+}
+
+/// The partition-level message of a batch refused record by record: the count, and the first
+/// three reasons (as Kafka's `LogValidator` words its summary).
+fn rejected_summary(records: &[RejectedRecord]) -> String {
+    let shown: Vec<String> = records
+        .iter()
+        .take(3)
+        .map(|r| format!("record {}: {}", r.batch_index, r.message))
+        .collect();
+    format!(
+        "{} record(s) of the batch refused, the first {}: [{}]",
+        records.len(),
+        shown.len(),
+        shown.join("; ")
+    )
+}
+
 /// Coarse classes of [`LogError`], for callers that only need to know what to do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorKind {
@@ -98,6 +129,7 @@ impl LogError {
             }
             LogError::CorruptMessage(_) => ErrorKind::Retriable,
             LogError::InvalidRecord(_)
+            | LogError::RecordsRejected(_)
             | LogError::InvalidTimestamp(_)
             | LogError::MessageTooLarge { .. }
             | LogError::InvalidProducerEpoch { .. }

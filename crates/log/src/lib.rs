@@ -76,7 +76,7 @@ pub use cleaner::{CleanStats, CLEANER_CHECKPOINT_FILE};
 pub use config::{LogConfig, TimestampType};
 pub use dir_space::DirSpace;
 pub use epoch_cache::parse_checkpoint;
-pub use error::{is_disk_full, ErrorKind, LogError, Result};
+pub use error::{is_disk_full, ErrorKind, LogError, RejectedRecord, Result};
 pub use log::{AppendInfo, FetchData, PartitionLog};
 pub use manager::{is_dir_failure, LogManager, CLEAN_SHUTDOWN_FILE};
 pub use offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};

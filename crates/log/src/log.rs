@@ -464,11 +464,15 @@ impl PartitionLog {
             check_timestamps(&headers, self.clock.now_ms(), &config)?;
         }
         if config.compact {
-            // Kafka refuses keyless records on compacted topics (INVALID_RECORD).
+            // Kafka refuses keyless records on compacted topics, naming each (INVALID_RECORD
+            // with record errors). A produce request carries one v2 batch per partition.
             let mut pos = 0usize;
             for h in &headers {
                 let size = h.total_size();
-                crate::records::check_keys_present(&records[pos..pos + size])?;
+                let keyless = crate::records::keyless_records(&records[pos..pos + size])?;
+                if !keyless.is_empty() {
+                    return Err(LogError::RecordsRejected(keyless));
+                }
                 pos += size;
             }
         }

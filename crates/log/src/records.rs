@@ -15,7 +15,7 @@ use crate::batch::{
     compute_crc, BatchHeader, COMPRESSION_MASK, CRC_OFFSET, DELETE_HORIZON_BIT, HEADER_SIZE,
     LOG_OVERHEAD,
 };
-use crate::error::{LogError, Result};
+use crate::error::{LogError, RejectedRecord, Result};
 
 /// One record of a [`DecodedBatch`], as ranges into its decompressed payload.
 #[derive(Clone, Debug)]
@@ -201,16 +201,20 @@ pub(crate) fn decode_batch(batch: &[u8]) -> Result<DecodedBatch> {
     })
 }
 
-/// Fails with `InvalidRecord` when a record of the batch has a null key (compacted topics).
-pub(crate) fn check_keys_present(batch: &[u8]) -> Result<()> {
+/// The records of `batch` that have a null key, which a compacted topic refuses (Kafka's
+/// `LogValidator.validateKey`), by their index in the batch.
+pub(crate) fn keyless_records(batch: &[u8]) -> Result<Vec<RejectedRecord>> {
     let decoded = decode_batch(batch)?;
-    match decoded.records.iter().find(|r| r.key.is_none()) {
-        Some(r) => Err(LogError::InvalidRecord(format!(
-            "compacted topic cannot accept a record without key (offset delta {} of the batch)",
-            r.offset - decoded.header.base_offset
-        ))),
-        None => Ok(()),
-    }
+    Ok(decoded
+        .records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.key.is_none())
+        .map(|(index, _)| RejectedRecord {
+            batch_index: i32::try_from(index).unwrap_or(i32::MAX),
+            message: "compacted topic cannot accept a record without key".to_string(),
+        })
+        .collect())
 }
 
 /// Writes a v2 batch holding `kept` (records of `src`, in order) and returns its bytes.

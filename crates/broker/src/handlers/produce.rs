@@ -15,7 +15,7 @@ use std::sync::Arc;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::{
-    LeaderIdAndEpoch, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, TopicName};
 
@@ -256,6 +256,22 @@ pub fn append(
 }
 
 /// A partition's answer before anything is known (no offsets, no error).
+/// The records a refusal names one by one (Produce v8+ `record_errors`; older versions leave
+/// the field out, and their clients fail the whole batch).
+fn record_errors(e: &LogError) -> Vec<BatchIndexAndErrorMessage> {
+    match e {
+        LogError::RecordsRejected(records) => records
+            .iter()
+            .map(|r| {
+                BatchIndexAndErrorMessage::default()
+                    .with_batch_index(r.batch_index)
+                    .with_batch_index_error_message(message(r.message.clone()))
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 fn partition_base(index: i32) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
         .with_index(index)
@@ -408,7 +424,8 @@ impl PartitionAppend<'_> {
                 }
                 let response = base
                     .with_error_code(code.code())
-                    .with_error_message(message(e.to_string()));
+                    .with_error_message(message(e.to_string()))
+                    .with_record_errors(record_errors(&e));
                 (response, None)
             }
         }

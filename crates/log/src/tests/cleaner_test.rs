@@ -366,25 +366,39 @@ fn compressed_batches_are_cleaned_with_their_codec() {
 }
 
 #[test]
-fn null_keys_are_refused_on_compacted_logs_only() {
+fn null_keys_are_refused_on_compacted_logs_only_each_named_by_its_index() {
     let dir = tempfile::tempdir().unwrap();
     let (_c, clock) = clock(0);
     let log = open(dir.path(), compact_config(), true, &clock);
     let keyless = kv_batch(
-        &[(Some("a"), Some("1")), (None, Some("2"))],
+        &[
+            (Some("a"), Some("1")),
+            (None, Some("2")),
+            (Some("b"), Some("3")),
+            (None, Some("4")),
+        ],
         1,
         Compression::None,
         NO_PID,
     );
-    assert!(matches!(
-        log.append_as_leader(&keyless, 0),
-        Err(LogError::InvalidRecord(_))
-    ));
+    let refused_indexes = |e: LogError| match e {
+        LogError::RecordsRejected(records) => {
+            records.iter().map(|r| r.batch_index).collect::<Vec<_>>()
+        }
+        other => panic!("expected record errors, got {other}"),
+    };
+    let e = log.append_as_leader(&keyless, 0).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("2 record(s) of the batch refused"),
+        "{e}"
+    );
+    assert_eq!(refused_indexes(e), [1, 3]);
     let gz = kv_batch(&[(None, Some("2"))], 1, Compression::Gzip, NO_PID);
-    assert!(matches!(
-        log.append_as_leader(&gz, 0),
-        Err(LogError::InvalidRecord(_))
-    ));
+    assert_eq!(
+        refused_indexes(log.append_as_leader(&gz, 0).unwrap_err()),
+        [0]
+    );
     assert_eq!(log.log_end_offset(), 0);
     log.append_as_leader(&one("a", None, 1), 0).unwrap();
 
