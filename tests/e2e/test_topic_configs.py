@@ -303,6 +303,40 @@ def test_dynamic_broker_configs_reach_topics_and_survive_a_restart(broker):
     assert err == KafkaError.INVALID_CONFIG, msg
 
 
+def test_custom_broker_configs_are_kept_and_described_as_secrets(broker):
+    """Kafka keeps broker keys it does not declare (`DynamicConfig.Broker` allows custom
+    properties: a plugin's key, a Kerberos setting on a broker without Kerberos; librdkafka's
+    test 0081 sets `sasl.kerberos.min.time.before.relogin`) and describes them as secrets of
+    unknown type. A declared key that is not dynamic stays refused."""
+    node = str(broker.node_ids[0])
+    incremental(broker, ResourceType.BROKER, node, [
+        ConfigEntry("sasl.kerberos.min.time.before.relogin", "58000",
+                    incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("my.plugin.secret", "s3cr3t", incremental_operation=AlterConfigOpType.SET),
+    ])
+    assert incremental_v0(broker, BROKER, "", [("my.plugin.default", SET, "x")])[0] == 0
+    mine = describe(broker, ResourceType.BROKER, node)
+    for key, source in [("sasl.kerberos.min.time.before.relogin", "DYNAMIC_BROKER_CONFIG"),
+                        ("my.plugin.secret", "DYNAMIC_BROKER_CONFIG"),
+                        ("my.plugin.default", "DYNAMIC_DEFAULT_BROKER_CONFIG")]:
+        assert key in mine, sorted(mine)
+        assert mine[key].is_sensitive and mine[key].value is None, mine[key]
+        assert src(mine[key]) == source
+    assert "my.plugin.default" in describe_configs_v3(broker, BROKER, "")
+    assert "my.plugin.default" not in describe(broker, ResourceType.TOPIC,
+                                               create_topic(broker, unique_topic("cust")))
+    broker.restart()
+    assert "my.plugin.secret" in describe(broker, ResourceType.BROKER, node)
+    incremental(broker, ResourceType.BROKER, node, [
+        ConfigEntry("my.plugin.secret", None, incremental_operation=AlterConfigOpType.DELETE),
+    ])
+    assert "my.plugin.secret" not in describe(broker, ResourceType.BROKER, node)
+    e = incremental_error(broker, ResourceType.BROKER, node, [
+        ConfigEntry("log.dirs", "/elsewhere", incremental_operation=AlterConfigOpType.SET),
+    ])
+    assert kafka_error_code(e) == KafkaError.INVALID_CONFIG
+
+
 def test_broker_logger_levels_change_at_run_time(broker):
     node = str(broker.node_ids[0])
     loggers = describe_configs_v3(broker, BROKER_LOGGER, node)

@@ -301,6 +301,12 @@ pub fn is_sensitive(name: &str) -> bool {
     lookup_key(name).is_some_and(|d| d.ty.is_sensitive())
 }
 
+/// Whether `name` is a key this broker declares: one of [`BROKER_CONFIGS`], or a per-listener
+/// override of one a listener may set.
+pub fn is_declared(name: &str) -> bool {
+    lookup_key(name).is_some()
+}
+
 /// The declaration of a key in a config file: a declared key, or a per-listener override
 /// `listener.name.<name>.<key>` of a key a listener may override ([`listener_scoped_def`]).
 fn lookup_key(name: &str) -> Option<&'static ConfigDef> {

@@ -54,12 +54,18 @@ pub(super) fn describe_broker(
     base: DescribeConfigsResult,
     name: &str,
 ) -> DescribeConfigsResult {
+    let dynamic = broker.config.dynamic();
     if name.is_empty() {
-        let defaults = broker.config.dynamic().cluster_default;
+        let defaults = &dynamic.cluster_default;
         let configs = BROKER_CONFIGS
             .iter()
             .filter(|d| defaults.contains_key(d.name) && wanted.contains(d.name))
             .map(|d| broker_entry(broker, asked, d, false))
+            .chain(custom_entries(
+                asked,
+                wanted,
+                [(defaults, ConfigSource::DynamicDefaultBroker)],
+            ))
             .collect();
         return base.with_configs(configs);
     }
@@ -71,13 +77,51 @@ pub(super) fn describe_broker(
                 broker.node_id
             )));
     }
+    let levels = [
+        (&dynamic.per_broker, ConfigSource::DynamicBroker),
+        (&dynamic.cluster_default, ConfigSource::DynamicDefaultBroker),
+    ];
     base.with_configs(
         BROKER_CONFIGS
             .iter()
             .filter(|d| wanted.contains(d.name))
             .map(|d| broker_entry(broker, asked, d, true))
+            .chain(custom_entries(asked, wanted, levels))
             .collect(),
     )
+}
+
+/// The custom keys set dynamically ([`dynamic::is_custom`]), each once, from the first of
+/// `levels` that holds it: described as Kafka describes a key it does not declare, sensitive
+/// (no value), of unknown type (0), and changeable.
+fn custom_entries<'a, const N: usize>(
+    asked: &'a Describing,
+    wanted: &'a WantedKeys,
+    levels: [(&'a BTreeMap<String, String>, ConfigSource); N],
+) -> impl Iterator<Item = DescribeConfigsResourceResult> + 'a {
+    let mut found: BTreeMap<&str, ConfigSource> = BTreeMap::new();
+    for (configs, source) in levels {
+        for key in configs.keys().filter(|k| dynamic::is_custom(k)) {
+            found.entry(key.as_str()).or_insert(source);
+        }
+    }
+    found
+        .into_iter()
+        .filter(|(key, _)| wanted.contains(key))
+        .map(|(key, source)| {
+            let synonyms = if asked.include_synonyms {
+                vec![synonym(key, "", source).with_value(None)]
+            } else {
+                Vec::new()
+            };
+            DescribeConfigsResourceResult::default()
+                .with_name(super::str_bytes(key))
+                .with_value(None)
+                .with_read_only(false)
+                .with_is_sensitive(true)
+                .with_config_source(source.code())
+                .with_synonyms(synonyms)
+        })
 }
 
 /// One broker config: its value with the dynamic layer over the file, the source of that value,
@@ -207,7 +251,19 @@ pub(super) fn apply_dynamic(
         .set_broker_configs(name, configs.clone())
         .map_err(|e| TopicError::new(crate::errors::metadata_error(&e), e.to_string()))?;
     broker.follow_broker_configs(&broker.metadata.image());
-    tracing::info!(resource = %name, ?configs, "altered dynamic broker configs");
+    // Custom keys may hold anything, secrets among them: their values are not logged.
+    let shown: BTreeMap<&str, &str> = configs
+        .iter()
+        .map(|(k, v)| {
+            let v = if dynamic::is_custom(k) {
+                "(hidden)"
+            } else {
+                v.as_str()
+            };
+            (k.as_str(), v)
+        })
+        .collect();
+    tracing::info!(resource = %name, configs = ?shown, "altered dynamic broker configs");
     Ok(())
 }
 
