@@ -106,6 +106,30 @@ def test_a_zombie_producer_is_fenced(broker):
     assert values(got) == [b"fresh"]
 
 
+def test_a_zombie_that_produces_after_being_fenced_fails_fatally(broker):
+    """librdkafka's test 0103 (produce after fence): the zombie's next records reach a
+    partition whose transaction the new instance's init aborted, so the leader verifies them
+    with the coordinator (KIP-890), which says PRODUCER_FENCED. A Produce answers that as
+    INVALID_PRODUCER_EPOCH, as Kafka's leader does: librdkafka then raises the fatal _FENCED,
+    where PRODUCER_FENCED on a Produce had only made the transaction abortable."""
+    topic = create_topic(broker, unique_topic("txn-zombie2"))
+    tid = unique_topic("tid")
+    zombie = txn_producer(broker, tid)
+    zombie.begin_transaction()
+    send(zombie, topic, [b"zombie-1"])
+    txn_producer(broker, tid)
+    with pytest.raises(KafkaException) as e:  # at the flush or at the commit
+        for v in (b"zombie-2", b"zombie-3"):
+            zombie.produce(topic, value=v, partition=0)
+        zombie.flush(T)
+        zombie.commit_transaction(T)
+    err = e.value.args[0]
+    assert err.fatal(), err
+    assert err.code() == KafkaError._FENCED, err
+    got = consume_partition(broker, topic, 0, timeout=5, **{"isolation.level": "read_committed"})
+    assert got == []
+
+
 def test_an_expired_transaction_is_aborted_by_the_coordinator(broker):
     topic = create_topic(broker, unique_topic("txn-timeout"))
     p = txn_producer(broker, unique_topic("tid"),

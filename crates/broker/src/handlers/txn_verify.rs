@@ -101,13 +101,17 @@ pub async fn verify(broker: &Arc<Broker>, request: &ProduceRequest) -> Refused {
 
 /// The produce error for a verification answer, as Kafka's leader gives it to a client of
 /// transactions v1: a partition not in the transaction is INVALID_TXN_STATE (the producer
-/// aborts), a fenced producer keeps its error, anything transient (the coordinator moving or
-/// loading, the transaction ending) is NOT_ENOUGH_REPLICAS, which producers retry.
+/// aborts); a fenced producer is told INVALID_PRODUCER_EPOCH, the error producers expect from
+/// a Produce (PRODUCER_FENCED there is unknown to librdkafka, which then only aborts the
+/// transaction instead of failing fatally as a fenced producer must); anything transient (the
+/// coordinator moving or loading, the transaction ending) is NOT_ENOUGH_REPLICAS, which
+/// producers retry.
 fn produce_error(e: ResponseError) -> ResponseError {
     use ResponseError::*;
     match e {
         TransactionAbortable => InvalidTxnState,
-        ProducerFenced | InvalidProducerEpoch | InvalidProducerIdMapping | InvalidTxnState => e,
+        ProducerFenced => InvalidProducerEpoch,
+        InvalidProducerEpoch | InvalidProducerIdMapping | InvalidTxnState => e,
         _ => NotEnoughReplicas,
     }
 }
