@@ -489,3 +489,24 @@ def test_kafka_python_admin_roundtrip(broker):
             admin.delete_topics([name])
     finally:
         admin.close()
+
+
+def test_authorized_operations_without_an_authorizer_are_the_ones_kafka_defines(broker):
+    """Without an authorizer Kafka answers, for a topic and for the cluster, every operation it
+    defines on that resource type (`AclEntry.supportedOperations`), not every operation there
+    is: librdkafka's test 0081 expects exactly the topic's eight."""
+    from confluent_kafka.admin import AclOperation as Op
+
+    topic = create_topic(broker, unique_topic("authops"))
+    admin = ck_admin(broker)
+    fs = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True,
+                               request_timeout=30)
+    described = fs[topic].result(timeout=30)
+    assert sorted(o.name for o in described.authorized_operations) == sorted(o.name for o in [
+        Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE, Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS])
+    cluster = admin.describe_cluster(include_authorized_operations=True,
+                                     request_timeout=30).result(timeout=30)
+    assert sorted(o.name for o in cluster.authorized_operations) == sorted(o.name for o in [
+        Op.CREATE, Op.ALTER, Op.DESCRIBE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS,
+        Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE])

@@ -195,6 +195,14 @@ impl ResourceType {
             ResourceType::Unknown | ResourceType::Any => &[],
         }
     }
+
+    /// The authorized-operations mask of every [`Self::supported_operations`]: what Kafka
+    /// answers when no authorizer is configured (`AuthHelper.authorizedOperations`).
+    pub fn all_operations_mask(self) -> i32 {
+        self.supported_operations()
+            .iter()
+            .fold(0, |mask, op| mask | op.bit())
+    }
 }
 
 impl AclOperation {

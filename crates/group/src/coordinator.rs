@@ -83,7 +83,8 @@ struct Owned {
 }
 
 /// Operations on a group, as Kafka's `AclOperation` bits: READ (3), DELETE (6), DESCRIBE (8),
-/// DESCRIBE_CONFIGS (10), ALTER_CONFIGS (11). ferry has no ACLs, so every client holds them all.
+/// DESCRIBE_CONFIGS (10), ALTER_CONFIGS (11): Kafka's answer without an authorizer. With ACLs the
+/// broker replaces it with the principal's own (`group_acl`).
 const ALL_GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11);
 
 /// The authorized-operations field: the bit set when asked for, Kafka's "omitted" otherwise.

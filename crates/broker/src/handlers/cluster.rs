@@ -19,8 +19,6 @@ use ferry_authz::{AclOperation, ResourceType, CLUSTER_NAME};
 
 const ENDPOINT_BROKERS: i8 = 1;
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
-/// Every cluster operation: the mask answered when no authorizer is configured.
-const ALL_CLUSTER_OPERATIONS: i32 = 0b1_1111_1111_1000;
 
 pub fn describe_cluster(
     broker: &Arc<Broker>,
@@ -63,7 +61,7 @@ pub fn describe_cluster(
 
 /// The cluster's authorized-operations mask for the request's principal, as Kafka answers it in
 /// DescribeCluster and Metadata: 0 without DESCRIBE on the cluster (the brokers are still
-/// listed); every operation when no authorizer is configured.
+/// listed); every operation Kafka defines on a cluster when no authorizer is configured.
 pub fn cluster_authorized_operations(broker: &Broker, ctx: &RequestContext) -> i32 {
     if !ctx.may_cluster(broker, AclOperation::Describe) {
         return 0;
@@ -71,7 +69,7 @@ pub fn cluster_authorized_operations(broker: &Broker, ctx: &RequestContext) -> i
     broker
         .acls
         .authorized_operations(ctx, ResourceType::Cluster, CLUSTER_NAME)
-        .unwrap_or(ALL_CLUSTER_OPERATIONS)
+        .unwrap_or_else(|| ResourceType::Cluster.all_operations_mask())
 }
 
 pub fn describe_log_dirs(

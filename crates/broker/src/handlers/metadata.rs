@@ -20,9 +20,6 @@ use ferry_cluster::metadata_store::TopicMeta;
 
 /// Sentinel for "authorized operations not requested".
 const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
-/// All operations a principal could hold on a topic: the mask answered when no authorizer is
-/// configured.
-pub(crate) const ALL_TOPIC_OPERATIONS: i32 = 0b1_1111_1111_1000;
 
 /// Answers with the brokers' endpoints on the listener the client connected on.
 pub fn handle(
@@ -52,10 +49,10 @@ pub fn handle(
                     broker
                         .acls
                         .authorized_operations(ctx, ResourceType::Topic, name)
-                        .unwrap_or(ALL_TOPIC_OPERATIONS)
+                        .unwrap_or_else(|| ResourceType::Topic.all_operations_mask())
                 }
                 _ if request.include_topic_authorized_operations && !broker.acls.is_enabled() => {
-                    ALL_TOPIC_OPERATIONS
+                    ResourceType::Topic.all_operations_mask()
                 }
                 _ => AUTHORIZED_OPERATIONS_OMITTED,
             };

@@ -26,7 +26,7 @@ use kafka_protocol::messages::{
 };
 use uuid::Uuid;
 
-use super::metadata::{offline_replicas, ALL_TOPIC_OPERATIONS};
+use super::metadata::offline_replicas;
 use super::{str_bytes, RequestContext, TOPIC_DENIED};
 use crate::broker::Broker;
 use ferry_authz::{AclOperation, ResourceType};
@@ -103,7 +103,7 @@ pub fn describe(
             t.topic_authorized_operations = broker
                 .acls
                 .authorized_operations(ctx, ResourceType::Topic, name)
-                .unwrap_or(ALL_TOPIC_OPERATIONS);
+                .unwrap_or_else(|| ResourceType::Topic.all_operations_mask());
         }
     }
     topics.extend(denied);
