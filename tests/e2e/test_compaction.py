@@ -16,7 +16,8 @@ DELETED = {"k8", "k9"}
 ROUNDS = 80
 PAD = "x" * 80
 
-COMPACT_BROKER = {"log.retention.check.interval.ms": 500, "group.initial.rebalance.delay.ms": 0}
+COMPACT_BROKER = {"log.retention.check.interval.ms": 500, "log.cleaner.backoff.ms": 500,
+                  "group.initial.rebalance.delay.ms": 0}
 COMPACT_TOPIC = {
     "cleanup.policy": "compact",
     "segment.bytes": "4096",
@@ -179,3 +180,28 @@ def test_keyless_records_in_a_batch_are_named_and_the_others_refused_on_their_ac
     ok = produce_sync(p, topic, [{"key": "a", "value": "1"}])
     assert ok[0][0] is None, ok[0][0]
     assert [(k, v) for _o, k, v in read_all(b, topic)] == [("a", b"1")]
+
+
+def test_the_cleaner_runs_on_its_own_backoff_not_on_the_retention_interval(broker_factory):
+    """Kafka's cleaner looks for dirty logs every `log.cleaner.backoff.ms` (15 s by default),
+    whatever `log.retention.check.interval.ms` (5 minutes by default) says. librdkafka's test
+    0077 waits 20 s for compaction with both at their defaults."""
+    b = broker_factory({"log.cleaner.backoff.ms": 300, "group.initial.rebalance.delay.ms": 0})
+    topic = create_topic(b, unique_topic("cmp-backoff"), 1, config=dict(COMPACT_TOPIC))
+    p = ck_producer(b)
+    for r in range(20):
+        reports = produce_sync(p, topic, [{"key": k, "value": f"{k}:{r}:{PAD}"} for k in KEYS])
+        assert all(e is None for e, _m in reports)
+    # Roll the segment with the last values, so that it can be cleaned too.
+    assert all(e is None for e, _m in produce_sync(
+        p, topic, [{"key": "filler", "value": f"filler:{i}:{PAD}"} for i in range(60)]))
+    deadline = time.monotonic() + 30
+    while True:
+        records = read_all(b, topic)
+        superseded = [(o, k) for o, k, v in records if k in KEYS and _round_of(v) != 19]
+        if not superseded:
+            break
+        assert time.monotonic() < deadline, (
+            f"{len(superseded)} superseded records after 30 s, e.g. {superseded[:3]}")
+        time.sleep(0.5)
+    assert all(_round_of(v) == 19 for _o, k, v in records if k in KEYS)

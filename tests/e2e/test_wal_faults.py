@@ -49,8 +49,8 @@ def fault_cluster_config(store: dict) -> dict:
         "remote.wal.metadata.topic.segment.bytes": META_SEGMENT_BYTES,
         "remote.wal.metadata.topic.segment.ms": META_SEGMENT_MS,
         "remote.wal.metadata.topic.delete.retention.ms": META_DELETE_RETENTION_MS,
-        # The log cleaner runs with retention checks.
         "log.retention.check.interval.ms": 1000,
+        "log.cleaner.backoff.ms": 1000,
         # Quick failover after a kill -9 (as test_cluster_failover.py).
         "broker.session.timeout.ms": 3000,
         "broker.heartbeat.interval.ms": 500,

@@ -143,7 +143,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("log.retention.minutes", Int, "10080", "Same as `log.retention.ms` in minutes; the ms key wins."),
     def("log.retention.hours", Int, "168", "Same as `log.retention.ms` in hours; the ms and minutes keys win."),
     def("log.retention.bytes", Long, "-1", "Default of `retention.bytes` per partition; -1 means no limit."),
-    def("log.retention.check.interval.ms", Long, "300000", "How often retention and segment.ms rolls are checked."),
+    def("log.retention.check.interval.ms", Long, "300000", "How often retention and segment.ms rolls are checked (compaction runs on `log.cleaner.backoff.ms`)."),
     def("log.index.interval.bytes", Int, "4096", "Default of `index.interval.bytes`: bytes between offset-index entries."),
     def("log.index.size.max.bytes", Int, "10485760", "Default of `segment.index.bytes`: largest offset index before a roll."),
     def("log.message.timestamp.type", ConfigType::String, "CreateTime", "Default of `message.timestamp.type`: `CreateTime` or `LogAppendTime`."),
@@ -163,6 +163,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("log.scrubber.enable", Boolean, "true", "ferry's scrubber: a background task that reads every closed segment of the partitions this broker hosts, checks each batch's structure and CRC-32C, and repairs a corrupt batch in place with another replica's bytes (see docs/reliability.md, Corruption). Kafka has none. With `false`, corrupt batches met by follower fetches are still kept back and repaired."),
     def("log.scrubber.bytes.per.second", Long, "16777216", "Most bytes per second the scrubber reads (default 16 MiB/s: a few percent of a disk's sequential bandwidth, a pass over 1 TiB a day). At least 4096."),
     def("log.scrubber.interval.ms", Long, "3600000", "Pause between the end of one scrubber pass over every closed segment and the start of the next (at least 100)."),
+    def("log.cleaner.backoff.ms", Long, "15000", "How long the log cleaner sleeps between passes over the compacted logs: a log whose dirty ratio reaches `min.cleanable.dirty.ratio` (or whose dirty data passes `max.compaction.lag.ms`) is compacted within this time."),
     def("log.cleaner.delete.retention.ms", Long, "86400000", "Default of `delete.retention.ms`: how long tombstones survive compaction."),
     def("log.cleaner.min.compaction.lag.ms", Long, "0", "Default of `min.compaction.lag.ms`."),
     def("log.cleaner.max.compaction.lag.ms", Long, "9223372036854775807", "Default of `max.compaction.lag.ms`."),
@@ -683,6 +684,10 @@ impl BrokerConfig {
     pub fn fetch_max_bytes(&self) -> usize {
         self.long("fetch.max.bytes") as usize
     }
+    pub fn cleaner_backoff_ms(&self) -> u64 {
+        self.long("log.cleaner.backoff.ms").max(10) as u64
+    }
+
     pub fn retention_check_interval_ms(&self) -> u64 {
         self.long("log.retention.check.interval.ms").max(100) as u64
     }

@@ -74,7 +74,8 @@
 //! The offset map is an in-memory hash map of the dirty range's keys; memory is proportional to
 //! the number of distinct keys in it.
 //!
-//! The background cleaner ([`crate::LogManager::run_maintenance`]) picks a compacted log when its
+//! The background cleaner ([`crate::LogManager::clean_dirty_logs`], every
+//! `log.cleaner.backoff.ms`) picks a compacted log when its
 //! dirty ratio (bytes of cleanable segments at or after the checkpoint / bytes of all cleanable
 //! segments) is at least `min.cleanable.dirty.ratio`, or when the oldest record of the dirty
 //! range is older than `max.compaction.lag.ms`, or when a tombstone the previous pass of this

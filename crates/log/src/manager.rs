@@ -556,10 +556,10 @@ impl LogManager {
         Ok(())
     }
 
-    /// Periodic task: retention on every log, flush of rolled segments, and a cleaning pass on
-    /// every compacted log that [needs one](PartitionLog::needs_cleaning). Returns the number of
-    /// segments deleted by retention; errors of one log do not stop the others (the first is
-    /// returned).
+    /// Periodic task (every `log.retention.check.interval.ms`): retention on every log and the
+    /// flush of rolled segments; compaction is the cleaner's ([`Self::clean_dirty_logs`]).
+    /// Returns the number of segments deleted by retention; errors of one log do not stop the
+    /// others (the first is returned).
     pub fn run_maintenance(&self) -> Result<usize> {
         let mut deleted = 0;
         let mut first_err = None;
@@ -583,8 +583,27 @@ impl LogManager {
                 first_err.get_or_insert(e);
                 continue;
             }
-            if log.needs_cleaning() {
-                if let Err(e) = log.clean() {
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(deleted),
+        }
+    }
+
+    /// One pass of the log cleaner (Kafka's `LogCleaner`, every `log.cleaner.backoff.ms`):
+    /// cleans each compacted log whose dirty ratio or `max.compaction.lag.ms` (or an expired
+    /// tombstone) calls for it. Returns how many were cleaned; errors of one log do not stop
+    /// the others (the first is returned).
+    pub fn clean_dirty_logs(&self) -> Result<usize> {
+        let mut cleaned = 0;
+        let mut first_err = None;
+        for log in self.all() {
+            if self.get(log.topic_partition()).is_none() || !log.needs_cleaning() {
+                continue;
+            }
+            match log.clean() {
+                Ok(_) => cleaned += 1,
+                Err(e) => {
                     warn!(tp = %log.topic_partition(), error = %e, "log cleaning failed");
                     self.maybe_mark_offline(&log, &e);
                     first_err.get_or_insert(e);
@@ -593,7 +612,7 @@ impl LogManager {
         }
         match first_err {
             Some(e) => Err(e),
-            None => Ok(deleted),
+            None => Ok(cleaned),
         }
     }
 

@@ -679,6 +679,7 @@ impl Server {
             background.spawn(metrics::serve(l, broker.metrics.clone()));
         }
         background.spawn(maintenance(broker.clone()));
+        background.spawn(log_cleaner(broker.clone()));
         background.spawn(group_timers(broker.clone()));
         background.spawn(txn_timers(broker.clone()));
         background.spawn(follow_image(broker.clone()));
@@ -895,6 +896,29 @@ async fn maintenance(broker: Arc<Broker>) {
                 broker.replicas.failures().wake();
             }
             Err(e) => tracing::error!(error = %e, "log maintenance task panicked"),
+        }
+    }
+}
+
+/// The log cleaner: a pass over the compacted logs every `log.cleaner.backoff.ms` (Kafka's
+/// cleaner threads sleep that long when no log needs cleaning), on its own task so that a long
+/// retention interval does not hold compaction back.
+async fn log_cleaner(broker: Arc<Broker>) {
+    let period = Duration::from_millis(broker.config.cleaner_backoff_ms());
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let b = broker.clone();
+        match tokio::task::spawn_blocking(move || b.replicas.logs().clean_dirty_logs()).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "log cleaning failed");
+                // It may have taken a failed dir offline.
+                broker.replicas.failures().wake();
+            }
+            Err(e) => tracing::error!(error = %e, "log cleaner task panicked"),
         }
     }
 }

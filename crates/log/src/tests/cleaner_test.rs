@@ -522,6 +522,7 @@ fn compact_delete_also_applies_retention() {
     fill(&log, 1, 2, 200_000);
     let deleted = mgr.run_maintenance().unwrap();
     assert!(deleted > 0);
+    assert_eq!(mgr.clean_dirty_logs().unwrap(), 1);
     assert_eq!(log.log_start_offset(), 20);
     let recs = dump(&log);
     let offsets: Vec<i64> = recs.iter().map(|r| r.offset).collect();
@@ -626,7 +627,7 @@ fn manager_cleans_by_dirty_ratio_and_max_lag_and_clean_all_forces() {
     roll(&log);
     assert!((log.dirty_ratio() - 1.0).abs() < 1e-9);
     assert!(log.needs_cleaning());
-    mgr.run_maintenance().unwrap();
+    mgr.clean_dirty_logs().unwrap();
     assert_eq!(log.cleaner_checkpoint(), 40);
     assert_eq!(log.dirty_ratio(), 0.0);
 
@@ -635,12 +636,12 @@ fn manager_cleans_by_dirty_ratio_and_max_lag_and_clean_all_forces() {
     roll(&log);
     assert!(log.dirty_ratio() < 0.5, "{}", log.dirty_ratio());
     assert!(!log.needs_cleaning());
-    mgr.run_maintenance().unwrap();
+    mgr.clean_dirty_logs().unwrap();
     assert_eq!(log.cleaner_checkpoint(), 40);
     // ...until the dirty data is older than max.compaction.lag.ms.
     c.set(1_200_000);
     assert!(log.needs_cleaning());
-    mgr.run_maintenance().unwrap();
+    mgr.clean_dirty_logs().unwrap();
     assert_eq!(log.cleaner_checkpoint(), 42);
 
     // clean_all ignores the ratio and skips non-compacted logs.
@@ -678,13 +679,13 @@ fn expired_tombstones_trigger_the_background_cleaner_without_new_writes() {
     fill(&log, 4, 2, 100_000);
     log.append_as_leader(&one("k0", None, 100_000), 0).unwrap();
     roll(&log);
-    mgr.run_maintenance().unwrap();
+    mgr.clean_dirty_logs().unwrap();
     let stats_kept = dump(&log);
     assert!(stats_kept.iter().any(|r| r.value.is_none()));
     assert!(!log.needs_cleaning());
     c.set(110_001);
     assert!(log.needs_cleaning());
-    mgr.run_maintenance().unwrap();
+    mgr.clean_dirty_logs().unwrap();
     assert!(dump(&log).iter().all(|r| r.value.is_some()));
     assert!(!log.needs_cleaning());
 }
