@@ -337,6 +337,40 @@ def test_custom_broker_configs_are_kept_and_described_as_secrets(broker):
     assert kafka_error_code(e) == KafkaError.INVALID_CONFIG
 
 
+def test_group_configs_override_the_consumer_protocol_settings_per_group(broker):
+    """GROUP config resources (Kafka 4.0, KIP-848): `consumer.session.timeout.ms` and
+    `consumer.heartbeat.interval.ms` per group, within the broker's `group.consumer.min.*` /
+    `max.*` bounds, kept in the metadata across restarts; the group need not exist. librdkafka's
+    test 0081 sets one against a 4.0 broker."""
+    group = unique_topic("grp-cfg")
+    before = describe(broker, ResourceType.GROUP, group)
+    assert before["consumer.session.timeout.ms"].value == "45000"
+    assert src(before["consumer.session.timeout.ms"]) == "DEFAULT_CONFIG"
+    incremental(broker, ResourceType.GROUP, group, [
+        ConfigEntry("consumer.session.timeout.ms", "50000",
+                    incremental_operation=AlterConfigOpType.SET),
+    ])
+    after = describe(broker, ResourceType.GROUP, group)
+    assert after["consumer.session.timeout.ms"].value == "50000"
+    assert src(after["consumer.session.timeout.ms"]) == "GROUP_CONFIG"
+    assert after["consumer.heartbeat.interval.ms"].value == "5000"
+    for key, value in [("consumer.session.timeout.ms", "1000"),      # below the minimum
+                       ("consumer.heartbeat.interval.ms", "60000"),  # above the maximum
+                       ("share.record.lock.duration.ms", "1000")]:   # not served
+        e = incremental_error(broker, ResourceType.GROUP, group, [
+            ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+        assert kafka_error_code(e) == KafkaError.INVALID_CONFIG, (key, e)
+    broker.restart()
+    assert describe(broker, ResourceType.GROUP, group)["consumer.session.timeout.ms"].value == \
+        "50000"
+    incremental(broker, ResourceType.GROUP, group, [
+        ConfigEntry("consumer.session.timeout.ms", None,
+                    incremental_operation=AlterConfigOpType.DELETE),
+    ])
+    assert describe(broker, ResourceType.GROUP, group)["consumer.session.timeout.ms"].value == \
+        "45000"
+
+
 def test_broker_logger_levels_change_at_run_time(broker):
     node = str(broker.node_ids[0])
     loggers = describe_configs_v3(broker, BROKER_LOGGER, node)

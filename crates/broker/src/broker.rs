@@ -269,6 +269,24 @@ impl Broker {
         }
     }
 
+    /// Hands the groups' own settings (GROUP config resources) in `image` to the group
+    /// coordinator.
+    pub fn follow_group_configs(&self, image: &ferry_cluster::Image) {
+        use ferry_config::group_config::override_ms;
+        let overrides = image
+            .group_configs
+            .iter()
+            .map(|(group, configs)| {
+                let o = ferry_group::ConsumerGroupOverrides {
+                    heartbeat_interval_ms: override_ms(configs, "consumer.heartbeat.interval.ms"),
+                    session_timeout_ms: override_ms(configs, "consumer.session.timeout.ms"),
+                };
+                (group.clone(), o)
+            })
+            .collect();
+        self.groups.set_group_overrides(overrides);
+    }
+
     /// Follows a new metadata image: partitions, roles, deleted topics, fetchers.
     pub fn apply_image(self: &Arc<Self>, image: &ferry_cluster::Image) {
         // A topic created since `image` was taken already has logs (CreateTopics opens them):
@@ -283,6 +301,7 @@ impl Broker {
         };
         self.metrics.set_peer_racks(peer_racks(image));
         self.follow_broker_configs(image);
+        self.follow_group_configs(image);
         let changes = self.replicas.apply_image(image, |t| {
             topic_config::log_config(&self.config, &t.configs)
         });

@@ -247,6 +247,12 @@ pub enum MetadataRecord {
         resource: String,
         configs: BTreeMap<String, String>,
     },
+    /// Replaces the configs of a GROUP resource (KIP-848 groups' session timeout and heartbeat
+    /// interval); the group need not exist. An empty map removes them.
+    AlterGroupConfigs {
+        group: String,
+        configs: BTreeMap<String, String>,
+    },
 }
 
 /// What applying an accepted record produced, beyond the change itself.
@@ -342,6 +348,9 @@ pub struct Image {
     /// broker id); a resource without any is absent.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Configs of GROUP resources by group id; a group without any is absent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub group_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl Image {
@@ -597,6 +606,14 @@ impl Image {
                 } else {
                     self.broker_configs
                         .insert(resource.clone(), configs.clone());
+                }
+                Ok(Applied::Done)
+            }
+            MetadataRecord::AlterGroupConfigs { group, configs } => {
+                if configs.is_empty() {
+                    self.group_configs.remove(group);
+                } else {
+                    self.group_configs.insert(group.clone(), configs.clone());
                 }
                 Ok(Applied::Done)
             }

@@ -394,3 +394,26 @@ fn broker_configs_are_replaced_per_resource_and_survive_a_snapshot() {
     );
     assert_eq!(image, before);
 }
+
+#[test]
+fn group_configs_are_replaced_per_group_and_survive_a_snapshot() {
+    let mut image = Image::default();
+    let set = |group: &str, pairs: &[(&str, &str)]| MetadataRecord::AlterGroupConfigs {
+        group: group.to_string(),
+        configs: pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    };
+    image
+        .apply(&set("orders", &[("consumer.session.timeout.ms", "50000")]))
+        .unwrap();
+    assert_eq!(
+        image.group_configs["orders"]["consumer.session.timeout.ms"],
+        "50000"
+    );
+    let json = serde_json::to_string(&image).unwrap();
+    assert_eq!(serde_json::from_str::<Image>(&json).unwrap(), image);
+    image.apply(&set("orders", &[])).unwrap();
+    assert!(image.group_configs.is_empty());
+}

@@ -196,6 +196,10 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("group.max.size", Int, "2147483647", "Most members a group may have (GROUP_MAX_SIZE_REACHED above)."),
     def("group.consumer.heartbeat.interval.ms", Int, "5000", "Heartbeat interval given to members of consumer-protocol (KIP-848) groups."),
     def("group.consumer.session.timeout.ms", Int, "45000", "Session timeout of members of consumer-protocol groups."),
+    def("group.consumer.min.session.timeout.ms", Int, "45000", "Smallest `consumer.session.timeout.ms` a group config may set."),
+    def("group.consumer.max.session.timeout.ms", Int, "60000", "Largest `consumer.session.timeout.ms` a group config may set."),
+    def("group.consumer.min.heartbeat.interval.ms", Int, "5000", "Smallest `consumer.heartbeat.interval.ms` a group config may set."),
+    def("group.consumer.max.heartbeat.interval.ms", Int, "15000", "Largest `consumer.heartbeat.interval.ms` a group config may set."),
     def("group.consumer.assignors", List, "uniform,range", "Server-side assignors of consumer-protocol groups; the first is the default."),
     def("group.consumer.max.size", Int, "2147483647", "Most members of a consumer-protocol group."),
     def("remote.wal.enable", Boolean, "false", "Default of the topic config `remote.wal.enable`: followers of such topics get their data through the object store of the leader's rack (KIP-1176) instead of by Fetch across racks."),
@@ -587,7 +591,7 @@ impl BrokerConfig {
         )
     }
 
-    fn long(&self, key: &str) -> i64 {
+    pub(crate) fn long(&self, key: &str) -> i64 {
         // Values were validated on parse; defaults are valid by construction (tested).
         self.raw(key).parse().unwrap_or(0)
     }

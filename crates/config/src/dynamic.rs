@@ -33,6 +33,8 @@ pub enum ConfigSource {
     Default,
     /// A log level of a BROKER_LOGGER resource (DYNAMIC_BROKER_LOGGER_CONFIG = 6).
     BrokerLogger,
+    /// Set on a GROUP resource (GROUP_CONFIG = 8).
+    Group,
 }
 
 impl ConfigSource {
@@ -44,6 +46,7 @@ impl ConfigSource {
             ConfigSource::StaticBroker => 4,
             ConfigSource::Default => 5,
             ConfigSource::BrokerLogger => 6,
+            ConfigSource::Group => 8,
         }
     }
 }

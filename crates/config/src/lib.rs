@@ -6,6 +6,8 @@
 //! - [`topic_config`]: topic-level keys, how a topic's effective value is resolved (override,
 //!   else the broker default) and turned into the log's `LogConfig`.
 //! - [`dynamic`]: the broker keys that can change at run time and the dynamic layer over the file.
+//! - [`group_config`]: the configs of a GROUP resource (KIP-848 groups' session timeout and
+//!   heartbeat interval, per group).
 //! - [`remote_wal_config`]: the `remote.wal.*` keys as one typed struct, checked at start-up.
 //! - [`tier_config`]: the long-term tier's `remote.log.*` keys, likewise.
 //! - [`reference`]: the configuration reference generated from both declarations, which
@@ -16,6 +18,7 @@
 
 pub mod broker_config;
 pub mod dynamic;
+pub mod group_config;
 pub mod listeners;
 pub mod reference;
 pub mod remote_wal_config;

@@ -118,6 +118,33 @@ pub struct ConsumerProtocolConfig {
     pub max_size: usize,
 }
 
+/// One group's own settings (a GROUP config resource, Kafka 4.0's `GroupConfig`): each one set
+/// replaces the broker's for that group.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConsumerGroupOverrides {
+    pub heartbeat_interval_ms: Option<i32>,
+    pub session_timeout_ms: Option<i32>,
+}
+
+impl ConsumerProtocolConfig {
+    /// These settings with a group's overrides applied; borrowed when it has none.
+    pub fn for_group(
+        &self,
+        overrides: Option<&ConsumerGroupOverrides>,
+    ) -> std::borrow::Cow<'_, ConsumerProtocolConfig> {
+        match overrides {
+            Some(o) if *o != ConsumerGroupOverrides::default() => {
+                let mut cfg = self.clone();
+                cfg.heartbeat_interval_ms =
+                    o.heartbeat_interval_ms.unwrap_or(cfg.heartbeat_interval_ms);
+                cfg.session_timeout_ms = o.session_timeout_ms.unwrap_or(cfg.session_timeout_ms);
+                std::borrow::Cow::Owned(cfg)
+            }
+            _ => std::borrow::Cow::Borrowed(self),
+        }
+    }
+}
+
 impl Default for ConsumerProtocolConfig {
     fn default() -> Self {
         Self {

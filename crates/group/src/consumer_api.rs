@@ -56,6 +56,7 @@ impl GroupCoordinator {
                 .with_error_code(ResponseError::UnknownServerError.code());
         };
         let new_id = uuid::Uuid::new_v4().simple().to_string();
+        let cfg = self.consumer_config(&req.group_id);
         let (response, changed) = consumer::heartbeat(
             c,
             &req,
@@ -63,7 +64,7 @@ impl GroupCoordinator {
             client.client_host,
             new_id,
             now,
-            &self.config.consumer,
+            &cfg,
             self.catalog.as_ref(),
         );
         if changed {

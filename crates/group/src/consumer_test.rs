@@ -365,3 +365,42 @@ fn regexes_are_resolved_again_only_when_topics_or_the_regex_change() {
     assert_eq!(owned(&wider).unwrap().len(), 6);
     assert_eq!(catalog.listed.load(Relaxed), after_join + 2);
 }
+
+#[test]
+fn a_group_config_sets_its_members_heartbeat_interval_and_session_timeout() {
+    let f = fixture_with_catalog();
+    let a = hb(&f, "", 0, Some(&["t"]), None);
+    let a_id = a.member_id.clone().unwrap().to_string();
+    assert_eq!(a.heartbeat_interval_ms, 5000, "the broker's default");
+
+    let mut overrides = std::collections::HashMap::new();
+    overrides.insert(
+        "cg".to_string(),
+        crate::ConsumerGroupOverrides {
+            heartbeat_interval_ms: Some(7000),
+            session_timeout_ms: Some(50_000),
+        },
+    );
+    f.coord.set_group_overrides(overrides);
+    let a2 = hb(&f, &a_id, a.member_epoch, None, None);
+    assert_eq!(a2.heartbeat_interval_ms, 7000);
+
+    // The broker's 45 s would have expired the member; the group's 50 s has not.
+    f.clock.advance(45_001);
+    f.coord.tick();
+    let a3 = hb(&f, &a_id, a2.member_epoch, None, None);
+    assert_eq!(a3.error_code, 0, "{:?}", a3.error_message);
+    f.clock.advance(50_001);
+    f.coord.tick();
+    assert_eq!(
+        hb(&f, &a_id, a3.member_epoch, None, None).error_code,
+        ResponseError::UnknownMemberId.code()
+    );
+
+    // Without the override, the broker's settings again.
+    f.coord.set_group_overrides(Default::default());
+    assert_eq!(
+        hb(&f, "", 0, Some(&["t"]), None).heartbeat_interval_ms,
+        5000
+    );
+}

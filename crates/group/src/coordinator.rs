@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use bytes::Bytes;
 use ferry_common::SharedClock;
@@ -39,7 +39,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::classic::{self, Answer, Effects, JoinClient};
 use crate::config::GroupConfig;
-use crate::consumer::{self, TopicCatalog};
+use crate::consumer::{self, ConsumerGroupOverrides, ConsumerProtocolConfig, TopicCatalog};
 use crate::group::{Group, GroupState, Member};
 use crate::offsets_topic::{
     self, decode_key, decode_value, encode_key, encode_value, GroupValue, MemberValue, RecordKey,
@@ -66,6 +66,8 @@ pub struct GroupCoordinator {
     owned: Mutex<HashMap<i32, Owned>>,
     next_load: AtomicU64,
     pub(crate) catalog: Arc<dyn TopicCatalog>,
+    /// The groups' own settings (GROUP config resources), as the metadata image holds them.
+    overrides: RwLock<HashMap<String, ConsumerGroupOverrides>>,
 }
 
 /// One led partition: the leader epoch it was taken at, and whether its groups are loaded.
@@ -115,11 +117,30 @@ impl GroupCoordinator {
             owned: Mutex::new(HashMap::new()),
             next_load: AtomicU64::new(1),
             catalog,
+            overrides: RwLock::new(HashMap::new()),
         }
     }
 
     pub fn config(&self) -> &GroupConfig {
         &self.config
+    }
+
+    /// Replaces the groups' own settings (the broker follows the metadata image with it); they
+    /// apply from each member's next heartbeat, and to session expiry at once.
+    pub fn set_group_overrides(&self, overrides: HashMap<String, ConsumerGroupOverrides>) {
+        *self.overrides.write().unwrap_or_else(|p| p.into_inner()) = overrides;
+    }
+
+    /// The consumer-protocol settings of group `id`: the broker's, with the group's own over
+    /// them.
+    pub(crate) fn consumer_config(&self, id: &str) -> std::borrow::Cow<'_, ConsumerProtocolConfig> {
+        let overrides = self.overrides.read().unwrap_or_else(|p| p.into_inner());
+        match overrides.get(id) {
+            Some(o) => {
+                std::borrow::Cow::Owned(self.config.consumer.for_group(Some(o)).into_owned())
+            }
+            None => std::borrow::Cow::Borrowed(&self.config.consumer),
+        }
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<String, Group>> {
@@ -484,10 +505,11 @@ impl GroupCoordinator {
         for group in groups.values_mut() {
             let effects = classic::tick(group, now, &self.config);
             self.apply(group, effects);
+            let cfg = self.consumer_config(&group.id);
             let expired = group
                 .consumer
                 .as_mut()
-                .is_some_and(|c| consumer::expire(c, now, &self.config.consumer));
+                .is_some_and(|c| consumer::expire(c, now, &cfg));
             if expired {
                 self.persist_consumer(group);
             }

@@ -28,7 +28,7 @@ mod store;
 mod txn_offsets;
 
 pub use config::GroupConfig;
-pub use consumer::{ConsumerProtocolConfig, TopicCatalog};
+pub use consumer::{ConsumerGroupOverrides, ConsumerProtocolConfig, TopicCatalog};
 pub use coordinator::{ClientInfo, GroupCoordinator};
 pub use store::{Appended, Durable, OffsetsStore, StoreError, StoredEntry, StoredRecord};
 pub use txn_offsets::txn_offset_commit_error;

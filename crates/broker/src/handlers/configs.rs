@@ -1,5 +1,6 @@
 //! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: topics here, BROKER and
-//! BROKER_LOGGER resources in [`super::broker_configs`].
+//! BROKER_LOGGER resources in [`super::broker_configs`], GROUP resources in
+//! [`super::group_configs`].
 //!
 //! Topic configs are checked as Kafka's `LogConfig` checks them (INVALID_CONFIG with Kafka's
 //! message), stored as the topic's complete set of overrides in the controller quorum's
@@ -33,11 +34,12 @@ use ferry_config::topic_config::{
     self, ConfigSource, Effect, TopicConfigDef, TopicDefault, TOPIC_CONFIGS,
 };
 
-use super::broker_configs;
+use super::{broker_configs, group_configs};
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 const BROKER_LOGGER: i8 = 8;
+const GROUP: i8 = 32;
 
 pub(super) const OP_SET: i8 = 0;
 pub(super) const OP_DELETE: i8 = 1;
@@ -105,7 +107,7 @@ impl WantedKeys {
     }
 }
 
-/// Describes one resource: a topic, this broker, or an error for any other.
+/// Describes one resource: a topic, this broker, a group, or an error for any other.
 fn describe_resource(
     broker: &Broker,
     asked: &Describing,
@@ -126,6 +128,9 @@ fn describe_resource(
         }
         BROKER_LOGGER => {
             broker_configs::describe_logger(broker, &wanted, base, r.resource_name.as_str())
+        }
+        GROUP => {
+            group_configs::describe_group(broker, asked, &wanted, base, r.resource_name.as_str())
         }
         other => base
             .with_error_code(ResponseError::InvalidRequest.code())
@@ -253,7 +258,8 @@ fn apply(
     Ok(())
 }
 
-/// Kafka's check of a config resource: `op` on the topic, or on the cluster for a broker.
+/// Kafka's check of a config resource: `op` on the topic, on the cluster for a broker, on the
+/// group for a group.
 fn config_denied(
     broker: &Broker,
     ctx: &RequestContext,
@@ -267,13 +273,17 @@ fn config_denied(
             ctx.may_cluster(broker, op),
             ResponseError::ClusterAuthorizationFailed,
         ),
+        GROUP => (
+            ctx.may_group(broker, op, name),
+            ResponseError::GroupAuthorizationFailed,
+        ),
         _ => (true, ResponseError::InvalidRequest),
     };
     (!allowed).then(|| TopicError::new(error, format!("not authorized to {op} this resource")))
 }
 
-/// The current overrides of a resource whose configs the request may alter: a topic's, or a
-/// BROKER resource's dynamic configs.
+/// The current overrides of a resource whose configs the request may alter: a topic's, a
+/// BROKER resource's dynamic configs, or a GROUP's configs.
 fn resource_check(
     broker: &Broker,
     ctx: &RequestContext,
@@ -295,6 +305,7 @@ fn resource_check(
                 )
             }),
         BROKER => broker_configs::current_dynamic(broker, name),
+        GROUP => group_configs::current(broker, name),
         other => Err(TopicError::new(
             ResponseError::InvalidRequest,
             format!("Config resource type {other} is not served"),
@@ -302,7 +313,7 @@ fn resource_check(
     }
 }
 
-/// Stores the complete new set of configs of a TOPIC or BROKER resource.
+/// Stores the complete new set of configs of a TOPIC, BROKER or GROUP resource.
 fn apply_resource(
     broker: &Broker,
     resource_type: i8,
@@ -310,10 +321,10 @@ fn apply_resource(
     configs: BTreeMap<String, String>,
     validate_only: bool,
 ) -> Result<(), TopicError> {
-    if resource_type == BROKER {
-        broker_configs::apply_dynamic(broker, name, configs, validate_only)
-    } else {
-        apply(broker, name, configs, validate_only)
+    match resource_type {
+        BROKER => broker_configs::apply_dynamic(broker, name, configs, validate_only),
+        GROUP => group_configs::apply(broker, name, configs, validate_only),
+        _ => apply(broker, name, configs, validate_only),
     }
 }
 
@@ -474,12 +485,15 @@ pub fn incremental_alter_configs(
             } else {
                 resource_check(broker, ctx, r.resource_type, &r.resource_name).and_then(
                     |mut configs| {
-                        let topic = r.resource_type == TOPIC;
+                        let kind = r.resource_type;
                         let current = |c: &BTreeMap<String, String>, name: &str| {
-                            if topic {
+                            if kind == TOPIC {
                                 let def = topic_config::lookup(name)?;
                                 topic_config::effective(&broker.config, c, name)
                                     .map(|(v, _)| (v, def.ty))
+                            } else if kind == GROUP {
+                                group_configs::current_value(broker, c, name)
+                                    .map(|v| (v, ConfigType::Int))
                             } else {
                                 let def = ferry_config::broker_config::lookup_def(name)?;
                                 let v = c

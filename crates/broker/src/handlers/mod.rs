@@ -28,6 +28,7 @@ mod configs;
 mod controller;
 pub(crate) mod fetch;
 mod group_acl;
+mod group_configs;
 mod groups;
 pub(crate) mod list_offsets;
 mod metadata;

@@ -580,6 +580,19 @@ impl MetadataStore {
         Ok(())
     }
 
+    /// Replaces the configs of a GROUP resource; an empty map removes them.
+    pub fn set_group_configs(
+        &self,
+        group: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), MetadataError> {
+        self.propose(MetadataRecord::AlterGroupConfigs {
+            group: group.to_string(),
+            configs,
+        })?;
+        Ok(())
+    }
+
     /// A producer id never handed out before, across restarts and brokers.
     pub fn allocate_producer_id(&self) -> Result<i64, MetadataError> {
         let mut ids = self.producer_ids.lock().unwrap_or_else(|p| p.into_inner());
