@@ -86,6 +86,11 @@ pub struct Group {
     /// Offsets committed inside a transaction (TxnOffsetCommit), by producer id: they take
     /// effect when the transaction commits, with the log end after their record.
     pub pending_txn_offsets: HashMap<i64, PendingTxnOffsets>,
+    /// Offset commits appended to the log and not yet settled (durable and visible, or
+    /// failed). While there is one, the group is not expired: Kafka's `hasOffsets` counts
+    /// pending commits too, and an acknowledged commit must find its group when it becomes
+    /// visible. Not persisted.
+    pub commits_in_flight: usize,
     /// Set when the group runs the KIP-848 consumer protocol instead of the classic one.
     pub consumer: Option<crate::consumer::ConsumerGroup>,
 }
@@ -113,6 +118,7 @@ impl Group {
             offsets: HashMap::new(),
             offset_log_ends: HashMap::new(),
             pending_txn_offsets: HashMap::new(),
+            commits_in_flight: 0,
             consumer: None,
         }
     }

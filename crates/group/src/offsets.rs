@@ -63,7 +63,7 @@ impl GroupCoordinator {
         req: &OffsetCommitRequest,
         version: i16,
         now: i64,
-    ) -> Result<PendingCommit, ResponseError> {
+    ) -> Result<PendingCommit<'_>, ResponseError> {
         let mut groups = self.lock();
         let load = self.serves(&req.group_id)?;
         let group = groups
@@ -77,10 +77,14 @@ impl GroupCoordinator {
         } else {
             Some(self.store.append(self.partition_for(&group.id), &records))
         };
+        let in_flight = appended
+            .is_some()
+            .then(|| CommitInFlight::start(self, group));
         Ok(PendingCommit {
             load,
             appended,
             accepted,
+            _in_flight: in_flight,
         })
     }
 
@@ -292,8 +296,12 @@ impl GroupCoordinator {
         let retention = self.config.offsets_retention_ms;
         let mut forget = Vec::new();
         for group in groups.values_mut() {
-            // An open transaction's offsets keep the group until it ends.
-            if !group.is_empty_of_members() || !group.pending_txn_offsets.is_empty() {
+            // An open transaction's offsets keep the group until it ends, and a commit in
+            // flight until it settles.
+            if !group.is_empty_of_members()
+                || !group.pending_txn_offsets.is_empty()
+                || group.commits_in_flight > 0
+            {
                 continue;
             }
             let empty_since = group.state_since_ms;
@@ -412,14 +420,42 @@ fn validate_commit(
 
 /// A commit appended to the group's partition (or with nothing to append), waiting for the
 /// in-sync replicas before its offsets become visible.
-pub(crate) struct PendingCommit {
+pub(crate) struct PendingCommit<'a> {
     /// The load of the group's partition the commit was appended under.
     pub(crate) load: u64,
     pub(crate) appended: Option<Result<Appended, StoreError>>,
     pub(crate) accepted: AcceptedOffsets,
+    /// Keeps the group from expiring until the commit has settled (or its request is dropped).
+    pub(crate) _in_flight: Option<CommitInFlight<'a>>,
 }
 
-impl PendingCommit {
+/// One appended commit not yet settled, counted on its group ([`Group::commits_in_flight`])
+/// from [`CommitInFlight::start`] until dropped.
+pub(crate) struct CommitInFlight<'a> {
+    coordinator: &'a GroupCoordinator,
+    group: String,
+}
+
+impl<'a> CommitInFlight<'a> {
+    /// Counts a commit on `group`, whose `groups` lock the caller holds.
+    pub(crate) fn start(coordinator: &'a GroupCoordinator, group: &mut Group) -> Self {
+        group.commits_in_flight += 1;
+        Self {
+            coordinator,
+            group: group.id.clone(),
+        }
+    }
+}
+
+impl Drop for CommitInFlight<'_> {
+    fn drop(&mut self) {
+        if let Some(g) = self.coordinator.lock().get_mut(&self.group) {
+            g.commits_in_flight = g.commits_in_flight.saturating_sub(1);
+        }
+    }
+}
+
+impl PendingCommit<'_> {
     /// Waits until the in-sync replicas hold the append, then hands its offsets to `durable`
     /// (with the load appended under and the log end after the append).
     pub(crate) async fn settle(

@@ -194,3 +194,34 @@ fn groups_of_a_loading_partition_get_load_in_progress() {
     loader.join().unwrap().unwrap();
     assert_eq!(heartbeat(&c, "g"), ResponseError::UnknownMemberId.code());
 }
+
+/// The group timer expires an empty group that has no offsets. A commit to a new group (a
+/// consumer that assigns its partitions itself, so never joins) appends, then waits for the
+/// in-sync replicas; if the timer ran in between, the group was forgotten and the commit,
+/// acknowledged, never became visible: OffsetFetch found nothing (librdkafka's test 0030,
+/// once in a parallel run). Kafka counts commits in flight as offsets of the group.
+#[tokio::test]
+async fn a_commit_in_flight_keeps_its_new_group_from_expiring() {
+    let store = Arc::new(MemStore::default());
+    let gate = Arc::new(tokio::sync::Notify::new());
+    *store.durable_gate.lock().unwrap() = Some(gate.clone());
+    let c = Arc::new(coordinator(store.clone()));
+    c.load().unwrap();
+    let committing = tokio::spawn({
+        let c = c.clone();
+        async move { commit(&c, "assigner", 42).await }
+    });
+    // Appended, not yet durable.
+    while c
+        .lock()
+        .get("assigner")
+        .is_none_or(|g| g.commits_in_flight == 0)
+    {
+        tokio::task::yield_now().await;
+    }
+    c.tick();
+    gate.notify_one();
+    assert_eq!(committing.await.unwrap(), 0);
+    assert_eq!(fetch(&c, "assigner"), (0, 42));
+    assert_eq!(c.lock()["assigner"].commits_in_flight, 0);
+}

@@ -27,6 +27,9 @@ pub(crate) struct MemStore {
     /// Each entry's offset is its index.
     logs: Mutex<HashMap<i32, Vec<StoredEntry>>>,
     pub(crate) not_durable: Mutex<Option<StoreError>>,
+    /// When set, an append becomes durable only once this is notified (the in-sync replicas
+    /// taking their time).
+    pub(crate) durable_gate: Mutex<Option<Arc<tokio::sync::Notify>>>,
 }
 
 impl MemStore {
@@ -38,9 +41,15 @@ impl MemStore {
             Some(e) => Err(e),
             None => Ok(()),
         };
+        let gate = self.durable_gate.lock().unwrap().clone();
         Ok(Appended {
             end_offset: log.len() as i64,
-            durable: Box::pin(async move { outcome }),
+            durable: Box::pin(async move {
+                if let Some(gate) = gate {
+                    gate.notified().await;
+                }
+                outcome
+            }),
         })
     }
 

@@ -20,7 +20,9 @@ use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 use crate::coordinator::{decode_record, GroupCoordinator};
 use crate::group::{Group, GroupState};
-use crate::offsets::{partition_code, AcceptedOffsets, CommitBuilder, PendingCommit};
+use crate::offsets::{
+    partition_code, AcceptedOffsets, CommitBuilder, CommitInFlight, PendingCommit,
+};
 use crate::offsets_topic::{RecordKey, RecordValue};
 use crate::store::StoredRecord;
 
@@ -61,7 +63,7 @@ impl GroupCoordinator {
         req: &TxnOffsetCommitRequest,
         version: i16,
         now: i64,
-    ) -> Result<PendingCommit, ResponseError> {
+    ) -> Result<PendingCommit<'_>, ResponseError> {
         let mut groups = self.lock();
         let load = self.serves(&req.group_id)?;
         let group = groups
@@ -78,10 +80,14 @@ impl GroupCoordinator {
                 &records,
             )
         });
+        let in_flight = appended
+            .is_some()
+            .then(|| CommitInFlight::start(self, group));
         Ok(PendingCommit {
             load,
             appended,
             accepted,
+            _in_flight: in_flight,
         })
     }
 
