@@ -6,6 +6,9 @@ use std::sync::Arc;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -402,5 +405,41 @@ fn a_group_config_sets_its_members_heartbeat_interval_and_session_timeout() {
     assert_eq!(
         hb(&f, "", 0, Some(&["t"]), None).heartbeat_interval_ms,
         5000
+    );
+}
+
+/// A consumer of the KIP-848 protocol that assigns its partitions itself commits with epoch -1
+/// and its own member id (librdkafka does): taken while the group has no members, as Kafka
+/// takes it, refused with UNKNOWN_MEMBER_ID once it has some. librdkafka's tests 0014, 0030 and
+/// 0051 with `group.protocol=consumer` failed on the refusal.
+#[tokio::test]
+async fn a_commit_outside_any_epoch_carrying_a_member_id_is_taken_while_the_group_is_empty() {
+    let f = fixture_with_catalog();
+    let commit = |member: &str| {
+        f.coord.offset_commit(
+            OffsetCommitRequest::default()
+                .with_group_id(GroupId(s("cg")))
+                .with_member_id(s(member))
+                .with_generation_id_or_member_epoch(-1)
+                .with_topics(vec![OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(s("t")))
+                    .with_partitions(vec![OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(7)])]),
+            9,
+        )
+    };
+    let code = |r: OffsetCommitResponse| r.topics[0].partitions[0].error_code;
+    assert_eq!(code(commit("self-assigned-4f1c").await), 0);
+    // A member joins: commits from outside its epochs are refused now.
+    let a = hb(&f, "", 0, Some(&["t"]), None);
+    assert_eq!(a.error_code, 0);
+    assert_eq!(
+        code(commit("self-assigned-4f1c").await),
+        ResponseError::UnknownMemberId.code()
+    );
+    assert_eq!(
+        code(commit("").await),
+        ResponseError::UnknownMemberId.code()
     );
 }

@@ -370,14 +370,14 @@ fn validate_commit(
         return Err(ResponseError::CoordinatorNotAvailable);
     }
     let generation = req.generation_id_or_member_epoch;
+    // A commit from outside any generation (an admin tool, or a consumer that assigns its
+    // partitions itself) is taken while the group has no members, whatever member id it
+    // carries, as Kafka's `validateOffsetCommit` takes it: librdkafka's consumer of the
+    // KIP-848 protocol sends its own member id with epoch -1.
+    if generation < 0 && group.members.is_empty() && !group.has_consumer_members() {
+        return Ok(());
+    }
     if let Some(c) = &group.consumer {
-        if generation < 0 && req.member_id.is_empty() {
-            return if c.members.is_empty() {
-                Ok(())
-            } else {
-                Err(ResponseError::UnknownMemberId)
-            };
-        }
         let m = c
             .members
             .get(req.member_id.as_str())
@@ -392,12 +392,8 @@ fn validate_commit(
         return Ok(());
     }
     if generation < 0 && req.member_id.is_empty() {
-        // A commit from outside any generation (an admin tool or a consumer with assign()).
-        return if group.members.is_empty() {
-            Ok(())
-        } else {
-            Err(ResponseError::UnknownMemberId)
-        };
+        // From outside any generation, into a group with members.
+        return Err(ResponseError::UnknownMemberId);
     }
     if let Some(inst) = &req.group_instance_id {
         if let Some(id) = group.static_members.get(inst.as_str()) {
