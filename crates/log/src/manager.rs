@@ -595,41 +595,26 @@ impl LogManager {
     /// tombstone) calls for it. Returns how many were cleaned; errors of one log do not stop
     /// the others (the first is returned).
     pub fn clean_dirty_logs(&self) -> Result<usize> {
-        let mut cleaned = 0;
-        let mut first_err = None;
-        for log in self.all() {
-            if self.get(log.topic_partition()).is_none() || !log.needs_cleaning() {
-                continue;
-            }
-            match log.clean() {
-                Ok(_) => cleaned += 1,
-                Err(e) => {
-                    warn!(tp = %log.topic_partition(), error = %e, "log cleaning failed");
-                    self.maybe_mark_offline(&log, &e);
-                    first_err.get_or_insert(e);
-                }
-            }
-        }
-        match first_err {
-            Some(e) => Err(e),
-            None => Ok(cleaned),
-        }
+        self.clean_logs(|log| self.get(log.topic_partition()).is_some() && log.needs_cleaning())
     }
 
     /// Runs a cleaning pass on every compacted log, whatever its dirty ratio (tests, admin).
     /// Returns the number of logs cleaned; errors of one log do not stop the others (the first
     /// is returned).
     pub fn clean_all(&self) -> Result<usize> {
+        self.clean_logs(|log| log.config().compact)
+    }
+
+    /// A cleaning pass on each log `wanted` picks.
+    fn clean_logs(&self, wanted: impl Fn(&PartitionLog) -> bool) -> Result<usize> {
         let mut cleaned = 0;
         let mut first_err = None;
-        for log in self.all() {
-            if !log.config().compact {
-                continue;
-            }
+        for log in self.all().into_iter().filter(|log| wanted(log)) {
             match log.clean() {
                 Ok(_) => cleaned += 1,
                 Err(e) => {
                     warn!(tp = %log.topic_partition(), error = %e, "log cleaning failed");
+                    self.maybe_mark_offline(&log, &e);
                     first_err.get_or_insert(e);
                 }
             }
