@@ -134,13 +134,13 @@ impl GroupCoordinator {
     /// The consumer-protocol settings of group `id`: the broker's, with the group's own over
     /// them.
     pub(crate) fn consumer_config(&self, id: &str) -> std::borrow::Cow<'_, ConsumerProtocolConfig> {
-        let overrides = self.overrides.read().unwrap_or_else(|p| p.into_inner());
-        match overrides.get(id) {
-            Some(o) => {
-                std::borrow::Cow::Owned(self.config.consumer.for_group(Some(o)).into_owned())
-            }
-            None => std::borrow::Cow::Borrowed(&self.config.consumer),
-        }
+        let overrides = self
+            .overrides
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .copied();
+        self.config.consumer.for_group(overrides.as_ref())
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, HashMap<String, Group>> {
@@ -505,11 +505,11 @@ impl GroupCoordinator {
         for group in groups.values_mut() {
             let effects = classic::tick(group, now, &self.config);
             self.apply(group, effects);
-            let cfg = self.consumer_config(&group.id);
+            // Only consumer-protocol groups look their settings up.
             let expired = group
                 .consumer
                 .as_mut()
-                .is_some_and(|c| consumer::expire(c, now, &cfg));
+                .is_some_and(|c| consumer::expire(c, now, &self.consumer_config(&group.id)));
             if expired {
                 self.persist_consumer(group);
             }
