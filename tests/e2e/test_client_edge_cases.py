@@ -136,3 +136,26 @@ def test_api_versions_lists_only_answered_apis(broker):
         assert r.i32() == 1  # one partition
         assert r.i32() == 0
         assert r.i16() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_a_success_carries_a_null_error_message(broker):
+    """Kafka answers null, not an empty string, where a success has no error message; kafkajs
+    compares it (its own broker tests expect `errorMessage: null`)."""
+    with kwire.Conn.to(broker) as c:
+        # FindCoordinator v2: key, key_type 0 (group) -> throttle, error, message, node...
+        r = c.request(10, 2, kwire.string("edge-null-msg-g") + kwire.i8(0))
+        r.i32()
+        assert r.i16() == 0
+        assert r.string() is None
+
+        # CreateTopics v4: one topic, 1 partition, RF -1, no assignments, no configs; timeout,
+        # validate_only -> throttle, [name, error, message].
+        topic = unique_topic("edge-null-msg")
+        body = (kwire.i32(1) + kwire.string(topic) + kwire.i32(1) + kwire.i16(-1)
+                + kwire.i32(0) + kwire.i32(0) + kwire.i32(30000) + kwire.i8(0))
+        r = c.request(19, 4, body)
+        r.i32()
+        assert r.i32() == 1
+        assert r.string() == topic
+        assert r.i16() == 0
+        assert r.string() is None

@@ -9,12 +9,14 @@
 //!   ApiVersions at an unsupported version is the one exception, answered with the v0 fallback
 //!   (KIP-511) so that a newer client can still learn what ferry serves.
 
+pub mod error_messages;
 pub mod features;
 pub mod frame;
 pub mod request;
 pub mod response_frame;
 pub mod versions;
 
+pub use error_messages::null_empty_error_messages;
 pub use features::add_features;
 pub use kafka_protocol;
 pub use request::{

@@ -32,8 +32,8 @@ use tokio::time::Instant;
 use bytes::Bytes;
 use ferry_protocol::frame::{read_frame, FrameError};
 use ferry_protocol::{
-    decode_request, encode_response, encode_response_with_files, DecodeError, DecodedRequest,
-    FileRecords, ResponseFrame,
+    decode_request, encode_response, encode_response_with_files, null_empty_error_messages,
+    DecodeError, DecodedRequest, FileRecords, ResponseFrame,
 };
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{ApiKey, ResponseKind};
@@ -101,9 +101,10 @@ impl Answer {
             .request_latency
             .get_or_create(&self.labels)
             .observe(self.started.elapsed().as_secs_f64());
-        let Some(body) = body else {
+        let Some(mut body) = body else {
             return Ok(None);
         };
+        null_empty_error_messages(&mut body);
         let encoded = encode_response_with_files(
             self.api_key,
             self.version,
