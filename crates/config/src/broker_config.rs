@@ -124,6 +124,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("num.partitions", Int, "1", "Partitions of an auto-created topic, and of CreateTopics requests that give -1."),
     def("default.replication.factor", Int, "1", "Replication factor of auto-created topics and of CreateTopics requests that give -1."),
     def("auto.create.topics.enable", Boolean, "true", "Create a topic when a client asks for its metadata or produces to it."),
+    def("delete.topic.enable", Boolean, "true", "Whether DeleteTopics deletes: when false every topic of the request is refused with TOPIC_DELETION_DISABLED (INVALID_REQUEST before DeleteTopics v3), as in Kafka."),
     def("socket.request.max.bytes", Int, "104857600", "Largest request frame accepted; a larger one closes the connection."),
     def("message.max.bytes", Int, "1048588", "Default of the topic config `max.message.bytes`: the largest record batch accepted."),
     def("fetch.max.bytes", Int, "32505856", "Upper bound on the record bytes of one consumer Fetch response (the request's own `max_bytes` applies when smaller; a first batch larger than both is still sent whole, as in Kafka); followers ask for at most this much per Fetch. Unlike Kafka, whose default is 57671680 (55 MiB), ferry defaults to 31 MiB: librdkafka reads each response into one buffer, and glibc's malloc maps a buffer of 32 MiB or more afresh from the kernel every time, so a consumer of many partitions whose responses reach 55 MiB spent a third of its CPU faulting in and zeroing pages. On the 1,000-partition benchmark of docs/benchmarks.md (\"fetch.max.bytes\") 31 MiB consumed 1.2-1.4x as fast as 55 MiB."),
@@ -677,6 +678,9 @@ impl BrokerConfig {
     pub fn auto_create_topics(&self) -> bool {
         self.boolean("auto.create.topics.enable")
     }
+    pub fn delete_topic_enable(&self) -> bool {
+        self.boolean("delete.topic.enable")
+    }
     pub fn socket_request_max_bytes(&self) -> usize {
         self.long("socket.request.max.bytes") as usize
     }
@@ -742,6 +746,48 @@ impl BrokerConfig {
                 max_size: self.long("group.consumer.max.size").max(1) as usize,
             },
         }
+    }
+
+    /// Kafka's start-up checks of the consumer-protocol group timeouts (`GroupCoordinatorConfig`):
+    /// each default within its min and max, and the heartbeat shorter than the session.
+    pub fn check_group_consumer_timeouts(&self) -> Result<(), ConfigError> {
+        let ms = |key: &str| self.long(key);
+        let at_least = |key: &str, floor: &str| {
+            if ms(key) < ms(floor) {
+                return Err(bad(
+                    key,
+                    "int",
+                    format!("must be greater than or equal to {floor}"),
+                ));
+            }
+            Ok(())
+        };
+        let at_most = |key: &str, ceiling: &str| {
+            if ms(key) > ms(ceiling) {
+                return Err(bad(
+                    key,
+                    "int",
+                    format!("must be less than or equal to {ceiling}"),
+                ));
+            }
+            Ok(())
+        };
+        for kind in ["heartbeat.interval", "session.timeout"] {
+            let default = format!("group.consumer.{kind}.ms");
+            let min = format!("group.consumer.min.{kind}.ms");
+            let max = format!("group.consumer.max.{kind}.ms");
+            at_least(&max, &min)?;
+            at_least(&default, &min)?;
+            at_most(&default, &max)?;
+        }
+        if ms("group.consumer.heartbeat.interval.ms") >= ms("group.consumer.session.timeout.ms") {
+            return Err(bad(
+                "group.consumer.heartbeat.interval.ms",
+                "int",
+                "must be less than group.consumer.session.timeout.ms".to_string(),
+            ));
+        }
+        Ok(())
     }
 
     pub fn metrics_address(&self) -> Result<Option<SocketAddr>, ConfigError> {

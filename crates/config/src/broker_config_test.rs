@@ -157,3 +157,41 @@ fn unknown_authorizer_class_and_bad_super_users_are_named_at_start_up() {
     let e = BrokerConfig::parse("\"super.users\" = \"admin\"").unwrap_err();
     assert!(e.to_string().contains("super.users"), "{e}");
 }
+
+/// Kafka refuses to start when a consumer-protocol group default is outside its min and max, or
+/// the heartbeat is not shorter than the session; each refusal names the key.
+#[test]
+fn group_consumer_timeouts_are_checked_against_their_bounds() {
+    assert!(BrokerConfig::default()
+        .check_group_consumer_timeouts()
+        .is_ok());
+    for (file, key, why) in [
+        (
+            "\"group.consumer.session.timeout.ms\" = 30000",
+            "group.consumer.session.timeout.ms",
+            "greater than or equal to group.consumer.min.session.timeout.ms",
+        ),
+        (
+            "\"group.consumer.session.timeout.ms\" = 70000",
+            "group.consumer.session.timeout.ms",
+            "less than or equal to group.consumer.max.session.timeout.ms",
+        ),
+        (
+            "\"group.consumer.max.heartbeat.interval.ms\" = 4000",
+            "group.consumer.max.heartbeat.interval.ms",
+            "greater than or equal to group.consumer.min.heartbeat.interval.ms",
+        ),
+        (
+            "\"group.consumer.heartbeat.interval.ms\" = 15000\n\"group.consumer.min.session.timeout.ms\" = 10000\n\"group.consumer.session.timeout.ms\" = 12000",
+            "group.consumer.heartbeat.interval.ms",
+            "less than group.consumer.session.timeout.ms",
+        ),
+    ] {
+        let e = BrokerConfig::parse(file)
+            .unwrap()
+            .check_group_consumer_timeouts()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(key) && e.contains(why), "{file}: {e}");
+    }
+}

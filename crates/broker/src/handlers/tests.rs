@@ -880,6 +880,35 @@ async fn clients_cannot_write_or_delete_the_offsets_topic() {
     assert!(b.metadata.topic("__consumer_offsets").is_some());
 }
 
+/// `delete.topic.enable = false` refuses every topic of a DeleteTopics, with Kafka's code for
+/// the version, and deletes nothing.
+#[tokio::test]
+async fn topic_deletion_can_be_disabled() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "\"delete.topic.enable\" = false").await;
+    create(&b, "kept", 1, &[]).await;
+    for (version, code) in [
+        (5, ResponseError::TopicDeletionDisabled.code()),
+        (2, ResponseError::InvalidRequest.code()),
+    ] {
+        let del = request(
+            ApiKey::DeleteTopics,
+            version,
+            RequestKind::DeleteTopics(
+                DeleteTopicsRequest::default().with_topic_names(vec![name("kept"), name("none")]),
+            ),
+        );
+        match super::handle(&b, del, &super::RequestContext::for_tests()).await {
+            Some(ResponseKind::DeleteTopics(r)) => {
+                let codes: Vec<i16> = r.responses.iter().map(|t| t.error_code).collect();
+                assert_eq!(codes, vec![code, code], "v{version}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(b.metadata.topic("kept").is_some());
+}
+
 #[tokio::test]
 async fn topic_compression_type_reencodes_batches() {
     let dir = tempfile::tempdir().unwrap();

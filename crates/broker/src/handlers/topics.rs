@@ -275,9 +275,23 @@ pub fn delete_topics(
             .map(|n| (Some(n), Uuid::nil()))
             .collect()
     };
+    // Kafka refuses the whole request before looking at any topic (`ControllerApis.deleteTopics`).
+    let disabled = match (broker.config.delete_topic_enable(), version) {
+        (true, _) => None,
+        (false, 0..=2) => Some(ResponseError::InvalidRequest),
+        (false, _) => Some(ResponseError::TopicDeletionDisabled),
+    };
     let responses = wanted
         .into_iter()
         .map(|(name, id)| {
+            if let Some(e) = disabled {
+                broker.metrics.error("DeleteTopics", e.code());
+                return DeletableTopicResult::default()
+                    .with_name(name)
+                    .with_topic_id(id)
+                    .with_error_code(e.code())
+                    .with_error_message(message("Topic deletion is disabled."));
+            }
             let found = match &name {
                 Some(n) if denied(n) => Err(TOPIC_DENIED),
                 Some(n) => broker

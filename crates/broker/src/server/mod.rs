@@ -584,6 +584,7 @@ impl Server {
             );
         }
         let configured = config.listeners()?;
+        config.check_group_consumer_timeouts()?;
         let (per_ip, per_ip_overrides) = config.max_connections_per_ip()?;
         let connection_limits =
             limits::ConnectionLimits::new(config.max_connections(), per_ip, per_ip_overrides);
