@@ -340,3 +340,17 @@ fn turning_the_tier_off_must_say_what_becomes_of_its_data() {
     assert!(validate_change(&b, &tiered, &read_only).is_ok());
     assert!(validate_change(&b, &on(&[]), &on(&[("retention.ms", "5")])).is_ok());
 }
+
+/// An empty `cleanup.policy` is valid, as in Kafka (what an incremental SUBTRACT of the last
+/// policy leaves): the log is neither trimmed by retention nor compacted.
+#[test]
+fn an_empty_cleanup_policy_keeps_everything() {
+    assert!(validate("cleanup.policy", "").is_ok());
+    assert!(validate("cleanup.policy", "compact,").is_err());
+    let b = BrokerConfig::parse("\"log.retention.ms\" = 5000").unwrap();
+    let mut o = BTreeMap::new();
+    o.insert("cleanup.policy".to_string(), String::new());
+    let lc = log_config(&b, &o);
+    assert_eq!((lc.retention_ms, lc.retention_bytes), (-1, -1));
+    assert!(!lc.compact);
+}
