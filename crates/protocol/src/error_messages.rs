@@ -6,108 +6,126 @@
 //! every handler remember `.with_error_message(None)`, the connection runs each response through
 //! [`null_empty_error_messages`] before encoding it.
 
-use kafka_protocol::messages::ResponseKind;
+use kafka_protocol::messages::{
+    add_raft_voter_response, alter_client_quotas_response, alter_configs_response,
+    alter_partition_reassignments_response, alter_user_scram_credentials_response,
+    controller_registration_response, create_acls_response, create_topics_response,
+    delete_acls_response, describe_acls_response, describe_client_quotas_response,
+    describe_configs_response, describe_quorum_response, describe_user_scram_credentials_response,
+    elect_leaders_response, find_coordinator_response, incremental_alter_configs_response,
+    list_partition_reassignments_response, remove_raft_voter_response, sasl_authenticate_response,
+    unregister_broker_response, update_features_response, ResponseKind,
+};
 use kafka_protocol::protocol::StrBytes;
 
-fn null_if_empty(message: &mut Option<StrBytes>) {
+/// A response, or a part of one, that carries a nullable error message.
+trait HasErrorMessage {
+    fn error_message(&mut self) -> &mut Option<StrBytes>;
+}
+
+macro_rules! has_error_message {
+    ($($part:ty),* $(,)?) => {
+        $(impl HasErrorMessage for $part {
+            fn error_message(&mut self) -> &mut Option<StrBytes> {
+                &mut self.error_message
+            }
+        })*
+    };
+}
+
+has_error_message!(
+    add_raft_voter_response::AddRaftVoterResponse,
+    alter_client_quotas_response::EntryData,
+    alter_configs_response::AlterConfigsResourceResponse,
+    alter_partition_reassignments_response::AlterPartitionReassignmentsResponse,
+    alter_partition_reassignments_response::ReassignablePartitionResponse,
+    alter_user_scram_credentials_response::AlterUserScramCredentialsResult,
+    controller_registration_response::ControllerRegistrationResponse,
+    create_acls_response::AclCreationResult,
+    create_topics_response::CreatableTopicResult,
+    delete_acls_response::DeleteAclsFilterResult,
+    delete_acls_response::DeleteAclsMatchingAcl,
+    describe_acls_response::DescribeAclsResponse,
+    describe_client_quotas_response::DescribeClientQuotasResponse,
+    describe_configs_response::DescribeConfigsResult,
+    describe_quorum_response::DescribeQuorumResponse,
+    describe_quorum_response::PartitionData,
+    describe_user_scram_credentials_response::DescribeUserScramCredentialsResponse,
+    describe_user_scram_credentials_response::DescribeUserScramCredentialsResult,
+    elect_leaders_response::PartitionResult,
+    find_coordinator_response::Coordinator,
+    find_coordinator_response::FindCoordinatorResponse,
+    incremental_alter_configs_response::AlterConfigsResourceResponse,
+    list_partition_reassignments_response::ListPartitionReassignmentsResponse,
+    remove_raft_voter_response::RemoveRaftVoterResponse,
+    sasl_authenticate_response::SaslAuthenticateResponse,
+    unregister_broker_response::UnregisterBrokerResponse,
+    update_features_response::UpdatableFeatureResult,
+    update_features_response::UpdateFeaturesResponse,
+);
+
+fn null_if_empty(part: &mut impl HasErrorMessage) {
+    let message = part.error_message();
     if message.as_deref().is_some_and(str::is_empty) {
         *message = None;
     }
 }
 
+fn null_each<'a, T: HasErrorMessage + 'a>(parts: impl IntoIterator<Item = &'a mut T>) {
+    parts.into_iter().for_each(null_if_empty);
+}
+
 /// Turns every empty error message of `response` into null.
 pub fn null_empty_error_messages(response: &mut ResponseKind) {
     match response {
-        ResponseKind::AlterClientQuotas(r) => {
-            r.entries
-                .iter_mut()
-                .for_each(|e| null_if_empty(&mut e.error_message));
-        }
-        ResponseKind::AlterConfigs(r) => {
-            r.responses
-                .iter_mut()
-                .for_each(|e| null_if_empty(&mut e.error_message));
-        }
-        ResponseKind::IncrementalAlterConfigs(r) => {
-            r.responses
-                .iter_mut()
-                .for_each(|e| null_if_empty(&mut e.error_message));
-        }
+        ResponseKind::AlterClientQuotas(r) => null_each(&mut r.entries),
+        ResponseKind::AlterConfigs(r) => null_each(&mut r.responses),
+        ResponseKind::IncrementalAlterConfigs(r) => null_each(&mut r.responses),
         ResponseKind::AlterPartitionReassignments(r) => {
-            null_if_empty(&mut r.error_message);
-            r.responses
-                .iter_mut()
-                .flat_map(|t| t.partitions.iter_mut())
-                .for_each(|p| null_if_empty(&mut p.error_message));
+            null_if_empty(r);
+            null_each(r.responses.iter_mut().flat_map(|t| &mut t.partitions));
         }
-        ResponseKind::ListPartitionReassignments(r) => null_if_empty(&mut r.error_message),
-        ResponseKind::AlterUserScramCredentials(r) => {
-            r.results
-                .iter_mut()
-                .for_each(|e| null_if_empty(&mut e.error_message));
-        }
+        ResponseKind::ListPartitionReassignments(r) => null_if_empty(r),
+        ResponseKind::AlterUserScramCredentials(r) => null_each(&mut r.results),
         ResponseKind::DescribeUserScramCredentials(r) => {
-            null_if_empty(&mut r.error_message);
-            r.results
-                .iter_mut()
-                .for_each(|e| null_if_empty(&mut e.error_message));
+            null_if_empty(r);
+            null_each(&mut r.results);
         }
-        ResponseKind::CreateAcls(r) => {
-            r.results
-                .iter_mut()
-                .for_each(|e| null_if_empty(&mut e.error_message));
-        }
+        ResponseKind::CreateAcls(r) => null_each(&mut r.results),
         ResponseKind::DeleteAcls(r) => {
-            for filter in &mut r.filter_results {
-                null_if_empty(&mut filter.error_message);
-                filter
-                    .matching_acls
+            null_each(&mut r.filter_results);
+            null_each(
+                r.filter_results
                     .iter_mut()
-                    .for_each(|a| null_if_empty(&mut a.error_message));
-            }
+                    .flat_map(|f| &mut f.matching_acls),
+            );
         }
-        ResponseKind::DescribeAcls(r) => null_if_empty(&mut r.error_message),
-        ResponseKind::DescribeClientQuotas(r) => null_if_empty(&mut r.error_message),
-        ResponseKind::CreateTopics(r) => {
-            r.topics
-                .iter_mut()
-                .for_each(|t| null_if_empty(&mut t.error_message));
-        }
-        ResponseKind::DescribeConfigs(r) => {
-            r.results
-                .iter_mut()
-                .for_each(|e| null_if_empty(&mut e.error_message));
-        }
+        ResponseKind::DescribeAcls(r) => null_if_empty(r),
+        ResponseKind::DescribeClientQuotas(r) => null_if_empty(r),
+        ResponseKind::CreateTopics(r) => null_each(&mut r.topics),
+        ResponseKind::DescribeConfigs(r) => null_each(&mut r.results),
         ResponseKind::DescribeQuorum(r) => {
-            null_if_empty(&mut r.error_message);
-            r.topics
-                .iter_mut()
-                .flat_map(|t| t.partitions.iter_mut())
-                .for_each(|p| null_if_empty(&mut p.error_message));
+            null_if_empty(r);
+            null_each(r.topics.iter_mut().flat_map(|t| &mut t.partitions));
         }
-        ResponseKind::ElectLeaders(r) => {
+        ResponseKind::ElectLeaders(r) => null_each(
             r.replica_election_results
                 .iter_mut()
-                .flat_map(|t| t.partition_result.iter_mut())
-                .for_each(|p| null_if_empty(&mut p.error_message));
-        }
+                .flat_map(|t| &mut t.partition_result),
+        ),
         ResponseKind::FindCoordinator(r) => {
-            null_if_empty(&mut r.error_message);
-            r.coordinators
-                .iter_mut()
-                .for_each(|c| null_if_empty(&mut c.error_message));
+            null_if_empty(r);
+            null_each(&mut r.coordinators);
         }
-        ResponseKind::SaslAuthenticate(r) => null_if_empty(&mut r.error_message),
+        ResponseKind::SaslAuthenticate(r) => null_if_empty(r),
         ResponseKind::UpdateFeatures(r) => {
-            null_if_empty(&mut r.error_message);
-            r.results
-                .iter_mut()
-                .for_each(|e| null_if_empty(&mut e.error_message));
+            null_if_empty(r);
+            null_each(&mut r.results);
         }
-        ResponseKind::AddRaftVoter(r) => null_if_empty(&mut r.error_message),
-        ResponseKind::RemoveRaftVoter(r) => null_if_empty(&mut r.error_message),
-        ResponseKind::UnregisterBroker(r) => null_if_empty(&mut r.error_message),
-        ResponseKind::ControllerRegistration(r) => null_if_empty(&mut r.error_message),
+        ResponseKind::AddRaftVoter(r) => null_if_empty(r),
+        ResponseKind::RemoveRaftVoter(r) => null_if_empty(r),
+        ResponseKind::UnregisterBroker(r) => null_if_empty(r),
+        ResponseKind::ControllerRegistration(r) => null_if_empty(r),
         _ => {}
     }
 }
