@@ -388,6 +388,46 @@ def test_broker_logger_levels_change_at_run_time(broker):
     assert err == KafkaError.INVALID_REQUEST
 
 
+def test_records_out_of_time_are_named_and_the_others_refused_on_their_account(broker):
+    """A batch with records outside KIP-937's bounds is refused whole, and Produce v8+ names
+    those records (KIP-467 `record_errors`), as Kafka's LogValidator does: librdkafka fails
+    them with INVALID_RECORD, and the batch's others with
+    _INVALID_DIFFERENT_RECORD (with one record named it reports INVALID_TIMESTAMP for all).
+    The old records are not the first, whose timestamp librdkafka puts in the batch header:
+    each record is checked."""
+    import time as _time
+
+    from conftest import ck_producer
+
+    topic = create_topic(broker, unique_topic("ts-records"), config={
+        "message.timestamp.before.max.ms": "60000",
+    })
+    now = int(_time.time() * 1000)
+    codes = {}
+
+    def deliver(i):
+        def cb(err, _msg):
+            codes[i] = err.code() if err else None
+        return cb
+
+    # One batch: a long linger, every record produced before the first send.
+    p = ck_producer(broker, **{"linger.ms": 1000, "retries": 0})
+    old = (3, 6)
+    for i in range(10):
+        ts = now - 3_600_000 if i in old else now
+        p.produce(topic, f"v{i}".encode(), timestamp=ts, on_delivery=deliver(i))
+    p.flush(30)
+    expected = {i: KafkaError.INVALID_RECORD if i in old
+                else KafkaError._INVALID_DIFFERENT_RECORD for i in range(10)}
+    assert codes == expected, codes
+    # Nothing of the refused batch was written: the next record takes offset 0.
+    offsets = {}
+    p.produce(topic, b"after", timestamp=now,
+              on_delivery=lambda err, msg: offsets.update(after=(err, msg.offset())))
+    p.flush(30)
+    assert offsets["after"] == (None, 0), offsets
+
+
 def test_timestamps_outside_kip_937_bounds_answer_invalid_timestamp(broker):
     """message.timestamp.before.max.ms / after.max.ms (KIP-937) refuse a CreateTime batch
     whose timestamps lie too far from the broker's clock; LogAppendTime topics take any."""

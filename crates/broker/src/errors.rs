@@ -14,7 +14,9 @@ pub fn log_error(e: &LogError) -> ResponseError {
     match e {
         LogError::CorruptMessage(_) => ResponseError::CorruptMessage,
         LogError::InvalidRecord(_) | LogError::RecordsRejected(_) => ResponseError::InvalidRecord,
-        LogError::InvalidTimestamp(_) => ResponseError::InvalidTimestamp,
+        LogError::InvalidTimestamp(_) | LogError::TimestampsRejected(_) => {
+            ResponseError::InvalidTimestamp
+        }
         LogError::MessageTooLarge { .. } => ResponseError::MessageTooLarge,
         LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
         LogError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,

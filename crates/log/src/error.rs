@@ -38,6 +38,10 @@ pub enum LogError {
     /// `message.timestamp.after.max.ms` of the broker's clock (Kafka INVALID_TIMESTAMP).
     #[error("invalid timestamp: {0}")]
     InvalidTimestamp(String),
+    /// Records of a batch whose CreateTime timestamps are out of range, named one by one as
+    /// Kafka's `LogValidator` names them (INVALID_TIMESTAMP with KIP-467 record errors).
+    #[error("invalid timestamp: {}", rejected_summary(.0))]
+    TimestampsRejected(Vec<RejectedRecord>),
     /// A batch is larger than `max.message.bytes` (Kafka MESSAGE_TOO_LARGE).
     #[error("batch of {size} bytes is larger than max.message.bytes {max}")]
     MessageTooLarge { size: usize, max: usize },
@@ -131,6 +135,7 @@ impl LogError {
             LogError::InvalidRecord(_)
             | LogError::RecordsRejected(_)
             | LogError::InvalidTimestamp(_)
+            | LogError::TimestampsRejected(_)
             | LogError::MessageTooLarge { .. }
             | LogError::InvalidProducerEpoch { .. }
             | LogError::InvalidTxnState(_)

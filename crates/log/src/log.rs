@@ -461,7 +461,7 @@ impl PartitionLog {
         let config = self.config.read().clone();
         let headers = validate_produced(records, config.max_message_bytes)?;
         if config.message_timestamp_type == TimestampType::CreateTime {
-            check_timestamps(&headers, self.clock.now_ms(), &config)?;
+            check_timestamps(records, &headers, self.clock.now_ms(), &config)?;
         }
         if config.compact {
             // Kafka refuses keyless records on compacted topics, naming each (INVALID_RECORD
@@ -1038,28 +1038,63 @@ impl PartitionLog {
     }
 }
 
-/// KIP-937's bounds on CreateTime timestamps, per batch: its first timestamp against
-/// `message.timestamp.before.max.ms`, its largest against `message.timestamp.after.max.ms`
-/// (Kafka refuses the whole batch for one record out of range). -1 (no timestamp) passes.
-fn check_timestamps(headers: &[BatchHeader], now: i64, config: &LogConfig) -> Result<()> {
+/// KIP-937's bounds on CreateTime timestamps: a batch with a record more than
+/// `message.timestamp.before.max.ms` before the broker's time, or more than
+/// `message.timestamp.after.max.ms` after it, is refused whole, naming each record out of range
+/// (Kafka's record errors). -1 (no timestamp) passes.
+///
+/// A v2 header's base timestamp is its first record's (librdkafka's), not the smallest, so a
+/// finite `before.max` is checked record by record; its default (none) costs nothing. The
+/// header's max timestamp bounds every record for `after.max`.
+fn check_timestamps(
+    records: &[u8],
+    headers: &[BatchHeader],
+    now: i64,
+    config: &LogConfig,
+) -> Result<()> {
+    let each_record = config.timestamp_before_max_ms != i64::MAX;
+    let mut pos = 0usize;
     for h in headers {
+        let size = h.total_size();
         let oldest = h.base_timestamp.min(h.max_timestamp);
-        if oldest >= 0 && now.saturating_sub(oldest) > config.timestamp_before_max_ms {
+        let too_old = oldest >= 0 && now.saturating_sub(oldest) > config.timestamp_before_max_ms;
+        let too_new = h.max_timestamp >= 0
+            && h.max_timestamp.saturating_sub(now) > config.timestamp_after_max_ms;
+        if each_record && !too_old && !too_new {
+            let out_of_range = crate::records::records_out_of_time(
+                &records[pos..pos + size],
+                now,
+                config.timestamp_before_max_ms,
+                config.timestamp_after_max_ms,
+            )?;
+            if !out_of_range.is_empty() {
+                return Err(LogError::TimestampsRejected(out_of_range));
+            }
+        }
+        if too_old || too_new {
+            let out_of_range = crate::records::records_out_of_time(
+                &records[pos..pos + size],
+                now,
+                config.timestamp_before_max_ms,
+                config.timestamp_after_max_ms,
+            )?;
+            if !out_of_range.is_empty() {
+                return Err(LogError::TimestampsRejected(out_of_range));
+            }
+            // The header's bounds are out of range but no record is (a header that does not
+            // match its records): refuse the batch as a whole.
             return Err(LogError::InvalidTimestamp(format!(
-                "timestamp {oldest} of the batch at base offset {} is more than \
-                 message.timestamp.before.max.ms ({} ms) before the broker's time {now}",
-                h.base_offset, config.timestamp_before_max_ms
+                "the timestamps of the batch at base offset {} ({}..={}) are outside \
+                 message.timestamp.before.max.ms ({} ms) / message.timestamp.after.max.ms \
+                 ({} ms) of the broker's time {now}",
+                h.base_offset,
+                h.base_timestamp,
+                h.max_timestamp,
+                config.timestamp_before_max_ms,
+                config.timestamp_after_max_ms
             )));
         }
-        if h.max_timestamp >= 0
-            && h.max_timestamp.saturating_sub(now) > config.timestamp_after_max_ms
-        {
-            return Err(LogError::InvalidTimestamp(format!(
-                "timestamp {} of the batch at base offset {} is more than \
-                 message.timestamp.after.max.ms ({} ms) after the broker's time {now}",
-                h.max_timestamp, h.base_offset, config.timestamp_after_max_ms
-            )));
-        }
+        pos += size;
     }
     Ok(())
 }

@@ -217,6 +217,33 @@ pub(crate) fn keyless_records(batch: &[u8]) -> Result<Vec<RejectedRecord>> {
         .collect())
 }
 
+/// The records of `batch` whose CreateTime timestamp is more than `before_max_ms` before `now`
+/// or more than `after_max_ms` after it (KIP-937), by their index in the batch, as Kafka's
+/// `LogValidator.validateTimestamp` refuses them. A record without a timestamp (-1) passes.
+pub(crate) fn records_out_of_time(
+    batch: &[u8],
+    now: i64,
+    before_max_ms: i64,
+    after_max_ms: i64,
+) -> Result<Vec<RejectedRecord>> {
+    let decoded = decode_batch(batch)?;
+    let earliest = now.saturating_sub(before_max_ms);
+    let latest = now.saturating_add(after_max_ms);
+    Ok(decoded
+        .records
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.timestamp >= 0 && !(earliest..=latest).contains(&r.timestamp))
+        .map(|(index, r)| RejectedRecord {
+            batch_index: i32::try_from(index).unwrap_or(i32::MAX),
+            message: format!(
+                "Timestamp {} of message with offset {} is out of range. The timestamp should be within [{earliest}, {latest}]",
+                r.timestamp, r.offset
+            ),
+        })
+        .collect())
+}
+
 /// Writes a v2 batch holding `kept` (records of `src`, in order) and returns its bytes.
 ///
 /// Header fields come from the original batch (leader epoch, attributes and so the codec and

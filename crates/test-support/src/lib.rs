@@ -32,6 +32,8 @@ pub struct Batches {
     compression: Compression,
     headers: Vec<(&'static str, Bytes)>,
     transactional: bool,
+    /// Each record's own timestamp, instead of `timestamp + i`.
+    timestamps: Option<Vec<i64>>,
 }
 
 impl Batches {
@@ -47,6 +49,7 @@ impl Batches {
             compression: Compression::None,
             headers: Vec::new(),
             transactional: false,
+            timestamps: None,
         }
     }
 
@@ -68,6 +71,12 @@ impl Batches {
 
     pub fn timestamp(mut self, first: i64) -> Self {
         self.timestamp = first;
+        self
+    }
+
+    /// Record `i` has timestamp `timestamps[i]` (the encoder's base timestamp is the smallest).
+    pub fn timestamps(mut self, timestamps: &[i64]) -> Self {
+        self.timestamps = Some(timestamps.to_vec());
         self
     }
 
@@ -126,7 +135,10 @@ impl Batches {
                     timestamp_type: TimestampType::Creation,
                     offset: self.base_offset + i as i64,
                     sequence,
-                    timestamp: self.timestamp + i as i64,
+                    timestamp: match &self.timestamps {
+                        Some(t) => t[i],
+                        None => self.timestamp + i as i64,
+                    },
                     key: match self.keys {
                         Keys::None => None,
                         Keys::Indexed => Some(Bytes::from(format!("k{i}"))),

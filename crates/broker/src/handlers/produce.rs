@@ -260,7 +260,7 @@ pub fn append(
 /// the field out, and their clients fail the whole batch).
 fn record_errors(e: &LogError) -> Vec<BatchIndexAndErrorMessage> {
     match e {
-        LogError::RecordsRejected(records) => records
+        LogError::RecordsRejected(records) | LogError::TimestampsRejected(records) => records
             .iter()
             .map(|r| {
                 BatchIndexAndErrorMessage::default()

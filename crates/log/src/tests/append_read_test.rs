@@ -399,11 +399,37 @@ fn create_time_timestamps_outside_kip_937_bounds_are_refused_with_invalid_timest
         ..LogConfig::default()
     };
     let log = open(dir.path(), config.clone(), true, &clock);
-    for ts in [now - 60_001, now + 1_001] {
-        match log.append_as_leader(&simple(1, ts), 0) {
-            Err(crate::LogError::InvalidTimestamp(_)) => {}
+    // Record i of a batch has timestamp ts + i: each refusal names the records out of range by
+    // their index in the batch (KIP-467), the others are refused with them.
+    for (ts, out_of_range) in [
+        (now - 60_001, vec![0]),
+        (now + 1_001, vec![0, 1, 2]),
+        (now + 999, vec![2]),
+        (now - 60_002, vec![0, 1]),
+    ] {
+        match log.append_as_leader(&simple(3, ts), 0) {
+            Err(crate::LogError::TimestampsRejected(records)) => {
+                let indexes: Vec<i32> = records.iter().map(|r| r.batch_index).collect();
+                assert_eq!(indexes, out_of_range, "timestamp {ts}");
+                assert!(
+                    records[0].message.contains("is out of range"),
+                    "{}",
+                    records[0].message
+                );
+            }
             other => panic!("timestamp {ts}: {other:?}"),
         }
+    }
+    // A finite before.max is checked record by record, wherever the old record is.
+    let mixed = ferry_test_support::Batches::of(4, |_| b"v".to_vec())
+        .timestamps(&[now, now - 60_001, now, now - 70_000])
+        .encode();
+    match log.append_as_leader(&mixed, 0) {
+        Err(crate::LogError::TimestampsRejected(records)) => {
+            let indexes: Vec<i32> = records.iter().map(|r| r.batch_index).collect();
+            assert_eq!(indexes, vec![1, 3]);
+        }
+        other => panic!("mixed timestamps: {other:?}"),
     }
     assert_eq!(
         log.log_end_offset(),
