@@ -60,6 +60,10 @@ pub struct RemoteWalConfig {
     pub store: StoreKind,
     /// Bucket (directory for `local`) of each rack.
     pub buckets: BTreeMap<String, String>,
+    /// For `local`: the parent of the racks' bucket directories (`remote.wal.local.dir`, or
+    /// `remote-wal` beside the first log dir). A rack not in `buckets` has its bucket there,
+    /// which is where a follower finds the objects of such a rack's leaders.
+    pub local_dir: Option<PathBuf>,
     pub upload_interval_ms: i64,
     pub upload_max_bytes: usize,
     pub buffer_max_bytes: usize,
@@ -258,23 +262,23 @@ impl RemoteWalConfig {
             _ => StoreKind::Local,
         };
         let rack_key = if rack.is_empty() { "default" } else { &rack };
-        if !buckets.contains_key(rack_key) {
-            match &store {
-                StoreKind::Local => {
-                    let parent = match opt(c, "remote.wal.local.dir") {
-                        Some(d) => PathBuf::from(d),
-                        None => c
-                            .log_dirs()
-                            .first()
-                            .map(|d| d.join("..").join("remote-wal"))
-                            .unwrap_or_else(|| PathBuf::from("remote-wal")),
-                    };
-                    buckets.insert(
-                        rack_key.to_string(),
-                        parent.join(rack_key).display().to_string(),
-                    );
-                }
-                StoreKind::S3 { .. } => {}
+        let local_dir = match &store {
+            StoreKind::Local => Some(match opt(c, "remote.wal.local.dir") {
+                Some(d) => PathBuf::from(d),
+                None => c
+                    .log_dirs()
+                    .first()
+                    .map(|d| d.join("..").join("remote-wal"))
+                    .unwrap_or_else(|| PathBuf::from("remote-wal")),
+            }),
+            StoreKind::S3 { .. } => None,
+        };
+        if let Some(parent) = &local_dir {
+            if !buckets.contains_key(rack_key) {
+                buckets.insert(
+                    rack_key.to_string(),
+                    parent.join(rack_key).display().to_string(),
+                );
             }
         }
         check_buckets_are_unambiguous(&store, &buckets)?;
@@ -289,6 +293,7 @@ impl RemoteWalConfig {
             rack: rack_key.to_string(),
             store,
             buckets,
+            local_dir,
             upload_interval_ms: num(c, "remote.wal.upload.interval.ms")?,
             upload_max_bytes: num(c, "remote.wal.upload.max.bytes")?,
             buffer_max_bytes: num(c, "remote.wal.buffer.max.bytes")?,

@@ -71,6 +71,27 @@ impl LocalDirStore {
         })
     }
 
+    /// A store on another broker's directory that already exists, for reading: nothing is
+    /// created, and its temp files (the owner's writes in flight) are left alone.
+    pub fn existing(root: impl Into<PathBuf>) -> Result<Self> {
+        let root = root.into();
+        if !root.is_dir() {
+            return Err(ObjStoreError::io(
+                "open",
+                &root.display().to_string(),
+                std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory"),
+            ));
+        }
+        let name = root.display().to_string();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                root,
+                name,
+                next_tmp: AtomicU64::new(0),
+            }),
+        })
+    }
+
     pub fn root(&self) -> &Path {
         &self.inner.root
     }

@@ -6,7 +6,8 @@
 //! unambiguous.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use ferry_objstore::{LocalDirStore, ObjStoreMetrics, ObjectStore, RetryConfig, S3Config, S3Store};
@@ -19,6 +20,37 @@ use ferry_config::remote_wal_config::{RemoteWalConfig, StoreKind};
 pub struct Stores {
     by_bucket: BTreeMap<String, Arc<dyn ObjectStore>>,
     own: Option<Arc<dyn ObjectStore>>,
+    /// `local`: the other racks' directories beside this broker's, opened when metadata first
+    /// names one (a rack absent from `remote.wal.buckets` keeps its bucket there).
+    siblings: Option<Arc<LocalSiblings>>,
+}
+
+/// The bucket directories under `remote.wal.local.dir`, opened for reading on first use.
+#[derive(Debug)]
+struct LocalSiblings {
+    parent: PathBuf,
+    metrics: ObjStoreMetrics,
+    opened: Mutex<BTreeMap<String, Arc<dyn ObjectStore>>>,
+}
+
+impl LocalSiblings {
+    /// The store of `bucket` when it is a directory directly under the parent; a name from
+    /// metadata never opens a directory elsewhere.
+    fn resolve(&self, bucket: &str) -> Option<Arc<dyn ObjectStore>> {
+        let path = Path::new(bucket);
+        let plain_name = matches!(path.components().next_back(), Some(Component::Normal(_)));
+        if !plain_name || path.parent() != Some(self.parent.as_path()) {
+            return None;
+        }
+        // A poisoned map only held stores; keep using it.
+        let mut opened = self.opened.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(store) = opened.get(bucket) {
+            return Some(store.clone());
+        }
+        let store = wrap(LocalDirStore::existing(path).ok()?, &self.metrics);
+        opened.insert(bucket.to_string(), store.clone());
+        Some(store)
+    }
 }
 
 impl Stores {
@@ -62,7 +94,18 @@ impl Stores {
             }
             by_bucket.insert(store.bucket().to_string(), store);
         }
-        Ok(Self { by_bucket, own })
+        let siblings = config.local_dir.as_ref().map(|parent| {
+            Arc::new(LocalSiblings {
+                parent: parent.clone(),
+                metrics: metrics.clone(),
+                opened: Mutex::default(),
+            })
+        });
+        Ok(Self {
+            by_bucket,
+            own,
+            siblings,
+        })
     }
 
     /// Stores given directly (tests).
@@ -70,7 +113,11 @@ impl Stores {
         by_bucket: BTreeMap<String, Arc<dyn ObjectStore>>,
         own: Option<Arc<dyn ObjectStore>>,
     ) -> Self {
-        Self { by_bucket, own }
+        Self {
+            by_bucket,
+            own,
+            siblings: None,
+        }
     }
 
     /// The bucket of this broker's rack: where its uploader writes and its GC deletes.
@@ -91,7 +138,13 @@ impl Stores {
     /// whose slices the fetcher reports for the classic fetch).
     pub fn resolver(&self) -> StoreResolver {
         let stores = self.by_bucket.clone();
-        Arc::new(move |bucket: &str| stores.get(bucket).cloned())
+        let siblings = self.siblings.clone();
+        Arc::new(move |bucket: &str| {
+            stores
+                .get(bucket)
+                .cloned()
+                .or_else(|| siblings.as_ref()?.resolve(bucket))
+        })
     }
 }
 
@@ -143,5 +196,37 @@ mod tests {
         let same = resolve(own.bucket()).unwrap();
         assert_eq!(same.get("wal/1/x").await.unwrap().as_ref(), b"hi");
         assert!(resolve("nope").is_none());
+    }
+
+    /// With only `remote.wal.local.dir`, each broker knows its own rack's directory; a follower
+    /// still reads another rack's objects from the directory beside it (before, it found no
+    /// store and every slice went by the classic fetch), and never a directory elsewhere.
+    #[tokio::test]
+    async fn other_racks_directories_under_the_local_dir_resolve_on_first_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let parent = dir.path().join("wal");
+        let config_of = |rack: &str| {
+            let mut c = BrokerConfig::default();
+            c.set("broker.rack", rack).unwrap();
+            c.set("remote.wal.local.dir", &parent.display().to_string())
+                .unwrap();
+            RemoteWalConfig::from_broker(&c).unwrap()
+        };
+        let metrics = ObjStoreMetrics::new();
+        let in_az1 = Stores::open(&config_of("az1"), &metrics).await.unwrap();
+        let in_az2 = Stores::open(&config_of("az2"), &metrics).await.unwrap();
+        let az1 = in_az1.own().unwrap();
+        az1.put("wal/1/x", bytes::Bytes::from_static(b"hi"))
+            .await
+            .unwrap();
+        let resolve = in_az2.resolver();
+        let read = resolve(az1.bucket()).expect("az1's directory beside az2's");
+        assert_eq!(read.get("wal/1/x").await.unwrap().as_ref(), b"hi");
+        // Nothing outside the parent, nothing that is not there.
+        let outside = dir.path().join("elsewhere");
+        std::fs::create_dir_all(&outside).unwrap();
+        assert!(resolve(&outside.display().to_string()).is_none());
+        assert!(resolve(&parent.join("..").join("elsewhere").display().to_string()).is_none());
+        assert!(resolve(&parent.join("az9").display().to_string()).is_none());
     }
 }
