@@ -183,7 +183,7 @@ pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
     key("remote.log.delete.on.disable", Boolean, Fixed("false"), Any, Applied,
         "Set together with `remote.storage.enable=false` to turn the tier off for the topic: its leaders delete what the tier holds of it (KIP-950). Turning the tier off without it is refused."),
     key("remote.wal.enable", Boolean, Broker(&[s("remote.wal.enable")]), Any, Applied,
-        "Replicate through the object store of the leader's rack (KIP-1176 remote WAL) instead of by Fetch across racks."),
+        "Replicate through the object store of the leader's rack (KIP-1176 remote WAL) instead of by Fetch across racks. Internal topics (`__consumer_offsets`, `__transaction_state`, the WAL's own metadata topic) always replicate by Fetch, whatever it says."),
     key("message.format.version", ConfigType::String, Fixed("3.0-IV1"), Check::Version, Removed,
         "Record format of Kafka before 3.0 (KIP-724). Removed in Kafka 4: accepted and dropped, never stored."),
     key("message.timestamp.difference.max.ms", Long, Fixed("9223372036854775807"), AtLeast(0), Removed,

@@ -122,6 +122,20 @@ impl Shared {
     }
 }
 
+/// Whether a topic's followers replicate through the remote WAL: its effective
+/// `remote.wal.enable`, never for internal (`__`) topics. `__remote_wal_log_metadata` cannot
+/// carry its own replication, and the offsets and transaction topics are small and wait on every
+/// commit; a broker-wide `remote.wal.enable = true` had made all three WAL topics.
+pub(crate) fn uses_wal(
+    config: &ferry_config::broker_config::BrokerConfig,
+    name: &str,
+    configs: &std::collections::BTreeMap<String, String>,
+) -> bool {
+    !crate::broker::Broker::is_internal_topic(name)
+        && ferry_config::topic_config::effective(config, configs, "remote.wal.enable")
+            .is_some_and(|(v, _)| v == "true")
+}
+
 /// The broker's one remote WAL.
 pub struct RemoteWal {
     shared: Arc<Shared>,
@@ -271,10 +285,7 @@ impl RemoteWal {
         let enabled: HashMap<Uuid, String> = image
             .topics
             .values()
-            .filter(|t| {
-                ferry_config::topic_config::effective(&host.config, &t.configs, "remote.wal.enable")
-                    .is_some_and(|(v, _)| v == "true")
-            })
+            .filter(|t| uses_wal(&host.config, &t.name, &t.configs))
             .map(|t| (t.id, t.name.clone()))
             .collect();
         let any = !enabled.is_empty();
@@ -644,5 +655,35 @@ impl crate::replica_manager::ReplicationObserver for RemoteWal {
 
     fn on_wal_progress_reported(&self, elapsed: Duration) {
         self.shared.metrics.stages.observe(Stage::Report, elapsed);
+    }
+}
+
+#[cfg(test)]
+mod uses_wal_tests {
+    use std::collections::BTreeMap;
+
+    use ferry_config::broker_config::BrokerConfig;
+
+    use super::uses_wal;
+
+    /// A broker-wide `remote.wal.enable = true` makes user topics WAL topics but never the
+    /// internal ones (librdkafka's suite on such a cluster saw the metadata topic replicate
+    /// through itself, and offset commits wait for `remote.wal.fallback.ms`).
+    #[test]
+    fn internal_topics_never_use_the_wal() {
+        let none = BTreeMap::new();
+        let mut c = BrokerConfig::default();
+        assert!(!uses_wal(&c, "orders", &none));
+        c.set("remote.wal.enable", "true").unwrap();
+        assert!(uses_wal(&c, "orders", &none));
+        for internal in [
+            "__consumer_offsets",
+            "__transaction_state",
+            ferry_wal::metadata::METADATA_TOPIC,
+        ] {
+            assert!(!uses_wal(&c, internal, &none), "{internal}");
+        }
+        let off = BTreeMap::from([("remote.wal.enable".to_string(), "false".to_string())]);
+        assert!(!uses_wal(&c, "orders", &off));
     }
 }
