@@ -695,10 +695,13 @@ PROTOCOL_ERROR_NAMES = ("_BAD_MSG", "_BAD_COMPRESSION", "_UNSUPPORTED_FEATURE", 
                         "CORRUPT_MESSAGE", "UNSUPPORTED_VERSION")
 
 
-# Broker settings for KIP-848 consumer groups in tests: no initial delay, quick heartbeats.
+# Broker settings for KIP-848 consumer groups in tests: no initial delay, quick heartbeats. The
+# minimums come down with the defaults, or the broker refuses to start, as Kafka does.
 KIP848_BROKER = {
     "group.initial.rebalance.delay.ms": 0,
+    "group.consumer.min.heartbeat.interval.ms": 500,
     "group.consumer.heartbeat.interval.ms": 500,
+    "group.consumer.min.session.timeout.ms": 6000,
     "group.consumer.session.timeout.ms": 6000,
 }
 

@@ -11,17 +11,13 @@ from confluent_kafka import (ConsumerGroupTopicPartitions, KafkaError, KafkaExce
                              TopicPartition)
 
 import kwire
-from conftest import (GROUP_BROKER_CONFIG, GroupMember, ck_admin, create_topic, kafka_error_code,
-                      produce_numbered, unique_topic)
+from conftest import (GROUP_BROKER_CONFIG, KIP848_BROKER, GroupMember, ck_admin, create_topic,
+                      kafka_error_code, produce_numbered, unique_topic)
 
 
 @pytest.fixture
 def gbroker(broker_factory):
-    return broker_factory({
-        **GROUP_BROKER_CONFIG,
-        "group.consumer.heartbeat.interval.ms": 500,
-        "group.consumer.session.timeout.ms": 6000,
-    })
+    return broker_factory({**GROUP_BROKER_CONFIG, **KIP848_BROKER})
 
 
 def _alter(admin, group, tps):
