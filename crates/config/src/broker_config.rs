@@ -617,6 +617,19 @@ impl BrokerConfig {
         per_dir.max(1).saturating_mul(self.log_dirs().len().max(1))
     }
 
+    /// The directory `key` names, or `name` beside the first of `log.dirs` when it is empty
+    /// (where the local stores of the remote WAL and of the long-term tier live by default).
+    pub fn dir_or_beside_log_dirs(&self, key: &str, name: &str) -> PathBuf {
+        match self.raw(key).trim() {
+            "" => self
+                .log_dirs()
+                .first()
+                .map(|d| d.join("..").join(name))
+                .unwrap_or_else(|| PathBuf::from(name)),
+            dir => PathBuf::from(dir),
+        }
+    }
+
     pub fn log_dirs(&self) -> Vec<PathBuf> {
         self.raw("log.dirs")
             .split(',')
@@ -752,42 +765,29 @@ impl BrokerConfig {
     /// each default within its min and max, and the heartbeat shorter than the session.
     pub fn check_group_consumer_timeouts(&self) -> Result<(), ConfigError> {
         let ms = |key: &str| self.long(key);
-        let at_least = |key: &str, floor: &str| {
-            if ms(key) < ms(floor) {
-                return Err(bad(
-                    key,
-                    "int",
-                    format!("must be greater than or equal to {floor}"),
-                ));
+        let require = |holds: bool, key: &str, why: String| {
+            if holds {
+                Ok(())
+            } else {
+                Err(bad(key, "int", why))
             }
-            Ok(())
-        };
-        let at_most = |key: &str, ceiling: &str| {
-            if ms(key) > ms(ceiling) {
-                return Err(bad(
-                    key,
-                    "int",
-                    format!("must be less than or equal to {ceiling}"),
-                ));
-            }
-            Ok(())
         };
         for kind in ["heartbeat.interval", "session.timeout"] {
             let default = format!("group.consumer.{kind}.ms");
             let min = format!("group.consumer.min.{kind}.ms");
             let max = format!("group.consumer.max.{kind}.ms");
-            at_least(&max, &min)?;
-            at_least(&default, &min)?;
-            at_most(&default, &max)?;
+            let greater = format!("must be greater than or equal to {min}");
+            require(ms(&max) >= ms(&min), &max, greater.clone())?;
+            require(ms(&default) >= ms(&min), &default, greater)?;
+            let less = format!("must be less than or equal to {max}");
+            require(ms(&default) <= ms(&max), &default, less)?;
         }
-        if ms("group.consumer.heartbeat.interval.ms") >= ms("group.consumer.session.timeout.ms") {
-            return Err(bad(
-                "group.consumer.heartbeat.interval.ms",
-                "int",
-                "must be less than group.consumer.session.timeout.ms".to_string(),
-            ));
-        }
-        Ok(())
+        let heartbeat = "group.consumer.heartbeat.interval.ms";
+        require(
+            ms(heartbeat) < ms("group.consumer.session.timeout.ms"),
+            heartbeat,
+            "must be less than group.consumer.session.timeout.ms".to_string(),
+        )
     }
 
     pub fn metrics_address(&self) -> Result<Option<SocketAddr>, ConfigError> {

@@ -263,14 +263,9 @@ impl RemoteWalConfig {
         };
         let rack_key = if rack.is_empty() { "default" } else { &rack };
         let local_dir = match &store {
-            StoreKind::Local => Some(match opt(c, "remote.wal.local.dir") {
-                Some(d) => PathBuf::from(d),
-                None => c
-                    .log_dirs()
-                    .first()
-                    .map(|d| d.join("..").join("remote-wal"))
-                    .unwrap_or_else(|| PathBuf::from("remote-wal")),
-            }),
+            StoreKind::Local => {
+                Some(c.dir_or_beside_log_dirs("remote.wal.local.dir", "remote-wal"))
+            }
             StoreKind::S3 { .. } => None,
         };
         if let Some(parent) = &local_dir {

@@ -51,14 +51,7 @@ impl TierConfig {
     pub fn from_broker(c: &BrokerConfig) -> anyhow::Result<Self> {
         let store = match c.raw("remote.log.storage.type").trim() {
             "local" => TierStore::Local {
-                dir: match opt(c, "remote.log.storage.local.dir") {
-                    Some(dir) => PathBuf::from(dir),
-                    None => c
-                        .log_dirs()
-                        .first()
-                        .map(|d| d.join("..").join("remote-log-storage"))
-                        .unwrap_or_else(|| PathBuf::from("remote-log-storage")),
-                },
+                dir: c.dir_or_beside_log_dirs("remote.log.storage.local.dir", "remote-log-storage"),
             },
             "s3" => {
                 let bucket = opt(c, "remote.log.storage.s3.bucket").ok_or_else(|| {

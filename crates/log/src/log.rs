@@ -1060,7 +1060,7 @@ fn check_timestamps(
         let too_old = oldest >= 0 && now.saturating_sub(oldest) > config.timestamp_before_max_ms;
         let too_new = h.max_timestamp >= 0
             && h.max_timestamp.saturating_sub(now) > config.timestamp_after_max_ms;
-        if each_record && !too_old && !too_new {
+        if too_old || too_new || each_record {
             let out_of_range = crate::records::records_out_of_time(
                 &records[pos..pos + size],
                 now,
@@ -1072,15 +1072,6 @@ fn check_timestamps(
             }
         }
         if too_old || too_new {
-            let out_of_range = crate::records::records_out_of_time(
-                &records[pos..pos + size],
-                now,
-                config.timestamp_before_max_ms,
-                config.timestamp_after_max_ms,
-            )?;
-            if !out_of_range.is_empty() {
-                return Err(LogError::TimestampsRejected(out_of_range));
-            }
             // The header's bounds are out of range but no record is (a header that does not
             // match its records): refuse the batch as a whole.
             return Err(LogError::InvalidTimestamp(format!(

@@ -61,14 +61,7 @@ impl LocalDirStore {
         fs::create_dir_all(&tmp)
             .map_err(|e| ObjStoreError::io(op, &root.display().to_string(), e))?;
         remove_orphans(&tmp);
-        let name = root.display().to_string();
-        Ok(Self {
-            inner: Arc::new(Inner {
-                root,
-                name,
-                next_tmp: AtomicU64::new(0),
-            }),
-        })
+        Ok(Self::at(root))
     }
 
     /// A store on another broker's directory that already exists, for reading: nothing is
@@ -82,14 +75,18 @@ impl LocalDirStore {
                 std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory"),
             ));
         }
+        Ok(Self::at(root))
+    }
+
+    fn at(root: PathBuf) -> Self {
         let name = root.display().to_string();
-        Ok(Self {
+        Self {
             inner: Arc::new(Inner {
                 root,
                 name,
                 next_tmp: AtomicU64::new(0),
             }),
-        })
+        }
     }
 
     pub fn root(&self) -> &Path {

@@ -126,7 +126,7 @@ impl Shared {
 /// `remote.wal.enable`, never for internal (`__`) topics. `__remote_wal_log_metadata` cannot
 /// carry its own replication, and the offsets and transaction topics are small and wait on every
 /// commit; a broker-wide `remote.wal.enable = true` had made all three WAL topics.
-pub(crate) fn uses_wal(
+fn uses_wal(
     config: &ferry_config::broker_config::BrokerConfig,
     name: &str,
     configs: &std::collections::BTreeMap<String, String>,
