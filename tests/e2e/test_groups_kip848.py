@@ -146,3 +146,56 @@ def test_commit_restart_resume(kbroker, sig):
         _exactly(got, expected, f"resume after {sig.name}")
     finally:
         m2.close()
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_online_upgrade_and_downgrade_between_protocols(kbroker, strategy):
+    """A team moves a classic group to group.protocol=consumer one consumer at a time and back
+    (Kafka's group.consumer.migration.policy=bidirectional, the default): a consumer-protocol
+    member joining a classic group with members upgrades it, classic members keep working in
+    the consumer group, and the last consumer-protocol member leaving downgrades it. Every
+    batch produced along the way is consumed exactly once by whoever owns it."""
+    if ConsumerGroupType is None:
+        pytest.skip("confluent-kafka too old to report the group type")
+    b = kbroker
+    topic = create_topic(b, unique_topic("mig"), 6)
+    group = unique_topic("g")
+    admin = ck_admin(b)
+
+    def group_type():
+        return admin.describe_consumer_groups([group])[group].result(timeout=30).type
+
+    def classic(name):
+        return GroupMember(b, group, [topic], name=name,
+                           **{"partition.assignment.strategy": strategy})
+
+    def phase(members, tag, expected_type):
+        wait_group_stable(members, all_partitions(topic, 6), timeout=60, hold=1.0)
+        assert group_type() == expected_type, (tag, group_type())
+        marks = {m.name: len(m.records) for m in members}
+        batch = produce_numbered(b, topic, 6, 10, tag=tag)
+        consume_until(members, len(batch))
+        got = [(m.name,) + r for m in members for r in m.records[marks[m.name]:]]
+        _exactly(got, batch, tag)
+        for m in members:
+            m.commit_consumed()
+            assert not m.protocol_errors(), (tag, m.name, m.protocol_errors())
+
+    c1 = classic("c1")
+    everyone = [c1]
+    try:
+        phase([c1], "classic", ConsumerGroupType.CLASSIC)
+        k1 = member(b, group, topic, "k1")
+        everyone.append(k1)
+        phase([c1, k1], "upgraded", ConsumerGroupType.CONSUMER)
+        d = admin.describe_consumer_groups([group])[group].result(timeout=30)
+        assert len(d.members) == 2, d.members
+        c1.close()
+        phase([k1], "classic-left", ConsumerGroupType.CONSUMER)
+        c2 = classic("c2")
+        everyone.append(c2)
+        phase([k1, c2], "classic-joined", ConsumerGroupType.CONSUMER)
+        k1.close()
+        phase([c2], "downgraded", ConsumerGroupType.CLASSIC)
+    finally:
+        close_all(everyone)

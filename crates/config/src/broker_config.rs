@@ -203,6 +203,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("group.consumer.max.heartbeat.interval.ms", Int, "15000", "Largest `consumer.heartbeat.interval.ms` a group config may set."),
     def("group.consumer.assignors", List, "uniform,range", "Server-side assignors of consumer-protocol groups; the first is the default."),
     def("group.consumer.max.size", Int, "2147483647", "Most members of a consumer-protocol group."),
+    def("group.consumer.migration.policy", ConfigType::String, "bidirectional", "Online conversion of a group between the classic and the consumer protocol: `bidirectional`, `upgrade` (a classic group with members becomes a consumer group when a consumer-protocol member joins), `downgrade` (a consumer group whose last consumer-protocol member leaves becomes classic again, if classic members remain) or `disabled`."),
     def("remote.wal.enable", Boolean, "false", "Default of the topic config `remote.wal.enable`: followers of such topics get their data through the object store of the leader's rack (KIP-1176) instead of by Fetch across racks. Internal (`__`) topics never use the WAL."),
     def("remote.wal.store", ConfigType::String, "local", "Object store of the remote WAL: `local` (a directory per rack, for tests and single hosts) or `s3` (S3, S3 Express One Zone or an S3-compatible server)."),
     def("remote.wal.buckets", ConfigType::String, "", "Bucket of each rack, `rack=bucket,...` (`az1=/data/wal-a,az2=/data/wal-b` for `local`: directories; bucket names for `s3`). The uploader writes to its own `broker.rack`'s bucket; readers reach every bucket listed. Empty: one bucket named after this broker's rack under `remote.wal.local.dir` (`local` only)."),
@@ -758,6 +759,11 @@ impl BrokerConfig {
                     .to_string(),
                 max_size: self.long("group.consumer.max.size").max(1) as usize,
             },
+            // Checked when the configuration was read.
+            migration_policy: ferry_group::MigrationPolicy::parse(
+                self.raw("group.consumer.migration.policy"),
+            )
+            .unwrap_or_default(),
         }
     }
 
@@ -968,6 +974,7 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
             text,
             "producer" | "none" | "gzip" | "snappy" | "lz4" | "zstd" | "uncompressed"
         ),
+        "group.consumer.migration.policy" => ferry_group::MigrationPolicy::parse(text).is_some(),
         "group.consumer.assignors" => text
             .split(',')
             .all(|a| matches!(a.trim(), "uniform" | "range")),

@@ -18,6 +18,42 @@ pub struct GroupConfig {
     pub max_group_size: usize,
     /// Settings of the KIP-848 consumer protocol (`group.consumer.*`).
     pub consumer: crate::consumer::ConsumerProtocolConfig,
+    /// `group.consumer.migration.policy`
+    pub migration_policy: MigrationPolicy,
+}
+
+/// Which online conversions between the classic and the consumer protocol a group may make
+/// (Kafka's `group.consumer.migration.policy`): upgrade when a consumer-protocol member joins a
+/// classic group with members, downgrade when the last consumer-protocol member leaves a group
+/// whose other members all use the classic protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MigrationPolicy {
+    #[default]
+    Bidirectional,
+    Upgrade,
+    Downgrade,
+    Disabled,
+}
+
+impl MigrationPolicy {
+    /// Kafka's names, in any case.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name.to_ascii_lowercase().as_str() {
+            "bidirectional" => Some(Self::Bidirectional),
+            "upgrade" => Some(Self::Upgrade),
+            "downgrade" => Some(Self::Downgrade),
+            "disabled" => Some(Self::Disabled),
+            _ => None,
+        }
+    }
+
+    pub fn upgrades(self) -> bool {
+        matches!(self, Self::Bidirectional | Self::Upgrade)
+    }
+
+    pub fn downgrades(self) -> bool {
+        matches!(self, Self::Bidirectional | Self::Downgrade)
+    }
 }
 
 impl Default for GroupConfig {
@@ -31,6 +67,7 @@ impl Default for GroupConfig {
             max_session_timeout_ms: 1_800_000,
             max_group_size: i32::MAX as usize,
             consumer: crate::consumer::ConsumerProtocolConfig::default(),
+            migration_policy: MigrationPolicy::default(),
         }
     }
 }

@@ -25,7 +25,7 @@ use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use crate::assignor::{self, Assignment, MemberSpec};
-use crate::offsets_topic::ConsumerGroupValue;
+use crate::offsets_topic::{ClassicMemberValue, ConsumerGroupValue};
 
 /// Where the coordinator learns topic ids and partition counts.
 pub trait TopicCatalog: Send + Sync {
@@ -89,10 +89,15 @@ pub struct ConsumerMember {
     pub assigned: Assignment,
     /// Partitions it was told to give up but has not confirmed yet; still its own until then.
     pub revoking: Assignment,
+    /// When it is removed if it has not confirmed the revocation by then; for a classic
+    /// member, also if it has not joined again by then after being told to (0: none runs).
     pub revoke_deadline_ms: i64,
     pub last_heartbeat_ms: i64,
     /// The assignment last sent, to send only changes.
     pub last_sent: Option<Assignment>,
+    /// Set for a member that speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat) in
+    /// this group: it came with a classic group that was upgraded, or joined since.
+    pub classic: Option<ClassicMemberValue>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -164,7 +169,7 @@ pub(crate) fn union(a: &Assignment, b: &Assignment) -> Assignment {
     out
 }
 
-fn minus(a: &Assignment, b: &Assignment) -> Assignment {
+pub(crate) fn minus(a: &Assignment, b: &Assignment) -> Assignment {
     let mut out = Assignment::new();
     for (t, ps) in a {
         let rest: BTreeSet<i32> = match b.get(t) {
@@ -178,7 +183,7 @@ fn minus(a: &Assignment, b: &Assignment) -> Assignment {
     out
 }
 
-fn intersect(a: &Assignment, b: &Assignment) -> Assignment {
+pub(crate) fn intersect(a: &Assignment, b: &Assignment) -> Assignment {
     let mut out = Assignment::new();
     for (t, ps) in a {
         if let Some(other) = b.get(t) {
@@ -191,7 +196,7 @@ fn intersect(a: &Assignment, b: &Assignment) -> Assignment {
     out
 }
 
-fn is_empty(a: &Assignment) -> bool {
+pub(crate) fn is_empty(a: &Assignment) -> bool {
     a.values().all(BTreeSet::is_empty)
 }
 
@@ -252,7 +257,7 @@ impl ConsumerGroup {
     }
 
     /// Partitions some member other than `except` still owns.
-    fn owned_by_others(&self, except: &str) -> Assignment {
+    pub(crate) fn owned_by_others(&self, except: &str) -> Assignment {
         let mut out = Assignment::new();
         for m in self.members.values().filter(|m| m.id != except) {
             out = union(&out, &union(&m.assigned, &m.revoking));
@@ -313,7 +318,7 @@ impl ConsumerGroup {
     }
 
     /// Moves a member towards its target: revoke first, then take what has been released.
-    fn reconcile(&mut self, member_id: &str, now: i64) {
+    pub(crate) fn reconcile(&mut self, member_id: &str, now: i64) {
         let target = self.target.get(member_id).cloned().unwrap_or_default();
         let others = self.owned_by_others(member_id);
         let assignment_epoch = self.assignment_epoch;
@@ -560,6 +565,7 @@ fn new_member(
         revoke_deadline_ms: 0,
         last_heartbeat_ms: now,
         last_sent: None,
+        classic: None,
     }
 }
 
@@ -577,6 +583,12 @@ fn known_member(
             "unknown member",
         ));
     };
+    if m.classic.is_some() {
+        return Err(Refusal::new(
+            ResponseError::UnknownMemberId,
+            "member uses the classic protocol",
+        ));
+    }
     let owned = req.topic_partitions.as_deref().map(from_wire);
     let lost_response = epoch == m.previous_epoch
         && owned
@@ -632,7 +644,7 @@ fn update_member(m: &mut ConsumerMember, req: &ConsumerGroupHeartbeatRequest) ->
 /// Moves the group epoch once for a change to membership, subscriptions (`bump`) or subscribed
 /// topics, then recomputes the target if it was computed for an older epoch. Returns whether
 /// the group changed.
-fn advance_epochs(
+pub(crate) fn advance_epochs(
     group: &mut ConsumerGroup,
     bump: bool,
     cfg: &ConsumerProtocolConfig,
@@ -691,26 +703,38 @@ fn reconcile_and_respond(
     )
 }
 
-/// Expired sessions and members that never confirmed a revocation leave the group.
-pub fn expire(group: &mut ConsumerGroup, now: i64, cfg: &ConsumerProtocolConfig) -> bool {
+/// Expired sessions and members that never confirmed a revocation leave the group; returns
+/// them. A member of the classic protocol has its own session timeout.
+pub fn expire(
+    group: &mut ConsumerGroup,
+    now: i64,
+    cfg: &ConsumerProtocolConfig,
+) -> Vec<ConsumerMember> {
     let dead: Vec<String> = group
         .members
         .values()
         .filter(|m| {
-            m.last_heartbeat_ms + i64::from(cfg.session_timeout_ms) <= now
-                || (!is_empty(&m.revoking) && m.revoke_deadline_ms <= now)
+            let session = m
+                .classic
+                .as_ref()
+                .map_or(cfg.session_timeout_ms, |c| c.session_timeout_ms);
+            let deadline_passed = m.revoke_deadline_ms <= now;
+            m.last_heartbeat_ms + i64::from(session) <= now
+                || (!is_empty(&m.revoking) && deadline_passed)
+                || (m.classic.is_some() && m.revoke_deadline_ms > 0 && deadline_passed)
         })
         .map(|m| m.id.clone())
         .collect();
+    let mut gone = Vec::new();
     for id in &dead {
         tracing::info!(member = %id, "consumer group member expired");
-        group.members.shift_remove(id);
+        gone.extend(group.members.shift_remove(id));
         group.target.remove(id);
     }
-    if !dead.is_empty() {
+    if !gone.is_empty() {
         group.group_epoch += 1;
     }
-    !dead.is_empty()
+    gone
 }
 
 /// Rebuilds a consumer group from its record; members get a fresh session.
@@ -747,6 +771,7 @@ pub(crate) fn restore(v: ConsumerGroupValue, now: i64) -> ConsumerGroup {
                 revoke_deadline_ms: 0,
                 last_heartbeat_ms: now,
                 last_sent: None,
+                classic: m.classic,
             },
         );
     }

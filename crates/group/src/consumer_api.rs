@@ -15,6 +15,7 @@ use crate::assignor::Assignment;
 use crate::consumer::{self, ConsumerGroup, ConsumerMember};
 use crate::coordinator::{authorized_operations, s, ClientInfo, GroupCoordinator};
 use crate::group::{Group, GroupState};
+use crate::migration;
 use crate::offsets_topic::{
     encode_key, encode_value, ConsumerGroupValue, ConsumerMemberValue, RecordKey, RecordValue,
 };
@@ -38,23 +39,42 @@ impl GroupCoordinator {
         let group = groups
             .entry(req.group_id.to_string())
             .or_insert_with(|| Group::new(&req.group_id, now));
+        let mut upgraded = false;
         if group.consumer.is_none() {
             if !(group.is(GroupState::Empty) || group.is(GroupState::Dead)) {
-                return ConsumerGroupHeartbeatResponse::default()
-                    .with_error_code(ResponseError::GroupIdNotFound.code())
-                    .with_error_message(Some(s(&format!(
-                        "Group {} is a classic group with members, not a consumer group.",
-                        group.id
-                    ))));
+                // A classic group with members: a joining member upgrades it, if it may.
+                let not_found = |message: String| {
+                    ConsumerGroupHeartbeatResponse::default()
+                        .with_error_code(ResponseError::GroupIdNotFound.code())
+                        .with_error_message(Some(s(&message)))
+                };
+                if req.member_epoch != 0 {
+                    return not_found(format!("Group {} is not a consumer group.", group.id));
+                }
+                let max_size = self.consumer_config(&req.group_id).max_size;
+                if let Some(why) =
+                    migration::upgrade_refusal(group, self.config.migration_policy, max_size)
+                {
+                    return not_found(why);
+                }
+                match migration::to_consumer(group, self.catalog.as_ref(), now) {
+                    Ok(effects) => self.apply(group, effects),
+                    Err(why) => return not_found(why),
+                }
+                upgraded = true;
+            } else {
+                // An empty classic group (or a new one) becomes a consumer group; offsets stay.
+                group.consumer = Some(ConsumerGroup::default());
+                group.protocol_type = None;
             }
-            // An empty classic group (or a new one) becomes a consumer group; offsets stay.
-            group.consumer = Some(ConsumerGroup::default());
-            group.protocol_type = None;
         }
         let Some(c) = group.consumer.as_mut() else {
             return ConsumerGroupHeartbeatResponse::default()
                 .with_error_code(ResponseError::UnknownServerError.code());
         };
+        let leaving = (req.member_epoch == -1 || req.member_epoch == -2)
+            .then(|| c.members.get(req.member_id.as_str()).cloned())
+            .flatten();
         let new_id = uuid::Uuid::new_v4().simple().to_string();
         let cfg = self.consumer_config(&req.group_id);
         let (response, changed) = consumer::heartbeat(
@@ -67,10 +87,51 @@ impl GroupCoordinator {
             &cfg,
             self.catalog.as_ref(),
         );
-        if changed {
+        let left = leaving.filter(|m| !c.members.contains_key(&m.id));
+        if let Some(m) = left {
+            self.after_consumer_members_left(group, &[m], now);
+        } else if changed || upgraded {
             self.persist_consumer(group);
         }
         response
+    }
+
+    /// After members left a consumer group (or were fenced): the group becomes classic again
+    /// if the last consumer-protocol member went and classic members remain (and the policy
+    /// allows it); otherwise its new state is persisted.
+    pub(crate) fn after_consumer_members_left(
+        &self,
+        group: &mut Group,
+        left: &[ConsumerMember],
+        now: i64,
+    ) {
+        let downgrade = group.consumer.as_ref().is_some_and(|c| {
+            migration::downgrades(
+                c,
+                left,
+                self.config.migration_policy,
+                self.config.max_group_size,
+                &group.id,
+            )
+        });
+        if !downgrade {
+            self.persist_consumer(group);
+            return;
+        }
+        let effects = migration::to_classic(group, self.catalog.as_ref(), now, &self.config);
+        let tombstone = (
+            encode_key(&RecordKey::ConsumerGroup {
+                group: group.id.clone(),
+            }),
+            None,
+        );
+        if let Err(e) = self
+            .store
+            .append(self.partition_for(&group.id), &[tombstone])
+        {
+            tracing::error!(group = %group.id, error = %e, "cannot persist the downgrade of a consumer group");
+        }
+        self.apply(group, effects);
     }
 
     pub(crate) fn persist_consumer(&self, group: &Group) {
@@ -96,6 +157,7 @@ impl GroupCoordinator {
                     previous_epoch: m.previous_epoch,
                     assigned: consumer::union(&m.assigned, &m.revoking),
                     target: c.target.get(&m.id).cloned().unwrap_or_default(),
+                    classic: m.classic.clone(),
                 })
                 .collect(),
         };
@@ -186,6 +248,7 @@ impl GroupCoordinator {
             .with_subscribed_topic_regex(m.subscribed_regex.as_ref().map(|r| s(&r.source)))
             .with_assignment(wire(&consumer::union(&m.assigned, &m.revoking)))
             .with_target_assignment(wire(&c.target.get(&m.id).cloned().unwrap_or_default()))
-            .with_member_type(1)
+            // KIP-1099's member type: 0 classic, 1 consumer.
+            .with_member_type(if m.classic.is_some() { 0 } else { 1 })
     }
 }

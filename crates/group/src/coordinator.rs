@@ -41,6 +41,7 @@ use crate::classic::{self, Answer, Effects, JoinClient};
 use crate::config::GroupConfig;
 use crate::consumer::{self, ConsumerGroupOverrides, ConsumerProtocolConfig, TopicCatalog};
 use crate::group::{Group, GroupState, Member};
+use crate::migration;
 use crate::offsets_topic::{
     self, decode_key, decode_value, encode_key, encode_value, GroupValue, MemberValue, RecordKey,
     RecordValue,
@@ -356,36 +357,43 @@ impl GroupCoordinator {
                 .entry(req.group_id.to_string())
                 .or_insert_with(|| Group::new(&req.group_id, now));
             let new_member_id = format!("{}-{}", client.client_id, uuid::Uuid::new_v4());
-            let (answer, effects) = classic::join(
-                group,
-                &req,
-                version,
-                JoinClient {
-                    client_id: client.client_id,
-                    client_host: client.client_host,
-                    new_member_id,
-                },
-                now,
-                &self.config,
-            );
+            let join_client = JoinClient {
+                client_id: client.client_id,
+                client_host: client.client_host,
+                new_member_id,
+            };
+            if group.has_consumer_members() {
+                let cfg = self.consumer_config(&req.group_id);
+                let Some(c) = group.consumer.as_mut() else {
+                    return classic::join_error(ResponseError::UnknownServerError, &req.member_id);
+                };
+                let (response, changed) = migration::join(
+                    c,
+                    &req,
+                    version,
+                    join_client,
+                    now,
+                    &self.config,
+                    &cfg,
+                    self.catalog.as_ref(),
+                );
+                if changed {
+                    self.persist_consumer(group);
+                }
+                return with_version(response, version);
+            }
+            let (answer, effects) =
+                classic::join(group, &req, version, join_client, now, &self.config);
             self.apply(group, effects);
             answer
         };
-        let mut response = match answer {
+        let response = match answer {
             Answer::Now(r) => r,
             Answer::Wait(rx) => rx.await.unwrap_or_else(|_| {
                 classic::join_error(ResponseError::CoordinatorNotAvailable, &req.member_id)
             }),
         };
-        if version < 7 {
-            response.protocol_type = None;
-        }
-        if version < 5 {
-            for m in &mut response.members {
-                m.group_instance_id = None;
-            }
-        }
-        response
+        with_version(response, version)
     }
 
     pub async fn sync_group(&self, req: SyncGroupRequest, version: i16) -> SyncGroupResponse {
@@ -400,6 +408,12 @@ impl GroupCoordinator {
             let Some(group) = groups.get_mut(req.group_id.as_str()) else {
                 return classic::sync_error(ResponseError::UnknownMemberId);
             };
+            if group.has_consumer_members() {
+                let Some(c) = group.consumer.as_mut() else {
+                    return classic::sync_error(ResponseError::UnknownServerError);
+                };
+                return migration::sync(c, &req, version, self.now(), self.catalog.as_ref());
+            }
             let (answer, effects) = classic::sync(group, &req, version, self.now());
             self.apply(group, effects);
             answer
@@ -419,10 +433,13 @@ impl GroupCoordinator {
             None if req.group_id.is_empty() => ResponseError::InvalidGroupId.code(),
             _ if serves.is_err() => serves.err().map_or(0, |e| e.code()),
             None => ResponseError::UnknownMemberId.code(),
-            Some(group) => match classic::heartbeat(group, &req, self.now()) {
-                Ok(()) => 0,
-                Err(e) => e.code(),
-            },
+            Some(group) => {
+                let answer = match group.consumer.as_mut() {
+                    Some(c) if !c.members.is_empty() => migration::heartbeat(c, &req, self.now()),
+                    _ => classic::heartbeat(group, &req, self.now()),
+                };
+                answer.err().map_or(0, |e| e.code())
+            }
         };
         HeartbeatResponse::default().with_error_code(code)
     }
@@ -450,6 +467,27 @@ impl GroupCoordinator {
             return LeaveGroupResponse::default()
                 .with_error_code(ResponseError::UnknownMemberId.code());
         };
+        if group.has_consumer_members() {
+            let Some(c) = group.consumer.as_mut() else {
+                return LeaveGroupResponse::default()
+                    .with_error_code(ResponseError::UnknownServerError.code());
+            };
+            let (codes, left) = migration::leave(c, &identities);
+            if !left.is_empty() {
+                self.persist_consumer(group);
+            }
+            let results = identities
+                .iter()
+                .zip(codes)
+                .map(|((member_id, instance), code)| {
+                    MemberResponse::default()
+                        .with_member_id(s(member_id))
+                        .with_group_instance_id(instance.as_deref().map(s))
+                        .with_error_code(code)
+                })
+                .collect();
+            return leave_response(results, version);
+        }
         let mut results = Vec::new();
         let mut removed_any = false;
         for (member_id, instance) in identities {
@@ -485,17 +523,7 @@ impl GroupCoordinator {
             let effects = classic::after_removal(group, now, &self.config);
             self.apply(group, effects);
         }
-        let top = if version < 3 {
-            results.first().map(|r| r.error_code).unwrap_or(0)
-        } else {
-            0
-        };
-        let response = LeaveGroupResponse::default().with_error_code(top);
-        if version >= 3 {
-            response.with_members(results)
-        } else {
-            response
-        }
+        leave_response(results, version)
     }
 
     /// Fires session, rebalance and sync timers, and expires offsets of empty groups.
@@ -506,12 +534,12 @@ impl GroupCoordinator {
             let effects = classic::tick(group, now, &self.config);
             self.apply(group, effects);
             // Only consumer-protocol groups look their settings up.
-            let expired = group
-                .consumer
-                .as_mut()
-                .is_some_and(|c| consumer::expire(c, now, &self.consumer_config(&group.id)));
-            if expired {
-                self.persist_consumer(group);
+            let expired = match group.consumer.as_mut() {
+                Some(c) => consumer::expire(c, now, &self.consumer_config(&group.id)),
+                None => Vec::new(),
+            };
+            if !expired.is_empty() {
+                self.after_consumer_members_left(group, &expired, now);
             }
         }
         self.expire_offsets(&mut groups, now);
@@ -707,6 +735,34 @@ impl GroupCoordinator {
             })
             .collect();
         DeleteGroupsResponse::default().with_results(results)
+    }
+}
+
+/// A JoinGroup response as the request's version carries it.
+fn with_version(mut response: JoinGroupResponse, version: i16) -> JoinGroupResponse {
+    if version < 7 {
+        response.protocol_type = None;
+    }
+    if version < 5 {
+        for m in &mut response.members {
+            m.group_instance_id = None;
+        }
+    }
+    response
+}
+
+/// A LeaveGroup response: one result per member from v3, the first one's error before.
+fn leave_response(results: Vec<MemberResponse>, version: i16) -> LeaveGroupResponse {
+    let top = if version < 3 {
+        results.first().map(|r| r.error_code).unwrap_or(0)
+    } else {
+        0
+    };
+    let response = LeaveGroupResponse::default().with_error_code(top);
+    if version >= 3 {
+        response.with_members(results)
+    } else {
+        response
     }
 }
 

@@ -22,12 +22,13 @@ mod consumer;
 mod consumer_api;
 mod coordinator;
 mod group;
+mod migration;
 mod offsets;
 pub mod offsets_topic;
 mod store;
 mod txn_offsets;
 
-pub use config::GroupConfig;
+pub use config::{GroupConfig, MigrationPolicy};
 pub use consumer::{ConsumerGroupOverrides, ConsumerProtocolConfig, TopicCatalog};
 pub use coordinator::{ClientInfo, GroupCoordinator};
 pub use store::{Appended, Durable, OffsetsStore, StoreError, StoredEntry, StoredRecord};
@@ -35,6 +36,8 @@ pub use txn_offsets::txn_offset_commit_error;
 
 #[cfg(test)]
 mod consumer_test;
+#[cfg(test)]
+mod migration_test;
 #[cfg(test)]
 mod ownership_test;
 #[cfg(test)]

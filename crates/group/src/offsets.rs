@@ -382,8 +382,9 @@ fn validate_commit(
             .members
             .get(req.member_id.as_str())
             .ok_or(ResponseError::UnknownMemberId)?;
+        // A classic member's generation is its member epoch (Kafka's ILLEGAL_GENERATION for it).
         if generation != m.epoch {
-            return Err(if version >= 9 {
+            return Err(if version >= 9 && m.classic.is_none() {
                 ResponseError::StaleMemberEpoch
             } else {
                 ResponseError::IllegalGeneration

@@ -69,6 +69,18 @@ pub struct ConsumerMemberValue {
     pub previous_epoch: i32,
     pub assigned: TopicAssignment,
     pub target: TopicAssignment,
+    /// Set for a member that speaks the classic protocol in a consumer group (stored from
+    /// value version 2).
+    pub classic: Option<ClassicMemberValue>,
+}
+
+/// What a classic-protocol member of a consumer group keeps beyond a consumer member (Kafka's
+/// `ClassicMemberMetadata`): its own session timeout and the protocols it joined with, each
+/// with its embedded consumer-protocol subscription.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassicMemberValue {
+    pub session_timeout_ms: i32,
+    pub protocols: Vec<(String, Bytes)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,6 +206,21 @@ impl Reader {
         }
         Ok(out)
     }
+    /// A session timeout of -1 marks a member of the consumer protocol.
+    fn classic_member(&mut self) -> Result<Option<ClassicMemberValue>, DecodeError> {
+        let session_timeout_ms = self.i32()?;
+        if session_timeout_ms < 0 {
+            return Ok(None);
+        }
+        let mut protocols = Vec::new();
+        for _ in 0..self.i32()?.max(0) {
+            protocols.push((self.str()?, self.bytes()?));
+        }
+        Ok(Some(ClassicMemberValue {
+            session_timeout_ms,
+            protocols,
+        }))
+    }
     fn bytes(&mut self) -> Result<Bytes, DecodeError> {
         let len = self.i32()?;
         if len < 0 {
@@ -265,7 +292,7 @@ pub fn encode_value(value: &RecordValue) -> Bytes {
             b.put_i64(o.commit_timestamp);
         }
         RecordValue::ConsumerGroup(g) => {
-            b.put_i16(1);
+            b.put_i16(2);
             b.put_i32(g.group_epoch);
             b.put_i32(g.assignment_epoch);
             put_str(&mut b, &g.assignor);
@@ -287,6 +314,17 @@ pub fn encode_value(value: &RecordValue) -> Bytes {
                 put_assignment(&mut b, &m.assigned);
                 put_assignment(&mut b, &m.target);
                 put_nullable_str(&mut b, m.subscribed_regex.as_deref());
+                match &m.classic {
+                    None => b.put_i32(-1),
+                    Some(c) => {
+                        b.put_i32(c.session_timeout_ms.max(0));
+                        b.put_i32(c.protocols.len() as i32);
+                        for (name, metadata) in &c.protocols {
+                            put_str(&mut b, name);
+                            put_bytes(&mut b, metadata);
+                        }
+                    }
+                }
             }
         }
         RecordValue::Group(g) => {
@@ -338,7 +376,7 @@ pub fn decode_value(key: &RecordKey, data: Bytes) -> Result<RecordValue, DecodeE
             }))
         }
         RecordKey::ConsumerGroup { .. } => {
-            if !(0..=1).contains(&version) {
+            if !(0..=2).contains(&version) {
                 return Err(DecodeError(format!(
                     "unknown consumer group value version {version}"
                 )));
@@ -372,6 +410,11 @@ pub fn decode_value(key: &RecordKey, data: Bytes) -> Result<RecordValue, DecodeE
                     target: r.assignment()?,
                     subscribed_regex: if version >= 1 {
                         r.nullable_str()?
+                    } else {
+                        None
+                    },
+                    classic: if version >= 2 {
+                        r.classic_member()?
                     } else {
                         None
                     },
@@ -507,9 +550,26 @@ mod tests {
                 epoch: 5,
                 previous_epoch: 4,
                 assigned: assigned.clone(),
-                target: assigned,
+                target: assigned.clone(),
+                classic: None,
             }],
         });
+        assert_eq!(decode_value(&ck, encode_value(&cv)).unwrap(), cv);
+        // A member of the classic protocol keeps its session timeout and protocols.
+        let RecordValue::ConsumerGroup(mut with_classic) = cv else {
+            unreachable!()
+        };
+        let mut classic_member = with_classic.members[0].clone();
+        classic_member.member_id = "k".into();
+        classic_member.classic = Some(ClassicMemberValue {
+            session_timeout_ms: 10_000,
+            protocols: vec![
+                ("range".into(), Bytes::from_static(b"sub-r")),
+                ("roundrobin".into(), Bytes::from_static(b"sub-rr")),
+            ],
+        });
+        with_classic.members.push(classic_member);
+        let cv = RecordValue::ConsumerGroup(with_classic);
         assert_eq!(decode_value(&ck, encode_value(&cv)).unwrap(), cv);
     }
 
