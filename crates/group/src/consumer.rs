@@ -233,6 +233,31 @@ fn err(e: ResponseError, msg: &str) -> ConsumerGroupHeartbeatResponse {
 }
 
 impl ConsumerMember {
+    /// A member as it joins: at epoch 0, with no client details, subscription, assignor or
+    /// assignment recorded yet.
+    pub(crate) fn joining(id: &str, instance_id: Option<String>, now: i64) -> Self {
+        ConsumerMember {
+            id: id.to_string(),
+            instance_id,
+            rack: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            subscribed: Vec::new(),
+            subscribed_regex: None,
+            regex_topics: Vec::new(),
+            server_assignor: None,
+            rebalance_timeout_ms: 0,
+            epoch: 0,
+            previous_epoch: -1,
+            assigned: Assignment::new(),
+            revoking: Assignment::new(),
+            revoke_deadline_ms: 0,
+            last_heartbeat_ms: now,
+            last_sent: None,
+            classic: None,
+        }
+    }
+
     /// Every topic the member subscribes to: by name, and those its regex matched.
     pub fn topics(&self) -> impl Iterator<Item = &String> {
         self.subscribed.iter().chain(self.regex_topics.iter())
@@ -538,8 +563,8 @@ fn previous_incarnation(
     })
 }
 
-/// A member as it joins: no subscription, assignor or assignment yet (the heartbeat records
-/// them next), at epoch 0.
+/// A member as it joins, with its client's details (the heartbeat records its subscription and
+/// assignor next).
 fn new_member(
     id: &str,
     req: &ConsumerGroupHeartbeatRequest,
@@ -548,24 +573,10 @@ fn new_member(
     now: i64,
 ) -> ConsumerMember {
     ConsumerMember {
-        id: id.to_string(),
-        instance_id: req.instance_id.as_ref().map(|i| i.to_string()),
-        rack: None,
         client_id: client_id.to_string(),
         client_host: client_host.to_string(),
-        subscribed: Vec::new(),
-        subscribed_regex: None,
-        regex_topics: Vec::new(),
-        server_assignor: None,
         rebalance_timeout_ms: req.rebalance_timeout_ms.max(0),
-        epoch: 0,
-        previous_epoch: -1,
-        assigned: Assignment::new(),
-        revoking: Assignment::new(),
-        revoke_deadline_ms: 0,
-        last_heartbeat_ms: now,
-        last_sent: None,
-        classic: None,
+        ..ConsumerMember::joining(id, req.instance_id.as_ref().map(|i| i.to_string()), now)
     }
 }
 

@@ -48,22 +48,25 @@ fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
 }
 
-/// The version and content of an embedded ConsumerProtocolSubscription.
-pub(crate) fn decode_subscription(
-    metadata: &Bytes,
-) -> Result<(i16, ConsumerProtocolSubscription), String> {
-    let mut buf = metadata.clone();
+/// An embedded consumer-protocol message: its version, then its body in that version (read as
+/// `max_version` when newer).
+fn decode_embedded<T: Decodable>(bytes: &Bytes, max_version: i16) -> Result<T, String> {
+    let mut buf = bytes.clone();
     if buf.remaining() < 2 {
-        return Err("the subscription is shorter than its version".to_string());
+        return Err("shorter than its version".to_string());
     }
     let version = buf.get_i16();
     if version < 0 {
-        return Err(format!("subscription version {version}"));
+        return Err(format!("version {version}"));
     }
-    let subscription =
-        ConsumerProtocolSubscription::decode(&mut buf, version.min(SUBSCRIPTION_VERSION_MAX))
-            .map_err(|e| e.to_string())?;
-    Ok((version, subscription))
+    T::decode(&mut buf, version.min(max_version)).map_err(|e| e.to_string())
+}
+
+/// An embedded ConsumerProtocolSubscription.
+pub(crate) fn decode_subscription(
+    metadata: &Bytes,
+) -> Result<ConsumerProtocolSubscription, String> {
+    decode_embedded(metadata, SUBSCRIPTION_VERSION_MAX)
 }
 
 /// An embedded ConsumerProtocolAssignment as topic ids; topics the catalog does not know any
@@ -73,17 +76,7 @@ fn decode_assignment(bytes: &Bytes, catalog: &dyn TopicCatalog) -> Result<Assign
     if bytes.is_empty() {
         return Ok(out);
     }
-    let mut buf = bytes.clone();
-    if buf.remaining() < 2 {
-        return Err("the assignment is shorter than its version".to_string());
-    }
-    let version = buf.get_i16();
-    if version < 0 {
-        return Err(format!("assignment version {version}"));
-    }
-    let assignment =
-        ConsumerProtocolAssignment::decode(&mut buf, version.min(ASSIGNMENT_VERSION_MAX))
-            .map_err(|e| e.to_string())?;
+    let assignment: ConsumerProtocolAssignment = decode_embedded(bytes, ASSIGNMENT_VERSION_MAX)?;
     for tp in assignment.assigned_partitions {
         if let Some((id, _)) = catalog.topic(tp.topic.as_str()) {
             out.entry(id).or_default().extend(tp.partitions);
@@ -203,7 +196,7 @@ pub(crate) fn to_consumer(
                 group.id, m.id
             )
         };
-        let (_, sub) = decode_subscription(&metadata).map_err(malformed)?;
+        let sub = decode_subscription(&metadata).map_err(malformed)?;
         let assigned = decode_assignment(&m.assignment, catalog).map_err(malformed)?;
         c.target.insert(m.id.clone(), assigned.clone());
         c.members.insert(
@@ -460,7 +453,7 @@ pub(crate) fn join(
         return refuse(ResponseError::InconsistentGroupProtocol);
     };
     let sub = match decode_subscription(metadata) {
-        Ok((_, sub)) => sub,
+        Ok(sub) => sub,
         Err(e) => {
             tracing::info!(member = %member_id, error = %e, "JoinGroup with a malformed consumer protocol subscription");
             return refuse(ResponseError::InconsistentGroupProtocol);
@@ -487,26 +480,7 @@ pub(crate) fn join(
         }
         Some(_) => {}
         None if is_new => {
-            let m = ConsumerMember {
-                id: member_id.clone(),
-                instance_id: instance.clone(),
-                rack: None,
-                client_id: String::new(),
-                client_host: String::new(),
-                subscribed: Vec::new(),
-                subscribed_regex: None,
-                regex_topics: Vec::new(),
-                server_assignor: None,
-                rebalance_timeout_ms: 0,
-                epoch: 0,
-                previous_epoch: -1,
-                assigned: Assignment::new(),
-                revoking: Assignment::new(),
-                revoke_deadline_ms: 0,
-                last_heartbeat_ms: now,
-                last_sent: None,
-                classic: None,
-            };
+            let m = ConsumerMember::joining(&member_id, instance.clone(), now);
             c.members.insert(member_id.clone(), m);
             tracing::info!(member = %member_id, "classic member joined the consumer group");
             bump = true;

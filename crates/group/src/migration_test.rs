@@ -21,20 +21,14 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use uuid::Uuid;
 
-use super::tests::{Catalog, MemStore, CLIENT};
+use super::tests::{heartbeat, Catalog, Fixture, MemStore, CLIENT};
 use crate::{GroupConfig, GroupCoordinator, MigrationPolicy};
 
-const GROUP: &str = "mg";
+const GROUP: &str = "g";
 const T: u128 = 1;
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
-}
-
-struct Fixture {
-    clock: Arc<ManualClock>,
-    store: Arc<MemStore>,
-    coord: Arc<GroupCoordinator>,
 }
 
 fn config(policy: MigrationPolicy) -> GroupConfig {
@@ -122,16 +116,27 @@ fn all() -> Partitions {
     (0..4).collect()
 }
 
-async fn join(f: &Fixture, member: &str, owned: &Partitions) -> JoinGroupResponse {
-    let req = JoinGroupRequest::default()
+/// A JoinGroup of `member` with one protocol.
+fn join_request(
+    member: &str,
+    protocol_type: &str,
+    name: &str,
+    metadata: Bytes,
+) -> JoinGroupRequest {
+    JoinGroupRequest::default()
         .with_group_id(GroupId(s(GROUP)))
         .with_session_timeout_ms(10_000)
         .with_rebalance_timeout_ms(30_000)
         .with_member_id(s(member))
-        .with_protocol_type(s("consumer"))
+        .with_protocol_type(s(protocol_type))
         .with_protocols(vec![JoinGroupRequestProtocol::default()
-            .with_name(s("range"))
-            .with_metadata(subscription(owned))]);
+            .with_name(s(name))
+            .with_metadata(metadata)])
+}
+
+/// A JoinGroup of a consumer subscribed to `t` with the range assignor, owning `owned`.
+async fn join(f: &Fixture, member: &str, owned: &Partitions) -> JoinGroupResponse {
+    let req = join_request(member, "consumer", "range", subscription(owned));
     f.coord.join_group(req, 9, CLIENT).await
 }
 
@@ -164,17 +169,6 @@ async fn sync(
                 .collect(),
         );
     f.coord.sync_group(req, 5).await
-}
-
-fn heartbeat(f: &Fixture, member: &str, generation: i32) -> i16 {
-    f.coord
-        .heartbeat(
-            HeartbeatRequest::default()
-                .with_group_id(GroupId(s(GROUP)))
-                .with_generation_id(generation)
-                .with_member_id(s(member)),
-        )
-        .error_code
 }
 
 /// A ConsumerGroupHeartbeat of `member` at `epoch` owning `owned` of `t`.
@@ -521,15 +515,7 @@ async fn the_policy_can_forbid_each_conversion() {
 #[tokio::test]
 async fn only_groups_of_the_consumer_embedded_protocol_are_upgraded() {
     let f = fixture(MigrationPolicy::Bidirectional);
-    let req = JoinGroupRequest::default()
-        .with_group_id(GroupId(s(GROUP)))
-        .with_session_timeout_ms(10_000)
-        .with_rebalance_timeout_ms(30_000)
-        .with_member_id(s(""))
-        .with_protocol_type(s("connect"))
-        .with_protocols(vec![JoinGroupRequestProtocol::default()
-            .with_name(s("sessioned"))
-            .with_metadata(Bytes::from_static(b"worker"))]);
+    let req = join_request("", "connect", "sessioned", Bytes::from_static(b"worker"));
     let joined = f.coord.join_group(req, 3, CLIENT).await;
     assert_eq!(joined.error_code, 0);
     let k = consumer_hb(&f, "", 0, &Partitions::new());
@@ -544,15 +530,7 @@ async fn only_groups_of_the_consumer_embedded_protocol_are_upgraded() {
 #[tokio::test]
 async fn a_classic_member_with_a_malformed_subscription_leaves_the_classic_group_as_it_was() {
     let f = fixture(MigrationPolicy::Bidirectional);
-    let req = JoinGroupRequest::default()
-        .with_group_id(GroupId(s(GROUP)))
-        .with_session_timeout_ms(10_000)
-        .with_rebalance_timeout_ms(30_000)
-        .with_member_id(s(""))
-        .with_protocol_type(s("consumer"))
-        .with_protocols(vec![JoinGroupRequestProtocol::default()
-            .with_name(s("range"))
-            .with_metadata(Bytes::from_static(b"\x00\x01\xff"))]);
+    let req = join_request("", "consumer", "range", Bytes::from_static(b"\x00\x01\xff"));
     let joined = f.coord.join_group(req, 3, CLIENT).await;
     assert_eq!(joined.error_code, 0);
     let k = consumer_hb(&f, "", 0, &Partitions::new());

@@ -306,7 +306,8 @@ async fn sync(
     f.coord.sync_group(req, 5).await
 }
 
-fn heartbeat(f: &Fixture, member: &str, generation: i32) -> i16 {
+/// A Heartbeat of `member` at `generation` in group `g`; the error code.
+pub(crate) fn heartbeat(f: &Fixture, member: &str, generation: i32) -> i16 {
     f.coord
         .heartbeat(
             HeartbeatRequest::default()
