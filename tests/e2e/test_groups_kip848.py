@@ -10,7 +10,7 @@ from confluent_kafka import (ConsumerGroupState, ConsumerGroupTopicPartitions, T
                              libversion)
 
 from conftest import (KIP848_BROKER, GroupMember, all_partitions, ck_admin, close_all,
-                      consume_until, create_topic, produce_numbered, unique_topic,
+                      consume_until, create_topic, poll_members, produce_numbered, unique_topic,
                       wait_group_stable)
 
 try:
@@ -197,5 +197,33 @@ def test_online_upgrade_and_downgrade_between_protocols(kbroker, strategy):
         phase([k1, c2], "classic-joined", ConsumerGroupType.CONSUMER)
         k1.close()
         phase([c2], "downgraded", ConsumerGroupType.CLASSIC)
+    finally:
+        close_all(everyone)
+
+
+def test_static_member_restart_keeps_its_partitions(kbroker):
+    """A static member (group.instance.id) that restarts within its session keeps its
+    partitions, and the others are not rebalanced: librdkafka leaves with epoch -2, the
+    coordinator keeps the member's place, and the next incarnation takes it over (KIP-848)."""
+    b = kbroker
+    topic = create_topic(b, unique_topic("k848s"), 6)
+    group = unique_topic("g")
+    a = member(b, group, topic, "a", **{"group.instance.id": "inst-a"})
+    c = member(b, group, topic, "c", **{"group.instance.id": "inst-c"})
+    everyone = [a, c]
+    try:
+        wait_group_stable([a, c], all_partitions(topic, 6), timeout=60)
+        a_share, c_share = a.assignment(), c.assignment()
+        c_revokes = len(c.revokes)
+        a.close()
+        poll_members([c], 2.0)
+        assert c.assignment() == c_share, "c was handed a's partitions while a restarted"
+        a2 = member(b, group, topic, "a2", **{"group.instance.id": "inst-a"})
+        everyone.append(a2)
+        wait_group_stable([a2, c], all_partitions(topic, 6), timeout=60, hold=1.0)
+        assert a2.assignment() == a_share
+        assert c.assignment() == c_share
+        assert len(c.revokes) == c_revokes, c.revokes[c_revokes:]
+        assert not c.protocol_errors() and not a2.protocol_errors()
     finally:
         close_all(everyone)

@@ -439,13 +439,37 @@ impl Refusal {
     }
 }
 
-/// A member leaving (epoch -1, or -2 for a static member) goes at once, and the group epoch
-/// moves so that its partitions are given to the others.
+/// The epoch of a static member that left for a while (KIP-848's `LEAVE_GROUP_STATIC_MEMBER_EPOCH`).
+pub(crate) const STATIC_MEMBER_AWAY: i32 = -2;
+
+/// A member leaving (epoch -1) goes at once, and the group epoch moves so that its partitions
+/// are given to the others. A static member leaving with epoch -2 is only away: it keeps its
+/// place and partitions, at epoch -2, until its session times out or its next incarnation
+/// (same instance id) takes them over without a rebalance.
 fn leave(
     group: &mut ConsumerGroup,
     req: &ConsumerGroupHeartbeatRequest,
 ) -> (ConsumerGroupHeartbeatResponse, bool) {
     let id = req.member_id.to_string();
+    if req.member_epoch == STATIC_MEMBER_AWAY {
+        if let Some(m) = group
+            .members
+            .get_mut(&id)
+            .filter(|m| m.instance_id.is_some() && m.classic.is_none())
+        {
+            m.epoch = STATIC_MEMBER_AWAY;
+            // What it was giving up is given up.
+            m.revoking.clear();
+            m.last_sent = None;
+            tracing::info!(member = %id, "static consumer group member left for now");
+            return (
+                ConsumerGroupHeartbeatResponse::default()
+                    .with_member_id(Some(req.member_id.clone()))
+                    .with_member_epoch(STATIC_MEMBER_AWAY),
+                true,
+            );
+        }
+    }
     if group.members.shift_remove(&id).is_none() {
         return (err(ResponseError::UnknownMemberId, "unknown member"), false);
     }
@@ -497,10 +521,43 @@ fn join_member(
         m.epoch = 0;
         return Ok((id, false));
     }
-    // A static member replacing its previous incarnation takes over its place.
+    // A static member's next incarnation takes over its place, its partitions and its target,
+    // once the previous one has left for now (epoch -2); a classic one it replaces at once.
     if let Some(old) = previous_incarnation(group, req) {
-        group.members.shift_remove(&old);
-        group.target.remove(&old);
+        let released = group
+            .members
+            .get(&old)
+            .is_some_and(|m| m.epoch == STATIC_MEMBER_AWAY || m.classic.is_some());
+        if !released {
+            return Err(Refusal(
+                ResponseError::UnreleasedInstanceId,
+                format!(
+                    "Static member {id} cannot join the group because its instance id is \
+                     owned by member {old}."
+                ),
+            ));
+        }
+        let Some(mut m) = group.members.shift_remove(&old) else {
+            return Err(Refusal::new(
+                ResponseError::UnknownMemberId,
+                "unknown member",
+            ));
+        };
+        tracing::info!(old = %old, member = %id, "static member rejoined as a new incarnation");
+        if let Some(target) = group.target.remove(&old) {
+            group.target.insert(id.clone(), target);
+        }
+        m.id = id.clone();
+        m.epoch = 0;
+        m.previous_epoch = 0;
+        m.revoking.clear();
+        m.last_sent = None;
+        m.classic = None;
+        m.client_id = client_id.to_string();
+        m.client_host = client_host.to_string();
+        m.last_heartbeat_ms = now;
+        group.members.insert(id.clone(), m);
+        return Ok((id, false));
     } else if group.members.len() >= cfg.max_size {
         return Err(Refusal::new(
             ResponseError::GroupMaxSizeReached,

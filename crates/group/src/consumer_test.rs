@@ -443,3 +443,110 @@ async fn a_commit_outside_any_epoch_carrying_a_member_id_is_taken_while_the_grou
         ResponseError::UnknownMemberId.code()
     );
 }
+
+/// A heartbeat of static member `member` with instance id `instance`, subscribing to `t` when
+/// it joins.
+fn static_hb(
+    f: &Fixture,
+    member: &str,
+    instance: &str,
+    epoch: i32,
+    owned: Option<&BTreeSet<(u128, i32)>>,
+) -> ConsumerGroupHeartbeatResponse {
+    heartbeat(f, member, epoch, owned, |r| {
+        r.with_instance_id(Some(s(instance)))
+            .with_subscribed_topic_names((epoch == 0).then(|| vec![TopicName(s("t"))]))
+    })
+}
+
+type Owned = BTreeSet<(u128, i32)>;
+
+/// A static member as a test drives it: id, epoch and partitions.
+type StaticMember = (String, i32, Owned);
+
+/// Two static members `i-a` and `i-b` sharing `t` once both have reconciled.
+fn two_static_members(f: &Fixture) -> [StaticMember; 2] {
+    let instances = ["i-a", "i-b"];
+    let mut members: Vec<StaticMember> = Vec::new();
+    for instance in instances {
+        let r = static_hb(f, "", instance, 0, None);
+        assert_eq!(r.error_code, 0);
+        let id = r.member_id.clone().unwrap().to_string();
+        members.push((id, r.member_epoch, owned(&r).unwrap_or_default()));
+    }
+    for _ in 0..6 {
+        for ((id, epoch, held), instance) in members.iter_mut().zip(instances) {
+            let r = static_hb(f, id, instance, *epoch, Some(held));
+            assert_eq!(r.error_code, 0);
+            *epoch = r.member_epoch;
+            if let Some(now) = owned(&r) {
+                *held = now;
+            }
+        }
+    }
+    let [a, b]: [StaticMember; 2] = members.try_into().unwrap();
+    assert_eq!((a.2.len(), b.2.len()), (2, 2), "{:?} {:?}", a.2, b.2);
+    [a, b]
+}
+
+#[test]
+fn a_static_member_away_for_a_while_gets_its_partitions_back_without_a_rebalance() {
+    let f = fixture_with_catalog();
+    let [(a, a_epoch, a_owns), (b, b_epoch, b_owns)] = two_static_members(&f);
+
+    // a's process stops: it leaves with epoch -2 and keeps its place and partitions.
+    let away = static_hb(&f, &a, "i-a", -2, Some(&a_owns));
+    assert_eq!((away.error_code, away.member_epoch), (0, -2));
+    let r = static_hb(&f, &b, "i-b", b_epoch, Some(&b_owns));
+    assert_eq!(r.member_epoch, b_epoch, "no rebalance");
+    assert!(
+        owned(&r).is_none_or(|o| o == b_owns),
+        "b is given nothing of a's"
+    );
+
+    // Its next incarnation (a new member id, the same instance id) takes over at once.
+    let back = static_hb(&f, "", "i-a", 0, None);
+    assert_eq!(back.error_code, 0);
+    assert_ne!(back.member_id.as_ref().unwrap().as_str(), a);
+    assert_eq!(
+        back.member_epoch, a_epoch,
+        "same epoch: the group did not move"
+    );
+    assert_eq!(owned(&back), Some(a_owns));
+    let d = f.coord.consumer_group_describe(
+        ConsumerGroupDescribeRequest::default().with_group_ids(vec![GroupId(s("cg"))]),
+    );
+    assert_eq!(d.groups[0].members.len(), 2);
+    assert_eq!(d.groups[0].group_epoch, a_epoch);
+}
+
+#[test]
+fn a_second_incarnation_is_refused_while_the_first_has_not_left() {
+    let f = fixture_with_catalog();
+    let [(a, a_epoch, a_owns), _] = two_static_members(&f);
+    let twin = static_hb(&f, "", "i-a", 0, None);
+    assert_eq!(twin.error_code, ResponseError::UnreleasedInstanceId.code());
+    // The first one is untouched.
+    let r = static_hb(&f, &a, "i-a", a_epoch, Some(&a_owns));
+    assert_eq!((r.error_code, r.member_epoch), (0, a_epoch));
+}
+
+#[test]
+fn a_static_member_away_longer_than_its_session_is_removed() {
+    let f = fixture_with_catalog();
+    let [(a, _, a_owns), (b, mut b_epoch, mut b_owns)] = two_static_members(&f);
+    static_hb(&f, &a, "i-a", -2, Some(&a_owns));
+    for _ in 0..3 {
+        f.clock.advance(20_000);
+        f.coord.tick();
+        let r = static_hb(&f, &b, "i-b", b_epoch, Some(&b_owns));
+        b_epoch = r.member_epoch;
+        b_owns = owned(&r).unwrap_or(b_owns);
+    }
+    let r = static_hb(&f, &b, "i-b", b_epoch, Some(&b_owns));
+    assert_eq!(
+        owned(&r).unwrap_or(b_owns).len(),
+        4,
+        "b took a's partitions"
+    );
+}
