@@ -550,3 +550,34 @@ fn a_static_member_away_longer_than_its_session_is_removed() {
         "b took a's partitions"
     );
 }
+
+#[test]
+fn an_offset_fetch_naming_a_member_must_carry_its_epoch() {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+    let f = fixture_with_catalog();
+    let a = hb(&f, "", 0, Some(&["t"]), None);
+    let a_id = a.member_id.clone().unwrap().to_string();
+    let fetch = |member: Option<&str>, epoch: i32| {
+        f.coord
+            .offset_fetch(
+                OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+                    .with_group_id(GroupId(s("cg")))
+                    .with_member_id(member.map(s))
+                    .with_member_epoch(epoch)]),
+                9,
+            )
+            .groups[0]
+            .error_code
+    };
+    assert_eq!(fetch(Some(&a_id), a.member_epoch), 0);
+    assert_eq!(
+        fetch(Some(&a_id), a.member_epoch - 1),
+        ResponseError::StaleMemberEpoch.code()
+    );
+    assert_eq!(
+        fetch(Some("nobody"), 1),
+        ResponseError::UnknownMemberId.code()
+    );
+    // An admin tool names no member.
+    assert_eq!(fetch(None, -1), 0);
+}

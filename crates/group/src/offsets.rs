@@ -177,6 +177,11 @@ impl GroupCoordinator {
                 .with_group_id(g.group_id.clone())
                 .with_error_code(e.code());
         }
+        if let Err(e) = validate_fetch(groups.get(g.group_id.as_str()), g) {
+            return OffsetFetchResponseGroup::default()
+                .with_group_id(g.group_id.clone())
+                .with_error_code(e.code());
+        }
         let wanted: Option<Vec<(String, Vec<i32>)>> = g.topics.as_ref().map(|ts| {
             ts.iter()
                 .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
@@ -359,6 +364,33 @@ impl GroupCoordinator {
             groups.remove(&id);
         }
     }
+}
+
+/// An OffsetFetch (v9+) of a consumer group that names a member must come from a member at
+/// its current epoch, as Kafka's `ConsumerGroup.validateOffsetFetch` requires; one without a
+/// member (an admin tool, a classic client) is always served.
+fn validate_fetch(group: Option<&Group>, g: &OffsetFetchRequestGroup) -> Result<(), ResponseError> {
+    let Some(c) = group.and_then(|group| group.consumer.as_ref()) else {
+        return Ok(());
+    };
+    let Some(member_id) = g.member_id.as_ref() else {
+        return Ok(());
+    };
+    if g.member_epoch < 0 && member_id.is_empty() {
+        return Ok(());
+    }
+    let m = c
+        .members
+        .get(member_id.as_str())
+        .ok_or(ResponseError::UnknownMemberId)?;
+    if g.member_epoch != m.epoch {
+        return Err(if m.classic.is_some() {
+            ResponseError::IllegalGeneration
+        } else {
+            ResponseError::StaleMemberEpoch
+        });
+    }
+    Ok(())
 }
 
 fn validate_commit(
