@@ -389,9 +389,6 @@ pub fn heartbeat(
     if epoch == -1 || epoch == -2 {
         return leave(group, req);
     }
-    if let Err(refusal) = check_assignor(req) {
-        return (refusal.response(), false);
-    }
     let regex = match requested_regex(req) {
         Ok(regex) => regex,
         Err(refusal) => return (refusal.response(), false),
@@ -427,14 +424,14 @@ pub fn heartbeat(
 }
 
 /// A heartbeat refused before it changed anything: the error and its message.
-struct Refusal(ResponseError, String);
+pub(crate) struct Refusal(ResponseError, String);
 
 impl Refusal {
     fn new(error: ResponseError, message: &str) -> Self {
         Self(error, message.to_string())
     }
 
-    fn response(&self) -> ConsumerGroupHeartbeatResponse {
+    pub(crate) fn response(&self) -> ConsumerGroupHeartbeatResponse {
         err(self.0, &self.1)
     }
 }
@@ -482,6 +479,48 @@ fn leave(
             .with_member_epoch(req.member_epoch),
         true,
     )
+}
+
+/// Kafka's checks of a ConsumerGroupHeartbeat before it touches the group: the fields each
+/// member epoch requires, no empty ids, and an assignor the coordinator has. The refusal is
+/// INVALID_REQUEST (UNSUPPORTED_ASSIGNOR for the assignor) with Kafka's message.
+pub(crate) fn check_request(req: &ConsumerGroupHeartbeatRequest) -> Result<(), Refusal> {
+    let invalid = |message: &str| Err(Refusal::new(ResponseError::InvalidRequest, message));
+    if req.instance_id.as_ref().is_some_and(|i| i.is_empty()) {
+        return invalid("InstanceId can't be empty.");
+    }
+    if req.rack_id.as_ref().is_some_and(|r| r.is_empty()) {
+        return invalid("RackId can't be empty.");
+    }
+    match req.member_epoch {
+        e if e > 0 || e == -1 => {
+            if req.member_id.is_empty() {
+                return invalid("MemberId can't be empty.");
+            }
+        }
+        0 => {
+            if req.rebalance_timeout_ms == -1 {
+                return invalid("RebalanceTimeoutMs must be provided in first request.");
+            }
+            if req
+                .topic_partitions
+                .as_ref()
+                .is_some_and(|tps| !tps.is_empty())
+            {
+                return invalid("TopicPartitions must be empty when (re-)joining.");
+            }
+        }
+        STATIC_MEMBER_AWAY => {
+            if req.member_id.is_empty() {
+                return invalid("MemberId can't be empty.");
+            }
+            if req.instance_id.is_none() {
+                return invalid("InstanceId can't be null.");
+            }
+        }
+        _ => return invalid("MemberEpoch is invalid."),
+    }
+    check_assignor(req)
 }
 
 /// A member may ask only for an assignor the coordinator has.

@@ -36,6 +36,10 @@ impl GroupCoordinator {
         if let Err(e) = self.serves(&req.group_id) {
             return ConsumerGroupHeartbeatResponse::default().with_error_code(e.code());
         }
+        // Checked by the coordinator of the group, before anything changes (Kafka's order).
+        if let Err(refusal) = consumer::check_request(&req) {
+            return refusal.response();
+        }
         let group = groups
             .entry(req.group_id.to_string())
             .or_insert_with(|| Group::new(&req.group_id, now));

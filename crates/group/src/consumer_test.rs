@@ -221,6 +221,7 @@ fn classic_and_consumer_groups_do_not_mix() {
         ConsumerGroupHeartbeatRequest::default()
             .with_group_id(GroupId(s("cg2")))
             .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
             .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
             .with_server_assignor(Some(s("magic"))),
         CLIENT,
@@ -580,4 +581,56 @@ fn an_offset_fetch_naming_a_member_must_carry_its_epoch() {
     );
     // An admin tool names no member.
     assert_eq!(fetch(None, -1), 0);
+}
+
+#[test]
+fn malformed_heartbeats_are_invalid_request_with_kafkas_reason() {
+    let f = fixture_with_catalog();
+    let base = || {
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s("cg")))
+            .with_rebalance_timeout_ms(30_000)
+            .with_topic_partitions(Some(Vec::new()))
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
+    };
+    let owning = vec![TopicPartitions::default()
+        .with_topic_id(Uuid::from_u128(1))
+        .with_partitions(vec![0])];
+    let cases = [
+        (
+            base().with_instance_id(Some(s(""))),
+            "InstanceId can't be empty.",
+        ),
+        (base().with_rack_id(Some(s(""))), "RackId can't be empty."),
+        (base().with_member_epoch(3), "MemberId can't be empty."),
+        (base().with_member_epoch(-1), "MemberId can't be empty."),
+        (
+            base().with_rebalance_timeout_ms(-1),
+            "RebalanceTimeoutMs must be provided in first request.",
+        ),
+        (
+            base().with_topic_partitions(Some(owning)),
+            "TopicPartitions must be empty when (re-)joining.",
+        ),
+        (
+            base().with_member_id(s("m")).with_member_epoch(-2),
+            "InstanceId can't be null.",
+        ),
+        (
+            base().with_member_id(s("m")).with_member_epoch(-3),
+            "MemberEpoch is invalid.",
+        ),
+    ];
+    for (request, reason) in cases {
+        let r = f.coord.consumer_group_heartbeat(request, CLIENT);
+        assert_eq!(
+            r.error_code,
+            ResponseError::InvalidRequest.code(),
+            "{reason}"
+        );
+        assert_eq!(r.error_message.as_deref(), Some(reason));
+    }
+    // None of them created the group.
+    let listed = f.coord.list_groups(ListGroupsRequest::default());
+    assert!(listed.groups.is_empty());
 }

@@ -185,9 +185,14 @@ fn consumer_hb(
             .with_member_epoch(epoch)
             .with_rebalance_timeout_ms(30_000)
             .with_subscribed_topic_names((epoch == 0).then(|| vec![TopicName(s("t"))]))
-            .with_topic_partitions(Some(vec![TopicPartitions::default()
-                .with_topic_id(Uuid::from_u128(T))
-                .with_partitions(owned.iter().copied().collect())])),
+            // A joining member owns nothing (Kafka refuses a join that reports partitions).
+            .with_topic_partitions(Some(if epoch == 0 {
+                Vec::new()
+            } else {
+                vec![TopicPartitions::default()
+                    .with_topic_id(Uuid::from_u128(T))
+                    .with_partitions(owned.iter().copied().collect())]
+            })),
         CLIENT,
     )
 }
