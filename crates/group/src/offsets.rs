@@ -301,11 +301,13 @@ impl GroupCoordinator {
         let retention = self.config.offsets_retention_ms;
         let mut forget = Vec::new();
         for group in groups.values_mut() {
-            // An open transaction's offsets keep the group until it ends, and a commit in
-            // flight until it settles.
+            // An open transaction's offsets keep the group until it ends, a commit in flight
+            // until it settles, and a member id handed out by MEMBER_ID_REQUIRED until it lapses
+            // (forgetting the group would refuse that member's second JoinGroup).
             if !group.is_empty_of_members()
                 || !group.pending_txn_offsets.is_empty()
                 || group.commits_in_flight > 0
+                || !group.pending.is_empty()
             {
                 continue;
             }

@@ -710,3 +710,18 @@ async fn static_leader_restart_keeps_the_generation() {
     let v5_id = v5.member_id.to_string();
     assert_eq!(sync(&f, &v5_id, 1, &[]).await.assignment, Bytes::from("A"));
 }
+
+#[tokio::test]
+async fn a_member_id_handed_out_survives_the_coordinators_tick() {
+    // KIP-394: the first JoinGroup of a new group only hands out an id; the group has no member
+    // and no offsets yet, and the tick that forgets empty groups must not forget this one.
+    let f = fixture(0);
+    let first = join(&f.coord, join_req("", None, &["range"])).await;
+    assert_eq!(first.error_code, ResponseError::MemberIdRequired.code());
+    f.clock.advance(100);
+    f.coord.tick();
+    let id = first.member_id.to_string();
+    let second = join(&f.coord, join_req(&id, None, &["range"])).await;
+    assert_eq!(second.error_code, 0, "the handed-out id was forgotten");
+    assert_eq!(second.member_id.as_str(), id);
+}
