@@ -92,6 +92,9 @@ pub struct ConsumerMember {
     /// When it is removed if it has not confirmed the revocation by then; for a classic
     /// member, also if it has not joined again by then after being told to (0: none runs).
     pub revoke_deadline_ms: i64,
+    /// A classic member is removed if no SyncGroup follows its JoinGroup by then, as Kafka's
+    /// sync timeout does (0: none runs).
+    pub sync_deadline_ms: i64,
     pub last_heartbeat_ms: i64,
     /// The assignment last sent, to send only changes.
     pub last_sent: Option<Assignment>,
@@ -252,6 +255,7 @@ impl ConsumerMember {
             assigned: Assignment::new(),
             revoking: Assignment::new(),
             revoke_deadline_ms: 0,
+            sync_deadline_ms: 0,
             last_heartbeat_ms: now,
             last_sent: None,
             classic: None,
@@ -481,20 +485,35 @@ fn leave(
     )
 }
 
+/// From this ConsumerGroupHeartbeat version on the client makes up its member id (KIP-1082),
+/// so even a joining member must send one.
+pub(crate) const CLIENT_MEMBER_ID_REQUIRED_VERSION: i16 = 1;
+
+/// Whether a string field counts as empty for Kafka's checks: nothing but whitespace.
+pub(crate) fn blank(v: &str) -> bool {
+    v.trim().is_empty()
+}
+
 /// Kafka's checks of a ConsumerGroupHeartbeat before it touches the group: the fields each
 /// member epoch requires, no empty ids, and an assignor the coordinator has. The refusal is
 /// INVALID_REQUEST (UNSUPPORTED_ASSIGNOR for the assignor) with Kafka's message.
-pub(crate) fn check_request(req: &ConsumerGroupHeartbeatRequest) -> Result<(), Refusal> {
+pub(crate) fn check_request(
+    req: &ConsumerGroupHeartbeatRequest,
+    version: i16,
+) -> Result<(), Refusal> {
     let invalid = |message: &str| Err(Refusal::new(ResponseError::InvalidRequest, message));
-    if req.instance_id.as_ref().is_some_and(|i| i.is_empty()) {
+    if version >= CLIENT_MEMBER_ID_REQUIRED_VERSION && blank(&req.member_id) {
+        return invalid("MemberId can't be empty.");
+    }
+    if req.instance_id.as_ref().is_some_and(|i| blank(i)) {
         return invalid("InstanceId can't be empty.");
     }
-    if req.rack_id.as_ref().is_some_and(|r| r.is_empty()) {
+    if req.rack_id.as_ref().is_some_and(|r| blank(r)) {
         return invalid("RackId can't be empty.");
     }
     match req.member_epoch {
         e if e > 0 || e == -1 => {
-            if req.member_id.is_empty() {
+            if blank(&req.member_id) {
                 return invalid("MemberId can't be empty.");
             }
         }
@@ -511,7 +530,7 @@ pub(crate) fn check_request(req: &ConsumerGroupHeartbeatRequest) -> Result<(), R
             }
         }
         STATIC_MEMBER_AWAY => {
-            if req.member_id.is_empty() {
+            if blank(&req.member_id) {
                 return invalid("MemberId can't be empty.");
             }
             if req.instance_id.is_none() {
@@ -829,6 +848,7 @@ pub fn expire(
             m.last_heartbeat_ms + i64::from(session) <= now
                 || (!is_empty(&m.revoking) && deadline_passed)
                 || (m.classic.is_some() && m.revoke_deadline_ms > 0 && deadline_passed)
+                || (m.sync_deadline_ms > 0 && m.sync_deadline_ms <= now)
         })
         .map(|m| m.id.clone())
         .collect();
@@ -876,6 +896,7 @@ pub(crate) fn restore(v: ConsumerGroupValue, now: i64) -> ConsumerGroup {
                 assigned: m.assigned,
                 revoking: Assignment::new(),
                 revoke_deadline_ms: 0,
+                sync_deadline_ms: 0,
                 last_heartbeat_ms: now,
                 last_sent: None,
                 classic: m.classic,

@@ -24,9 +24,10 @@ impl GroupCoordinator {
     pub fn consumer_group_heartbeat(
         &self,
         req: ConsumerGroupHeartbeatRequest,
+        version: i16,
         client: ClientInfo<'_>,
     ) -> ConsumerGroupHeartbeatResponse {
-        if req.group_id.is_empty() {
+        if consumer::blank(&req.group_id) {
             return ConsumerGroupHeartbeatResponse::default()
                 .with_error_code(ResponseError::InvalidRequest.code())
                 .with_error_message(Some(s("GroupId can't be empty.")));
@@ -37,7 +38,7 @@ impl GroupCoordinator {
             return ConsumerGroupHeartbeatResponse::default().with_error_code(e.code());
         }
         // Checked by the coordinator of the group, before anything changes (Kafka's order).
-        if let Err(refusal) = consumer::check_request(&req) {
+        if let Err(refusal) = consumer::check_request(&req, version) {
             return refusal.response();
         }
         let group = groups

@@ -59,7 +59,8 @@ fn heartbeat(
         .with_member_epoch(epoch)
         .with_rebalance_timeout_ms(30_000)
         .with_topic_partitions(owned);
-    f.coord.consumer_group_heartbeat(subscribe(request), CLIENT)
+    f.coord
+        .consumer_group_heartbeat(subscribe(request), 0, CLIENT)
 }
 
 fn owned(r: &ConsumerGroupHeartbeatResponse) -> Option<BTreeSet<(u128, i32)>> {
@@ -224,6 +225,7 @@ fn classic_and_consumer_groups_do_not_mix() {
             .with_rebalance_timeout_ms(30_000)
             .with_subscribed_topic_names(Some(vec![TopicName(s("t"))]))
             .with_server_assignor(Some(s("magic"))),
+        0,
         CLIENT,
     );
     assert_eq!(
@@ -304,6 +306,7 @@ fn an_invalid_regex_is_invalid_regular_expression() {
             .with_group_id(GroupId(s("cg")))
             .with_member_epoch(0)
             .with_rebalance_timeout_ms(30_000),
+        0,
         CLIENT,
     );
     assert_eq!(r.error_code, ResponseError::InvalidRequest.code());
@@ -622,7 +625,7 @@ fn malformed_heartbeats_are_invalid_request_with_kafkas_reason() {
         ),
     ];
     for (request, reason) in cases {
-        let r = f.coord.consumer_group_heartbeat(request, CLIENT);
+        let r = f.coord.consumer_group_heartbeat(request, 0, CLIENT);
         assert_eq!(
             r.error_code,
             ResponseError::InvalidRequest.code(),
@@ -630,7 +633,55 @@ fn malformed_heartbeats_are_invalid_request_with_kafkas_reason() {
         );
         assert_eq!(r.error_message.as_deref(), Some(reason));
     }
+    // Kafka counts an id of nothing but spaces as empty; from v1 (KIP-1082) a joining member
+    // must bring its own id.
+    let v1_cases = [
+        (base(), "MemberId can't be empty."),
+        (base().with_member_id(s("  ")), "MemberId can't be empty."),
+        (
+            base().with_member_id(s("m")).with_instance_id(Some(s(" "))),
+            "InstanceId can't be empty.",
+        ),
+        (
+            base().with_member_id(s("m")).with_rack_id(Some(s("\t"))),
+            "RackId can't be empty.",
+        ),
+    ];
+    for (request, reason) in v1_cases {
+        let r = f.coord.consumer_group_heartbeat(request, 1, CLIENT);
+        assert_eq!(
+            r.error_code,
+            ResponseError::InvalidRequest.code(),
+            "{reason}"
+        );
+        assert_eq!(r.error_message.as_deref(), Some(reason));
+    }
+    let r = f.coord.consumer_group_heartbeat(
+        base().with_group_id(GroupId(s(" "))).with_member_id(s("m")),
+        1,
+        CLIENT,
+    );
+    assert_eq!(r.error_message.as_deref(), Some("GroupId can't be empty."));
     // None of them created the group.
     let listed = f.coord.list_groups(ListGroupsRequest::default());
     assert!(listed.groups.is_empty());
+}
+
+#[test]
+fn from_v1_a_joining_member_keeps_the_id_its_client_made_up() {
+    let f = fixture_with_catalog();
+    let r = f.coord.consumer_group_heartbeat(
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(s("cg")))
+            .with_member_id(s("client-made-id"))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
+            .with_topic_partitions(Some(Vec::new()))
+            .with_subscribed_topic_names(Some(vec![TopicName(s("t"))])),
+        1,
+        CLIENT,
+    );
+    assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    assert_eq!(r.member_id.as_deref(), Some("client-made-id"));
+    assert_eq!(r.member_epoch, 1);
 }

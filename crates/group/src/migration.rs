@@ -217,6 +217,7 @@ pub(crate) fn to_consumer(
                 assigned,
                 revoking: Assignment::new(),
                 revoke_deadline_ms: 0,
+                sync_deadline_ms: 0,
                 last_heartbeat_ms: now,
                 last_sent: None,
                 classic: Some(ClassicMemberValue {
@@ -512,8 +513,10 @@ pub(crate) fn join(
     m.client_host = client.client_host.to_string();
     m.instance_id = instance;
     m.last_heartbeat_ms = now;
-    // It joined: no rejoin deadline runs (reconciling may start a revocation's).
+    // It joined: no rejoin deadline runs (reconciling may start a revocation's), and its
+    // SyncGroup must follow within its rebalance timeout.
     m.revoke_deadline_ms = 0;
+    m.sync_deadline_ms = now + i64::from(m.rebalance_timeout_ms.max(0));
     m.classic = Some(ClassicMemberValue {
         session_timeout_ms: req.session_timeout_ms,
         protocols: req
@@ -576,6 +579,7 @@ pub(crate) fn sync(
         return sync_error(ResponseError::RebalanceInProgress);
     }
     m.last_heartbeat_ms = now;
+    m.sync_deadline_ms = 0;
     let assignment = encode_assignment(&m.assigned, catalog, subscription_version(&metadata));
     let mut response = SyncGroupResponse::default().with_assignment(assignment);
     if version >= 5 {

@@ -193,6 +193,7 @@ fn consumer_hb(
                     .with_topic_id(Uuid::from_u128(T))
                     .with_partitions(owned.iter().copied().collect())]
             })),
+        0,
         CLIENT,
     )
 }
@@ -595,4 +596,57 @@ async fn a_classic_member_told_to_rejoin_that_does_not_is_removed_after_its_reba
     assert_eq!(heartbeat(&f, &a, 1), ResponseError::UnknownMemberId.code());
     let r = consumer_hb(&f, &k_id, k.member_epoch, &Partitions::new());
     assert_eq!(hb_owned(&r), Some(all()));
+}
+
+#[tokio::test]
+async fn a_classic_member_that_joins_but_never_syncs_is_removed_after_its_rebalance_timeout() {
+    let f = fixture(MigrationPolicy::Bidirectional);
+    let a = classic_group_of_one(&f).await;
+    let k = consumer_hb(&f, "", 0, &Partitions::new());
+    let k_id = k.member_id.clone().unwrap().to_string();
+    let (a_owns, _, k_owns, k_epoch) =
+        converge(&f, &a, 1, all(), &k_id, k.member_epoch, Partitions::new()).await;
+    // The group is stable. `a` joins again with what it owns, then only heartbeats at its
+    // generation, which the coordinator accepts: no SyncGroup follows.
+    let joined = join(&f, &a, &a_owns).await;
+    assert_eq!(joined.error_code, 0);
+    let a_gen = joined.generation_id;
+    for _ in 0..3 {
+        f.clock.advance(8_000);
+        f.coord.tick();
+        assert_eq!(
+            heartbeat(&f, &a, a_gen),
+            0,
+            "a member before its 30 s timeout"
+        );
+        assert_eq!(consumer_hb(&f, &k_id, k_epoch, &k_owns).error_code, 0);
+    }
+    f.clock.advance(8_000);
+    f.coord.tick();
+    // 32 s after its JoinGroup the sync timeout has removed it, and k takes everything.
+    assert_eq!(
+        heartbeat(&f, &a, a_gen),
+        ResponseError::UnknownMemberId.code()
+    );
+    let r = consumer_hb(&f, &k_id, k_epoch, &k_owns);
+    assert_eq!(r.error_code, 0);
+    assert_eq!(hb_owned(&r), Some(all()));
+}
+
+#[tokio::test]
+async fn a_classic_member_that_syncs_after_joining_is_not_removed_by_the_sync_timeout() {
+    let f = fixture(MigrationPolicy::Bidirectional);
+    let a = classic_group_of_one(&f).await;
+    let k = consumer_hb(&f, "", 0, &Partitions::new());
+    let k_id = k.member_id.clone().unwrap().to_string();
+    let (a_owns, a_gen, k_owns, k_epoch) =
+        converge(&f, &a, 1, all(), &k_id, k.member_epoch, Partitions::new()).await;
+    assert!(!a_owns.is_empty() && !k_owns.is_empty());
+    // Both keep heartbeating well past the 30 s rebalance timeout.
+    for _ in 0..8 {
+        f.clock.advance(5_000);
+        f.coord.tick();
+        assert_eq!(heartbeat(&f, &a, a_gen), 0);
+        assert_eq!(consumer_hb(&f, &k_id, k_epoch, &k_owns).error_code, 0);
+    }
 }

@@ -88,6 +88,7 @@ async fn election_loads_one_partitions_groups_and_resignation_unloads_them() {
         ConsumerGroupHeartbeatRequest::default()
             .with_group_id(GroupId(s(&a)))
             .with_member_epoch(0),
+        0,
         CLIENT,
     );
     assert_eq!(hb.error_code, NOT_COORDINATOR);

@@ -453,7 +453,7 @@ async fn group_response(
         RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(g.describe_groups(r, v)),
         RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(g.delete_groups(r)),
         RequestKind::ConsumerGroupHeartbeat(r) => {
-            ResponseKind::ConsumerGroupHeartbeat(g.consumer_group_heartbeat(r, client))
+            ResponseKind::ConsumerGroupHeartbeat(g.consumer_group_heartbeat(r, v, client))
         }
         RequestKind::ConsumerGroupDescribe(r) => {
             ResponseKind::ConsumerGroupDescribe(g.consumer_group_describe(r))
