@@ -793,10 +793,10 @@ impl LogDirFailureChannel {
             return;
         };
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if pending.iter().any(|(d, _)| d == dir) {
+        if pending.iter().any(|(d, _)| *d == dir) {
             return;
         }
-        pending.push((dir.to_path_buf(), e.to_string()));
+        pending.push((dir, e.to_string()));
         drop(pending);
         self.wake.notify_one();
     }

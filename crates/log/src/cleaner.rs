@@ -271,7 +271,7 @@ impl PartitionLog {
 
     fn set_cleaner_checkpoint(&self, offset: i64) -> Result<()> {
         write_offset_checkpoint(
-            &self.dir.join(CLEANER_CHECKPOINT_FILE),
+            &self.dir().join(CLEANER_CHECKPOINT_FILE),
             offset,
             Durability::Synced,
         )?;
@@ -485,7 +485,7 @@ impl PartitionLog {
             ..
         } = *pass;
         let dropped_before = txns.dropped_entries.len();
-        let cleaned_path = segment_path(&self.dir, s.base, "log.cleaned");
+        let cleaned_path = segment_path(&self.dir(), s.base, "log.cleaned");
         let mut out: Option<BufWriter<File>> = None;
         let mut written = 0u64;
         let result = for_each_batch(s, |pos, h, bytes| {
@@ -619,7 +619,7 @@ impl PartitionLog {
         stats: &mut CleanStats,
     ) -> Result<bool> {
         let mut seg = Segment::from_rewritten(
-            &self.dir,
+            &self.dir(),
             view.base,
             file,
             view.created_ms,
@@ -646,15 +646,17 @@ impl PartitionLog {
             .partition(|t| !dropped_entries.contains(&t.last_offset));
         stats.txn_index_entries_removed += dropped.len() as u64;
         seg.txn_index = kept;
-        let swap: PathBuf = segment_path(&self.dir, view.base, "log.swap");
+        // A move copying this log meanwhile must copy the rewritten segment again.
+        self.rewrites.fetch_add(1, Ordering::AcqRel);
+        let swap: PathBuf = segment_path(&self.dir(), view.base, "log.swap");
         fs::rename(cleaned_path, &swap).map_err(LogError::io_at(&swap))?;
-        sync_dir(&self.dir);
+        sync_dir(&self.dir());
         for suffix in ["index", "timeindex"] {
-            remove_if_exists(&segment_path(&self.dir, view.base, suffix))?;
+            remove_if_exists(&segment_path(&self.dir(), view.base, suffix))?;
         }
-        let target = segment_path(&self.dir, view.base, "log");
+        let target = segment_path(&self.dir(), view.base, "log");
         fs::rename(&swap, &target).map_err(LogError::io_at(&target))?;
-        sync_dir(&self.dir);
+        sync_dir(&self.dir());
         // A closed segment: its indexes go to their files and are served from there.
         seg.offload_indexes(Durability::Synced)?;
         let old = std::mem::replace(&mut self.state.write().segments[idx], seg);
@@ -751,7 +753,7 @@ impl PartitionLog {
         if seg.txn_index.len() != before {
             stats.txn_index_entries_removed += (before - seg.txn_index.len()) as u64;
             crate::txn::write_txn_index(
-                &segment_path(&self.dir, view.base, "txnindex"),
+                &segment_path(&self.dir(), view.base, "txnindex"),
                 &seg.txn_index,
                 Durability::Synced,
             )?;

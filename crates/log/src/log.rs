@@ -3,7 +3,8 @@
 //! Concurrency. Locks, always taken in this order:
 //! 0. `cleaner_lock` (mutex): one compaction pass (or cleaner checkpoint change) at a time; the
 //!    pass reads closed segments without other locks and takes `writer` only to swap a
-//!    rewritten segment in (see [`crate::cleaner`]).
+//!    rewritten segment in (see [`crate::cleaner`]). A move to another log dir holds it for its
+//!    final step ([`crate::relocate`]).
 //! 1. `writer` (mutex): serializes every mutation (append, roll, retention, truncation,
 //!    DeleteRecords). Its holder is the only one who writes segment files.
 //! 2. `state` (rw-lock): the segment list, `log_start_offset`, `log_end_offset`. The appender
@@ -22,7 +23,7 @@
 //! truncation below it; offsets are dense and strictly increasing across batches; the recovery
 //! point never exceeds `log_end_offset`, and everything below it has been fsynced.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -174,7 +175,9 @@ pub(crate) struct WriterState {
 /// One partition's log. `Send + Sync`; every method takes `&self`.
 pub struct PartitionLog {
     pub(crate) tp: TopicPartition,
-    pub(crate) dir: PathBuf,
+    /// The partition's directory; it changes only when the log moves to another log dir
+    /// ([`Self::relocate`]).
+    dir: RwLock<PathBuf>,
     pub(crate) clock: SharedClock,
     pub(crate) config: RwLock<LogConfig>,
     pub(crate) writer: Mutex<WriterState>,
@@ -196,14 +199,17 @@ pub struct PartitionLog {
     /// segments ending at or below it may go by local retention.
     pub(crate) tier_copied_through: std::sync::atomic::AtomicI64,
     /// Whether the log dir has room: a full one refuses appends before they write.
-    pub(crate) space: Arc<DirSpace>,
+    space: RwLock<Arc<DirSpace>>,
+    /// Counts truncations, which may rewrite bytes below a segment's size: a move that copied
+    /// segments before one copies them again ([`crate::relocate`]).
+    pub(crate) rewrites: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for PartitionLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PartitionLog")
             .field("tp", &self.tp)
-            .field("dir", &self.dir)
+            .field("dir", &*self.dir.read())
             .finish_non_exhaustive()
     }
 }
@@ -264,16 +270,22 @@ impl PartitionLog {
             cleaner_checkpoint: std::sync::atomic::AtomicI64::new(cleaner_checkpoint),
             tombstone_expiry: std::sync::atomic::AtomicI64::new(i64::MAX),
             tier_copied_through: std::sync::atomic::AtomicI64::new(-1),
-            space: DirSpace::untracked(&dir),
-            dir,
+            space: RwLock::new(DirSpace::untracked(&dir)),
+            dir: RwLock::new(dir),
+            rewrites: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
     /// The log, in a log dir whose space `space` tracks (the [`crate::LogManager`] gives each
     /// of its dirs one).
-    pub(crate) fn in_dir_space(mut self, space: Arc<DirSpace>) -> Self {
-        self.space = space;
+    pub(crate) fn in_dir_space(self, space: Arc<DirSpace>) -> Self {
+        *self.space.write() = space;
         self
+    }
+
+    /// The space state of the log dir this log is in.
+    fn space(&self) -> Arc<DirSpace> {
+        Arc::clone(&self.space.read())
     }
 
     pub fn topic_partition(&self) -> &TopicPartition {
@@ -281,7 +293,7 @@ impl PartitionLog {
     }
 
     pub fn dir(&self) -> PathBuf {
-        self.dir.clone()
+        self.dir.read().clone()
     }
 
     pub fn log_start_offset(&self) -> i64 {
@@ -603,7 +615,7 @@ impl PartitionLog {
         markers: &[(usize, TxnMarker)],
     ) -> Result<()> {
         let now = self.clock.now_ms();
-        self.space.check_room(now)?;
+        self.space().check_room(now)?;
         let (file, start): (Arc<SegmentFile>, u64) = {
             let st = self.state.read();
             (Arc::clone(&st.active().file), st.active().size)
@@ -612,7 +624,7 @@ impl PartitionLog {
             // Cut off whatever part of the write landed so the file holds only whole batches.
             let _ = file.file.set_len(start);
             let e = LogError::io_at(&file.path)(e);
-            self.space.note_error(&e, now);
+            self.space().note_error(&e, now);
             return Err(e);
         }
         let mut st = self.state.write();
@@ -802,14 +814,14 @@ impl PartitionLog {
                 return Ok(());
             }
         }
-        self.space.check_room(now)?;
-        let seg = Segment::create(&self.dir, new_base, now).inspect_err(|e| {
-            self.space.note_error(e, now);
+        self.space().check_room(now)?;
+        let seg = Segment::create(&self.dir(), new_base, now).inspect_err(|e| {
+            self.space().note_error(e, now);
         })?;
         if let Err(e) = old_index.write(Durability::Synced) {
             // Leave no new segment file behind: the next roll starts over.
             let _ = seg.delete_files();
-            self.space.note_error(&e, now);
+            self.space().note_error(&e, now);
             return Err(e);
         }
         {
@@ -848,8 +860,8 @@ impl PartitionLog {
         durability: Durability,
     ) -> Result<()> {
         let snapshot = self.producers.lock().clone();
-        snapshot.write_snapshot(&self.dir, offset, durability)?;
-        let snaps = list_snapshots(&self.dir)?;
+        snapshot.write_snapshot(&self.dir(), offset, durability)?;
+        let snaps = list_snapshots(&self.dir())?;
         // The snapshot at `off` is the end of the segment ending at `off - 1`.
         let copied_through = self
             .tier_copied_through
@@ -860,7 +872,7 @@ impl PartitionLog {
         if snaps.len() > SNAPSHOTS_TO_KEEP {
             for off in &snaps[..snaps.len() - SNAPSHOTS_TO_KEEP] {
                 if !awaits_copy(*off) {
-                    remove_if_exists(&snapshot_path(&self.dir, *off))?;
+                    remove_if_exists(&snapshot_path(&self.dir(), *off))?;
                 }
             }
         }
@@ -977,7 +989,7 @@ impl PartitionLog {
             }
         }
         *rp = offset;
-        write_offset_checkpoint(&self.dir.join(RECOVERY_POINT_FILE), offset, durability)
+        write_offset_checkpoint(&self.dir().join(RECOVERY_POINT_FILE), offset, durability)
     }
 
     /// Flushes, then persists indexes, the producer snapshot, the epoch cache and the log start
@@ -994,6 +1006,11 @@ impl PartitionLog {
 
     fn close_with(&self, durability: Durability) -> Result<()> {
         let _writer = self.writer.lock();
+        self.close_locked(durability)
+    }
+
+    /// [`Self::close`] for a caller that holds the writer lock.
+    pub(crate) fn close_locked(&self, durability: Durability) -> Result<()> {
         self.flush_up_to_with(self.log_end_offset(), durability)?;
         let (snapshots, leo, lso) = {
             let st = self.state.read();
@@ -1017,19 +1034,39 @@ impl PartitionLog {
         self.write_producer_snapshot(leo, durability)?;
         self.epochs.lock().persist(durability)?;
         // No file means 0 (see the loader): a log that never moved its start writes none.
-        let lso_path = self.dir.join(LOG_START_OFFSET_FILE);
+        let lso_path = self.dir().join(LOG_START_OFFSET_FILE);
         if lso != 0 || lso_path.exists() {
             write_offset_checkpoint(&lso_path, lso, durability)?;
         }
         Ok(())
     }
-
-    pub(crate) fn dir_path(&self) -> &Path {
-        &self.dir
-    }
 }
 
 impl PartitionLog {
+    /// Takes over the state of `fresh`, the same log opened from `dir` in the log dir whose
+    /// space is `space`: from now on this log reads and writes there. The caller holds the
+    /// writer lock, and `fresh` was opened from a copy of this log as it is.
+    pub(crate) fn take_over(&self, fresh: PartitionLog, dir: PathBuf, space: Arc<DirSpace>) {
+        let PartitionLog {
+            state,
+            producers,
+            epochs,
+            recovery_point,
+            cleaner_checkpoint,
+            ..
+        } = fresh;
+        *self.state.write() = state.into_inner();
+        *self.producers.lock() = producers.into_inner();
+        *self.epochs.lock() = epochs.into_inner();
+        *self.recovery_point.lock() = recovery_point.into_inner();
+        self.cleaner_checkpoint.store(
+            cleaner_checkpoint.into_inner(),
+            std::sync::atomic::Ordering::Release,
+        );
+        *self.dir.write() = dir;
+        *self.space.write() = space;
+    }
+
     /// Flushes segments that were rolled but not yet fsynced (Kafka flushes them after a roll),
     /// moving the recovery point to the active segment's base offset.
     pub fn flush_rolled_segments(&self) -> Result<()> {

@@ -27,6 +27,7 @@ use crate::dir_space::DirSpace;
 use crate::error::{LogError, Result};
 use crate::log::PartitionLog;
 use crate::offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
+use crate::relocate::{MoveProgress, MOVED_MARKER_FILE};
 use ferry_common::SpaceReserve;
 
 /// Name of the clean shutdown marker file in each log dir.
@@ -142,6 +143,7 @@ impl LogManager {
         if let Some(e) = first_err.filter(|_| !dirs.iter().any(|d| d.is_online())) {
             return Err(e);
         }
+        Self::finish_interrupted_moves(&dirs);
         Ok(LogManager {
             dirs,
             clock,
@@ -175,7 +177,9 @@ impl LogManager {
         }
         for e in fs::read_dir(path).map_err(LogError::io_at(path))? {
             let e = e.map_err(LogError::io_at(path))?;
-            if e.file_name().to_string_lossy().ends_with("-delete") {
+            let name = e.file_name().to_string_lossy().into_owned();
+            // `-future`: a move to this dir that did not finish; the log is where it was.
+            if name.ends_with("-delete") || name.ends_with("-future") {
                 let p = e.path();
                 if let Err(err) = fs::remove_dir_all(&p) {
                     warn!(dir = %p.display(), error = %err, "could not remove deleted log");
@@ -192,6 +196,65 @@ impl LogManager {
         }
         info!(dir = %path.display(), had_clean_shutdown, "opened log dir");
         Ok(had_clean_shutdown)
+    }
+
+    /// A move between log dirs that stopped after its copy was complete leaves the partition
+    /// in two dirs, the copy marked [`MOVED_MARKER_FILE`]: the copy is kept, the other goes.
+    fn finish_interrupted_moves(dirs: &[LogDir]) {
+        let online: Vec<&LogDir> = dirs.iter().filter(|d| d.is_online()).collect();
+        for d in &online {
+            for tp in Self::partitions_in_dir(&d.path) {
+                let copy = Self::partition_path(&d.path, &tp);
+                let marker = copy.join(MOVED_MARKER_FILE);
+                if !marker.exists() {
+                    continue;
+                }
+                for other in online.iter().filter(|o| o.path != d.path) {
+                    let stale = Self::partition_path(&other.path, &tp);
+                    if !stale.is_dir() {
+                        continue;
+                    }
+                    info!(%tp, kept = %copy.display(), removed = %stale.display(),
+                        "finishing a move between log dirs that a stop interrupted");
+                    if let Err(e) = fs::remove_dir_all(&stale) {
+                        warn!(dir = %stale.display(), error = %e, "could not remove the moved log's old directory");
+                    }
+                }
+                if let Err(e) = fs::remove_file(&marker) {
+                    warn!(file = %marker.display(), error = %e, "could not remove a move's marker");
+                }
+            }
+        }
+    }
+
+    /// Moves `tp`'s log into the log dir `dest` while it serves ([`PartitionLog::relocate`]).
+    /// Errors: `dest` is not one of the log dirs or is offline, the log is not open here, or
+    /// the copy failed (the log stays where it was; an I/O error may be the destination's).
+    pub fn relocate(
+        &self,
+        tp: &TopicPartition,
+        dest: &Path,
+        progress: &MoveProgress,
+    ) -> Result<()> {
+        let d = self.log_dir(dest)?;
+        let Some(log) = self.get(tp) else {
+            return Err(LogError::KafkaStorage(format!("{tp} has no log here")));
+        };
+        log.relocate(&d.path, Arc::clone(&d.space), progress)
+    }
+
+    /// The configured, online log dir at `path`.
+    fn log_dir(&self, path: &Path) -> Result<&LogDir> {
+        let d = self.dirs.iter().find(|d| d.path == path).ok_or_else(|| {
+            LogError::KafkaStorage(format!("{} is not a log dir", path.display()))
+        })?;
+        if !d.is_online() {
+            return Err(LogError::KafkaStorage(format!(
+                "log dir {} is offline",
+                path.display()
+            )));
+        }
+        Ok(d)
     }
 
     /// Treats `tp` as a log of an offline dir: it is not created anew elsewhere. For a partition
@@ -219,8 +282,8 @@ impl LogManager {
     }
 
     /// The log dir holding `log`.
-    pub fn dir_of(log: &PartitionLog) -> Option<&Path> {
-        log.dir_path().parent()
+    pub fn dir_of(log: &PartitionLog) -> Option<PathBuf> {
+        log.dir().parent().map(Path::to_path_buf)
     }
 
     /// Marks `dir` offline after `cause` (Kafka's `LogDirFailureChannel.maybeAddOfflineLogDir`):
@@ -241,7 +304,7 @@ impl LogManager {
             let mut logs = self.logs.write();
             let in_dir: Vec<TopicPartition> = logs
                 .iter()
-                .filter(|(_, l)| Self::dir_of(l) == Some(dir))
+                .filter(|(_, l)| Self::dir_of(l).as_deref() == Some(dir))
                 .map(|(tp, _)| tp.clone())
                 .collect();
             for tp in &in_dir {
@@ -265,7 +328,7 @@ impl LogManager {
         let Some(dir) = Self::dir_of(log) else {
             return false;
         };
-        self.mark_dir_offline(dir, &e.to_string()).is_some()
+        self.mark_dir_offline(&dir, &e.to_string()).is_some()
     }
 
     /// Whether `dir` had a clean shutdown marker when the manager opened it.
@@ -351,7 +414,7 @@ impl LogManager {
                 let logs = self.logs.read();
                 let count = |d: &LogDir| {
                     logs.values()
-                        .filter(|l| l.dir_path().parent() == Some(&d.path))
+                        .filter(|l| l.dir().parent() == Some(d.path.as_path()))
                         .count()
                 };
                 let Some(d) = self
@@ -453,7 +516,7 @@ impl LogManager {
     /// whose sync fails are turned into errors.
     fn sync_loaded_logs(&self, outcomes: &mut [(TopicPartition, Result<Arc<PartitionLog>>)]) {
         for d in &self.dirs {
-            let in_dir = |log: &PartitionLog| log.dir_path().parent() == Some(d.path.as_path());
+            let in_dir = |log: &PartitionLog| log.dir().parent() == Some(d.path.as_path());
             if !outcomes
                 .iter()
                 .any(|(_, o)| o.as_ref().is_ok_and(|l| in_dir(l)))
@@ -491,7 +554,7 @@ impl LogManager {
         for d in self.dirs.iter().filter(|d| d.is_online()) {
             let offsets: BTreeMap<TopicPartition, i64> = logs
                 .iter()
-                .filter(|l| l.dir_path().parent() == Some(d.path.as_path()))
+                .filter(|l| l.dir().parent() == Some(d.path.as_path()))
                 .filter_map(|l| {
                     let tp = l.topic_partition();
                     hw_of(tp).map(|hw| (tp.clone(), hw))
@@ -662,8 +725,8 @@ impl LogManager {
         for log in self.all() {
             if let Err(e) = log.close_unsynced() {
                 warn!(tp = %log.topic_partition(), error = %e, "closing log failed");
-                if let Some(parent) = log.dir_path().parent() {
-                    failed_dirs.push(parent.to_path_buf());
+                if let Some(parent) = LogManager::dir_of(&log) {
+                    failed_dirs.push(parent);
                 }
                 first_err.get_or_insert(e);
             }

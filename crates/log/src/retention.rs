@@ -144,7 +144,7 @@ impl PartitionLog {
         };
         let checkpoint = || {
             write_offset_checkpoint(
-                &self.dir.join(LOG_START_OFFSET_FILE),
+                &self.dir().join(LOG_START_OFFSET_FILE),
                 new_lso,
                 Durability::Synced,
             )
@@ -212,7 +212,7 @@ impl PartitionLog {
         }
         let checkpoint = || {
             write_offset_checkpoint(
-                &self.dir.join(LOG_START_OFFSET_FILE),
+                &self.dir().join(LOG_START_OFFSET_FILE),
                 offset,
                 Durability::Synced,
             )
@@ -287,15 +287,15 @@ impl PartitionLog {
         let _writer = self.writer.lock();
         // Snapshots of the data just dropped would be loaded by the next rebuild instead of
         // the tier's: none stays.
-        for at in list_snapshots(&self.dir)? {
-            remove_if_exists(&snapshot_path(&self.dir, at))?;
+        for at in list_snapshots(&self.dir())? {
+            remove_if_exists(&snapshot_path(&self.dir(), at))?;
         }
         // As Kafka's follower, the cache keeps the tier's epochs below the log start (the
         // epoch of the offsets just below it above all: the next fetch's last fetched epoch);
         // loading the log clamps them to the log start, as for any log.
         self.epochs.lock().replace(entries)?;
         if let Some(state) = producers {
-            state.write_snapshot(&self.dir, offset, Durability::Synced)?;
+            state.write_snapshot(&self.dir(), offset, Durability::Synced)?;
             *self.producers.lock() = state;
         }
         info!(tp = %self.tp, offset, "log restarted from the long-term tier's state");
@@ -329,10 +329,12 @@ impl PartitionLog {
             return self.drop_epochs_from(leo);
         }
         let offset = offset.max(0);
+        self.rewrites
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let removed: Vec<Segment> = if offset < lso || fully {
-            let fresh = Segment::create_or_replace(&self.dir, offset, now)?;
+            let fresh = Segment::create_or_replace(&self.dir(), offset, now)?;
             write_offset_checkpoint(
-                &self.dir.join(LOG_START_OFFSET_FILE),
+                &self.dir().join(LOG_START_OFFSET_FILE),
                 offset,
                 Durability::Synced,
             )?;
@@ -370,7 +372,7 @@ impl PartitionLog {
             (st.log_end_offset, st.log_start_offset)
         };
         write_offset_checkpoint(
-            &self.dir.join(LOG_START_OFFSET_FILE),
+            &self.dir().join(LOG_START_OFFSET_FILE),
             new_lso,
             Durability::Synced,
         )?;
@@ -381,7 +383,7 @@ impl PartitionLog {
             if *rp > new_leo {
                 *rp = new_leo;
                 write_offset_checkpoint(
-                    &self.dir.join(RECOVERY_POINT_FILE),
+                    &self.dir().join(RECOVERY_POINT_FILE),
                     new_leo,
                     Durability::Synced,
                 )?;
@@ -389,7 +391,7 @@ impl PartitionLog {
         }
         let rebuilt = {
             let st = self.state.read();
-            rebuild_producer_state(&self.dir, &st.segments, new_leo, None)?.0
+            rebuild_producer_state(&self.dir(), &st.segments, new_leo, None)?.0
         };
         *self.producers.lock() = rebuilt;
         drop(_writer);

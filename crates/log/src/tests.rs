@@ -6,6 +6,7 @@ mod index_test;
 mod manager_test;
 mod producer_test;
 mod recovery_test;
+mod relocate_test;
 mod retention_test;
 mod scrub_test;
 mod slice_test;

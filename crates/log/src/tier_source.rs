@@ -60,7 +60,7 @@ impl PartitionLog {
             if seg.dirty {
                 seg.persist_indexes(crate::index::Durability::Synced)?;
             }
-            let dir = self.dir.clone();
+            let dir = self.dir();
             let txn_index = segment_path(&dir, seg.base_offset, "txnindex");
             let snapshot = snapshot_path(&dir, next_base);
             out.push(TierCandidate {
