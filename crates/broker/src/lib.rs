@@ -20,6 +20,7 @@ pub mod host;
 pub mod inter_broker;
 pub mod internal_topic;
 pub mod liveness;
+pub mod log_dir_moves;
 pub mod log_levels;
 pub mod remote_wal;
 pub mod replica_fetcher;

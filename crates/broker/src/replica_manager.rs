@@ -828,6 +828,8 @@ pub struct ReplicaManager {
     handled_dirs: Mutex<HashSet<PathBuf>>,
     /// See [`ReplicaManager::image_apply_guard`].
     image_apply: Mutex<()>,
+    /// Replicas moving to another log dir (AlterReplicaLogDirs).
+    pub log_dir_moves: crate::log_dir_moves::LogDirMoves,
 }
 
 /// What [`ReplicaManager::apply_image`] changed.
@@ -849,6 +851,7 @@ impl ReplicaManager {
             offline: RwLock::new(HashMap::new()),
             handled_dirs: Mutex::new(HashSet::new()),
             image_apply: Mutex::new(()),
+            log_dir_moves: Default::default(),
         }
     }
 

@@ -29,6 +29,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::DescribeLogDirs, 1, 4),
+    // Moving a replica between this broker's log dirs (KIP-113); v0 went in Kafka 4.0.
+    (ApiKey::AlterReplicaLogDirs, 1, 2),
     (ApiKey::CreatePartitions, 0, 3),
     // Preferred and unclean elections (KIP-183, KIP-460), through the controller quorum.
     (ApiKey::ElectLeaders, 0, 2),

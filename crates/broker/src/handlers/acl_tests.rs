@@ -644,6 +644,30 @@ async fn cluster_apis_need_describe_on_the_cluster() {
         ResponseKind::DescribeLogDirs(r) => assert_eq!(r.error_code, DENIED_CLUSTER),
         other => panic!("{other:?}"),
     }
+    // Moving a replica between log dirs needs ALTER on the cluster: DESCRIBE is not enough.
+    let alter = || {
+        use kafka_protocol::messages::alter_replica_log_dirs_request::{
+            AlterReplicaLogDir, AlterReplicaLogDirTopic,
+        };
+        RequestKind::AlterReplicaLogDirs(AlterReplicaLogDirsRequest::default().with_dirs(vec![
+            AlterReplicaLogDir::default()
+                .with_path(StrBytes::from_static_str("/elsewhere"))
+                .with_topics(vec![AlterReplicaLogDirTopic::default()
+                    .with_name(TopicName(StrBytes::from_static_str("orders")))
+                    .with_partitions(vec![0])]),
+        ]))
+    };
+    for who in ["alice", "bob"] {
+        match call_as(&b, who, ApiKey::AlterReplicaLogDirs, 2, alter()).await {
+            ResponseKind::AlterReplicaLogDirs(r) => {
+                assert_eq!(
+                    r.results[0].partitions[0].error_code, DENIED_CLUSTER,
+                    "{who}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
 
 #[tokio::test]

@@ -1,16 +1,20 @@
-//! DescribeCluster and DescribeLogDirs.
+//! DescribeCluster, DescribeLogDirs and AlterReplicaLogDirs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use ferry_common::TopicPartition;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_replica_log_dirs_response::{
+    AlterReplicaLogDirPartitionResult, AlterReplicaLogDirTopicResult,
+};
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, DescribeClusterRequest, DescribeClusterResponse, DescribeLogDirsRequest,
-    DescribeLogDirsResponse, TopicName,
+    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse, BrokerId, DescribeClusterRequest,
+    DescribeClusterResponse, DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName,
 };
 
 use super::{message, str_bytes, RequestContext};
@@ -115,6 +119,29 @@ pub fn describe_log_dirs(
                     .with_offset_lag(0),
             );
     }
+    // A replica on its way to another dir is listed there too, as Kafka's future replica: the
+    // bytes copied so far, and an offset lag that is 0 only once the move is done.
+    for (tp, dest, copied) in broker.replicas.log_dir_moves.running() {
+        if !wanted(&tp.topic, tp.partition) {
+            continue;
+        }
+        let lag = broker
+            .replicas
+            .partition(&tp)
+            .map(|p| (p.log.log_end_offset() - p.log.log_start_offset()).max(1))
+            .unwrap_or(1);
+        dirs.entry(dest.display().to_string())
+            .or_default()
+            .entry(tp.topic.clone())
+            .or_default()
+            .push(
+                DescribeLogDirsPartition::default()
+                    .with_partition_index(tp.partition)
+                    .with_partition_size(i64::try_from(copied).unwrap_or(i64::MAX))
+                    .with_offset_lag(lag)
+                    .with_is_future_key(true),
+            );
+    }
     let offline: Vec<String> = broker
         .replicas
         .logs()
@@ -176,6 +203,58 @@ fn disk_space(dir: &std::path::Path) -> Option<(i64, i64)> {
         (st.f_blocks as i64).saturating_mul(block),
         (st.f_bavail as i64).saturating_mul(block),
     ))
+}
+
+/// AlterReplicaLogDirs: moves replicas of this broker to the log dirs named, one answer per
+/// partition (see [`crate::log_dir_moves`]). Needs ALTER on the cluster, as in Kafka.
+pub fn alter_replica_log_dirs(
+    broker: &Arc<Broker>,
+    request: AlterReplicaLogDirsRequest,
+    ctx: &RequestContext,
+) -> AlterReplicaLogDirsResponse {
+    let allowed = ctx.may_cluster(broker, AclOperation::Alter);
+    // topic -> partition -> error code, in the order asked.
+    let mut answers: BTreeMap<String, BTreeMap<i32, i16>> = BTreeMap::new();
+    for dir in &request.dirs {
+        for topic in &dir.topics {
+            for &partition in &topic.partitions {
+                let tp = TopicPartition::new(topic.name.as_str(), partition);
+                let code = if !allowed {
+                    ResponseError::ClusterAuthorizationFailed.code()
+                } else {
+                    match broker
+                        .replicas
+                        .alter_replica_log_dir(&tp, dir.path.as_str())
+                    {
+                        Ok(()) => 0,
+                        Err(e) => e.code(),
+                    }
+                };
+                if code != 0 {
+                    broker.metrics.error("AlterReplicaLogDirs", code);
+                }
+                answers.entry(tp.topic).or_default().insert(partition, code);
+            }
+        }
+    }
+    let results = answers
+        .into_iter()
+        .map(|(name, partitions)| {
+            AlterReplicaLogDirTopicResult::default()
+                .with_topic_name(TopicName(str_bytes(&name)))
+                .with_partitions(
+                    partitions
+                        .into_iter()
+                        .map(|(index, code)| {
+                            AlterReplicaLogDirPartitionResult::default()
+                                .with_partition_index(index)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    AlterReplicaLogDirsResponse::default().with_results(results)
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ fn default_body(key: ApiKey) -> RequestKind {
             DescribeConfigs,
             AlterConfigs,
             DescribeLogDirs,
+            AlterReplicaLogDirs,
             CreatePartitions,
             ElectLeaders,
             DescribeQuorum,

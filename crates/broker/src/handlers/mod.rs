@@ -261,6 +261,9 @@ fn cluster_request(
         RequestKind::DescribeLogDirs(r) => {
             ResponseKind::DescribeLogDirs(cluster::describe_log_dirs(broker, r, ctx))
         }
+        RequestKind::AlterReplicaLogDirs(r) => {
+            ResponseKind::AlterReplicaLogDirs(cluster::alter_replica_log_dirs(broker, r, ctx))
+        }
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(groups::find_coordinator(broker, r, v, ctx))
         }

@@ -117,6 +117,7 @@ pub fn set_throttle_time(response: &mut ResponseKind, throttle: Duration) {
         DescribeConfigs,
         AlterConfigs,
         DescribeLogDirs,
+        AlterReplicaLogDirs,
         CreatePartitions,
         IncrementalAlterConfigs,
         DescribeCluster,
