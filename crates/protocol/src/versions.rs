@@ -72,11 +72,11 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterClientQuotas, 0, 1),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
-    // Client telemetry (KIP-714): ferry asks for no metrics. ListConfigResources v0 is
-    // KIP-714's ListClientMetricsResources; v1 (KIP-1142: topics, brokers, groups) is not served.
+    // Client telemetry (KIP-714): ferry asks for no metrics.
     (ApiKey::GetTelemetrySubscriptions, 0, 0),
     (ApiKey::PushTelemetry, 0, 0),
-    (ApiKey::ListConfigResources, 0, 0),
+    // v0 is KIP-714's ListClientMetricsResources; v1 (KIP-1142) lists topics, brokers, groups.
+    (ApiKey::ListConfigResources, 0, 1),
 ];
 
 /// The version range ferry serves for `key`, if it serves the API at all.

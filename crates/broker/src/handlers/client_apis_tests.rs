@@ -332,3 +332,55 @@ async fn a_follower_reporting_a_stale_high_watermark_is_not_kept_waiting() {
         );
     }
 }
+
+/// ListConfigResources v1 (KIP-1142): the resources that have configs, for the types asked (all
+/// when none), in Kafka's order; a type it does not list fails the request.
+#[tokio::test]
+async fn list_config_resources_v1_lists_brokers_and_topics_in_kafkas_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker(dir.path(), "").await;
+    create(&b, "zeta", 1, &[]).await;
+    create(&b, "alpha", 1, &[]).await;
+    let ctx = RequestContext::for_tests();
+    let list = |types: Vec<i8>| {
+        RequestKind::ListConfigResources(
+            ListConfigResourcesRequest::default().with_resource_types(types),
+        )
+    };
+    let rows = |r: ResponseKind| match r {
+        ResponseKind::ListConfigResources(l) => {
+            assert_eq!(l.error_code, 0);
+            l.config_resources
+                .iter()
+                .map(|c| (c.resource_type, c.resource_name.to_string()))
+                .collect::<Vec<_>>()
+        }
+        other => panic!("{other:?}"),
+    };
+    let node = b.node_id.to_string();
+    let all = rows(call(&b, &ctx, 1, list(vec![])).await);
+    let topics: Vec<(i8, String)> = all.iter().filter(|(t, _)| *t == 2).cloned().collect();
+    assert!(topics.contains(&(2, "alpha".into())) && topics.contains(&(2, "zeta".into())));
+    let alpha = all.iter().position(|r| *r == (2, "alpha".into())).unwrap();
+    let zeta = all.iter().position(|r| *r == (2, "zeta".into())).unwrap();
+    assert!(alpha < zeta, "topics sorted: {all:?}");
+    // The broker as a BROKER_LOGGER, then as a BROKER, before the topics.
+    assert_eq!(all[0], (8, node.clone()), "{all:?}");
+    assert_eq!(all[1], (4, node.clone()), "{all:?}");
+    // Only the types asked, in Kafka's order whatever the request's.
+    let brokers_only = rows(call(&b, &ctx, 1, list(vec![4])).await);
+    assert_eq!(brokers_only, vec![(4, node.clone())]);
+    let two = rows(call(&b, &ctx, 1, list(vec![2, 8])).await);
+    assert_eq!(two[0], (8, node.clone()));
+    assert!(two[1..].iter().all(|(t, _)| *t == 2));
+    // v0 is client metrics only: ferry has none.
+    assert!(rows(call(&b, &ctx, 0, list(vec![])).await).is_empty());
+    // A type it does not list fails the whole request.
+    match call(&b, &ctx, 1, list(vec![2, 64])).await {
+        ResponseKind::ListConfigResources(l) => {
+            assert_eq!(l.error_code, ResponseError::UnsupportedVersion.code());
+            assert!(l.config_resources.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -24,6 +24,7 @@ use crate::broker::Broker;
 mod acls;
 mod broker_configs;
 mod cluster;
+mod config_resources;
 mod configs;
 mod controller;
 pub(crate) mod fetch;
@@ -251,9 +252,9 @@ fn cluster_request(
             ResponseKind::GetTelemetrySubscriptions(telemetry::subscriptions(r))
         }
         RequestKind::PushTelemetry(r) => ResponseKind::PushTelemetry(telemetry::push(r)),
-        RequestKind::ListConfigResources(r) => {
-            ResponseKind::ListConfigResources(telemetry::list_config_resources(broker, r, ctx))
-        }
+        RequestKind::ListConfigResources(r) => ResponseKind::ListConfigResources(
+            config_resources::list_config_resources(broker, r, v, ctx),
+        ),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(broker, r, v, ctx)),
         RequestKind::DescribeCluster(r) => {
             ResponseKind::DescribeCluster(cluster::describe_cluster(broker, r, v, ctx))

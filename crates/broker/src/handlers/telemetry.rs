@@ -1,5 +1,5 @@
-//! Client telemetry (KIP-714): GetTelemetrySubscriptions, PushTelemetry, and the list of
-//! client-metrics resources (ListConfigResources v0, KIP-714's ListClientMetricsResources).
+//! Client telemetry (KIP-714): GetTelemetrySubscriptions and PushTelemetry (the list of
+//! client-metrics resources is [`super::config_resources`]).
 //!
 //! ferry keeps no client-metrics subscriptions, so every client is told that no metrics are
 //! wanted: an empty `requested_metrics`, which a client answers by asking again after
@@ -10,19 +10,12 @@
 //! THROTTLING_QUOTA_EXCEEDED; nothing is accepted after a terminating push) are not applied;
 //! a client that follows the protocol never meets them.
 
-use std::sync::Arc;
-
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
-    GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse,
-    ListConfigResourcesRequest, ListConfigResourcesResponse, PushTelemetryRequest,
+    GetTelemetrySubscriptionsRequest, GetTelemetrySubscriptionsResponse, PushTelemetryRequest,
     PushTelemetryResponse,
 };
 use uuid::Uuid;
-
-use super::RequestContext;
-use crate::broker::Broker;
-use ferry_authz::AclOperation;
 
 /// Kafka's default push interval of a client-metrics subscription (`interval.ms`): 5 minutes.
 pub(crate) const PUSH_INTERVAL_MS: i32 = 5 * 60 * 1000;
@@ -76,20 +69,6 @@ fn push_error(request: &PushTelemetryRequest) -> Option<ResponseError> {
         return Some(ResponseError::TelemetryTooLarge);
     }
     None
-}
-
-/// ListConfigResources v0 (ListClientMetricsResources): ferry has no client-metrics resources.
-/// As Kafka, it needs DESCRIBE_CONFIGS on the cluster.
-pub fn list_config_resources(
-    broker: &Arc<Broker>,
-    _request: ListConfigResourcesRequest,
-    ctx: &RequestContext,
-) -> ListConfigResourcesResponse {
-    let response = ListConfigResourcesResponse::default();
-    if !ctx.may_cluster(broker, AclOperation::DescribeConfigs) {
-        return response.with_error_code(ResponseError::ClusterAuthorizationFailed.code());
-    }
-    response
 }
 
 /// A random id that is neither of Kafka's reserved ids (a v4 uuid never is: its version bits
