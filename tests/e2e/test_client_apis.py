@@ -131,10 +131,22 @@ def test_telemetry_wire_errors_are_kafkas(broker):
         assert _telemetry_push(c, instance, subscription, compression=9) == 76
 
 
-def test_list_client_metrics_resources_is_empty(kp_admin):
-    """ListConfigResources v0 (KIP-714's ListClientMetricsResources), as kafka-client-metrics
-    --list sends it: ferry has no client-metrics resources."""
-    assert dict(kp_admin.list_config_resources()) == {}
+def test_list_config_resources_names_the_brokers_and_topics(broker, kp_admin):
+    """ListConfigResources v1 (KIP-1142), as kafka-python and Kafka 4.1's admin client send it:
+    every broker (as a broker and as a broker logger) and every topic; no client-metrics
+    resources, since ferry keeps none (v0, KIP-714's ListClientMetricsResources, is that part
+    alone)."""
+    from kafka.admin import ConfigResourceType
+
+    name = create_topic(broker, unique_topic("cfgres"))
+    got = dict(kp_admin.list_config_resources())
+    nodes = sorted(str(n) for n in broker.node_ids)
+    assert sorted(got["broker"]) == nodes
+    assert sorted(got["broker_logger"]) == nodes
+    assert name in got["topic"]
+    assert "client_metrics" not in got
+    only_topics = dict(kp_admin.list_config_resources([ConfigResourceType.TOPIC]))
+    assert list(only_topics) == ["topic"] and name in only_topics["topic"]
 
 
 def test_describe_producers_lists_an_idempotent_producer_and_an_open_transaction(broker, kp_admin):
