@@ -624,15 +624,9 @@ fn malformed_heartbeats_are_invalid_request_with_kafkas_reason() {
             "MemberEpoch is invalid.",
         ),
     ];
-    for (request, reason) in cases {
-        let r = f.coord.consumer_group_heartbeat(request, 0, CLIENT);
-        assert_eq!(
-            r.error_code,
-            ResponseError::InvalidRequest.code(),
-            "{reason}"
-        );
-        assert_eq!(r.error_message.as_deref(), Some(reason));
-    }
+    let v0_cases = cases
+        .into_iter()
+        .map(|(request, reason)| (0, request, reason));
     // Kafka counts an id of nothing but spaces as empty; from v1 (KIP-1082) a joining member
     // must bring its own id.
     let v1_cases = [
@@ -647,8 +641,11 @@ fn malformed_heartbeats_are_invalid_request_with_kafkas_reason() {
             "RackId can't be empty.",
         ),
     ];
-    for (request, reason) in v1_cases {
-        let r = f.coord.consumer_group_heartbeat(request, 1, CLIENT);
+    let v1_cases = v1_cases
+        .into_iter()
+        .map(|(request, reason)| (1, request, reason));
+    for (version, request, reason) in v0_cases.chain(v1_cases) {
+        let r = f.coord.consumer_group_heartbeat(request, version, CLIENT);
         assert_eq!(
             r.error_code,
             ResponseError::InvalidRequest.code(),

@@ -280,6 +280,20 @@ async fn converge(
     (a_owns, a_gen, k_owns, k_epoch)
 }
 
+/// A classic member `a` that owned all of `t`, and a consumer-protocol member `k` that upgraded
+/// the group, once both have followed the coordinator until they share `t`: (a, a's
+/// partitions, a's generation, k, k's partitions, k's epoch).
+async fn shared_by_a_classic_and_a_consumer_member(
+    f: &Fixture,
+) -> (String, Partitions, i32, String, Partitions, i32) {
+    let a = classic_group_of_one(f).await;
+    let k = consumer_hb(f, "", 0, &Partitions::new());
+    let k_id = k.member_id.clone().unwrap().to_string();
+    let (a_owns, a_gen, k_owns, k_epoch) =
+        converge(f, &a, 1, all(), &k_id, k.member_epoch, Partitions::new()).await;
+    (a, a_owns, a_gen, k_id, k_owns, k_epoch)
+}
+
 #[tokio::test]
 async fn a_consumer_member_upgrades_a_classic_group_and_the_partitions_are_shared() {
     let f = fixture(MigrationPolicy::Bidirectional);
@@ -601,11 +615,7 @@ async fn a_classic_member_told_to_rejoin_that_does_not_is_removed_after_its_reba
 #[tokio::test]
 async fn a_classic_member_that_joins_but_never_syncs_is_removed_after_its_rebalance_timeout() {
     let f = fixture(MigrationPolicy::Bidirectional);
-    let a = classic_group_of_one(&f).await;
-    let k = consumer_hb(&f, "", 0, &Partitions::new());
-    let k_id = k.member_id.clone().unwrap().to_string();
-    let (a_owns, _, k_owns, k_epoch) =
-        converge(&f, &a, 1, all(), &k_id, k.member_epoch, Partitions::new()).await;
+    let (a, a_owns, _, k_id, k_owns, k_epoch) = shared_by_a_classic_and_a_consumer_member(&f).await;
     // The group is stable. `a` joins again with what it owns, then only heartbeats at its
     // generation, which the coordinator accepts: no SyncGroup follows.
     let joined = join(&f, &a, &a_owns).await;
@@ -636,11 +646,8 @@ async fn a_classic_member_that_joins_but_never_syncs_is_removed_after_its_rebala
 #[tokio::test]
 async fn a_classic_member_that_syncs_after_joining_is_not_removed_by_the_sync_timeout() {
     let f = fixture(MigrationPolicy::Bidirectional);
-    let a = classic_group_of_one(&f).await;
-    let k = consumer_hb(&f, "", 0, &Partitions::new());
-    let k_id = k.member_id.clone().unwrap().to_string();
-    let (a_owns, a_gen, k_owns, k_epoch) =
-        converge(&f, &a, 1, all(), &k_id, k.member_epoch, Partitions::new()).await;
+    let (a, a_owns, a_gen, k_id, k_owns, k_epoch) =
+        shared_by_a_classic_and_a_consumer_member(&f).await;
     assert!(!a_owns.is_empty() && !k_owns.is_empty());
     // Both keep heartbeating well past the 30 s rebalance timeout.
     for _ in 0..8 {

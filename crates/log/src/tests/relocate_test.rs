@@ -16,6 +16,15 @@ fn small_segments() -> LogConfig {
     }
 }
 
+/// A log manager over two log dirs, `a` and `b`, in a temporary directory.
+fn two_dirs() -> (tempfile::TempDir, Vec<std::path::PathBuf>, LogManager) {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = vec![root.path().join("a"), root.path().join("b")];
+    let (_c, clock) = clock(1_000);
+    let m = LogManager::open(dirs.clone(), clock).unwrap();
+    (root, dirs, m)
+}
+
 /// Every batch of `log` from offset 0, as (base, last) offsets.
 fn all_batches(log: &PartitionLog) -> Vec<(i64, i64)> {
     let mut out = Vec::new();
@@ -96,10 +105,7 @@ fn a_log_moves_to_another_dir_while_appends_go_on_and_loses_nothing() {
 
 #[test]
 fn a_move_to_a_dir_that_is_not_a_log_dir_or_to_where_the_log_is_changes_nothing() {
-    let root = tempfile::tempdir().unwrap();
-    let dirs = vec![root.path().join("a"), root.path().join("b")];
-    let (_c, clock) = clock(1_000);
-    let m = LogManager::open(dirs.clone(), clock).unwrap();
+    let (root, _dirs, m) = two_dirs();
     let t = TopicPartition::new("t", 0);
     let log = m.get_or_create(&t, small_segments()).unwrap();
     log.append_as_leader(&simple(3, 1_000), 0).unwrap();
@@ -115,10 +121,7 @@ fn a_move_to_a_dir_that_is_not_a_log_dir_or_to_where_the_log_is_changes_nothing(
 
 #[test]
 fn a_truncation_between_the_two_steps_of_a_move_has_the_second_copy_the_segments_again() {
-    let root = tempfile::tempdir().unwrap();
-    let dirs = vec![root.path().join("a"), root.path().join("b")];
-    let (_c, clock) = clock(1_000);
-    let m = LogManager::open(dirs.clone(), clock).unwrap();
+    let (_root, dirs, m) = two_dirs();
     let t = TopicPartition::new("t", 0);
     let log = m.get_or_create(&t, small_segments()).unwrap();
     for _ in 0..100 {
