@@ -283,9 +283,10 @@ impl PartitionLog {
         self
     }
 
-    /// The space state of the log dir this log is in.
-    fn space(&self) -> Arc<DirSpace> {
-        Arc::clone(&self.space.read())
+    /// The space state of the log dir this log is in, read under its lock without a clone
+    /// (every append asks it).
+    fn space(&self) -> parking_lot::RwLockReadGuard<'_, Arc<DirSpace>> {
+        self.space.read()
     }
 
     pub fn topic_partition(&self) -> &TopicPartition {
