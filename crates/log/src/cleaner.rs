@@ -660,6 +660,9 @@ impl PartitionLog {
         // A closed segment: its indexes go to their files and are served from there.
         seg.offload_indexes(Durability::Synced)?;
         let old = std::mem::replace(&mut self.state.write().segments[idx], seg);
+        // Counted again once the swap shows: a move that read the counter between the two
+        // counts and the sizes before the swap copies the segment again as well.
+        self.rewrites.fetch_add(1, Ordering::AcqRel);
         debug!(tp = %self.tp, segment = view.base, old_size = old.size, "swapped in cleaned segment");
         Ok(true)
     }

@@ -200,8 +200,9 @@ pub struct PartitionLog {
     pub(crate) tier_copied_through: std::sync::atomic::AtomicI64,
     /// Whether the log dir has room: a full one refuses appends before they write.
     space: RwLock<Arc<DirSpace>>,
-    /// Counts truncations, which may rewrite bytes below a segment's size: a move that copied
-    /// segments before one copies them again ([`crate::relocate`]).
+    /// Counts truncations and compaction swaps, which may rewrite bytes below a segment's
+    /// size, twice each (as they start and once the log shows them): a move that copied
+    /// segments while the counter changed copies them again ([`crate::relocate`]).
     pub(crate) rewrites: std::sync::atomic::AtomicU64,
 }
 

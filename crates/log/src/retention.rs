@@ -394,6 +394,10 @@ impl PartitionLog {
             rebuild_producer_state(&self.dir(), &st.segments, new_leo, None)?.0
         };
         *self.producers.lock() = rebuilt;
+        // Counted again once the truncated log shows: a move that read the counter between
+        // the two counts and the sizes before the truncation copies everything again as well.
+        self.rewrites
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         drop(_writer);
         self.lower_cleaner_checkpoint(new_leo)?;
         info!(tp = %self.tp, offset, log_end_offset = new_leo, "truncated log");
