@@ -100,7 +100,9 @@ use crate::error::{LogError, Result};
 use crate::index::Durability;
 use crate::log::PartitionLog;
 use crate::records::{decode_batch, rebuild_batch, with_delete_horizon, RecordView};
-use crate::segment::{remove_if_exists, segment_path, BatchScanner, Segment, SegmentFile};
+use crate::segment::{
+    remove_if_exists, segment_path, sync_dir, BatchScanner, Segment, SegmentFile,
+};
 use crate::txn::{AbortedTxn, TxnMarker, TxnResult};
 
 /// Per-partition file holding the cleaner checkpoint (first offset not yet cleaned).
@@ -217,12 +219,6 @@ impl AbortedRanges {
 struct Cleanable {
     segments: Vec<SegView>,
     first_uncleanable: i64,
-}
-
-fn sync_dir(dir: &Path) {
-    if let Ok(f) = File::open(dir) {
-        let _ = f.sync_all();
-    }
 }
 
 /// Calls `f` with every batch (header and bytes) of a segment, CRC-checked.
@@ -648,15 +644,17 @@ impl PartitionLog {
         seg.txn_index = kept;
         // A move copying this log meanwhile must copy the rewritten segment again.
         self.rewrites.fetch_add(1, Ordering::AcqRel);
-        let swap: PathBuf = segment_path(&self.dir(), view.base, "log.swap");
+        // The writer lock is held: a move cannot change the directory under the swap.
+        let dir = self.dir();
+        let swap: PathBuf = segment_path(&dir, view.base, "log.swap");
         fs::rename(cleaned_path, &swap).map_err(LogError::io_at(&swap))?;
-        sync_dir(&self.dir());
+        let _ = sync_dir(&dir);
         for suffix in ["index", "timeindex"] {
-            remove_if_exists(&segment_path(&self.dir(), view.base, suffix))?;
+            remove_if_exists(&segment_path(&dir, view.base, suffix))?;
         }
-        let target = segment_path(&self.dir(), view.base, "log");
+        let target = segment_path(&dir, view.base, "log");
         fs::rename(&swap, &target).map_err(LogError::io_at(&target))?;
-        sync_dir(&self.dir());
+        let _ = sync_dir(&dir);
         // A closed segment: its indexes go to their files and are served from there.
         seg.offload_indexes(Durability::Synced)?;
         let old = std::mem::replace(&mut self.state.write().segments[idx], seg);

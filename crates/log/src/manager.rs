@@ -28,6 +28,7 @@ use crate::error::{LogError, Result};
 use crate::log::PartitionLog;
 use crate::offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
 use crate::relocate::{MoveProgress, MOVED_MARKER_FILE};
+use crate::segment::sync_dir;
 use ferry_common::SpaceReserve;
 
 /// Name of the clean shutdown marker file in each log dir.
@@ -173,7 +174,7 @@ impl LogManager {
         let had_clean_shutdown = marker.exists();
         if had_clean_shutdown {
             fs::remove_file(&marker).map_err(LogError::io_at(&marker))?;
-            sync_dir(path);
+            let _ = sync_dir(path);
         }
         for e in fs::read_dir(path).map_err(LogError::io_at(path))? {
             let e = e.map_err(LogError::io_at(path))?;
@@ -605,7 +606,7 @@ impl LogManager {
         let target = path.with_file_name(format!("{}-{}.{unique}-delete", tp.topic, tp.partition));
         fs::rename(&path, &target).map_err(LogError::io_at(&path))?;
         if let Some(parent) = target.parent() {
-            sync_dir(parent);
+            let _ = sync_dir(parent);
         }
         info!(%tp, dir = %target.display(), "deleting log");
         std::thread::Builder::new()
@@ -746,7 +747,7 @@ impl LogManager {
             fs::File::create(&marker)
                 .and_then(|f| f.sync_all())
                 .map_err(LogError::io_at(&marker))?;
-            sync_dir(&d.path);
+            let _ = sync_dir(&d.path);
         }
         match first_err {
             Some(e) => Err(e),
@@ -769,12 +770,5 @@ fn sync_file_system(dir: &Path) -> Result<()> {
         let _ = dir;
         rustix::fs::sync();
         Ok(())
-    }
-}
-
-/// Best-effort fsync of a directory so renames and creations in it are durable.
-fn sync_dir(dir: &Path) {
-    if let Ok(f) = fs::File::open(dir) {
-        let _ = f.sync_all();
     }
 }

@@ -31,7 +31,7 @@ use crate::dir_space::DirSpace;
 use crate::error::{LogError, Result};
 use crate::index::Durability;
 use crate::log::PartitionLog;
-use crate::segment::segment_path;
+use crate::segment::{segment_path, sync_dir};
 
 /// The file a finished copy carries: the partition is complete in this directory, whatever
 /// another log dir still holds.
@@ -107,13 +107,7 @@ impl PartitionLog {
         // A truncation or a compaction pass's swap from here on makes step 2 copy everything.
         let rewrites_before = self.rewrites.load(Ordering::Acquire);
         // Step 1: the bulk of the bytes, while the log serves.
-        let sized: Vec<(i64, u64)> = {
-            let st = self.state.read();
-            st.segments
-                .iter()
-                .map(|s| (s.base_offset, s.size))
-                .collect()
-        };
+        let sized = self.segment_sizes();
         let mut copied: HashMap<i64, u64> = HashMap::new();
         for (base, size) in sized {
             let from = segment_path(old_dir, base, "log");
@@ -139,13 +133,7 @@ impl PartitionLog {
         let _writer = self.writer.lock();
         self.close_locked(Durability::Synced)?;
         let truncated = self.rewrites.load(Ordering::Acquire) != rewrites_before;
-        let now: Vec<(i64, u64)> = {
-            let st = self.state.read();
-            st.segments
-                .iter()
-                .map(|s| (s.base_offset, s.size))
-                .collect()
-        };
+        let now = self.segment_sizes();
         for &(base, size) in &now {
             let from = segment_path(old_dir, base, "log");
             let to = segment_path(future, base, "log");
@@ -256,10 +244,4 @@ fn sync_files_in(dir: &Path) -> Result<()> {
             .map_err(LogError::io_at(&path))?;
     }
     sync_dir(dir)
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    fs::File::open(dir)
-        .and_then(|f| f.sync_all())
-        .map_err(LogError::io_at(dir))
 }

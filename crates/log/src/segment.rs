@@ -664,6 +664,13 @@ impl IndexSnapshot {
     }
 }
 
+/// fsyncs a directory, so that creations, renames and removals in it are durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(LogError::io_at(dir))
+}
+
 pub(crate) fn remove_if_exists(path: &Path) -> Result<()> {
     match fs::remove_file(path) {
         Ok(()) => Ok(()),
