@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from kafka import TopicPartitionReplica
@@ -120,3 +121,73 @@ def test_a_replica_moves_to_another_log_dir_under_load_and_loses_nothing(broker_
         admin.close()
     got = consume_partition(b, topic, 0, expected=len(expected))
     assert [m.value() for m in got] == expected
+
+
+def two_dir_broker(broker_factory):
+    b = broker_factory({}, start=False)
+    dirs = [b.data_dir / "disk-a", b.data_dir / "disk-b"]
+    b.extra_config["log.dirs"] = ",".join(str(d) for d in dirs)
+    b.start()
+    return b, [str(d) for d in dirs]
+
+
+def wait_for_placement(admin, topic: str, want: list[str], timeout: float = 60.0):
+    """Waits until `topic`'s replicas are all in `want`, none of them a future replica."""
+    deadline = time.monotonic() + timeout
+    while True:
+        where = placement(admin, topic)
+        if sorted(where) == sorted(want) and all(not fut for ps in where.values() for _, fut, _ in ps):
+            return
+        assert time.monotonic() < deadline, f"not where expected: {where}"
+        time.sleep(0.2)
+
+
+def test_a_replica_to_come_is_created_in_the_log_dir_asked_for_it(broker_factory):
+    """What `kafka-reassign-partitions.sh` relies on for a replica its reassignment adds: the
+    dir named before the replica exists is where the broker creates it."""
+    b, dirs = two_dir_broker(broker_factory)
+    first = create_topic(b, unique_topic("placed"), partitions=1)
+    admin = kp_admin(b)
+    try:
+        (loaded,) = placement(admin, first)
+        # A new log goes to the dir with fewer logs; this one is asked for the busier dir.
+        topic = unique_topic("wanted")
+        replica = TopicPartitionReplica(topic, 0, b.node_ids[0])
+        answer = admin.alter_replica_log_dirs({replica: loaded})
+        assert answer == {replica: ReplicaNotAvailableError}
+        create_topic(b, topic, partitions=1)
+        wait_for_placement(admin, topic, [loaded])
+        # A topic nobody asked a dir for still goes to the other dir.
+        plain = create_topic(b, unique_topic("plain"), partitions=1)
+        wait_for_placement(admin, plain, [d for d in dirs if d != loaded])
+    finally:
+        admin.close()
+
+
+def test_a_move_that_a_stop_interrupted_starts_again_after_the_restart(broker_factory):
+    b, dirs = two_dir_broker(broker_factory)
+    topic = create_topic(b, unique_topic("resumed"), partitions=1)
+    producer = ck_producer(b, **{"acks": "all"})
+    records = [{"value": f"r-{i}".encode() * 40, "partition": 0} for i in range(2000)]
+    assert_delivered(produce_sync(producer, topic, records))
+    admin = kp_admin(b)
+    try:
+        (src,) = placement(admin, topic)
+    finally:
+        admin.close()
+    dest = next(d for d in dirs if d != src)
+    # What a kill during a move's copy leaves: the copy under its `-future` name.
+    b.kill9()
+    half = Path(dest) / f"{topic}-0.{int(time.time() * 1000)}-future"
+    half.mkdir()
+    (half / "00000000000000000000.log").write_bytes(b"\0" * 100)
+    b.start()
+
+    admin = kp_admin(b)
+    try:
+        wait_for_placement(admin, topic, [dest])
+    finally:
+        admin.close()
+    assert not half.exists()
+    got = consume_partition(b, topic, 0, expected=len(records))
+    assert [m.value() for m in got] == [r["value"] for r in records]

@@ -5,8 +5,12 @@
 //! serving. Until it ends, DescribeLogDirs lists the replica a second time, under the
 //! destination, as Kafka's "future" replica with what has been copied. A request naming
 //! another destination while a move runs takes effect when that move ends (Kafka restarts the
-//! move at once; the result is the same). A move is not resumed after a restart: the replica
-//! is where it was, and the operator's tool asks again.
+//! move at once; the result is the same). A move that a stop interrupts starts again from the
+//! beginning once the broker serves ([`ReplicaManager::resume_log_dir_moves`]), as Kafka
+//! resumes its future replicas. A request for a replica this broker does not host yet records
+//! the dir its log is to be created in, as Kafka does for the replicas a reassignment is about
+//! to add, and answers REPLICA_NOT_AVAILABLE (the reassignment tool asks again until the
+//! replica exists).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -60,7 +64,8 @@ impl ReplicaManager {
     /// AlterReplicaLogDirs for one replica: NONE once the replica is in `dest` or on its way
     /// there; LOG_DIR_NOT_FOUND for a path that is not one of the log dirs, KAFKA_STORAGE_ERROR
     /// for an offline dir or replica, REPLICA_NOT_AVAILABLE for a partition this broker does not
-    /// host, INVALID_TOPIC_EXCEPTION for a topic name too long for the move's directory.
+    /// host (yet: its log will be created in `dest`), INVALID_TOPIC_EXCEPTION for a topic name
+    /// too long for the move's directory.
     pub fn alter_replica_log_dir(
         self: &Arc<Self>,
         tp: &TopicPartition,
@@ -84,6 +89,10 @@ impl ReplicaManager {
             return Err(ResponseError::KafkaStorageError);
         }
         let Some(partition) = self.partition(tp) else {
+            if let Err(e) = self.logs().prefer_dir(tp, &dest) {
+                tracing::warn!(partition = %tp, dest = %dest.display(), error = %e,
+                    "cannot note the log dir for a replica to come");
+            }
             return Err(ResponseError::ReplicaNotAvailable);
         };
         let here = partition.log.dir().parent().map(Path::to_path_buf);
@@ -107,6 +116,22 @@ impl ReplicaManager {
         let (replicas, tp) = (Arc::clone(self), tp.clone());
         tokio::task::spawn_blocking(move || replicas.run_log_dir_move(&tp, progress));
         Ok(())
+    }
+
+    /// Starts again the moves between log dirs that a stop interrupted during their copy, for
+    /// the partitions this broker still hosts. Called once the logs are open, in the runtime.
+    pub fn resume_log_dir_moves(self: &Arc<Self>) {
+        for (tp, dest) in self.logs().take_interrupted_moves() {
+            let Some(dest_str) = dest.to_str() else {
+                continue;
+            };
+            match self.alter_replica_log_dir(&tp, dest_str) {
+                Ok(()) => tracing::info!(partition = %tp, dest = %dest.display(),
+                    "starting again a move between log dirs that a stop interrupted"),
+                Err(e) => tracing::warn!(partition = %tp, dest = %dest.display(), error = ?e,
+                    "a move between log dirs that a stop interrupted is dropped"),
+            }
+        }
     }
 
     /// Moves `tp` until it is where the latest request wants it, then forgets the move.

@@ -74,6 +74,12 @@ pub struct LogManager {
     /// The partitions whose logs were in a dir that went offline: never opened or created
     /// elsewhere until restart (their directory cannot even be listed any more).
     offline_logs: Mutex<HashSet<TopicPartition>>,
+    /// Where a partition not hosted yet is to be created (AlterReplicaLogDirs for a replica
+    /// that a reassignment is about to add; Kafka's `preferredLogDirs`).
+    preferred_dirs: Mutex<HashMap<TopicPartition, PathBuf>>,
+    /// The moves between log dirs that a stop interrupted during their copy, found at open:
+    /// (partition, destination dir), for the broker to start again.
+    interrupted_moves: Mutex<Vec<(TopicPartition, PathBuf)>>,
 }
 
 impl std::fmt::Debug for LogManager {
@@ -95,6 +101,15 @@ pub fn parse_partition_dir(name: &str) -> Option<TopicPartition> {
         return None;
     }
     Some(TopicPartition::new(topic, partition))
+}
+
+/// Parses the name of a move's copy, `<topic>-<partition>.<ms>-future`.
+fn parse_future_dir(name: &str) -> Option<TopicPartition> {
+    let (partition_dir, ms) = name.strip_suffix("-future")?.rsplit_once('.')?;
+    if ms.is_empty() || !ms.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    parse_partition_dir(partition_dir)
 }
 
 impl LogManager {
@@ -120,20 +135,24 @@ impl LogManager {
         }
         let mut dirs = Vec::with_capacity(log_dirs.len());
         let mut checkpointed_high_watermarks = HashMap::new();
+        let mut interrupted_moves = Vec::new();
         let mut first_err = None;
         for path in log_dirs {
-            let (had_clean_shutdown, offline) =
-                match Self::open_dir(&path, &mut checkpointed_high_watermarks) {
-                    Ok(clean) => (clean, None),
-                    Err(e) if is_dir_failure(&e) => {
-                        error!(dir = %path.display(), error = %e,
+            let (had_clean_shutdown, offline) = match Self::open_dir(
+                &path,
+                &mut checkpointed_high_watermarks,
+                &mut interrupted_moves,
+            ) {
+                Ok(clean) => (clean, None),
+                Err(e) if is_dir_failure(&e) => {
+                    error!(dir = %path.display(), error = %e,
                             "log dir failed at start-up; it is offline until restart");
-                        let cause = e.to_string();
-                        first_err.get_or_insert(e);
-                        (false, Some(cause))
-                    }
-                    Err(e) => return Err(e),
-                };
+                    let cause = e.to_string();
+                    first_err.get_or_insert(e);
+                    (false, Some(cause))
+                }
+                Err(e) => return Err(e),
+            };
             dirs.push(LogDir {
                 space: DirSpace::new(path.clone(), Arc::clone(&reserve)),
                 path,
@@ -153,6 +172,8 @@ impl LogManager {
             delete_seq: AtomicU64::new(0),
             checkpointed_high_watermarks,
             offline_logs: Mutex::new(HashSet::new()),
+            preferred_dirs: Mutex::new(HashMap::new()),
+            interrupted_moves: Mutex::new(interrupted_moves),
         })
     }
 
@@ -162,8 +183,13 @@ impl LogManager {
     }
 
     /// One dir of [`Self::open`]: created if missing, its marker read and removed, leftover
-    /// deletions removed, its high-watermark checkpoint read. Returns whether it had the marker.
-    fn open_dir(path: &Path, checkpointed: &mut HashMap<TopicPartition, i64>) -> Result<bool> {
+    /// deletions and unfinished move copies removed (the moves noted in `interrupted`), its
+    /// high-watermark checkpoint read. Returns whether it had the marker.
+    fn open_dir(
+        path: &Path,
+        checkpointed: &mut HashMap<TopicPartition, i64>,
+        interrupted: &mut Vec<(TopicPartition, PathBuf)>,
+    ) -> Result<bool> {
         fs::create_dir_all(path).map_err(LogError::io_at(path))?;
         let probe = path.join(PROBE_FILE);
         fs::File::create(&probe)
@@ -179,7 +205,11 @@ impl LogManager {
         for e in fs::read_dir(path).map_err(LogError::io_at(path))? {
             let e = e.map_err(LogError::io_at(path))?;
             let name = e.file_name().to_string_lossy().into_owned();
-            // `-future`: a move to this dir that did not finish; the log is where it was.
+            // `-future`: a move to this dir that did not finish; the log is where it was, and
+            // the move starts again from the beginning once the broker serves.
+            if let Some(tp) = parse_future_dir(&name) {
+                interrupted.push((tp, path.to_path_buf()));
+            }
             if name.ends_with("-delete") || name.ends_with("-future") {
                 let p = e.path();
                 if let Err(err) = fs::remove_dir_all(&p) {
@@ -242,6 +272,29 @@ impl LogManager {
             return Err(LogError::KafkaStorage(format!("{tp} has no log here")));
         };
         log.relocate(&d.path, Arc::clone(&d.space), progress)
+    }
+
+    /// The moves between log dirs that a stop interrupted during their copy (their copies
+    /// were removed at open), as (partition, destination); empty after the first call.
+    pub fn take_interrupted_moves(&self) -> Vec<(TopicPartition, PathBuf)> {
+        std::mem::take(&mut *self.interrupted_moves.lock())
+    }
+
+    /// Has `tp`'s log created in the log dir `dir` when it is created here (Kafka's
+    /// `maybeUpdatePreferredLogDir`), unless it is open in `dir` already. Errors as
+    /// [`Self::relocate`] for a `dir` that is not an online log dir.
+    pub fn prefer_dir(&self, tp: &TopicPartition, dir: &Path) -> Result<()> {
+        let d = self.log_dir(dir)?;
+        if self
+            .get(tp)
+            .is_some_and(|l| Self::dir_of(&l).as_deref() == Some(&d.path))
+        {
+            return Ok(());
+        }
+        self.preferred_dirs
+            .lock()
+            .insert(tp.clone(), d.path.clone());
+        Ok(())
     }
 
     /// The configured, online log dir at `path`.
@@ -409,25 +462,14 @@ impl LogManager {
                 "{tp} is in an offline log dir"
             )));
         }
+        let preferred = self.preferred_dirs.lock().remove(tp);
         let (dir, clean) = match self.existing_dir(tp) {
             Some(d) => (d, d.had_clean_shutdown),
-            None => {
-                let logs = self.logs.read();
-                let count = |d: &LogDir| {
-                    logs.values()
-                        .filter(|l| l.dir().parent() == Some(d.path.as_path()))
-                        .count()
-                };
-                let Some(d) = self
-                    .dirs
-                    .iter()
-                    .filter(|d| d.is_online())
-                    .min_by_key(|d| count(d))
-                else {
-                    return Err(LogError::KafkaStorage("every log dir is offline".into()));
-                };
-                (d, true)
-            }
+            // A preferred dir that went offline since is ignored: the log is placed as any.
+            None => match preferred.and_then(|p| self.log_dir(&p).ok()) {
+                Some(d) => (d, true),
+                None => (self.least_loaded_dir()?, true),
+            },
         };
         let path = Self::partition_path(&dir.path, tp);
         let log = Arc::new(
@@ -436,6 +478,21 @@ impl LogManager {
         );
         self.logs.write().insert(tp.clone(), Arc::clone(&log));
         Ok(log)
+    }
+
+    /// The online log dir with the fewest open logs, for a new one.
+    fn least_loaded_dir(&self) -> Result<&LogDir> {
+        let logs = self.logs.read();
+        let count = |d: &LogDir| {
+            logs.values()
+                .filter(|l| l.dir().parent() == Some(d.path.as_path()))
+                .count()
+        };
+        self.dirs
+            .iter()
+            .filter(|d| d.is_online())
+            .min_by_key(|d| count(d))
+            .ok_or_else(|| LogError::KafkaStorage("every log dir is offline".into()))
     }
 
     /// Opens the logs of `wanted` that have a directory in a log dir and are not open yet,

@@ -13,8 +13,8 @@
 //!    its state, so every holder of the log sees the new files. Reads that started on the old
 //!    files finish on them: they stay readable while open.
 //!
-//! A crash in step 1 or 2 leaves a `-future` directory, which the next start removes (the move
-//! is lost, the log is where it was). A crash between the two renames leaves the partition in
+//! A crash in step 1 or 2 leaves a `-future` directory, which the next start removes: the log
+//! is where it was, and the broker starts the move again ([`crate::LogManager::take_interrupted_moves`]). A crash between the two renames leaves the partition in
 //! both dirs with the same bytes; the next start keeps the copy with the marker
 //! ([`crate::LogManager`]).
 

@@ -485,6 +485,7 @@ fn open_known_topics(broker: &Arc<Broker>, on_disk: Vec<ferry_common::TopicParti
             tracing::error!(topic = %topic, error = %e, "cannot open every log of a topic");
         }
     }
+    broker.replicas.resume_log_dir_moves();
     let offline_dirs = broker.replicas.logs().offline_dirs().len();
     broker
         .metrics

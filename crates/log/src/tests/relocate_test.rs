@@ -175,14 +175,43 @@ fn a_start_after_an_interrupted_move_keeps_the_finished_copy_and_drops_an_unfini
         std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
     }
     std::fs::write(copy.join(MOVED_MARKER_FILE), b"").unwrap();
-    // And a move of another partition stopped during its copy.
-    std::fs::create_dir_all(other.join("half-0.123-future")).unwrap();
+    // And a move of another partition stopped during its copy (a topic name with dots).
+    std::fs::create_dir_all(other.join("half.way-0.123-future")).unwrap();
 
     let m = LogManager::open(dirs.clone(), clock).unwrap();
     assert!(!old.exists(), "the moved log's old directory went");
     assert!(!copy.join(MOVED_MARKER_FILE).exists());
-    assert!(!other.join("half-0.123-future").exists());
+    assert!(!other.join("half.way-0.123-future").exists());
+    // The unfinished move is handed to the broker to start again, once.
+    assert_eq!(
+        m.take_interrupted_moves(),
+        vec![(TopicPartition::new("half.way", 0), other.clone())]
+    );
+    assert!(m.take_interrupted_moves().is_empty());
     let log = m.get_or_create(&done, small_segments()).unwrap();
     assert_eq!(log.dir(), copy);
     assert_eq!(log.log_end_offset(), 3);
+}
+
+#[test]
+fn a_log_not_hosted_yet_is_created_in_the_dir_asked_for_it() {
+    let (_root, dirs, m) = two_dirs();
+    // Both dirs are empty, so a new log would go to the first; the second is asked for.
+    let tp = TopicPartition::new("later", 0);
+    m.prefer_dir(&tp, &dirs[1]).unwrap();
+    let log = m.get_or_create(&tp, small_segments()).unwrap();
+    assert_eq!(log.dir().parent(), Some(dirs[1].as_path()));
+    // Used once: a log created again after a delete is placed as any new one.
+    m.delete(&tp).unwrap();
+    let again = m.get_or_create(&tp, small_segments()).unwrap();
+    assert_eq!(again.dir().parent(), Some(dirs[0].as_path()));
+    // A path that is not a log dir is refused and changes nothing.
+    let other = TopicPartition::new("other", 0);
+    assert!(m.prefer_dir(&other, &dirs[0].join("nowhere")).is_err());
+    let log = m.get_or_create(&other, small_segments()).unwrap();
+    assert_eq!(
+        log.dir().parent(),
+        Some(dirs[1].as_path()),
+        "the less loaded dir"
+    );
 }
