@@ -45,16 +45,16 @@ impl LogDirMoves {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// (partition, destination, bytes copied) of each running move.
-    pub fn running(&self) -> Vec<(TopicPartition, PathBuf, u64)> {
+    /// Each running move: its partition and destination, the bytes copied and the offset the
+    /// copy holds every record below.
+    pub fn running(&self) -> Vec<(TopicPartition, PathBuf, u64, i64)> {
+        use std::sync::atomic::Ordering::Relaxed;
         self.lock()
             .iter()
             .map(|(tp, m)| {
-                let copied = m
-                    .progress
-                    .copied_bytes
-                    .load(std::sync::atomic::Ordering::Relaxed);
-                (tp.clone(), m.dest.clone(), copied)
+                let copied = m.progress.copied_bytes.load(Relaxed);
+                let copied_to = m.progress.copied_to_offset.load(Relaxed);
+                (tp.clone(), m.dest.clone(), copied, copied_to)
             })
             .collect()
     }
@@ -148,11 +148,7 @@ impl ReplicaManager {
             }
             let mut running = self.log_dir_moves.lock();
             match running.get(tp) {
-                Some(m) if m.dest != dest => {
-                    progress
-                        .copied_bytes
-                        .store(0, std::sync::atomic::Ordering::Relaxed);
-                }
+                Some(m) if m.dest != dest => progress.reset(),
                 _ => {
                     running.remove(tp);
                     return;

@@ -41,6 +41,17 @@ pub const MOVED_MARKER_FILE: &str = "moved";
 #[derive(Debug, Default)]
 pub struct MoveProgress {
     pub copied_bytes: std::sync::atomic::AtomicU64,
+    /// The copy holds every record below this offset (the base of the segment after the last
+    /// one copied whole): the future replica's log end, for its offset lag.
+    pub copied_to_offset: std::sync::atomic::AtomicI64,
+}
+
+impl MoveProgress {
+    /// Back to nothing copied, for a move that starts again.
+    pub fn reset(&self) {
+        self.copied_bytes.store(0, Ordering::Relaxed);
+        self.copied_to_offset.store(0, Ordering::Relaxed);
+    }
 }
 
 impl PartitionLog {
@@ -109,13 +120,16 @@ impl PartitionLog {
         // Step 1: the bulk of the bytes, while the log serves.
         let sized = self.segment_sizes();
         let mut copied: HashMap<i64, u64> = HashMap::new();
-        for (base, size) in sized {
+        for (i, &(base, size)) in sized.iter().enumerate() {
             let from = segment_path(old_dir, base, "log");
             let to = segment_path(future, base, "log");
             match copy_range(&from, &to, 0, size) {
                 Ok(()) => {
                     copied.insert(base, size);
                     progress.copied_bytes.fetch_add(size, Ordering::Relaxed);
+                    if let Some(&(next, _)) = sized.get(i + 1) {
+                        progress.copied_to_offset.store(next, Ordering::Relaxed);
+                    }
                 }
                 // Retention deleted it meanwhile: step 2 does not copy it either.
                 Err(e) if !from.exists() => {

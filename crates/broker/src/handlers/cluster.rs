@@ -120,15 +120,19 @@ pub fn describe_log_dirs(
             );
     }
     // A replica on its way to another dir is listed there too, as Kafka's future replica: the
-    // bytes copied so far, and an offset lag that is 0 only once the move is done.
-    for (tp, dest, copied) in broker.replicas.log_dir_moves.running() {
+    // bytes copied so far, and as offset lag the records not copied yet (Kafka: the log's end
+    // less the future log's), at least 1 until the move is done.
+    for (tp, dest, copied, copied_to) in broker.replicas.log_dir_moves.running() {
         if !wanted(&tp.topic, tp.partition) {
             continue;
         }
         let lag = broker
             .replicas
             .partition(&tp)
-            .map(|p| (p.log.log_end_offset() - p.log.log_start_offset()).max(1))
+            .map(|p| {
+                let future_end = copied_to.max(p.log.log_start_offset());
+                (p.log.log_end_offset() - future_end).max(1)
+            })
             .unwrap_or(1);
         dirs.entry(dest.display().to_string())
             .or_default()

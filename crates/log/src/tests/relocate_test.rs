@@ -81,6 +81,12 @@ fn a_log_moves_to_another_dir_while_appends_go_on_and_loses_nothing() {
     assert!(!from.join("t-0").exists(), "the old directory is gone");
     assert!(!to.join("t-0").join(MOVED_MARKER_FILE).exists());
     assert!(progress.copied_bytes.load(Ordering::Relaxed) > 0);
+    // Step 1 copied whole closed segments: the future log held their records.
+    let copied_to = progress.copied_to_offset.load(Ordering::Relaxed);
+    assert!(
+        copied_to > 0 && copied_to < expected_end as i64,
+        "{copied_to}"
+    );
     let batches = all_batches(&log);
     assert_eq!(batches.len(), 200 + appended_during);
     assert_eq!(batches.last().unwrap().1, expected_end as i64 - 1);
