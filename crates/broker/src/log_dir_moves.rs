@@ -122,7 +122,10 @@ impl ReplicaManager {
     /// the partitions this broker still hosts. Called once the logs are open, in the runtime.
     pub fn resume_log_dir_moves(self: &Arc<Self>) {
         for (tp, dest) in self.logs().take_interrupted_moves() {
-            let Some(dest_str) = dest.to_str() else {
+            // Not hosted any more (deleted or reassigned away while the broker was down): no
+            // move, and no preferred dir either.
+            let (Some(dest_str), Some(_)) = (dest.to_str(), self.partition(&tp)) else {
+                tracing::info!(partition = %tp, "a move between log dirs that a stop interrupted is dropped: the replica is not hosted here any more");
                 continue;
             };
             match self.alter_replica_log_dir(&tp, dest_str) {
