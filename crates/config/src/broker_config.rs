@@ -229,6 +229,7 @@ pub const BROKER_CONFIGS: &[ConfigDef] = &[
     def("remote.wal.upload.interval.ms", Long, "10", "Longest time an appended byte waits before its WAL object is cut and uploaded."),
     def("remote.wal.upload.max.bytes", Int, "4194304", "Cut and upload a WAL object as soon as this many bytes wait (the interval cuts it earlier at lower rates). Larger objects mean fewer PUTs, GETs and metadata records per GB: at full load on the S3 API benchmark of docs/benchmarks.md, 4 MiB instead of 1 MiB cut the brokers' CPU per GB by 10-20 % and raised throughput by 4-32 %. Followers read an object of up to 8 MiB with one GET."),
     def("remote.wal.buffer.max.bytes", Long, "268435456", "Bytes waiting or uploading at most; beyond this (slow or failing store) appends reach followers by the classic fetch. It must hold produce rate times PUT latency under load: at 150 MB/s and PUTs slowed to 0.5 s by a saturated host, 64 MiB overflowed and sent a tenth of the data across zones."),
+    def("remote.wal.fetcher.queue.max.slices", Int, "4096", "Most WAL slices of one partition a follower's WAL fetcher holds queued (their metadata records, a few hundred bytes each). A follower back from an outage with a longer backlog takes it in turns: the reading of `__remote_wal_log_metadata` waits until it has appended some, so the whole backlog still comes through the object store. A queue that stays full for 30 s (nothing downloads) stops holding the reading back; its newer slices then come by the classic fetch."),
     def("remote.wal.fallback.ms", Long, "1500", "A follower of a remote-WAL partition gets its data by the classic fetch (until it has caught up) when it still lacks data whose WAL metadata was published this long ago, or when it holds everything published but has not moved for this long while the leader's log is longer (uploads stuck). Longer keeps a busy but working WAL path in use (at full load a follower can wait over 500 ms behind one slow GET); shorter ends the acks=all stall of a really broken path sooner."),
     def("remote.wal.metadata.topic.num.partitions", Int, "16", "Partitions of `__remote_wal_log_metadata` (fixed once the topic exists)."),
     def("remote.wal.metadata.topic.segment.bytes", Int, "16777216", "`segment.bytes` of `__remote_wal_log_metadata` when it is created: the log cleaner compacts closed segments only, so small segments let the tombstones of collected objects reach compaction."),
@@ -937,6 +938,7 @@ fn check_range(def: &ConfigDef, text: &str) -> Result<(), ConfigError> {
         | "remote.wal.upload.max.bytes"
         | "remote.wal.buffer.max.bytes"
         | "remote.wal.fallback.ms"
+        | "remote.wal.fetcher.queue.max.slices"
         | "remote.wal.metadata.topic.num.partitions"
         | "remote.wal.metadata.topic.segment.ms"
         | "remote.wal.metadata.topic.retention.ms"

@@ -68,6 +68,8 @@ pub struct RemoteWalConfig {
     pub upload_max_bytes: usize,
     pub buffer_max_bytes: usize,
     pub fallback_ms: i64,
+    /// `remote.wal.fetcher.queue.max.slices`: slices of one partition the fetcher queues.
+    pub fetcher_queue_max_slices: usize,
     pub metadata_partitions: i32,
     /// `retention.ms` of the metadata topic; also how long a broker must be gone before
     /// another of its rack collects its objects.
@@ -293,6 +295,7 @@ impl RemoteWalConfig {
             upload_max_bytes: num(c, "remote.wal.upload.max.bytes")?,
             buffer_max_bytes: num(c, "remote.wal.buffer.max.bytes")?,
             fallback_ms: num(c, "remote.wal.fallback.ms")?,
+            fetcher_queue_max_slices: num(c, "remote.wal.fetcher.queue.max.slices")?,
             metadata_partitions: num(c, "remote.wal.metadata.topic.num.partitions")?,
             metadata_retention_ms,
             metadata_acks_all: match c.raw("remote.wal.metadata.acks").trim() {

@@ -102,6 +102,16 @@ pub trait FollowerSink: Send + Sync + std::fmt::Debug {
 /// Finds the store of a bucket named in metadata (`None`: unknown bucket, treated as unreadable).
 pub type StoreResolver = Arc<dyn Fn(&str) -> Option<Arc<dyn ObjectStore>> + Send + Sync>;
 
+/// What [`WalFetcher::on_raw_metadata`] took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawMetadataTaken {
+    /// Records taken, from the first: all of them unless a followed partition's queue is full
+    /// (offer the rest again later, see [`WalFetcher::on_metadata`]).
+    pub taken: usize,
+    /// Undecodable records seen (skipped; logged).
+    pub bad: usize,
+}
+
 /// What [`WalFetcher::on_metadata`] does with an upsert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Keep {
@@ -115,6 +125,15 @@ enum Keep {
 
 /// How long records of a partition not followed here are kept in case it becomes followed.
 const PARK_FOR: Duration = Duration::from_secs(10);
+
+/// How long a followed partition's full queue holds back the metadata behind it. A queue is full
+/// while its follower catches up on a backlog (back from an outage): the metadata is read again
+/// once the follower appended some, so the backlog comes through the WAL and not by the classic
+/// fetch across zones. The records of other partitions behind it in the same metadata partition
+/// wait too (the topic is read in order); after an outage they are mostly catching up as well. A queue full for this long without taking a record is stuck (no GET
+/// succeeds): its new records are dropped, as ranges for the classic fetch, so that the other
+/// partitions' metadata moves on.
+const FULL_QUEUE_STALL: Duration = Duration::from_secs(30);
 
 /// Plans per step when objects turn out unreadable (each skips the objects found so).
 const UNREADABLE_REPLANS: usize = 3;
@@ -202,48 +221,52 @@ impl WalFetcher {
         lock(&self.shared.state)
     }
 
-    /// Queues metadata records (decoded with `WalMetadataRecord::decode`). Records of
-    /// partitions the sink does not follow are dropped.
-    pub fn on_metadata(&self, events: impl IntoIterator<Item = WalMetadataEvent>) {
+    /// Queues metadata records (decoded with `WalMetadataRecord::decode`), in order. Records of
+    /// partitions the sink does not follow are dropped (or parked, see `State::parked`).
+    ///
+    /// Returns how many of `events`, from the first, were taken: all, unless the queue of a
+    /// followed partition is full ([`FetcherConfig::max_records_per_partition`]) at a record
+    /// it does not hold yet. The caller then offers the rest again later, from the first not
+    /// taken (the metadata topic is read again from there), once the follower has appended
+    /// some; see [`FULL_QUEUE_STALL`] for a queue that does not drain.
+    pub fn on_metadata(&self, events: impl IntoIterator<Item = WalMetadataEvent>) -> usize {
         let now_ms = self.clock.now_ms();
         // Ask the sink before taking our lock, so a sink never runs under it.
-        let events: Vec<(WalMetadataEvent, Keep)> = events
+        let events: Vec<(WalMetadataEvent, Keep, Option<i64>)> = events
             .into_iter()
             .map(|e| {
-                let keep = match &e {
+                let (keep, delivery_ms) = match &e {
                     WalMetadataEvent::Upsert(m) => {
                         match self.sink.partition_state(m.topic_id, m.partition) {
-                            Some(fs) => {
-                                // Replays of old records (a restart) would swamp the stage.
-                                if m.last_offset >= fs.log_end_offset {
-                                    self.config.stages.observe_ms(
-                                        Stage::MetadataDelivery,
-                                        now_ms - m.upload_time_ms,
-                                    );
-                                }
-                                Keep::Queue
-                            }
+                            // Replays of old records (a restart) would swamp the stage.
+                            Some(fs) => (
+                                Keep::Queue,
+                                (m.last_offset >= fs.log_end_offset)
+                                    .then(|| now_ms - m.upload_time_ms),
+                            ),
                             None if self.sink.may_follow_later(m.topic_id, m.partition) => {
-                                Keep::Park
+                                (Keep::Park, None)
                             }
-                            None => Keep::Drop,
+                            None => (Keep::Drop, None),
                         }
                     }
-                    WalMetadataEvent::Tombstone(_) => Keep::Queue,
+                    WalMetadataEvent::Tombstone(_) => (Keep::Queue, None),
                 };
-                (e, keep)
+                (e, keep, delivery_ms)
             })
             .collect();
         if events.is_empty() {
-            return;
+            return 0;
         }
+        let deliveries: Vec<Option<i64>> = events.iter().map(|(_, _, ms)| *ms).collect();
         let arrived = Instant::now();
+        let mut taken = events.len();
         let mut st = self.state();
-        for (event, keep) in events {
+        let cap = self.config.max_records_per_partition;
+        for (i, (event, keep, _)) in events.into_iter().enumerate() {
             match event {
                 WalMetadataEvent::Upsert(_) if keep == Keep::Drop => {}
                 WalMetadataEvent::Upsert(m) if keep == Keep::Park => {
-                    let cap = self.config.max_records_per_partition;
                     let (_, map) = st
                         .parked
                         .entry(partition_of(&m))
@@ -251,20 +274,34 @@ impl WalFetcher {
                     // Beyond the cap the newest go, as in the queue: a partition not followed
                     // yet is typically one of a broker that just restarted, replaying the
                     // metadata of the objects kept for it (it was offline); it needs the
-                    // oldest first, and takes what is dropped by the classic fetch.
+                    // oldest first, and takes what is dropped by the classic fetch. (Parked
+                    // records never hold the metadata back: most belong to partitions this
+                    // broker does not host at all.)
                     map.insert(m.base_offset, Queued { meta: m, arrived });
                     while map.len() > cap {
                         map.pop_last();
                     }
                 }
                 WalMetadataEvent::Upsert(m) => {
-                    let cap = self.config.max_records_per_partition;
-                    let map = st.records.entry(partition_of(&m)).or_default();
-                    if map.len() >= cap && !map.contains_key(&m.base_offset) {
+                    let wp = partition_of(&m);
+                    let full = st
+                        .records
+                        .get(&wp)
+                        .is_some_and(|map| map.len() >= cap && !map.contains_key(&m.base_offset));
+                    if full {
+                        let since = *st.full_since.entry(wp).or_insert(arrived);
+                        if arrived.saturating_duration_since(since) < FULL_QUEUE_STALL {
+                            taken = i;
+                            break;
+                        }
                         st.dropped += 1;
                         continue;
                     }
-                    map.insert(m.base_offset, Queued { meta: m, arrived });
+                    st.full_since.remove(&wp);
+                    st.records
+                        .entry(wp)
+                        .or_default()
+                        .insert(m.base_offset, Queued { meta: m, arrived });
                 }
                 WalMetadataEvent::Tombstone(k) => {
                     let wp = WalPartition {
@@ -284,7 +321,13 @@ impl WalFetcher {
             }
         }
         drop(st);
-        self.shared.wake.notify_one();
+        for ms in deliveries[..taken].iter().flatten() {
+            self.config.stages.observe_ms(Stage::MetadataDelivery, *ms);
+        }
+        if taken > 0 {
+            self.shared.wake.notify_one();
+        }
+        taken
     }
 
     /// Runs until `shutdown` completes: a step right after new metadata arrives or a GET
@@ -314,24 +357,34 @@ impl WalFetcher {
 
     /// Decodes raw records of the metadata topic (key, value; `None` value = tombstone) and
     /// queues them like [`WalFetcher::on_metadata`]. Undecodable records are skipped (logged)
-    /// and counted in the result: a lost record only costs a classic fetch.
+    /// and counted: a lost record only costs a classic fetch.
     pub fn on_raw_metadata<'a>(
         &self,
         records: impl IntoIterator<Item = (&'a [u8], Option<&'a [u8]>)>,
-    ) -> usize {
+    ) -> RawMetadataTaken {
         let mut bad = 0;
+        let mut count = 0;
+        // Each event with the index of the record it came from.
         let mut events = Vec::new();
-        for (key, value) in records {
+        let mut from_record = Vec::new();
+        for (i, (key, value)) in records.into_iter().enumerate() {
+            count = i + 1;
             match WalMetadataRecord::decode(key, value) {
-                Ok(e) => events.push(e),
+                Ok(e) => {
+                    events.push(e);
+                    from_record.push(i);
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "undecodable remote WAL metadata record skipped");
                     bad += 1;
                 }
             }
         }
-        self.on_metadata(events);
-        bad
+        let taken = self.on_metadata(events);
+        RawMetadataTaken {
+            taken: from_record.get(taken).copied().unwrap_or(count),
+            bad,
+        }
     }
 
     /// Records queued across all partitions.

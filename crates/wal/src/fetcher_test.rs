@@ -546,11 +546,11 @@ async fn raw_records_are_decoded_and_bad_ones_skipped() {
     let good = crate::metadata::WalMetadataRecord::upsert(&records[0]).expect("encodes");
     let value = good.value.clone().unwrap_or_default();
     let truncated = value.slice(..value.len() - 1);
-    let bad = f.on_raw_metadata([
+    let taken = f.on_raw_metadata([
         (&good.key[..], Some(&truncated[..])),
         (&good.key[..], Some(&value[..])),
     ]);
-    assert_eq!(bad, 1);
+    assert_eq!(taken, RawMetadataTaken { taken: 2, bad: 1 });
     assert_eq!(f.run_once().await.slices_appended, 1);
     assert_eq!(sink.leo(0), 10);
 }
@@ -851,4 +851,90 @@ async fn a_failed_whole_object_get_fails_the_slices_that_waited_for_it() {
     );
     assert_eq!(store.gets.load(Ordering::SeqCst), 1);
     let _ = stop.send(());
+}
+
+/// A fetcher over `mem` ("az1") that queues at most `cap` records per partition.
+fn capped_fetcher(mem: MemoryStore, sink: Arc<MemSink>, cap: usize) -> WalFetcher {
+    let config = FetcherConfig {
+        max_gap_bytes: 0,
+        max_records_per_partition: cap,
+        ..FetcherConfig::default()
+    };
+    let store: Arc<dyn ObjectStore> = Arc::new(mem);
+    WalFetcher::with_config(
+        Arc::new(move |bucket: &str| (bucket == "az1").then(|| store.clone())),
+        sink,
+        config,
+    )
+}
+
+/// A follower back from an outage replays more metadata for a partition than its queue holds:
+/// the fetcher takes what fits and the rest is offered again once the follower appended some,
+/// so the whole backlog comes through the WAL, nothing is dropped and no range goes to the
+/// classic fetch (across zones). Before, the records beyond the cap were dropped.
+#[tokio::test]
+async fn a_backlog_larger_than_the_queue_is_taken_in_turns_without_a_classic_range() {
+    let mem = MemoryStore::new();
+    let mut records = Vec::new();
+    for i in 0..5i64 {
+        let key = format!("wal/1/{i}.wal");
+        let (data, r) = object(&key, 3, &[(0, i * 10, i * 10 + 9)]);
+        assert!(mem.put(&key, data).await.is_ok());
+        records.extend(r);
+    }
+    let sink = MemSink::following(&[0], 3);
+    let f = capped_fetcher(mem, sink.clone(), 3);
+    let events = upserts(&records);
+    assert_eq!(f.on_metadata(events.clone()), 3, "the queue holds three");
+    // Offered again before the follower moved: nothing more fits.
+    assert_eq!(f.on_metadata(events[3..].to_vec()), 0);
+    let r = f.run_once().await;
+    assert_eq!(sink.leo(0), 30, "{r:?}");
+    assert!(r.classic.is_empty(), "{r:?}");
+    assert_eq!(f.on_metadata(events[3..].to_vec()), 2);
+    let r = f.run_once().await;
+    assert_eq!(sink.leo(0), 50, "{r:?}");
+    assert!(r.classic.is_empty(), "{r:?}");
+    assert_eq!(f.dropped(), 0);
+    assert_eq!(
+        sink.appended(0),
+        vec![(0, 9), (10, 19), (20, 29), (30, 39), (40, 49)]
+    );
+}
+
+/// A full queue that does not drain (here its records wait for a leader epoch the follower
+/// never reaches) holds the metadata back for a while only: then its new records are dropped
+/// (their ranges go to the classic fetch) and the records behind them are taken.
+#[tokio::test(start_paused = true)]
+async fn a_queue_that_stays_full_stops_holding_the_metadata_back() {
+    let mem = MemoryStore::new();
+    let mut records = Vec::new();
+    for i in 0..3i64 {
+        let key = format!("wal/1/{i}.wal");
+        let (data, r) = object(&key, 9, &[(0, i * 10, i * 10 + 9)]);
+        assert!(mem.put(&key, data).await.is_ok());
+        records.extend(r);
+    }
+    let (data, other) = object("wal/1/other.wal", 3, &[(1, 0, 9)]);
+    assert!(mem.put("wal/1/other.wal", data).await.is_ok());
+    let sink = MemSink::following(&[0, 1], 3);
+    let f = capped_fetcher(mem, sink.clone(), 2);
+    let mut events = upserts(&records);
+    events.extend(upserts(&other));
+    assert_eq!(f.on_metadata(events.clone()), 2);
+    tokio::time::advance(FULL_QUEUE_STALL / 2).await;
+    assert_eq!(f.on_metadata(events[2..].to_vec()), 0, "still held back");
+    tokio::time::advance(FULL_QUEUE_STALL).await;
+    assert_eq!(
+        f.on_metadata(events[2..].to_vec()),
+        2,
+        "dropped, and the next taken"
+    );
+    assert_eq!(f.dropped(), 1);
+    f.run_once().await;
+    assert_eq!(
+        sink.leo(1),
+        10,
+        "the partition behind it was not held back for ever"
+    );
 }

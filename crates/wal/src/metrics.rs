@@ -49,6 +49,8 @@ pub struct RemoteWalMetrics {
     /// `remote.wal.buffer.max.bytes`.
     pub uploader_buffered_bytes: Gauge,
     pub fallback_ranges: Counter,
+    /// Reads of the metadata topic the follower's fetcher took only part of (a queue full).
+    pub metadata_held_back: Counter,
     /// Leader: WAL reports answered with records (follower behind the WAL path).
     pub reports_served_classic: Family<ReasonLabels, Counter>,
     /// Follower: partitions switched to the classic fetch by a WAL fetcher range or a stall.
@@ -97,6 +99,7 @@ impl RemoteWalMetrics {
             metadata_bytes_produced: Counter::default(),
             uploader_buffered_bytes: Gauge::default(),
             fallback_ranges: Counter::default(),
+            metadata_held_back: Counter::default(),
             reports_served_classic: Family::default(),
             classic_switches: Counter::default(),
             republished_bytes: Counter::default(),
@@ -165,6 +168,11 @@ impl RemoteWalMetrics {
             "remote_wal_fallback_ranges",
             "Offset ranges the uploader dropped from the WAL path (followers fetch them classically)",
             self.fallback_ranges.clone(),
+        );
+        r.register(
+            "remote_wal_metadata_held_back",
+            "Reads of __remote_wal_log_metadata this broker's WAL fetcher took only part of, because a followed partition's queue (remote.wal.fetcher.queue.max.slices) was full: a backlog taken in turns, read again once the follower appended some",
+            self.metadata_held_back.clone(),
         );
         r.register(
             "remote_wal_reports_served_classic",

@@ -77,7 +77,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::replica_manager::{Partition, Role};
-use crate::topic_follower::{self, Followed, FollowedRecords};
+use crate::topic_follower::{self, Fed, Followed, FollowedRecords};
 use ferry_config::broker_config::BrokerConfig;
 use ferry_config::remote_wal_config::{self as config, RemoteWalConfig};
 use ferry_wal::cost::Totals;
@@ -149,6 +149,9 @@ pub struct RemoteWal {
     leader: Arc<Mutex<LeaderTracker>>,
     /// Per led partition: the leader epoch whose republish has been started.
     republished: Mutex<HashMap<ferry_common::TopicPartition, i32>>,
+    /// Per metadata partition: the offset after the last record fed to the GC (a read the
+    /// fetcher did not take whole is fed again, and the GC sees its records once).
+    gc_fed_to: Mutex<HashMap<i32, i64>>,
     /// Per led partition: (when, end offset) of appends not committed yet, for the `commit`
     /// stage.
     uncommitted: Mutex<HashMap<ferry_common::TopicPartition, VecDeque<(Instant, i64)>>>,
@@ -232,6 +235,7 @@ impl RemoteWal {
                 Arc::new(ReplicaSink::new(shared.clone())),
                 FetcherConfig {
                     stages: shared.metrics.stages.clone(),
+                    max_records_per_partition: shared.config.fetcher_queue_max_slices.max(1),
                     ..FetcherConfig::default()
                 },
             )
@@ -251,6 +255,7 @@ impl RemoteWal {
             follower: FollowerModes::new(fallback_ms.saturating_mul(4)),
             leader,
             republished: Mutex::new(HashMap::new()),
+            gc_fed_to: Mutex::new(HashMap::new()),
             uncommitted: Mutex::new(HashMap::new()),
         }
     }
@@ -535,34 +540,65 @@ async fn housekeeping(wal: Arc<RemoteWal>) {
     }
 }
 
-/// Decodes whole batches; returns the records at or after `from` as (key, value) and the next
-/// offset to read.
-pub fn decode(records: Bytes, from: i64) -> (Vec<ferry_log::keyed_records::KeyValue>, i64) {
-    ferry_log::keyed_records::decode(records, from).unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "undecodable remote WAL metadata batch skipped");
-        (Vec::new(), from)
-    })
+/// Decodes whole batches; returns the records at or after `from` as (offset, key, value) and
+/// the next offset to read (after the last batch). An undecodable read is skipped, logged.
+fn decode(records: Bytes, from: i64) -> (Vec<(i64, Bytes, Option<Bytes>)>, i64) {
+    let mut out = Vec::new();
+    let next = ferry_log::keyed_records::for_each_record(records, from, |r| {
+        if let Some(key) = r.key {
+            out.push((r.offset, key, r.value));
+        }
+    });
+    match next {
+        Ok(next) => (out, next),
+        Err(e) => {
+            tracing::warn!(error = %e, "undecodable remote WAL metadata batch skipped");
+            (Vec::new(), from)
+        }
+    }
 }
 
 /// Every broker follows `__remote_wal_log_metadata` (`crate::topic_follower`).
 impl FollowedRecords for RemoteWal {
-    /// Feeds a read of the metadata topic to the fetcher and the GC; returns the next offset.
-    fn feed(&self, records: Bytes, from: i64) -> i64 {
+    /// Feeds a read of metadata partition `partition` to the GC and the fetcher. While a
+    /// follower catches up on more than its fetcher's queue holds, the fetcher takes only part
+    /// of it: the read stops at the first record not taken and is made again from there
+    /// (`Fed::Full`). The GC sees every record once, as it comes, whatever the fetcher took: it
+    /// must know of this broker's own objects at once, or its orphan sweep would take them for
+    /// orphans.
+    fn feed(&self, partition: i32, records: Bytes, from: i64) -> Fed {
         let (recs, next) = decode(records, from);
-        self.fetcher
-            .on_raw_metadata(recs.iter().map(|(k, v)| (k.as_ref(), v.as_deref())));
         if let Some(gc) = &self.gc {
-            for (k, v) in &recs {
+            let mut fed_to = self.gc_fed_to.lock().unwrap_or_else(|p| p.into_inner());
+            let seen = fed_to.entry(partition).or_insert(i64::MIN);
+            let first_unseen = *seen;
+            for (offset, k, v) in recs.iter().filter(|(offset, _, _)| *offset >= first_unseen) {
                 if let Ok(e) = WalMetadataRecord::decode(k, v.as_deref()) {
                     gc.on_metadata(&e);
                 }
+                *seen = offset + 1;
             }
         }
-        next
+        let taken = self
+            .fetcher
+            .on_raw_metadata(recs.iter().map(|(_, k, v)| (k.as_ref(), v.as_deref())))
+            .taken;
+        match recs.get(taken) {
+            Some((offset, _, _)) => {
+                self.shared.metrics.metadata_held_back.inc();
+                // What follows is not read now: no orphan sweep until it is.
+                if let Some(gc) = &self.gc {
+                    gc.set_metadata_behind();
+                }
+                Fed::Full(*offset)
+            }
+            None => Fed::Through(next),
+        }
     }
 
     /// The GC's orphan sweep waits for this: an object is an orphan only if no metadata
-    /// names it, which is known once the topic has been read to its end.
+    /// names it, which is known once the topic has been read to its end (at start, and again
+    /// after the fetcher held a read back).
     fn caught_up(&self) {
         if let Some(gc) = &self.gc {
             gc.set_metadata_caught_up();

@@ -36,15 +36,26 @@ use progress::{lock, LocalReplica, Progress};
 pub mod progress;
 pub mod remote;
 
+/// What a [`FollowedRecords`] sink did with a read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fed {
+    /// Applied all of it: read on from this offset (after the last batch).
+    Through(i64),
+    /// Applied the records before this offset and is full for now: read again from here, a
+    /// little later (the remote WAL's fetcher while a follower catches up on a backlog).
+    Full(i64),
+}
+
 /// Where the records of a followed topic go.
 pub trait FollowedRecords: Send + Sync + 'static {
-    /// Applies the batches read from offset `from` of one partition (whole batches, in order;
-    /// records before `from` are skipped); returns the offset after the last record applied,
-    /// `from` when none was.
-    fn feed(&self, records: Bytes, from: i64) -> i64;
+    /// Applies the batches read from offset `from` of partition `partition` (whole batches, in
+    /// order; records before `from` are skipped); says where to read on ([`Fed`]): `Through`
+    /// the offset after the last batch (`from` when there was none), or `Full` at the first
+    /// record it did not apply.
+    fn feed(&self, partition: i32, records: Bytes, from: i64) -> Fed;
 
     /// Every partition has been read to its end (local replicas) or high watermark (the
-    /// others) once.
+    /// others); told again when that holds again after a read the sink held back ([`Fed::Full`]).
     fn caught_up(&self);
 }
 
@@ -109,6 +120,7 @@ pub async fn run(sink: Arc<dyn FollowedRecords>, followed: Followed, handles: Ho
     let topic = followed.topic;
     let progress = Arc::new(Mutex::new(Progress::default()));
     let mut tasks = RemoteTasks::default();
+    // Whether every partition was read to its end in the last round, as last told the sink.
     let mut caught_up = false;
     loop {
         let Some(replicas) = handles.replicas() else {
@@ -144,13 +156,16 @@ pub async fn run(sink: Arc<dyn FollowedRecords>, followed: Followed, handles: Ho
             .filter_map(|p| open.remove(p).map(|part| (*p, part)))
             .collect();
         let mut watchers: Vec<_> = local.iter().map(|(_, p)| p.subscribe()).collect();
+        let mut local_at_end = true;
         for (index, p) in &local {
-            read_local(sink.as_ref(), topic, &progress, *index, p);
+            local_at_end &= read_local(sink.as_ref(), topic, &progress, *index, p);
         }
-        if !caught_up && count > 0 && lock(&progress).remote_caught_up() {
-            caught_up = true;
+        // Told again after the sink held a read back (it was not at the end meanwhile).
+        let at_end = count > 0 && local_at_end && lock(&progress).remote_caught_up();
+        if at_end && !caught_up {
             sink.caught_up();
         }
+        caught_up = at_end;
         if watchers.is_empty() {
             tokio::time::sleep(TICK).await;
             continue;
@@ -160,16 +175,19 @@ pub async fn run(sink: Arc<dyn FollowedRecords>, followed: Followed, handles: Ho
     }
 }
 
-/// Reads one local replica from where reading stopped up to its log end.
+/// Reads one local replica from where reading stopped up to its log end; returns false when
+/// the sink held the read back (it is full for now), true otherwise (a failed read is retried
+/// at the next round, as before).
 fn read_local(
     sink: &dyn FollowedRecords,
     topic: &str,
     progress: &Mutex<Progress>,
     index: i32,
     p: &Partition,
-) {
+) -> bool {
     let end = p.log.log_end_offset();
     let mut offset = lock(progress).local_start(index, p.log.log_start_offset(), end);
+    let mut held_back = false;
     while offset < end {
         let data = match p.log.read(offset, MAX_READ, end, true) {
             Ok(d) => d,
@@ -181,11 +199,17 @@ fn read_local(
         if data.records.is_empty() {
             break;
         }
-        let n = sink.feed(data.records, offset);
-        if n <= offset {
-            break;
+        match sink.feed(index, data.records, offset) {
+            Fed::Through(n) if n > offset => offset = n,
+            Fed::Through(_) => break,
+            // Read again from there at the next wake-up (new records, or the tick).
+            Fed::Full(n) => {
+                offset = n.max(offset);
+                held_back = true;
+                break;
+            }
         }
-        offset = n;
     }
     lock(progress).set_next(index, offset);
+    !held_back
 }

@@ -26,7 +26,7 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::time::Instant;
 
 use super::progress::{lock, Progress};
-use super::{Followed, FollowedRecords};
+use super::{Fed, Followed, FollowedRecords};
 use crate::host::HostHandles;
 use crate::inter_broker::Connection;
 use ferry_metrics::inter_broker_client_id;
@@ -62,6 +62,8 @@ enum Next {
     Redirect(BrokerId),
     /// Back to the leader after a pause.
     Retry,
+    /// The sink is full: the same position again after a pause.
+    Pause,
 }
 
 /// Runs until the task is aborted (the partition is local now) or the broker is gone.
@@ -117,7 +119,7 @@ pub async fn run(
         };
         let next = match data {
             Some(data) => apply(
-                |records, from| sink.feed(records, from),
+                |records, from| sink.feed(partition, records, from),
                 &progress,
                 partition,
                 from,
@@ -140,6 +142,7 @@ pub async fn run(
                 fail_over(&mut preferred, &mut leader_only_until);
                 tokio::time::sleep(RETRY_BACKOFF).await;
             }
+            Next::Pause => tokio::time::sleep(RETRY_BACKOFF).await,
         }
     }
 }
@@ -257,7 +260,7 @@ fn request(
 /// (`RemoteWal::feed`); `from_leader`: the image's leader answered (not a preferred read
 /// replica).
 fn apply(
-    feed: impl FnOnce(Bytes, i64) -> i64,
+    feed: impl FnOnce(Bytes, i64) -> Fed,
     progress: &Mutex<Progress>,
     partition: i32,
     from: i64,
@@ -293,12 +296,24 @@ fn apply(
         return Next::Again;
     }
     let mut next = from;
+    let mut full = false;
     if whole > 0 {
         // Fed under the lock: a read is applied exactly once, at the position it was asked for.
-        next = feed(records.slice(..whole), from).max(end).max(from);
+        next = match feed(records.slice(..whole), from) {
+            Fed::Through(n) => n.max(end).max(from),
+            Fed::Full(n) => {
+                full = true;
+                n.clamp(from, end.max(from))
+            }
+        };
     }
     progress.on_remote_read(partition, next, data.high_watermark);
-    Next::Again
+    if full {
+        progress.on_remote_held_back(partition);
+        Next::Pause
+    } else {
+        Next::Again
+    }
 }
 
 /// The length of the whole batches at the start of `records` (a response may end in a partial
@@ -335,6 +350,41 @@ mod tests {
         assert_eq!(whole_batches(&[]), (0, -1));
     }
 
+    /// A sink that is full takes part of a read: the reader goes on from the first record it
+    /// did not take, after a pause, and the partition no longer counts as read to its end.
+    #[test]
+    fn a_full_sink_has_the_read_made_again_from_where_it_stopped() {
+        let progress = Mutex::new(Progress::default());
+        lock(&progress).route(1, |_| LocalReplica::Absent);
+        let data = |base: i64, high_watermark: i64| {
+            let mut records = batch(base, 4, 40);
+            records.extend(batch(base + 5, 4, 40));
+            PartitionData::default()
+                .with_high_watermark(high_watermark)
+                .with_preferred_read_replica(WireBrokerId(-1))
+                .with_records(Some(Bytes::from(records)))
+        };
+        let through = |_: Bytes, _: i64| Fed::Through(10);
+        assert_eq!(
+            apply(through, &progress, 0, 0, true, data(0, 10)),
+            Next::Again
+        );
+        assert!(lock(&progress).remote_caught_up());
+        let full = |_: Bytes, _: i64| Fed::Full(13);
+        assert_eq!(
+            apply(full, &progress, 0, 10, true, data(10, 20)),
+            Next::Pause
+        );
+        assert_eq!(lock(&progress).remote_offset(0), Some(13));
+        assert!(!lock(&progress).remote_caught_up(), "held back");
+        let rest = |_: Bytes, _: i64| Fed::Through(20);
+        assert_eq!(
+            apply(rest, &progress, 0, 13, true, data(13, 20)),
+            Next::Again
+        );
+        assert!(lock(&progress).remote_caught_up());
+    }
+
     #[test]
     fn a_failed_preferred_replica_sends_the_reader_to_the_leader_without_its_rack() {
         let mut leader_only = None;
@@ -355,7 +405,7 @@ mod tests {
 
     #[test]
     fn errors_and_redirects_are_told_apart() {
-        let wal = |_: Bytes, from: i64| from;
+        let wal = |_: Bytes, from: i64| Fed::Through(from);
         let progress = Mutex::new(Progress::default());
         lock(&progress).route(1, |_| LocalReplica::Absent);
         let data = |code: ResponseError| {

@@ -160,6 +160,10 @@ pub(super) struct State {
     pub(super) parked: HashMap<WalPartition, (Instant, BTreeMap<i64, Queued>)>,
     pub(super) unreadable: UnreadableSet,
     pub(super) dropped: u64,
+    /// Followed partitions whose queue was full when a record came, since when (cleared once
+    /// one is taken): the metadata is read again later instead of dropped, unless the queue
+    /// stays full for [`super::FULL_QUEUE_STALL`].
+    pub(super) full_since: HashMap<WalPartition, Instant>,
     /// The bytes of planned slices, by record.
     pub(super) slots: HashMap<WalSliceMetadata, Slot>,
     /// GET tasks running.
