@@ -22,7 +22,9 @@
 # stock binary, installed by scripts/install-s3s-fs.sh when missing; or a path), PARTITIONS (default 12), RECORDS (default 500000 of 1.6 KB,
 # ~0.8 GB per produce run), E2E_SECONDS (20), KINDS ("classic remote-wal"), RUNS (default
 # "produce-acks1 produce-acksall produce-acksall-bigbatch consume-az2 e2e-acksall
-# e2e-follower-acks1"; consume-az2 reads what produce-acks1 wrote), OUT, KEEP_DATA=1 (keep the
+# e2e-follower-acks1"; consume-az2 reads what produce-acks1 wrote; catchup-az3, not in the
+# default list, stops az3 for CATCHUP_SECONDS (60) of CATCHUP_RATE (6000) records/s and
+# measures its catch-up), OUT, KEEP_DATA=1 (keep the
 # brokers' data and buckets, several GB, after the run), BROKER_CONFIG (extra lines for every
 # broker's ferry.toml, e.g. '"remote.wal.upload.max.bytes" = 4194304').
 # Not part of CI: never assert on wall-clock numbers in tests.
@@ -32,6 +34,8 @@ ROOT=$(pwd)
 PARTITIONS=${PARTITIONS:-12}
 RECORDS=${RECORDS:-500000}
 E2E_SECONDS=${E2E_SECONDS:-20}
+CATCHUP_SECONDS=${CATCHUP_SECONDS:-60}
+CATCHUP_RATE=${CATCHUP_RATE:-6000}
 KINDS=${KINDS:-classic remote-wal}
 RUNS=${RUNS:-produce-acks1 produce-acksall produce-acksall-bigbatch consume-az2 e2e-acksall e2e-follower-acks1}
 STORE=${STORE:-s3}
@@ -172,6 +176,12 @@ EOF2
     "$FERRY" serve --config "$OUT/az$i.toml" >"$OUT/az$i.log" 2>&1 &
     PIDS[$i]=$!
 done
+# start_broker I: starts broker I again (after a stop), appending to its log.
+start_broker() {
+    "$FERRY" serve --config "$OUT/az$1.toml" >>"$OUT/az$1.log" 2>&1 &
+    PIDS[$1]=$!
+    wait_port "${PORTS[$1]}"
+}
 BOOT="127.0.0.1:${PORTS[1]},127.0.0.1:${PORTS[2]},127.0.0.1:${PORTS[3]}"
 MURLS=(az1=http://127.0.0.1:${MPORTS[1]}/metrics az2=http://127.0.0.1:${MPORTS[2]}/metrics az3=http://127.0.0.1:${MPORTS[3]}/metrics)
 for _ in $(seq 120); do
@@ -197,13 +207,21 @@ TICKS=$(getconf CLK_TCK)
 run() {
     local label=$1 produced=$2 before after cpu0 cpu1 s3cpu0 s3cpu1 stat0 stat1
     shift 2
-    before=$($METRICS "${MURLS[@]}")
+    before=${RUN_BEFORE:-$($METRICS "${MURLS[@]}")}
     cpu0=$(cpu_ticks "${PIDS[@]}")
     s3cpu0=$(cpu_ticks "${S3PIDS[@]}")
     stat0=$(head -1 /proc/stat)
-    echo "\$ ferry-bench $*" | tee -a "$OUT/summary.txt"
-    /usr/bin/time -f "client cpu: user %U s sys %S s" -o "$OUT/$label.time" \
-        "$BENCH" "$@" >"$OUT/$label.out" 2>"$OUT/$label.err" || echo "exit code $?" >>"$OUT/$label.out"
+    if [ "$1" = wait-caught-up ]; then
+        # Not a client: the time a restarted broker takes to hold every record again.
+        echo "\$ (waiting for every partition to have its replicas in sync)" | tee -a "$OUT/summary.txt"
+        local t0=$SECONDS
+        wait_caught_up >"$OUT/$label.out" 2>&1 || echo "not caught up in 10 minutes" >>"$OUT/$label.out"
+        echo "caught up in about $((SECONDS - t0)) s" >"$OUT/$label.time"
+    else
+        echo "\$ ferry-bench $*" | tee -a "$OUT/summary.txt"
+        /usr/bin/time -f "client cpu: user %U s sys %S s" -o "$OUT/$label.time" \
+            "$BENCH" "$@" >"$OUT/$label.out" 2>"$OUT/$label.err" || echo "exit code $?" >>"$OUT/$label.out"
+    fi
     stat1=$(head -1 /proc/stat) # the machine while the client ran (without the wait below)
     sleep 2 # let followers finish and the last uploads publish
     after=$($METRICS "${MURLS[@]}")
@@ -253,6 +271,23 @@ PY
     } | tee -a "$OUT/summary.txt"
 }
 
+# wait_caught_up: until no broker reports an under-replicated partition (at most 10 minutes).
+wait_caught_up() {
+    for _ in $(seq 1200); do
+        if python3 - "${MURLS[@]}" <<'PY'; then return 0; fi
+import sys, urllib.request
+total = 0.0
+for arg in sys.argv[1:]:
+    body = urllib.request.urlopen(arg.split("=", 1)[1], timeout=5).read().decode()
+    total += sum(float(l.rsplit(" ", 1)[1]) for l in body.splitlines()
+                 if l.startswith("ferry_under_replicated_partitions "))
+sys.exit(0 if total == 0 else 1)
+PY
+        sleep 0.5
+    done
+    return 1
+}
+
 # settle: before each run, write back what earlier runs left dirty and (as root) drop the page
 # cache, so that no run pays for its predecessor's writeback or finds memory full of its pages.
 # Without it the figures drift by a third over a session, against whichever kind runs later.
@@ -294,6 +329,22 @@ run_step() {
         # whose rack makes the leader send it to the az2 replica (KIP-392).
         run "$kind-e2e-follower-acks1" $((2000 * (E2E_SECONDS + 1) * SIZE)) e2e --bootstrap "$BOOT" "${E[@]}" --replica-assignment 1,2,3 \
             --topic "$kind-e2e-follower" --acks 1 -X client.rack=az2
+        ;;
+    catchup-az3)
+        # A follower back from an outage: az3 stops, CATCHUP_SECONDS of acks=1 records at
+        # CATCHUP_RATE per second (spread over every partition, so each object has a slice of
+        # each) go to az1 and az2, az3 starts again. The measured window is its catch-up, until
+        # every partition is in sync again; the bytes are per byte of the backlog.
+        local topic="$kind-catchup" n=$((CATCHUP_RATE * CATCHUP_SECONDS))
+        "$BENCH" produce --bootstrap "$BOOT" "${T[@]}" --topic "$topic" --records 100 --acks all >/dev/null 2>&1
+        kill -TERM "${PIDS[3]}"
+        wait "${PIDS[3]}" || true
+        "$BENCH" produce --bootstrap "$BOOT" "${T[@]}" --topic "$topic" --records "$n" --rate "$CATCHUP_RATE" \
+            --acks 1 -X sticky.partitioning.linger.ms=0 >"$OUT/$kind-catchup-backlog.out" 2>&1
+        local -a LIVE=("${MURLS[0]}" "${MURLS[1]}")
+        RUN_BEFORE=$($METRICS "${LIVE[@]}") # az3's counters start at 0 with it
+        start_broker 3
+        RUN_BEFORE=$RUN_BEFORE run "$kind-catchup-az3" $((n * SIZE)) wait-caught-up
         ;;
     *)
         echo "unknown run $step (RUNS)" >&2
