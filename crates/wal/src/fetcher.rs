@@ -798,14 +798,21 @@ impl WalFetcher {
         }
     }
 
-    /// The GETs of `slices`: one of the whole object for an object no larger than
+    /// The GETs of `slices`: one of the whole object for a fresh object no larger than
     /// [`FetcherConfig::whole_object_max_bytes`] (marked downloading, so that its later slices
     /// wait for it), coalesced ranges for the others.
+    ///
+    /// Only a fresh one (uploaded less than [`OBJECT_KEPT_FOR`] ago): the records of its other
+    /// slices may still be on their way. An older object is one of a backlog (a follower back
+    /// from an outage): its records were all published long ago, the queue holds those the
+    /// follower needs, and the partitions reach the object at their own pace, often after the
+    /// kept copy is gone; whole GETs there downloaded each object about five times.
     fn plan_gets(&self, slices: Vec<WalSliceMetadata>, st: &mut State) -> Vec<RangedGet> {
         let max = self.config.whole_object_max_bytes;
-        let (whole, ranged): (Vec<_>, Vec<_>) = slices
-            .into_iter()
-            .partition(|m| max > 0 && m.object_size > 0 && m.object_size <= max);
+        let fresh_since = self.clock.now_ms() - OBJECT_KEPT_FOR.as_millis() as i64;
+        let (whole, ranged): (Vec<_>, Vec<_>) = slices.into_iter().partition(|m| {
+            max > 0 && m.object_size > 0 && m.object_size <= max && m.upload_time_ms >= fresh_since
+        });
         let mut gets = coalesce(&ranged, self.config.max_gap_bytes);
         let mut by_object: BTreeMap<ObjectRef, Vec<WalSliceMetadata>> = BTreeMap::new();
         for m in whole {

@@ -82,7 +82,8 @@ fn object(key: &str, epoch: i32, slices: &[(i32, i64, i64)]) -> (Bytes, Vec<WalS
             slice_crc: e.crc,
             object_size: data.len() as u64,
             uploader_broker_id: 1,
-            upload_time_ms: 0,
+            // Uploaded just now (the fetchers here run on the system clock).
+            upload_time_ms: ferry_common::Clock::now_ms(&ferry_common::SystemClock),
         })
         .collect();
     (data, records)
@@ -937,4 +938,30 @@ async fn a_queue_that_stays_full_stops_holding_the_metadata_back() {
         10,
         "the partition behind it was not held back for ever"
     );
+}
+
+/// A backlog's objects (uploaded long ago) are read by ranges of the slices the follower needs,
+/// not whole: their partitions reach them at their own pace, after a kept copy is gone, and whole
+/// GETs downloaded each object several times in a catch-up. A fresh object is read whole.
+#[tokio::test]
+async fn an_old_object_is_read_by_its_slices_and_a_fresh_one_whole() {
+    for (age_ms, whole) in [(3_600_000, false), (0, true)] {
+        let mem = MemoryStore::new();
+        let (data, mut records) = object("wal/1/a.wal", 3, &[(0, 0, 9), (1, 0, 9), (2, 0, 9)]);
+        for r in &mut records {
+            r.upload_time_ms -= age_ms;
+        }
+        let size = data.len() as u64;
+        assert!(mem.put("wal/1/a.wal", data).await.is_ok());
+        // Partition 2 is led here: only the first two slices are needed.
+        let sink = MemSink::following(&[0, 1], 3);
+        let f = fetcher(Arc::new(mem), sink.clone());
+        f.on_metadata(upserts(&records[..2]));
+        let r = f.run_once().await;
+        assert_eq!((sink.leo(0), sink.leo(1)), (10, 10), "{r:?}");
+        let needed: u64 = records[..2].iter().map(|m| u64::from(m.byte_length)).sum();
+        let expected = if whole { size } else { needed };
+        assert_eq!(r.bytes_downloaded, expected, "age {age_ms} ms: {r:?}");
+        assert_eq!(r.gets, 1);
+    }
 }
