@@ -594,25 +594,9 @@ async fn metadata_that_arrives_before_the_partition_is_followed_is_used_once_it_
 #[tokio::test]
 async fn parked_metadata_beyond_the_cap_keeps_the_oldest() {
     let mem = MemoryStore::new();
-    let mut records = Vec::new();
-    for i in 0..4i64 {
-        let key = format!("wal/1/{i}.wal");
-        let (data, r) = object(&key, 3, &[(1, i * 10, i * 10 + 9)]);
-        assert!(mem.put(&key, data).await.is_ok());
-        records.extend(r);
-    }
+    let records = one_slice_objects(&mem, 1, 3, 4).await;
     let sink = MemSink::following(&[], 3);
-    let config = FetcherConfig {
-        max_gap_bytes: 0,
-        max_records_per_partition: 3,
-        ..FetcherConfig::default()
-    };
-    let store: Arc<dyn ObjectStore> = Arc::new(mem);
-    let f = WalFetcher::with_config(
-        Arc::new(move |bucket: &str| (bucket == "az1").then(|| store.clone())),
-        sink.clone(),
-        config,
-    );
+    let f = capped_fetcher(mem, sink.clone(), 3);
     f.on_metadata(upserts(&records));
     lock(&sink.logs).insert(
         wp(1),
@@ -854,6 +838,24 @@ async fn a_failed_whole_object_get_fails_the_slices_that_waited_for_it() {
     let _ = stop.send(());
 }
 
+/// `count` objects in `mem`, each one slice of `partition` at `epoch`, of ten records each from
+/// offset 0 on; their metadata records in offset order.
+async fn one_slice_objects(
+    mem: &MemoryStore,
+    partition: i32,
+    epoch: i32,
+    count: i64,
+) -> Vec<WalSliceMetadata> {
+    let mut records = Vec::new();
+    for i in 0..count {
+        let key = format!("wal/1/{partition}-{i}.wal");
+        let (data, r) = object(&key, epoch, &[(partition, i * 10, i * 10 + 9)]);
+        assert!(mem.put(&key, data).await.is_ok());
+        records.extend(r);
+    }
+    records
+}
+
 /// A fetcher over `mem` ("az1") that queues at most `cap` records per partition.
 fn capped_fetcher(mem: MemoryStore, sink: Arc<MemSink>, cap: usize) -> WalFetcher {
     let config = FetcherConfig {
@@ -876,13 +878,7 @@ fn capped_fetcher(mem: MemoryStore, sink: Arc<MemSink>, cap: usize) -> WalFetche
 #[tokio::test]
 async fn a_backlog_larger_than_the_queue_is_taken_in_turns_without_a_classic_range() {
     let mem = MemoryStore::new();
-    let mut records = Vec::new();
-    for i in 0..5i64 {
-        let key = format!("wal/1/{i}.wal");
-        let (data, r) = object(&key, 3, &[(0, i * 10, i * 10 + 9)]);
-        assert!(mem.put(&key, data).await.is_ok());
-        records.extend(r);
-    }
+    let records = one_slice_objects(&mem, 0, 3, 5).await;
     let sink = MemSink::following(&[0], 3);
     let f = capped_fetcher(mem, sink.clone(), 3);
     let events = upserts(&records);
@@ -909,13 +905,7 @@ async fn a_backlog_larger_than_the_queue_is_taken_in_turns_without_a_classic_ran
 #[tokio::test(start_paused = true)]
 async fn a_queue_that_stays_full_stops_holding_the_metadata_back() {
     let mem = MemoryStore::new();
-    let mut records = Vec::new();
-    for i in 0..3i64 {
-        let key = format!("wal/1/{i}.wal");
-        let (data, r) = object(&key, 9, &[(0, i * 10, i * 10 + 9)]);
-        assert!(mem.put(&key, data).await.is_ok());
-        records.extend(r);
-    }
+    let records = one_slice_objects(&mem, 0, 9, 3).await;
     let (data, other) = object("wal/1/other.wal", 3, &[(1, 0, 9)]);
     assert!(mem.put("wal/1/other.wal", data).await.is_ok());
     let sink = MemSink::following(&[0, 1], 3);
