@@ -356,10 +356,12 @@ const CATCH_UP_REPORT_INTERVAL: Duration = Duration::from_millis(100);
 /// WAL lane: whether a partition's log end moved since `reported` (the WAL path appended) or a
 /// partition left the lane.
 fn moved_since(partitions: &[Arc<Partition>], reported: &[i64]) -> bool {
-    partitions
-        .iter()
-        .zip(reported)
-        .any(|(p, r)| p.log.log_end_offset() != *r || !p.wal_mode())
+    partitions.iter().zip(reported).any(|(p, r)| moved(p, *r))
+}
+
+/// WAL lane: whether `p`'s log end moved since it was reported at `reported`, or `p` left the lane.
+fn moved(p: &Partition, reported: i64) -> bool {
+    p.log.log_end_offset() != reported || !p.wal_mode()
 }
 
 /// WAL lane: whether the partitions whose log end moved since `reported` all have `node_id`
@@ -373,7 +375,7 @@ fn only_catching_up_moved(
     partitions
         .iter()
         .zip(reported)
-        .filter(|(p, r)| p.log.log_end_offset() != **r || !p.wal_mode())
+        .filter(|(p, r)| moved(p, **r))
         .all(|(p, _)| p.wal_mode() && !p.isr().contains(&node_id))
 }
 
