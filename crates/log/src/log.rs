@@ -826,6 +826,15 @@ impl PartitionLog {
             self.space().note_error(&e, now);
             return Err(e);
         }
+        // The snapshot at the new base is the closing segment's end state. It is written
+        // before that segment shows as closed: the tier's copier lists closed segments without
+        // the writer lock and uploads the snapshot it finds then, and a copy without it leaves
+        // a replica that starts from the tier with no producer state.
+        if let Err(e) = self.write_producer_snapshot(new_base, Durability::Synced) {
+            let _ = seg.delete_files();
+            self.space().note_error(&e, now);
+            return Err(e);
+        }
         {
             let mut st = self.state.write();
             if active_empty {
@@ -848,7 +857,6 @@ impl PartitionLog {
                 }
             }
         }
-        self.write_producer_snapshot(new_base, Durability::Synced)?;
         info!(tp = %self.tp, base_offset = new_base, "rolled new log segment");
         Ok(())
     }

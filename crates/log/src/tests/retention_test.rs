@@ -481,3 +481,43 @@ fn a_tiered_log_keeps_the_snapshots_of_segments_not_copied_yet() {
         assert!(left <= 2, "tiered {tiered}: {left}");
     }
 }
+
+/// A roll writes the closing segment's producer snapshot before the segment shows as closed:
+/// the tier's copier lists closed segments without the writer lock and uploads the snapshot
+/// it finds then. A snapshot that cannot be written fails the roll and leaves the segment
+/// open, never closed without its snapshot.
+#[test]
+fn a_segment_shows_as_closed_only_with_its_producer_snapshot() {
+    let (_c, clock) = clock(0);
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        remote_storage: true,
+        segment_bytes: 300,
+        ..config()
+    };
+    let log = open(dir.path(), config, true, &clock);
+    // A non-empty directory where the next roll's snapshot goes: its rename fails.
+    let block = |at: i64| {
+        let path = crate::producer_state::snapshot_path(dir.path(), at);
+        std::fs::create_dir_all(path.join("in-the-way")).unwrap();
+        path
+    };
+    let mut seq = 0;
+    let blocked = loop {
+        let blocked = block(log.log_end_offset());
+        if log.append_as_leader(&idem(7, 3, seq, 2), 1).is_err() {
+            break blocked;
+        }
+        std::fs::remove_dir_all(&blocked).unwrap();
+        seq += 2;
+        assert!(seq < 100, "the log never rolled");
+    };
+    assert_eq!(log.segment_count(), 1, "the failed roll closed no segment");
+    assert!(log.tier_candidates(0, i64::MAX).unwrap().is_empty());
+
+    std::fs::remove_dir_all(&blocked).unwrap();
+    log.append_as_leader(&idem(7, 3, seq, 2), 1).unwrap();
+    let candidates = log.tier_candidates(0, i64::MAX).unwrap();
+    assert_eq!(candidates.len(), 1);
+    assert!(candidates[0].producer_snapshot.is_some());
+}
