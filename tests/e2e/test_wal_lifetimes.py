@@ -48,7 +48,8 @@ def cross_rack_replication(broker) -> int:
 def lifetime_cluster(tmp_path, request):
     """Three brokers on local buckets. With a fetcher queue of 1 slice per partition the
     returning follower's backlog is many times what its queue holds: it must take it in turns
-    (the metadata reading held back), not drop the rest to the classic fetch."""
+    (what did not fit is read again from the metadata topic), not drop the rest to the classic
+    fetch."""
     buckets, extra = local_buckets(tmp_path)
     if request.param is not None:
         extra = {**extra, "remote.wal.fetcher.queue.max.slices": request.param}

@@ -60,18 +60,21 @@ use crate::error::{ErrorKind, Result};
 use crate::follower::{
     coalesce, plan_partition, verify_slice, ClassicFetch, FollowerPartition, RangedGet, SkipReason,
 };
-use crate::metadata::{WalMetadataEvent, WalMetadataRecord, WalSliceMetadata};
+use crate::metadata::{WalMetadataEvent, WalSliceMetadata};
 use crate::slice_bytes::SliceBytes;
 use crate::stages::Stage;
 use crate::uploader::WalPartition;
 
 mod download;
+mod metadata_read;
 mod report;
 mod state;
 use download::download;
+pub use metadata_read::MetadataReadTaken;
 pub use report::{FetchReport, FetcherConfig, PartitionClassicFetch};
 use state::{
-    lock, object_of, partition_of, KeptObject, ObjectRef, Queued, Shared, Slot, State, Unreadable,
+    event_partition, lock, object_of, partition_of, KeptObject, ObjectRef, Queued, Shared, Slot,
+    State, Unreadable,
 };
 
 /// The follower's local log and metadata image, as the fetcher needs them.
@@ -102,16 +105,6 @@ pub trait FollowerSink: Send + Sync + std::fmt::Debug {
 /// Finds the store of a bucket named in metadata (`None`: unknown bucket, treated as unreadable).
 pub type StoreResolver = Arc<dyn Fn(&str) -> Option<Arc<dyn ObjectStore>> + Send + Sync>;
 
-/// What [`WalFetcher::on_raw_metadata`] took.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RawMetadataTaken {
-    /// Records taken, from the first: all of them unless a followed partition's queue is full
-    /// (offer the rest again later, see [`WalFetcher::on_metadata`]).
-    pub taken: usize,
-    /// Undecodable records seen (skipped; logged).
-    pub bad: usize,
-}
-
 /// What [`WalFetcher::on_metadata`] does with an upsert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Keep {
@@ -125,15 +118,6 @@ enum Keep {
 
 /// How long records of a partition not followed here are kept in case it becomes followed.
 const PARK_FOR: Duration = Duration::from_secs(10);
-
-/// How long a followed partition's full queue holds back the metadata behind it. A queue is full
-/// while its follower catches up on a backlog (back from an outage): the metadata is read again
-/// once the follower appended some, so the backlog comes through the WAL and not by the classic
-/// fetch across zones. The records of other partitions behind it in the same metadata partition
-/// wait too (the topic is read in order); after an outage they are mostly catching up as well. A queue full for this long without taking a record is stuck (no GET
-/// succeeds): its new records are dropped, as ranges for the classic fetch, so that the other
-/// partitions' metadata moves on.
-const FULL_QUEUE_STALL: Duration = Duration::from_secs(30);
 
 /// Plans per step when objects turn out unreadable (each skips the objects found so).
 const UNREADABLE_REPLANS: usize = 3;
@@ -221,20 +205,36 @@ impl WalFetcher {
         lock(&self.shared.state)
     }
 
-    /// Queues metadata records (decoded with `WalMetadataRecord::decode`), in order. Records of
-    /// partitions the sink does not follow are dropped (or parked, see `State::parked`).
-    ///
-    /// Returns how many of `events`, from the first, were taken: all, unless the queue of a
-    /// followed partition is full ([`FetcherConfig::max_records_per_partition`]) at a record
-    /// it does not hold yet. The caller then offers the rest again later, from the first not
-    /// taken (the metadata topic is read again from there), once the follower has appended
-    /// some; see [`FULL_QUEUE_STALL`] for a queue that does not drain.
-    pub fn on_metadata(&self, events: impl IntoIterator<Item = WalMetadataEvent>) -> usize {
+    /// Queues metadata records (decoded with `WalMetadataRecord::decode`), in order, without
+    /// their place in the metadata topic (tests, tools; the broker uses
+    /// [`Self::on_metadata_read`]). Records of partitions the sink does not follow are dropped
+    /// (or parked, see `State::parked`). Returns the followed partitions whose queue was full
+    /// ([`FetcherConfig::max_records_per_partition`]): none of their records from the first
+    /// that did not fit was taken.
+    pub fn on_metadata(
+        &self,
+        events: impl IntoIterator<Item = WalMetadataEvent>,
+    ) -> Vec<WalPartition> {
+        self.take(events.into_iter().collect(), |_, _| true)
+            .into_keys()
+            .collect()
+    }
+
+    /// Queues the events `offered` allows (by index and partition), in order; a followed
+    /// partition whose queue is full takes none of its events from the first that does not
+    /// fit. Returns those partitions, each with the index of that first event.
+    fn take(
+        &self,
+        events: Vec<WalMetadataEvent>,
+        offered: impl Fn(usize, &WalPartition) -> bool,
+    ) -> HashMap<WalPartition, usize> {
         let now_ms = self.clock.now_ms();
         // Ask the sink before taking our lock, so a sink never runs under it.
-        let events: Vec<(WalMetadataEvent, Keep, Option<i64>)> = events
+        let events: Vec<(usize, WalMetadataEvent, Keep, Option<i64>)> = events
             .into_iter()
-            .map(|e| {
+            .enumerate()
+            .filter(|(i, e)| offered(*i, &event_partition(e)))
+            .map(|(i, e)| {
                 let (keep, delivery_ms) = match &e {
                     WalMetadataEvent::Upsert(m) => {
                         match self.sink.partition_state(m.topic_id, m.partition) {
@@ -252,62 +252,58 @@ impl WalFetcher {
                     }
                     WalMetadataEvent::Tombstone(_) => (Keep::Queue, None),
                 };
-                (e, keep, delivery_ms)
+                (i, e, keep, delivery_ms)
             })
             .collect();
+        let mut refused: HashMap<WalPartition, usize> = HashMap::new();
         if events.is_empty() {
-            return 0;
+            return refused;
         }
-        let deliveries: Vec<Option<i64>> = events.iter().map(|(_, _, ms)| *ms).collect();
         let arrived = Instant::now();
-        let mut taken = events.len();
+        let mut delivered = Vec::new();
+        let mut taken = 0;
         let mut st = self.state();
         let cap = self.config.max_records_per_partition;
-        for (i, (event, keep, _)) in events.into_iter().enumerate() {
+        for (i, event, keep, delivery_ms) in events {
+            let wp = event_partition(&event);
+            // Its later events would leave a hole behind the one that did not fit.
+            if refused.contains_key(&wp) {
+                continue;
+            }
             match event {
                 WalMetadataEvent::Upsert(_) if keep == Keep::Drop => {}
                 WalMetadataEvent::Upsert(m) if keep == Keep::Park => {
                     let (_, map) = st
                         .parked
-                        .entry(partition_of(&m))
+                        .entry(wp)
                         .or_insert_with(|| (arrived, BTreeMap::new()));
                     // Beyond the cap the newest go, as in the queue: a partition not followed
                     // yet is typically one of a broker that just restarted, replaying the
                     // metadata of the objects kept for it (it was offline); it needs the
                     // oldest first, and takes what is dropped by the classic fetch. (Parked
-                    // records never hold the metadata back: most belong to partitions this
-                    // broker does not host at all.)
+                    // records are never read again: most belong to partitions this broker
+                    // does not host at all.)
                     map.insert(m.base_offset, Queued { meta: m, arrived });
                     while map.len() > cap {
                         map.pop_last();
                     }
                 }
                 WalMetadataEvent::Upsert(m) => {
-                    let wp = partition_of(&m);
                     let full = st
                         .records
                         .get(&wp)
                         .is_some_and(|map| map.len() >= cap && !map.contains_key(&m.base_offset));
                     if full {
-                        let since = *st.full_since.entry(wp).or_insert(arrived);
-                        if arrived.saturating_duration_since(since) < FULL_QUEUE_STALL {
-                            taken = i;
-                            break;
-                        }
-                        st.dropped += 1;
+                        refused.insert(wp, i);
                         continue;
                     }
-                    st.full_since.remove(&wp);
                     st.records
                         .entry(wp)
                         .or_default()
                         .insert(m.base_offset, Queued { meta: m, arrived });
+                    delivered.extend(delivery_ms);
                 }
                 WalMetadataEvent::Tombstone(k) => {
-                    let wp = WalPartition {
-                        topic_id: k.topic_id,
-                        partition: k.partition,
-                    };
                     if let Some(map) = st.records.get_mut(&wp) {
                         map.remove(&k.base_offset);
                         if map.is_empty() {
@@ -319,15 +315,16 @@ impl WalFetcher {
                     }
                 }
             }
+            taken += 1;
         }
         drop(st);
-        for ms in deliveries[..taken].iter().flatten() {
-            self.config.stages.observe_ms(Stage::MetadataDelivery, *ms);
+        for ms in delivered {
+            self.config.stages.observe_ms(Stage::MetadataDelivery, ms);
         }
         if taken > 0 {
             self.shared.wake.notify_one();
         }
-        taken
+        refused
     }
 
     /// Runs until `shutdown` completes: a step right after new metadata arrives or a GET
@@ -355,46 +352,9 @@ impl WalFetcher {
         }
     }
 
-    /// Decodes raw records of the metadata topic (key, value; `None` value = tombstone) and
-    /// queues them like [`WalFetcher::on_metadata`]. Undecodable records are skipped (logged)
-    /// and counted: a lost record only costs a classic fetch.
-    pub fn on_raw_metadata<'a>(
-        &self,
-        records: impl IntoIterator<Item = (&'a [u8], Option<&'a [u8]>)>,
-    ) -> RawMetadataTaken {
-        let mut bad = 0;
-        let mut count = 0;
-        // Each event with the index of the record it came from.
-        let mut events = Vec::new();
-        let mut from_record = Vec::new();
-        for (i, (key, value)) in records.into_iter().enumerate() {
-            count = i + 1;
-            match WalMetadataRecord::decode(key, value) {
-                Ok(e) => {
-                    events.push(e);
-                    from_record.push(i);
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "undecodable remote WAL metadata record skipped");
-                    bad += 1;
-                }
-            }
-        }
-        let taken = self.on_metadata(events);
-        RawMetadataTaken {
-            taken: from_record.get(taken).copied().unwrap_or(count),
-            bad,
-        }
-    }
-
     /// Records queued across all partitions.
     pub fn queued(&self) -> usize {
         self.state().records.values().map(BTreeMap::len).sum()
-    }
-
-    /// Records dropped because a partition's queue was full.
-    pub fn dropped(&self) -> u64 {
-        self.state().dropped
     }
 
     /// Steps until every GET it started has finished and its slices were appended (tests, and

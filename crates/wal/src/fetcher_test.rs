@@ -537,25 +537,6 @@ async fn run_loop_wakes_on_metadata_and_reports_each_round() {
     assert!(task.await.is_ok());
 }
 
-#[tokio::test]
-async fn raw_records_are_decoded_and_bad_ones_skipped() {
-    let mem = MemoryStore::new();
-    let (data, records) = object("wal/1/a.wal", 3, &[(0, 0, 9)]);
-    assert!(mem.put("wal/1/a.wal", data).await.is_ok());
-    let sink = MemSink::following(&[0], 3);
-    let f = fetcher(Arc::new(mem), sink.clone());
-    let good = crate::metadata::WalMetadataRecord::upsert(&records[0]).expect("encodes");
-    let value = good.value.clone().unwrap_or_default();
-    let truncated = value.slice(..value.len() - 1);
-    let taken = f.on_raw_metadata([
-        (&good.key[..], Some(&truncated[..])),
-        (&good.key[..], Some(&value[..])),
-    ]);
-    assert_eq!(taken, RawMetadataTaken { taken: 2, bad: 1 });
-    assert_eq!(f.run_once().await.slices_appended, 1);
-    assert_eq!(sink.leo(0), 10);
-}
-
 /// A new topic's first metadata can arrive before this broker applied the image that makes it a
 /// follower: the records wait (parked) and are used once it follows, instead of leaving the
 /// first slices to the classic fetch.
@@ -871,62 +852,117 @@ fn capped_fetcher(mem: MemoryStore, sink: Arc<MemSink>, cap: usize) -> WalFetche
     )
 }
 
+/// Metadata events at offsets `first..` of a metadata partition.
+fn at_offsets(first: i64, records: &[WalSliceMetadata]) -> Vec<(i64, WalMetadataEvent)> {
+    (first..).zip(upserts(records)).collect()
+}
+
 /// A follower back from an outage replays more metadata for a partition than its queue holds:
-/// the fetcher takes what fits and the rest is offered again once the follower appended some,
-/// so the whole backlog comes through the WAL, nothing is dropped and no range goes to the
-/// classic fetch (across zones). Before, the records beyond the cap were dropped.
+/// the fetcher takes what fits and asks for the rest to be read again once the follower
+/// appended some, so the whole backlog comes through the WAL and no range goes to the classic
+/// fetch (across zones). Before, the records beyond the cap were dropped.
 #[tokio::test]
 async fn a_backlog_larger_than_the_queue_is_taken_in_turns_without_a_classic_range() {
     let mem = MemoryStore::new();
     let records = one_slice_objects(&mem, 0, 3, 5).await;
     let sink = MemSink::following(&[0], 3);
     let f = capped_fetcher(mem, sink.clone(), 3);
-    let events = upserts(&records);
-    assert_eq!(f.on_metadata(events.clone()), 3, "the queue holds three");
-    // Offered again before the follower moved: nothing more fits.
-    assert_eq!(f.on_metadata(events[3..].to_vec()), 0);
+    let events = at_offsets(0, &records);
+    assert!(f.on_metadata_read(0, events.clone(), 0, 5).queue_full);
+    assert_eq!(f.queued(), 3, "the queue holds three");
+    assert_eq!(f.reread_from(0), None, "not before the queue has room");
     let r = f.run_once().await;
     assert_eq!(sink.leo(0), 30, "{r:?}");
     assert!(r.classic.is_empty(), "{r:?}");
-    assert_eq!(f.on_metadata(events[3..].to_vec()), 2);
+    assert_eq!(f.reread_from(0), Some(3));
+    assert!(!f.on_metadata_read(0, events[3..].to_vec(), 3, 5).queue_full);
+    assert_eq!(f.reread_from(0), None, "all taken");
     let r = f.run_once().await;
     assert_eq!(sink.leo(0), 50, "{r:?}");
     assert!(r.classic.is_empty(), "{r:?}");
-    assert_eq!(f.dropped(), 0);
     assert_eq!(
         sink.appended(0),
         vec![(0, 9), (10, 19), (20, 29), (30, 39), (40, 49)]
     );
 }
 
-/// A full queue that does not drain (here its records wait for a leader epoch the follower
-/// never reaches) holds the metadata back for a while only: then its new records are dropped
-/// (their ranges go to the classic fetch) and the records behind them are taken.
-#[tokio::test(start_paused = true)]
-async fn a_queue_that_stays_full_stops_holding_the_metadata_back() {
+/// A full queue holds back its own partition only: the records of another partition in the
+/// same metadata partition are taken as they come (a partition in the ISR must not wait behind
+/// one catching up). A read again gives each partition only what it did not take, and a
+/// partition behind takes nothing after a record it could not take (no hole).
+#[tokio::test]
+async fn a_full_queue_holds_back_only_its_own_partition() {
     let mem = MemoryStore::new();
-    let records = one_slice_objects(&mem, 0, 9, 3).await;
-    let (data, other) = object("wal/1/other.wal", 3, &[(1, 0, 9)]);
-    assert!(mem.put("wal/1/other.wal", data).await.is_ok());
+    let behind = one_slice_objects(&mem, 0, 3, 4).await;
+    let other = one_slice_objects(&mem, 1, 3, 2).await;
     let sink = MemSink::following(&[0, 1], 3);
-    let f = capped_fetcher(mem, sink.clone(), 2);
-    let mut events = upserts(&records);
-    events.extend(upserts(&other));
-    assert_eq!(f.on_metadata(events.clone()), 2);
-    tokio::time::advance(FULL_QUEUE_STALL / 2).await;
-    assert_eq!(f.on_metadata(events[2..].to_vec()), 0, "still held back");
-    tokio::time::advance(FULL_QUEUE_STALL).await;
-    assert_eq!(
-        f.on_metadata(events[2..].to_vec()),
-        2,
-        "dropped, and the next taken"
-    );
-    assert_eq!(f.dropped(), 1);
+    let f = capped_fetcher(mem, sink.clone(), 1);
+    // Offsets in the metadata partition: 0 A0, 1 A1, 2 B0, 3 A2 (A: partition 0, B: 1).
+    let mut events = at_offsets(0, &behind[..2]);
+    events.extend(at_offsets(2, &other[..1]));
+    events.extend(at_offsets(3, &behind[2..3]));
+    assert!(f.on_metadata_read(0, events.clone(), 0, 4).queue_full);
+    assert_eq!(f.queued(), 2, "A0 and B0");
     f.run_once().await;
+    assert_eq!((sink.leo(0), sink.leo(1)), (10, 10));
+
+    // New records: 4 A3, 5 B1. B1 is taken; A3 is not (A1 and A2 are not yet).
+    let new = [at_offsets(4, &behind[3..]), at_offsets(5, &other[1..])].concat();
+    f.on_metadata_read(0, new.clone(), 4, 6);
+    f.run_once().await;
+    assert_eq!((sink.leo(0), sink.leo(1)), (10, 20));
+
+    // Read again from A1, one record a turn: B's records are not taken twice.
+    let all: Vec<(i64, WalMetadataEvent)> = [events, new].concat();
+    let mut turns = Vec::new();
+    while let Some(from) = f.reread_from(0) {
+        turns.push(from);
+        let again = usize::try_from(from).expect("offset");
+        f.on_metadata_read(0, all[again..].to_vec(), from, 6);
+        let r = f.run_once().await;
+        assert!(r.classic.is_empty(), "{r:?}");
+        assert!(turns.len() < 10, "{turns:?}");
+    }
+    assert_eq!(turns, vec![1, 3, 4]);
+    assert_eq!(sink.appended(0), vec![(0, 9), (10, 19), (20, 29), (30, 39)]);
+    assert_eq!(sink.appended(1), vec![(0, 9), (10, 19)]);
+}
+
+/// When the metadata partition's log start moved past what a partition behind wanted to read
+/// again, it reads on from there (what it missed goes to the classic fetch).
+#[tokio::test]
+async fn metadata_gone_below_the_log_start_is_not_waited_for() {
+    let mem = MemoryStore::new();
+    let records = one_slice_objects(&mem, 0, 3, 3).await;
+    let sink = MemSink::following(&[0], 3);
+    let f = capped_fetcher(mem, sink.clone(), 1);
+    f.on_metadata_read(0, at_offsets(0, &records), 0, 3);
+    f.run_once().await;
+    assert_eq!(f.reread_from(0), Some(1));
+    f.metadata_gone_below(0, 3);
+    assert_eq!(f.reread_from(0), None);
+    let r = f.run_once().await;
+    assert_eq!(r.classic.len(), 0, "nothing queued: {r:?}");
+
+    // A read again from below the start says so too: the partition takes what is left, and
+    // the range it missed goes to the classic fetch.
+    let sink = MemSink::following(&[0], 3);
+    let mem = MemoryStore::new();
+    let records = one_slice_objects(&mem, 0, 3, 3).await;
+    let f = capped_fetcher(mem, sink.clone(), 1);
+    f.on_metadata_read(0, at_offsets(0, &records), 0, 3);
+    f.run_once().await;
+    assert_eq!(f.reread_from(0), Some(1));
+    f.on_metadata_read(0, at_offsets(2, &records[2..]), 1, 3);
+    assert_eq!(f.reread_from(0), None);
+    let r = f.run_once().await;
     assert_eq!(
-        sink.leo(1),
-        10,
-        "the partition behind it was not held back for ever"
+        r.classic.iter().map(|c| c.fetch).collect::<Vec<_>>(),
+        vec![ClassicFetch {
+            from: 10,
+            until: 20
+        }],
+        "{r:?}"
     );
 }
 

@@ -370,12 +370,6 @@ impl GcPlanner {
         self.caught_up = true;
     }
 
-    /// Declares the metadata view incomplete again (its reading was held back, so records after
-    /// that point are not seen yet): the orphan sweep stops until [`Self::set_metadata_caught_up`].
-    pub fn set_metadata_behind(&mut self) {
-        self.caught_up = false;
-    }
-
     pub fn is_metadata_caught_up(&self) -> bool {
         self.caught_up
     }
@@ -650,11 +644,6 @@ impl WalGc {
     /// See [`GcPlanner::set_metadata_caught_up`].
     pub fn set_metadata_caught_up(&self) {
         lock(&self.planner).set_metadata_caught_up();
-    }
-
-    /// See [`GcPlanner::set_metadata_behind`].
-    pub fn set_metadata_behind(&self) {
-        lock(&self.planner).set_metadata_behind();
     }
 
     /// See [`GcPlanner::held_from`].

@@ -49,7 +49,8 @@ pub struct RemoteWalMetrics {
     /// `remote.wal.buffer.max.bytes`.
     pub uploader_buffered_bytes: Gauge,
     pub fallback_ranges: Counter,
-    /// Reads of the metadata topic the follower's fetcher took only part of (a queue full).
+    /// Reads of the metadata topic in which a followed partition's queue was full (its records
+    /// from there are read again later).
     pub metadata_held_back: Counter,
     /// Leader: WAL reports answered with records (follower behind the WAL path).
     pub reports_served_classic: Family<ReasonLabels, Counter>,
@@ -171,7 +172,7 @@ impl RemoteWalMetrics {
         );
         r.register(
             "remote_wal_metadata_held_back",
-            "Reads of __remote_wal_log_metadata this broker's WAL fetcher took only part of, because a followed partition's queue (remote.wal.fetcher.queue.max.slices) was full: a backlog taken in turns, read again once the follower appended some",
+            "Reads of __remote_wal_log_metadata in which a followed partition's queue (remote.wal.fetcher.queue.max.slices) was full: that partition's backlog is taken in turns, its metadata read again once the follower appended some; other partitions do not wait",
             self.metadata_held_back.clone(),
         );
         r.register(

@@ -68,7 +68,7 @@ use ferry_objstore::Op;
 use ferry_wal::fetcher::{FetcherConfig, WalFetcher};
 use ferry_wal::gc::{GcConfig, WalGc};
 use ferry_wal::leader_tracker::LeaderTracker;
-use ferry_wal::metadata::WalMetadataRecord;
+use ferry_wal::metadata::{WalMetadataEvent, WalMetadataRecord};
 use ferry_wal::stages::Stage;
 use ferry_wal::uploader::{AppendOutcome, BatcherConfig, Uploader, UploaderConfig};
 use prometheus_client::registry::Registry;
@@ -77,7 +77,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::replica_manager::{Partition, Role};
-use crate::topic_follower::{self, Fed, Followed, FollowedRecords};
+use crate::topic_follower::{self, Followed, FollowedRecords};
 use ferry_config::broker_config::BrokerConfig;
 use ferry_config::remote_wal_config::{self as config, RemoteWalConfig};
 use ferry_wal::cost::Totals;
@@ -149,9 +149,6 @@ pub struct RemoteWal {
     leader: Arc<Mutex<LeaderTracker>>,
     /// Per led partition: the leader epoch whose republish has been started.
     republished: Mutex<HashMap<ferry_common::TopicPartition, i32>>,
-    /// Per metadata partition: the offset after the last record fed to the GC (a read the
-    /// fetcher did not take whole is fed again, and the GC sees its records once).
-    gc_fed_to: Mutex<HashMap<i32, i64>>,
     /// Per led partition: (when, end offset) of appends not committed yet, for the `commit`
     /// stage.
     uncommitted: Mutex<HashMap<ferry_common::TopicPartition, VecDeque<(Instant, i64)>>>,
@@ -255,7 +252,6 @@ impl RemoteWal {
             follower: FollowerModes::new(fallback_ms.saturating_mul(4)),
             leader,
             republished: Mutex::new(HashMap::new()),
-            gc_fed_to: Mutex::new(HashMap::new()),
             uncommitted: Mutex::new(HashMap::new()),
         }
     }
@@ -560,45 +556,51 @@ fn decode(records: Bytes, from: i64) -> (Vec<(i64, Bytes, Option<Bytes>)>, i64) 
 
 /// Every broker follows `__remote_wal_log_metadata` (`crate::topic_follower`).
 impl FollowedRecords for RemoteWal {
-    /// Feeds a read of metadata partition `partition` to the GC and the fetcher. While a
-    /// follower catches up on more than its fetcher's queue holds, the fetcher takes only part
-    /// of it: the read stops at the first record not taken and is made again from there
-    /// (`Fed::Full`). The GC sees every record once, as it comes, whatever the fetcher took: it
-    /// must know of this broker's own objects at once, or its orphan sweep would take them for
-    /// orphans.
-    fn feed(&self, partition: i32, records: Bytes, from: i64) -> Fed {
+    /// Feeds a read of metadata partition `partition` to the fetcher and the GC. While a
+    /// follower catches up on more than its fetcher's queue holds for a partition, the rest
+    /// of that partition's records is read again later (`reread_from`; the other partitions'
+    /// records are taken as they come). The GC sees every record once, as it comes, whatever
+    /// the fetcher took: it must know of this broker's own objects at once, or its orphan
+    /// sweep would take them for orphans.
+    fn feed(&self, partition: i32, records: Bytes, from: i64) -> i64 {
         let (recs, next) = decode(records, from);
+        let events: Vec<(i64, WalMetadataEvent)> = recs
+            .iter()
+            .filter_map(|(offset, k, v)| match WalMetadataRecord::decode(k, v.as_deref()) {
+                Ok(e) => Some((*offset, e)),
+                Err(e) => {
+                    // A lost record only costs a classic fetch.
+                    tracing::warn!(offset, error = %e, "undecodable remote WAL metadata record skipped");
+                    None
+                }
+            })
+            .collect();
         if let Some(gc) = &self.gc {
-            let mut fed_to = self.gc_fed_to.lock().unwrap_or_else(|p| p.into_inner());
-            let seen = fed_to.entry(partition).or_insert(i64::MIN);
-            let first_unseen = *seen;
-            for (offset, k, v) in recs.iter().filter(|(offset, _, _)| *offset >= first_unseen) {
-                if let Ok(e) = WalMetadataRecord::decode(k, v.as_deref()) {
-                    gc.on_metadata(&e);
-                }
-                *seen = offset + 1;
+            let new_from = self.fetcher.metadata_read_to(partition);
+            for (_, e) in events.iter().filter(|(offset, _)| *offset >= new_from) {
+                gc.on_metadata(e);
             }
         }
-        let taken = self
+        if self
             .fetcher
-            .on_raw_metadata(recs.iter().map(|(_, k, v)| (k.as_ref(), v.as_deref())))
-            .taken;
-        match recs.get(taken) {
-            Some((offset, _, _)) => {
-                self.shared.metrics.metadata_held_back.inc();
-                // What follows is not read now: no orphan sweep until it is.
-                if let Some(gc) = &self.gc {
-                    gc.set_metadata_behind();
-                }
-                Fed::Full(*offset)
-            }
-            None => Fed::Through(next),
+            .on_metadata_read(partition, events, from, next)
+            .queue_full
+        {
+            self.shared.metrics.metadata_held_back.inc();
         }
+        next
+    }
+
+    fn reread_from(&self, partition: i32) -> Option<i64> {
+        self.fetcher.reread_from(partition)
+    }
+
+    fn gone_below(&self, partition: i32, offset: i64) {
+        self.fetcher.metadata_gone_below(partition, offset);
     }
 
     /// The GC's orphan sweep waits for this: an object is an orphan only if no metadata
-    /// names it, which is known once the topic has been read to its end (at start, and again
-    /// after the fetcher held a read back).
+    /// names it, which is known once the topic has been read to its end.
     fn caught_up(&self) {
         if let Some(gc) = &self.gc {
             gc.set_metadata_caught_up();

@@ -14,7 +14,7 @@ use ferry_tier::{RemotePartitionState, RemoteSegmentMetadata, TierError, TierMet
 use uuid::Uuid;
 
 use crate::host::HostHandles;
-use crate::topic_follower::{Fed, FollowedRecords};
+use crate::topic_follower::FollowedRecords;
 use crate::topic_producer::{KeyedTopicProducer, TopicSpec};
 
 /// Every partition's segments in the tier, as read from the metadata topic (Kafka's
@@ -79,7 +79,7 @@ impl TierMetadataCache {
 }
 
 impl FollowedRecords for TierMetadataCache {
-    fn feed(&self, _partition: i32, records: Bytes, from: i64) -> Fed {
+    fn feed(&self, _partition: i32, records: Bytes, from: i64) -> i64 {
         let (recs, next) = ferry_log::keyed_records::decode(records, from).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "undecodable tier metadata batch skipped");
             (Vec::new(), from)
@@ -90,7 +90,7 @@ impl FollowedRecords for TierMetadataCache {
                 Err(e) => tracing::warn!(error = %e, "undecodable tier metadata record skipped"),
             }
         }
-        Fed::Through(next)
+        next
     }
 
     fn caught_up(&self) {
@@ -228,7 +228,7 @@ mod tests {
         let finished =
             |m: &RemoteSegmentMetadata| m.with_state(RemoteSegmentState::CopyFinished, 2);
         let next = cache.feed(0, batch(&[a.clone(), finished(&a), b.clone()]), 0);
-        assert_eq!(next, Fed::Through(3));
+        assert_eq!(next, 3);
         let state = cache.partition(a.topic_id, a.partition);
         assert_eq!(state.copied().len(), 1, "b's copy has not finished");
         assert_eq!(state.unfinished().len(), 1);
@@ -239,7 +239,7 @@ mod tests {
             batch(&[a.clone(), finished(&a), b.clone(), finished(&b), gone]),
             3,
         );
-        assert_eq!(next, Fed::Through(5));
+        assert_eq!(next, 5);
         let state = cache.partition(a.topic_id, a.partition);
         assert_eq!(
             state

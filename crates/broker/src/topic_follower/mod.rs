@@ -31,31 +31,33 @@ use tokio::task::JoinHandle;
 
 use crate::host::HostHandles;
 use crate::replica_manager::Partition;
+use ferry_log::PartitionLog;
 use progress::{lock, LocalReplica, Progress};
 
 pub mod progress;
 pub mod remote;
 
-/// What a [`FollowedRecords`] sink did with a read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fed {
-    /// Applied all of it: read on from this offset (after the last batch).
-    Through(i64),
-    /// Applied the records before this offset and is full for now: read again from here, a
-    /// little later (the remote WAL's fetcher while a follower catches up on a backlog).
-    Full(i64),
-}
-
 /// Where the records of a followed topic go.
 pub trait FollowedRecords: Send + Sync + 'static {
     /// Applies the batches read from offset `from` of partition `partition` (whole batches, in
-    /// order; records before `from` are skipped); says where to read on ([`Fed`]): `Through`
-    /// the offset after the last batch (`from` when there was none), or `Full` at the first
-    /// record it did not apply.
-    fn feed(&self, partition: i32, records: Bytes, from: i64) -> Fed;
+    /// order; records before `from` are skipped, and when `from` lies below the log start the
+    /// records between are gone); returns the offset after the last batch (`from` when there
+    /// was none).
+    fn feed(&self, partition: i32, records: Bytes, from: i64) -> i64;
+
+    /// An offset below where reading got from which the sink wants `partition` read again:
+    /// records it could not take when they came (the remote WAL's fetcher while a follower
+    /// catches up on a backlog). `None`: nothing to read again now.
+    fn reread_from(&self, _partition: i32) -> Option<i64> {
+        None
+    }
+
+    /// The records of `partition` below `offset` cannot be read again: its log start moved
+    /// past them.
+    fn gone_below(&self, _partition: i32, _offset: i64) {}
 
     /// Every partition has been read to its end (local replicas) or high watermark (the
-    /// others); told again when that holds again after a read the sink held back ([`Fed::Full`]).
+    /// others).
     fn caught_up(&self);
 }
 
@@ -120,7 +122,7 @@ pub async fn run(sink: Arc<dyn FollowedRecords>, followed: Followed, handles: Ho
     let topic = followed.topic;
     let progress = Arc::new(Mutex::new(Progress::default()));
     let mut tasks = RemoteTasks::default();
-    // Whether every partition was read to its end in the last round, as last told the sink.
+    // Told once every partition was read to its end (local ones are, after each round).
     let mut caught_up = false;
     loop {
         let Some(replicas) = handles.replicas() else {
@@ -156,16 +158,13 @@ pub async fn run(sink: Arc<dyn FollowedRecords>, followed: Followed, handles: Ho
             .filter_map(|p| open.remove(p).map(|part| (*p, part)))
             .collect();
         let mut watchers: Vec<_> = local.iter().map(|(_, p)| p.subscribe()).collect();
-        let mut local_at_end = true;
         for (index, p) in &local {
-            local_at_end &= read_local(sink.as_ref(), topic, &progress, *index, p);
+            read_local(sink.as_ref(), topic, &progress, *index, &p.log);
         }
-        // Told again after the sink held a read back (it was not at the end meanwhile).
-        let at_end = count > 0 && local_at_end && lock(&progress).remote_caught_up();
-        if at_end && !caught_up {
+        if !caught_up && count > 0 && lock(&progress).remote_caught_up() {
             sink.caught_up();
+            caught_up = true;
         }
-        caught_up = at_end;
         if watchers.is_empty() {
             tokio::time::sleep(TICK).await;
             continue;
@@ -175,21 +174,20 @@ pub async fn run(sink: Arc<dyn FollowedRecords>, followed: Followed, handles: Ho
     }
 }
 
-/// Reads one local replica from where reading stopped up to its log end; returns false when
-/// the sink held the read back (it is full for now), true otherwise (a failed read is retried
-/// at the next round, as before).
+/// Reads one local replica from where reading stopped up to its log end, after reading again
+/// what the sink asks for below that (a failed read is retried at the next round).
 fn read_local(
     sink: &dyn FollowedRecords,
     topic: &str,
     progress: &Mutex<Progress>,
     index: i32,
-    p: &Partition,
-) -> bool {
-    let end = p.log.log_end_offset();
-    let mut offset = lock(progress).local_start(index, p.log.log_start_offset(), end);
-    let mut held_back = false;
+    log: &PartitionLog,
+) {
+    let end = log.log_end_offset();
+    let mut offset = lock(progress).local_start(index, log.log_start_offset(), end);
+    reread_local(sink, topic, index, log, offset);
     while offset < end {
-        let data = match p.log.read(offset, MAX_READ, end, true) {
+        let data = match log.read(offset, MAX_READ, end, true) {
             Ok(d) => d,
             Err(e) => {
                 tracing::debug!(topic, partition = index, error = %e, "reading a followed topic");
@@ -199,17 +197,137 @@ fn read_local(
         if data.records.is_empty() {
             break;
         }
-        match sink.feed(index, data.records, offset) {
-            Fed::Through(n) if n > offset => offset = n,
-            Fed::Through(_) => break,
-            // Read again from there at the next wake-up (new records, or the tick).
-            Fed::Full(n) => {
-                offset = n.max(offset);
-                held_back = true;
-                break;
-            }
+        let next = sink.feed(index, data.records, offset);
+        if next <= offset {
+            break;
         }
+        offset = next;
     }
     lock(progress).set_next(index, offset);
-    !held_back
+}
+
+/// Reads a local replica again below `read_to`, where the sink asks (`reread_from`), until it
+/// asks no more: each read moves what it asks for up, or leaves the partitions that asked
+/// full again.
+fn reread_local(
+    sink: &dyn FollowedRecords,
+    topic: &str,
+    index: i32,
+    log: &PartitionLog,
+    read_to: i64,
+) {
+    while let Some(from) = sink.reread_from(index).filter(|from| *from < read_to) {
+        // What lies below the log start is gone: the read says so by starting at `from`.
+        let at = from.max(log.log_start_offset());
+        if at >= read_to {
+            sink.gone_below(index, at);
+            return;
+        }
+        let data = match log.read(at, MAX_READ, read_to, true) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::debug!(topic, partition = index, error = %e, "reading a followed topic again");
+                return;
+            }
+        };
+        if data.records.is_empty() || sink.feed(index, data.records, from) <= from {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_common::TopicPartition;
+
+    /// A sink that takes everything, notes each read (its `from` and the offsets it held),
+    /// and asks once for a read again from `again`.
+    #[derive(Default)]
+    struct NotingSink {
+        reads: Mutex<Vec<(i64, Vec<i64>)>>,
+        again: Mutex<Option<i64>>,
+        gone_below: Mutex<Option<i64>>,
+    }
+
+    impl FollowedRecords for NotingSink {
+        fn feed(&self, _: i32, records: Bytes, from: i64) -> i64 {
+            let mut offsets = Vec::new();
+            let next = ferry_log::keyed_records::for_each_record(records, from, |r| {
+                offsets.push(r.offset)
+            })
+            .expect("records");
+            let mut again = self.again.lock().unwrap();
+            if again.is_some_and(|a| from <= a) {
+                *again = None;
+            }
+            self.reads.lock().unwrap().push((from, offsets));
+            next
+        }
+        fn reread_from(&self, _: i32) -> Option<i64> {
+            *self.again.lock().unwrap()
+        }
+        fn gone_below(&self, _: i32, offset: i64) {
+            *self.gone_below.lock().unwrap() = Some(offset);
+            *self.again.lock().unwrap() = None;
+        }
+        fn caught_up(&self) {}
+    }
+
+    fn append(log: &PartitionLog, count: usize) {
+        for _ in 0..count {
+            let batch = ferry_log::keyed_records::encode(
+                [(Bytes::from_static(b"k"), Some(Bytes::from_static(b"v")))],
+                0,
+                kafka_protocol::records::Compression::None,
+            )
+            .expect("batch");
+            log.append_as_leader(&batch, 0).expect("append");
+        }
+    }
+
+    /// What the sink asks to have read again is read before the new records, from where it
+    /// asks, up to where reading had got; below the log start the read says so by its `from`,
+    /// and when nothing is left below where reading got the sink is told it is gone.
+    #[test]
+    fn a_local_replica_is_read_again_where_the_sink_asks() {
+        let dir = tempfile::tempdir().expect("dir");
+        let log = PartitionLog::open(
+            dir.path().to_path_buf(),
+            TopicPartition::new("__remote_wal_log_metadata", 0),
+            ferry_log::LogConfig::default(),
+            true,
+            ferry_common::system_clock(),
+        )
+        .expect("log");
+        let progress = Mutex::new(Progress::default());
+        lock(&progress).route(1, |_| LocalReplica::Open(0));
+        let sink = NotingSink::default();
+        let topic = "__remote_wal_log_metadata";
+        append(&log, 6);
+        read_local(&sink, topic, &progress, 0, &log);
+        *sink.again.lock().unwrap() = Some(2);
+        append(&log, 2);
+        read_local(&sink, topic, &progress, 0, &log);
+        assert_eq!(
+            *sink.reads.lock().unwrap(),
+            vec![
+                (0, vec![0, 1, 2, 3, 4, 5]),
+                (2, vec![2, 3, 4, 5]),
+                (6, vec![6, 7]),
+            ]
+        );
+
+        // The log start moved past what the sink asks for.
+        sink.reads.lock().unwrap().clear();
+        log.delete_records_before(5).expect("delete records");
+        *sink.again.lock().unwrap() = Some(1);
+        read_local(&sink, topic, &progress, 0, &log);
+        assert_eq!(*sink.reads.lock().unwrap(), vec![(1, vec![5, 6, 7])]);
+        assert_eq!(*sink.gone_below.lock().unwrap(), None);
+        log.delete_records_before(8).expect("delete records");
+        *sink.again.lock().unwrap() = Some(6);
+        read_local(&sink, topic, &progress, 0, &log);
+        assert_eq!(*sink.gone_below.lock().unwrap(), Some(8));
+    }
 }

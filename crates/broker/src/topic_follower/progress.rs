@@ -107,12 +107,6 @@ impl Progress {
         }
     }
 
-    /// The sink took only part of a network read of `p` (it is full for now): `p` is not read
-    /// to its end any more, whatever it reached before.
-    pub fn on_remote_held_back(&mut self, p: i32) {
-        self.remote_at_end.remove(&p);
-    }
-
     /// OFFSET_OUT_OF_RANGE from the leader: compaction or retention removed what was next, or
     /// the log was truncated below it; reading starts again at the leader's log start.
     pub fn on_out_of_range(&mut self, p: i32, leader_log_start: i64) {
@@ -120,8 +114,8 @@ impl Progress {
         self.remote_at_end.remove(&p);
     }
 
-    /// Every remote partition reached its high watermark once and was not held back by the
-    /// sink since (local ones are read to their end in each round before this is asked).
+    /// Every remote partition reached its high watermark once (local ones are read to their
+    /// end in each round before this is asked).
     pub fn remote_caught_up(&self) -> bool {
         self.remote.iter().all(|p| self.remote_at_end.contains(p))
     }

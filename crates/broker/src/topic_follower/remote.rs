@@ -16,7 +16,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use ferry_cluster::BrokerId;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
@@ -26,7 +25,7 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::time::Instant;
 
 use super::progress::{lock, Progress};
-use super::{Fed, Followed, FollowedRecords};
+use super::{Followed, FollowedRecords};
 use crate::host::HostHandles;
 use crate::inter_broker::Connection;
 use ferry_metrics::inter_broker_client_id;
@@ -62,7 +61,7 @@ enum Next {
     Redirect(BrokerId),
     /// Back to the leader after a pause.
     Retry,
-    /// The sink is full: the same position again after a pause.
+    /// A read again below the position brought nothing: after a pause.
     Pause,
 }
 
@@ -82,9 +81,14 @@ pub async fn run(
         if handles.replicas.strong_count() == 0 {
             return; // the broker is gone
         }
-        let Some(from) = lock(&progress).remote_offset(partition) else {
+        let Some(position) = lock(&progress).remote_offset(partition) else {
             return;
         };
+        // What the sink could not take when it came is read again first.
+        let from = sink
+            .reread_from(partition)
+            .filter(|r| *r < position)
+            .unwrap_or(position);
         let (leader, leader_epoch) = handles.metadata.leader_of(topic, partition);
         preferred = preferred.filter(|p| {
             p.leader == leader
@@ -119,11 +123,14 @@ pub async fn run(
         };
         let next = match data {
             Some(data) => apply(
-                |records, from| sink.feed(partition, records, from),
+                sink.as_ref(),
                 &progress,
-                partition,
-                from,
-                target == leader,
+                Read {
+                    partition,
+                    from,
+                    position,
+                    from_leader: target == leader,
+                },
                 data,
             ),
             None => Next::Retry,
@@ -256,18 +263,38 @@ fn request(
                 .with_partition_max_bytes(MAX_BYTES)])])
 }
 
-/// Applies one partition's answer to a fetch from `from`, handing records to `feed`
-/// (`RemoteWal::feed`); `from_leader`: the image's leader answered (not a preferred read
-/// replica).
-fn apply(
-    feed: impl FnOnce(Bytes, i64) -> Fed,
-    progress: &Mutex<Progress>,
+/// One fetch of a reader.
+#[derive(Debug, Clone, Copy)]
+struct Read {
     partition: i32,
+    /// The offset fetched from: `position`, or below it to read again what the sink asks for.
     from: i64,
+    /// The reader's position when the fetch was sent.
+    position: i64,
+    /// The image's leader answered (not a preferred read replica).
     from_leader: bool,
+}
+
+/// Applies one partition's answer to a fetch, handing records to `sink` (`RemoteWal::feed`).
+fn apply(
+    sink: &dyn FollowedRecords,
+    progress: &Mutex<Progress>,
+    read: Read,
     data: PartitionData,
 ) -> Next {
+    let Read {
+        partition,
+        from,
+        position,
+        from_leader,
+    } = read;
+    let again = from < position;
     if data.error_code == ResponseError::OffsetOutOfRange.code() && from_leader {
+        if again {
+            // What the sink asked for again lies below the leader's log start now.
+            sink.gone_below(partition, data.log_start_offset.min(position));
+            return Next::Again;
+        }
         let mut progress = lock(progress);
         if progress.accepts(partition, from) {
             tracing::info!(
@@ -292,24 +319,21 @@ fn apply(
     let (whole, end) = whole_batches(&records);
     let mut progress = lock(progress);
     // The partition turned local meanwhile, or an out-of-range restart moved its position.
-    if !progress.accepts(partition, from) {
+    if !progress.accepts(partition, position) {
         return Next::Again;
     }
     let mut next = from;
-    let mut full = false;
     if whole > 0 {
         // Fed under the lock: a read is applied exactly once, at the position it was asked for.
-        next = match feed(records.slice(..whole), from) {
-            Fed::Through(n) => n.max(end).max(from),
-            Fed::Full(n) => {
-                full = true;
-                n.clamp(from, end.max(from))
-            }
-        };
+        next = sink
+            .feed(partition, records.slice(..whole), from)
+            .max(end)
+            .max(from);
     }
-    progress.on_remote_read(partition, next, data.high_watermark);
-    if full {
-        progress.on_remote_held_back(partition);
+    if !again || next > position {
+        progress.on_remote_read(partition, next, data.high_watermark);
+    }
+    if again && whole == 0 {
         Next::Pause
     } else {
         Next::Again
@@ -329,6 +353,7 @@ fn whole_batches(records: &[u8]) -> (usize, i64) {
 mod tests {
     use super::*;
     use crate::topic_follower::progress::LocalReplica;
+    use bytes::Bytes;
 
     fn batch(base: i64, last_delta: i32, len: usize) -> Vec<u8> {
         let mut b = vec![0u8; 12 + len];
@@ -350,39 +375,98 @@ mod tests {
         assert_eq!(whole_batches(&[]), (0, -1));
     }
 
-    /// A sink that is full takes part of a read: the reader goes on from the first record it
-    /// did not take, after a pause, and the partition no longer counts as read to its end.
+    /// A sink that answers each read with `next`, and notes what it is told is gone.
+    #[derive(Default)]
+    struct TestSink {
+        next: Mutex<i64>,
+        fed_from: Mutex<Vec<i64>>,
+        gone_below: Mutex<Option<i64>>,
+    }
+
+    impl TestSink {
+        fn answering(next: i64) -> Self {
+            let sink = Self::default();
+            *sink.next.lock().unwrap() = next;
+            sink
+        }
+    }
+
+    impl FollowedRecords for TestSink {
+        fn feed(&self, _: i32, _: Bytes, from: i64) -> i64 {
+            self.fed_from.lock().unwrap().push(from);
+            *self.next.lock().unwrap()
+        }
+        fn gone_below(&self, _: i32, offset: i64) {
+            *self.gone_below.lock().unwrap() = Some(offset);
+        }
+        fn caught_up(&self) {}
+    }
+
+    fn read(from: i64, position: i64, from_leader: bool) -> Read {
+        Read {
+            partition: 0,
+            from,
+            position,
+            from_leader,
+        }
+    }
+
+    fn two_batches(base: i64, high_watermark: i64) -> PartitionData {
+        let mut records = batch(base, 4, 40);
+        records.extend(batch(base + 5, 4, 40));
+        PartitionData::default()
+            .with_high_watermark(high_watermark)
+            .with_preferred_read_replica(WireBrokerId(-1))
+            .with_records(Some(Bytes::from(records)))
+    }
+
+    /// What the sink could not take when it came is fetched again below the reader's
+    /// position: the position moves only when such a read ends past it, an empty one pauses,
+    /// and one below the leader's log start tells the sink what is gone.
     #[test]
-    fn a_full_sink_has_the_read_made_again_from_where_it_stopped() {
+    fn a_read_again_below_the_position_moves_it_only_past_it() {
         let progress = Mutex::new(Progress::default());
         lock(&progress).route(1, |_| LocalReplica::Absent);
-        let data = |base: i64, high_watermark: i64| {
-            let mut records = batch(base, 4, 40);
-            records.extend(batch(base + 5, 4, 40));
-            PartitionData::default()
-                .with_high_watermark(high_watermark)
-                .with_preferred_read_replica(WireBrokerId(-1))
-                .with_records(Some(Bytes::from(records)))
-        };
-        let through = |_: Bytes, _: i64| Fed::Through(10);
+        let sink = TestSink::answering(10);
         assert_eq!(
-            apply(through, &progress, 0, 0, true, data(0, 10)),
+            apply(&sink, &progress, read(0, 0, true), two_batches(0, 10)),
             Next::Again
         );
+        assert_eq!(lock(&progress).remote_offset(0), Some(10));
         assert!(lock(&progress).remote_caught_up());
-        let full = |_: Bytes, _: i64| Fed::Full(13);
+
+        // Again from 3: the batches reach 13, past the position.
+        *sink.next.lock().unwrap() = 13;
         assert_eq!(
-            apply(full, &progress, 0, 10, true, data(10, 20)),
-            Next::Pause
+            apply(&sink, &progress, read(3, 10, true), two_batches(3, 20)),
+            Next::Again
+        );
+        assert_eq!(*sink.fed_from.lock().unwrap(), vec![0, 3]);
+        assert_eq!(lock(&progress).remote_offset(0), Some(13));
+        // Again from 2, ending at 12: the position stays.
+        *sink.next.lock().unwrap() = 12;
+        assert_eq!(
+            apply(&sink, &progress, read(2, 13, true), two_batches(2, 20)),
+            Next::Again
         );
         assert_eq!(lock(&progress).remote_offset(0), Some(13));
-        assert!(!lock(&progress).remote_caught_up(), "held back");
-        let rest = |_: Bytes, _: i64| Fed::Through(20);
+        let empty = PartitionData::default()
+            .with_high_watermark(20)
+            .with_preferred_read_replica(WireBrokerId(-1));
         assert_eq!(
-            apply(rest, &progress, 0, 13, true, data(13, 20)),
+            apply(&sink, &progress, read(2, 13, true), empty),
+            Next::Pause
+        );
+        let out_of_range = PartitionData::default()
+            .with_error_code(ResponseError::OffsetOutOfRange.code())
+            .with_log_start_offset(7)
+            .with_preferred_read_replica(WireBrokerId(-1));
+        assert_eq!(
+            apply(&sink, &progress, read(2, 13, true), out_of_range),
             Next::Again
         );
-        assert!(lock(&progress).remote_caught_up());
+        assert_eq!(*sink.gone_below.lock().unwrap(), Some(7));
+        assert_eq!(lock(&progress).remote_offset(0), Some(13));
     }
 
     #[test]
@@ -405,7 +489,7 @@ mod tests {
 
     #[test]
     fn errors_and_redirects_are_told_apart() {
-        let wal = |_: Bytes, from: i64| Fed::Through(from);
+        let wal = TestSink::default();
         let progress = Mutex::new(Progress::default());
         lock(&progress).route(1, |_| LocalReplica::Absent);
         let data = |code: ResponseError| {
@@ -416,38 +500,32 @@ mod tests {
         };
         // Out of range from a preferred replica: back to the leader, position kept.
         let next = apply(
-            wal,
+            &wal,
             &progress,
-            0,
-            0,
-            false,
+            read(0, 0, false),
             data(ResponseError::OffsetOutOfRange),
         );
         assert_eq!(next, Next::Retry);
         assert_eq!(lock(&progress).remote_offset(0), Some(0));
         // From the leader: restart at its log start.
         let next = apply(
-            wal,
+            &wal,
             &progress,
-            0,
-            0,
-            true,
+            read(0, 0, true),
             data(ResponseError::OffsetOutOfRange),
         );
         assert_eq!(next, Next::Again);
         assert_eq!(lock(&progress).remote_offset(0), Some(42));
         let next = apply(
-            wal,
+            &wal,
             &progress,
-            0,
-            42,
-            true,
+            read(42, 42, true),
             data(ResponseError::NotLeaderOrFollower),
         );
         assert_eq!(next, Next::Retry);
         let redirect = PartitionData::default().with_preferred_read_replica(WireBrokerId(4));
         assert_eq!(
-            apply(wal, &progress, 0, 42, true, redirect),
+            apply(&wal, &progress, read(42, 42, true), redirect),
             Next::Redirect(4)
         );
         // An empty answer at the high watermark: caught up.
@@ -455,7 +533,10 @@ mod tests {
             .with_high_watermark(42)
             .with_preferred_read_replica(WireBrokerId(-1));
         assert!(!lock(&progress).remote_caught_up());
-        assert_eq!(apply(wal, &progress, 0, 42, true, empty), Next::Again);
+        assert_eq!(
+            apply(&wal, &progress, read(42, 42, true), empty),
+            Next::Again
+        );
         assert!(lock(&progress).remote_caught_up());
     }
 }

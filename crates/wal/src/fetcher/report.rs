@@ -14,7 +14,8 @@ pub struct FetcherConfig {
     /// Slice bytes downloading or downloaded but not appended yet, at most (a follower far
     /// behind does not start its whole backlog at once). At least one GET always runs.
     pub max_download_bytes: u64,
-    /// Records queued per partition; beyond this new records are dropped (a classic gap).
+    /// Records queued per partition; the metadata beyond this is read again once the queue
+    /// has room (`WalFetcher::reread_from`).
     pub max_records_per_partition: usize,
     /// Unreadable objects and slices remembered (oldest forgotten first).
     pub max_unreadable: usize,

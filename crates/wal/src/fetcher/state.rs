@@ -159,11 +159,8 @@ pub(super) struct State {
     /// the partition, or does not host it).
     pub(super) parked: HashMap<WalPartition, (Instant, BTreeMap<i64, Queued>)>,
     pub(super) unreadable: UnreadableSet,
-    pub(super) dropped: u64,
-    /// Followed partitions whose queue was full when a record came, since when (cleared once
-    /// one is taken): the metadata is read again later instead of dropped, unless the queue
-    /// stays full for [`super::FULL_QUEUE_STALL`].
-    pub(super) full_since: HashMap<WalPartition, Instant>,
+    /// Per partition of the metadata topic: what was read, and whose records were not taken.
+    pub(super) metadata_reads: HashMap<i32, super::metadata_read::MetadataRead>,
     /// The bytes of planned slices, by record.
     pub(super) slots: HashMap<WalSliceMetadata, Slot>,
     /// GET tasks running.
@@ -226,6 +223,17 @@ impl State {
                     && !self.unreadable.contains(&q.meta)
             })
         })
+    }
+}
+
+/// The WAL partition a metadata event is about.
+pub(super) fn event_partition(e: &crate::metadata::WalMetadataEvent) -> WalPartition {
+    match e {
+        crate::metadata::WalMetadataEvent::Upsert(m) => partition_of(m),
+        crate::metadata::WalMetadataEvent::Tombstone(k) => WalPartition {
+            topic_id: k.topic_id,
+            partition: k.partition,
+        },
     }
 }
 
