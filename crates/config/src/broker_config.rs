@@ -291,7 +291,7 @@ pub enum ConfigError {
     Toml(String),
     #[error("unknown config key `{0}`")]
     UnknownKey(String),
-    #[error("config key `{key}` must be a {expected}: {detail}")]
+    #[error("config key `{key}` must be of type {expected}: {detail}")]
     BadValue {
         key: String,
         expected: &'static str,

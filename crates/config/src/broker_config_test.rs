@@ -43,6 +43,7 @@ fn unknown_key_is_named_in_the_error() {
 fn ill_typed_key_is_named_in_the_error() {
     let e = BrokerConfig::parse("\"num.partitions\" = \"three\"").unwrap_err();
     assert!(e.to_string().contains("num.partitions"), "{e}");
+    assert!(e.to_string().contains("must be of type int"), "{e}");
     let e = BrokerConfig::parse("\"auto.create.topics.enable\" = 1").unwrap_err();
     assert!(e.to_string().contains("auto.create.topics.enable"), "{e}");
     let e = BrokerConfig::parse("\"num.partitions\" = 0").unwrap_err();
