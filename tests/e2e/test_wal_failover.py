@@ -233,8 +233,10 @@ def test_az_outage_new_leaders_republish_and_nothing_is_lost(failover_cluster):
     after = producer.acked_total() - acked_before
     assert after >= 8_000_000, f"only {after} bytes acknowledged after the failover"
 
-    # (a) The new leaders republished into their own buckets, and their followers kept the WAL
-    # path: they got the post-failover data from the WAL, hardly anything by the classic fetch.
+    # (a) The new leaders republished into their own buckets what lay above the high watermark
+    # they knew (often nothing: the followers in sync hold the rest), and their followers kept
+    # the WAL path: they got the post-failover data from the WAL, hardly anything by the classic
+    # fetch.
     republished = sum(metric_sum_one(b, "ferry_remote_wal_republished_bytes_total")
                       for b in survivors)
     wal_bytes = follower_bytes(survivors, "wal") - wal_before
@@ -243,7 +245,6 @@ def test_az_outage_new_leaders_republish_and_nothing_is_lost(failover_cluster):
                f"classic {classic_bytes}, acked {after}; while broker 1 was not yet fenced: "
                f"wal {wal_before - wal_at_kill}, classic {classic_before - classic_at_kill}")
     print(figures)
-    assert republished > 0, figures
     assert wal_bytes > 0.8 * after, figures
     assert classic_bytes < 0.1 * after, figures
 

@@ -47,8 +47,9 @@ impl std::fmt::Debug for Secret {
 pub enum Republish {
     /// Every local segment newer than `local.retention.ms`.
     Comprehensive,
-    /// Only what the long-term tier does not hold yet; for topics without
-    /// `remote.storage.enable=true` the same as [`Republish::Comprehensive`].
+    /// Only what the long-term tier does not hold yet (for topics with
+    /// `remote.storage.enable=true`) and what lies above the high watermark the new leader
+    /// knew (every replica in the ISR holds what is below).
     Optimized,
 }
 

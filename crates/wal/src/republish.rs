@@ -52,6 +52,19 @@ pub fn skip_tiered(range: (i64, i64), tiered_end: Option<i64>) -> Option<(i64, i
     (from < to).then_some((from, to))
 }
 
+/// `optimized` also leaves out what every replica in the ISR holds: the part of `range` below
+/// `high_watermark`, the high watermark the new leader knew as a follower (the former leader's
+/// lags it a little, never the other way). Every replica in the ISR when leadership moved holds
+/// at least that, so a clean move (a controlled shutdown, a preferred-leader election, a
+/// rolling restart) republishes only the uncommitted tail instead of the whole local log. A
+/// replica that was out of the ISR already fetches what it lacks below it from the leader.
+/// `None` when nothing is left.
+pub fn skip_replicated(range: (i64, i64), high_watermark: i64) -> Option<(i64, i64)> {
+    let (from, to) = range;
+    let from = from.max(high_watermark);
+    (from < to).then_some((from, to))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,6 +93,16 @@ mod tests {
         assert_eq!(skip_tiered((100, 250), Some(199)), Some((200, 250)));
         assert_eq!(skip_tiered((100, 250), Some(249)), None);
         assert_eq!(skip_tiered((100, 250), Some(400)), None);
+    }
+
+    /// `optimized` leaves out what every replica in the ISR holds (below the high watermark).
+    #[test]
+    fn optimized_republish_skips_what_every_replica_in_sync_holds() {
+        assert_eq!(skip_replicated((100, 250), 0), Some((100, 250)));
+        assert_eq!(skip_replicated((100, 250), 180), Some((180, 250)));
+        // A clean move: everything below the new epoch was committed.
+        assert_eq!(skip_replicated((100, 250), 250), None);
+        assert_eq!(skip_replicated((100, 250), -1), Some((100, 250)));
     }
 
     #[test]

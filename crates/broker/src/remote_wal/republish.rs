@@ -9,9 +9,10 @@
 //! -1: the whole log), bounded below by the log start offset, up to the offset where the new
 //! epoch began. Everything from there on is appended at the new epoch and uploaded as usual.
 //! `optimized` (the default) also leaves out what the long-term tier holds of a topic with
-//! `remote.storage.enable=true` (KIP-1176's optimized approach, `ferry_wal::republish::skip_tiered`):
-//! a follower needing that part fetches it from the leader, or from the tier below the leader's
-//! local log start. For other topics both strategies republish the same range.
+//! `remote.storage.enable=true` (KIP-1176's optimized approach, `ferry_wal::republish::skip_tiered`)
+//! and what lies below the high watermark the new leader knew, which every replica in the ISR
+//! holds (`ferry_wal::republish::skip_replicated`): a follower needing that part fetches it from
+//! the leader, or from the tier below the leader's local log start.
 //! The range is `ferry_wal::republish::republish_range`; this module is the task that reads it.
 //!
 //! The log is read in chunks of at most `remote.wal.upload.max.bytes`, and a chunk is handed
