@@ -41,7 +41,8 @@ def main():
             elif name == "ferry_objstore_bytes_total":
                 key = f"objstore_{lab.get('direction')}_bytes"
             elif name in ("ferry_remote_wal_fallback_ranges_total",
-                          "ferry_remote_wal_classic_switches_total"):
+                          "ferry_remote_wal_classic_switches_total",
+                          "ferry_remote_wal_republished_bytes_total"):
                 key = name.removeprefix("ferry_remote_wal_").removesuffix("_total")
             elif name == "ferry_remote_wal_reports_served_classic_total":
                 key = f"reports_served_classic_{lab.get('reason')}"

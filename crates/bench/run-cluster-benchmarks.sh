@@ -24,7 +24,10 @@
 # "produce-acks1 produce-acksall produce-acksall-bigbatch consume-az2 e2e-acksall
 # e2e-follower-acks1"; consume-az2 reads what produce-acks1 wrote; catchup-az3, not in the
 # default list, stops az3 for CATCHUP_SECONDS (60) of CATCHUP_RATE (6000) records/s and
-# measures its catch-up), OUT, KEEP_DATA=1 (keep the
+# measures its catch-up; restart-az3, not in the default list either, writes RECORDS with acks=all,
+# restarts az3 cleanly (a step of a rolling restart) and measures until it is in sync and, after
+# 3 x REBALANCE_CHECK_SECONDS, leads its preferred partitions again; REBALANCE_CHECK_SECONDS
+# (default 300, Kafka's) is every broker's `leader.imbalance.check.interval.seconds`), OUT, KEEP_DATA=1 (keep the
 # brokers' data and buckets, several GB, after the run), BROKER_CONFIG (extra lines for every
 # broker's ferry.toml, e.g. '"remote.wal.upload.max.bytes" = 4194304').
 # Not part of CI: never assert on wall-clock numbers in tests.
@@ -36,6 +39,7 @@ RECORDS=${RECORDS:-500000}
 E2E_SECONDS=${E2E_SECONDS:-20}
 CATCHUP_SECONDS=${CATCHUP_SECONDS:-60}
 CATCHUP_RATE=${CATCHUP_RATE:-6000}
+REBALANCE_CHECK_SECONDS=${REBALANCE_CHECK_SECONDS:-300}
 KINDS=${KINDS:-classic remote-wal}
 RUNS=${RUNS:-produce-acks1 produce-acksall produce-acksall-bigbatch consume-az2 e2e-acksall e2e-follower-acks1}
 STORE=${STORE:-s3}
@@ -170,6 +174,7 @@ for i in 1 2 3; do
 "log.dirs" = "$OUT/data-az$i"
 "metrics.address" = "127.0.0.1:${MPORTS[$i]}"
 "min.insync.replicas" = 2
+"leader.imbalance.check.interval.seconds" = $REBALANCE_CHECK_SECONDS
 $WAL_CONFIG
 ${BROKER_CONFIG:-}
 EOF2
@@ -217,6 +222,15 @@ run() {
         local t0=$SECONDS
         wait_caught_up >"$OUT/$label.out" 2>&1 || echo "not caught up in 10 minutes" >>"$OUT/$label.out"
         echo "caught up in about $((SECONDS - t0)) s" >"$OUT/$label.time"
+    elif [ "$1" = restart-az3 ]; then
+        echo "\$ (az3 restarted cleanly; waiting for its replicas in sync, then 3 leader-imbalance checks)" | tee -a "$OUT/summary.txt"
+        local t0=$SECONDS
+        kill -TERM "${PIDS[3]}"
+        wait "${PIDS[3]}" || true
+        start_broker 3
+        wait_caught_up >"$OUT/$label.out" 2>&1 || echo "not caught up in 10 minutes" >>"$OUT/$label.out"
+        echo "in sync after about $((SECONDS - t0)) s" >"$OUT/$label.time"
+        sleep $((3 * REBALANCE_CHECK_SECONDS))
     else
         echo "\$ ferry-bench $*" | tee -a "$OUT/summary.txt"
         /usr/bin/time -f "client cpu: user %U s sys %S s" -o "$OUT/$label.time" \
@@ -345,6 +359,18 @@ run_step() {
         RUN_BEFORE=$($METRICS "${LIVE[@]}") # az3's counters start at 0 with it
         start_broker 3
         RUN_BEFORE=$RUN_BEFORE run "$kind-catchup-az3" $((n * SIZE)) wait-caught-up
+        ;;
+    restart-az3)
+        # A step of a rolling restart: what a clean leader move costs. The leaderships az3 held
+        # move to az1 and az2 and, once az3 is back in sync, back to az3 (preferred leaders);
+        # each new leader republishes (remote.wal.failover.republish). Bytes are per byte of the
+        # log.
+        local topic="$kind-restart"
+        "$BENCH" produce --bootstrap "$BOOT" "${T[@]}" --topic "$topic" --records "$RECORDS" \
+            --acks all >"$OUT/$kind-restart-fill.out" 2>&1
+        local -a LIVE=("${MURLS[0]}" "${MURLS[1]}")
+        RUN_BEFORE=$($METRICS "${LIVE[@]}") # az3's counters start at 0 when it restarts
+        RUN_BEFORE=$RUN_BEFORE run "$kind-restart-az3" $((RECORDS * SIZE)) restart-az3
         ;;
     *)
         echo "unknown run $step (RUNS)" >&2
