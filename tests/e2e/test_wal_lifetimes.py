@@ -115,8 +115,11 @@ def test_a_follower_back_from_a_long_outage_catches_up_through_the_wal(lifetime_
     assert classic <= 0.01 * produced, detail
     assert cross <= 0.10 * produced, detail
     if c.fetcher_queue is not None:
-        # The backlog did not fit its queue: the metadata reading waited for the follower.
+        # The backlog did not fit its queue: what did not fit was read again later.
         assert metric(follower, "ferry_remote_wal_metadata_held_back_total") > 0, detail
+    # Nothing is left waiting to be read again once the follower holds everything.
+    wait_for("no partition awaiting a re-read", lambda: metric(
+        follower, "ferry_remote_wal_partitions_awaiting_reread") == 0, timeout=T)
 
     # Now every replica holds everything: the objects go.
     wait_for("the objects collected once broker 3 holds their data",

@@ -903,6 +903,7 @@ async fn a_full_queue_holds_back_only_its_own_partition() {
     events.extend(at_offsets(3, &behind[2..3]));
     assert!(f.on_metadata_read(0, events.clone(), 0, 4).queue_full);
     assert_eq!(f.queued(), 2, "A0 and B0");
+    assert_eq!(f.partitions_awaiting_reread(), 1);
     f.run_once().await;
     assert_eq!((sink.leo(0), sink.leo(1)), (10, 10));
 
@@ -924,6 +925,7 @@ async fn a_full_queue_holds_back_only_its_own_partition() {
         assert!(turns.len() < 10, "{turns:?}");
     }
     assert_eq!(turns, vec![1, 3, 4]);
+    assert_eq!(f.partitions_awaiting_reread(), 0);
     assert_eq!(sink.appended(0), vec![(0, 9), (10, 19), (20, 29), (30, 39)]);
     assert_eq!(sink.appended(1), vec![(0, 9), (10, 19)]);
 }

@@ -52,6 +52,8 @@ pub struct RemoteWalMetrics {
     /// Reads of the metadata topic in which a followed partition's queue was full (its records
     /// from there are read again later).
     pub metadata_held_back: Counter,
+    /// Followed partitions whose metadata waits to be read again (their queue was full).
+    pub partitions_awaiting_reread: Gauge,
     /// Leader: WAL reports answered with records (follower behind the WAL path).
     pub reports_served_classic: Family<ReasonLabels, Counter>,
     /// Follower: partitions switched to the classic fetch by a WAL fetcher range or a stall.
@@ -101,6 +103,7 @@ impl RemoteWalMetrics {
             uploader_buffered_bytes: Gauge::default(),
             fallback_ranges: Counter::default(),
             metadata_held_back: Counter::default(),
+            partitions_awaiting_reread: Gauge::default(),
             reports_served_classic: Family::default(),
             classic_switches: Counter::default(),
             republished_bytes: Counter::default(),
@@ -174,6 +177,11 @@ impl RemoteWalMetrics {
             "remote_wal_metadata_held_back",
             "Reads of __remote_wal_log_metadata in which a followed partition's queue (remote.wal.fetcher.queue.max.slices) was full: that partition's backlog is taken in turns, its metadata read again once the follower appended some; other partitions do not wait",
             self.metadata_held_back.clone(),
+        );
+        r.register(
+            "remote_wal_partitions_awaiting_reread",
+            "Partitions this broker follows whose WAL metadata waits to be read again from __remote_wal_log_metadata (their fetcher queue was full): a backlog being taken in turns; 0 once it is through",
+            self.partitions_awaiting_reread.clone(),
         );
         r.register(
             "remote_wal_reports_served_classic",

@@ -503,6 +503,11 @@ async fn housekeeping(wal: Arc<RemoteWal>) {
             let held = i64::try_from(u.buffered_bytes()).unwrap_or(i64::MAX);
             wal.shared.metrics.uploader_buffered_bytes.set(held);
         }
+        let awaiting = wal.fetcher.partitions_awaiting_reread();
+        wal.shared
+            .metrics
+            .partitions_awaiting_reread
+            .set(i64::try_from(awaiting).unwrap_or(i64::MAX));
         let Some(host) = wal.host() else { return };
         let Some(replicas) = host.replicas() else {
             return;

@@ -115,6 +115,15 @@ impl WalFetcher {
             .min()
     }
 
+    /// Partitions whose records wait to be read again, over every metadata partition.
+    pub fn partitions_awaiting_reread(&self) -> usize {
+        self.state()
+            .metadata_reads
+            .values()
+            .map(|r| r.behind.len())
+            .sum()
+    }
+
     /// The records of partition `metadata_partition` of the metadata topic below `offset` are
     /// gone (its log start moved past them): partitions behind read on from `offset` (the
     /// follower fetches what they missed classically).
