@@ -6,6 +6,9 @@
   bytes; once every replica holds the data, the objects go.
 - `remote.wal.failover.republish=optimized` on a tiered topic: a new leader republishes only
   what the long-term tier does not hold; `comprehensive` its whole local log.
+- A clean leader move (controlled shutdown) of a topic that does not tier: the new leader
+  republishes what lies above the high watermark it knew (every replica in the ISR holds the
+  rest), not its whole local log.
 
 The tests wait for files, metadata and metrics; they assert no timings.
 """
@@ -185,5 +188,39 @@ def test_optimized_republish_leaves_out_what_the_tier_holds(tmp_path, republish)
         live = [b for b in c.brokers if b.alive()]
         wait_for("the live replicas identical", lambda: len(
             {log_bytes(b, topic, 0) for b in live}) == 1, timeout=T)
+    finally:
+        c.stop()
+
+
+def test_a_clean_leader_move_does_not_republish_what_the_replicas_in_sync_hold(tmp_path):
+    buckets, extra = local_buckets(tmp_path)
+    c = Cluster(tmp_path / "cluster", {**FAST, **extra, **WAL_TUNING})
+    c.start()
+    try:
+        topic = unique_topic("walmove")
+        create_topic(c, topic, 1, {"remote.wal.enable": "true", "min.insync.replicas": "2"})
+        fill(c, topic, 0, 3000)
+        leader_id = wait_for("a leader", lambda: partitions_of(c, topic)[0][0])
+        leader = c.by_id(leader_id)
+        log_size = len(log_bytes(leader, topic, 0))
+
+        # A controlled shutdown: leadership moves to a replica in the ISR.
+        leader.stop()
+        new = c.by_id(wait_for("a new leader", lambda: (lambda l: l > 0 and l != leader_id and l)(
+            partitions_of(c, topic)[0][0]), timeout=T))
+        wait_for("the new leader's republish decided",
+                 lambda: republish_logged(new, f"{topic}-0"), timeout=T)
+        time.sleep(1.0)  # a republish hands the log over in chunks: let it finish
+        republished = metric(new, "ferry_remote_wal_republished_bytes_total")
+        # Every record was acknowledged by all three replicas before the move: nothing, or a
+        # tail the new leader's high watermark had not reached, never the whole log.
+        assert republished < log_size / 4, (republished, log_size)
+
+        leader.start()
+        msgs = consume_partition(c, topic, 0, expected=3000, timeout=T,
+                                 start_offset=OFFSET_BEGINNING)
+        assert [m.value() for m in msgs] == [value(i).encode() for i in range(3000)]
+        wait_for("the replicas identical", lambda: len(
+            {log_bytes(b, topic, 0) for b in c.brokers}) == 1, timeout=T)
     finally:
         c.stop()
