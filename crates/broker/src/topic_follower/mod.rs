@@ -19,6 +19,10 @@
 //! sent with. [`FollowedRecords::caught_up`] is called once every local partition has been read
 //! to its end and every remote one to its high watermark (the WAL's GC enables its orphan sweep
 //! then).
+//!
+//! A sink may ask for part of a partition to be read again ([`FollowedRecords::reread_from`]):
+//! the remote WAL's fetcher, for the records of a partition whose queue was full when they came.
+//! Both ways read that part again before reading on; the position stays where it was.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
