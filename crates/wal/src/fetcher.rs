@@ -1,8 +1,9 @@
 //! The follower's WAL fetcher: the async shell around the pure decisions of
 //! [`crate::follower`] (RFC 0003, `docs/rfcs/0003-remote-wal-lifecycle.md`).
 //!
-//! One per broker. [`WalFetcher::on_metadata`] queues records of `__remote_wal_log_metadata` for
-//! the partitions the [`FollowerSink`] follows and wakes the fetcher. Each step then, for every
+//! One per broker. [`WalFetcher::on_metadata_read`] queues records of `__remote_wal_log_metadata`
+//! for the partitions the [`FollowerSink`] follows and wakes the fetcher; a partition whose queue
+//! is full has the rest read again later (`metadata_read.rs`). Each step then, for every
 //! such partition, plans from the local log end offset and current leader epoch
 //! ([`plan_partition`]), starts ranged GETs for planned slices not downloaded yet (coalesced
 //! across partitions: one per contiguous run of one object, [`coalesce`]), and appends, in
