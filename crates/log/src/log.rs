@@ -820,17 +820,15 @@ impl PartitionLog {
         let seg = Segment::create(&self.dir(), new_base, now).inspect_err(|e| {
             self.space().note_error(e, now);
         })?;
-        if let Err(e) = old_index.write(Durability::Synced) {
-            // Leave no new segment file behind: the next roll starts over.
-            let _ = seg.delete_files();
-            self.space().note_error(&e, now);
-            return Err(e);
-        }
         // The snapshot at the new base is the closing segment's end state. It is written
         // before that segment shows as closed: the tier's copier lists closed segments without
         // the writer lock and uploads the snapshot it finds then, and a copy without it leaves
         // a replica that starts from the tier with no producer state.
-        if let Err(e) = self.write_producer_snapshot(new_base, Durability::Synced) {
+        let closed = old_index
+            .write(Durability::Synced)
+            .and_then(|()| self.write_producer_snapshot(new_base, Durability::Synced));
+        if let Err(e) = closed {
+            // Leave no new segment file behind: the next roll starts over.
             let _ = seg.delete_files();
             self.space().note_error(&e, now);
             return Err(e);

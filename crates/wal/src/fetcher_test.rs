@@ -934,13 +934,19 @@ async fn a_full_queue_holds_back_only_its_own_partition() {
 /// again, it reads on from there (what it missed goes to the classic fetch).
 #[tokio::test]
 async fn metadata_gone_below_the_log_start_is_not_waited_for() {
-    let mem = MemoryStore::new();
-    let records = one_slice_objects(&mem, 0, 3, 3).await;
-    let sink = MemSink::following(&[0], 3);
-    let f = capped_fetcher(mem, sink.clone(), 1);
-    f.on_metadata_read(0, at_offsets(0, &records), 0, 3);
-    f.run_once().await;
-    assert_eq!(f.reread_from(0), Some(1));
+    // Three one-slice objects of partition 0 at metadata offsets 0-2, a queue of one: the
+    // first is appended, the other two wait to be read again from offset 1.
+    let behind_from_1 = || async {
+        let mem = MemoryStore::new();
+        let records = one_slice_objects(&mem, 0, 3, 3).await;
+        let sink = MemSink::following(&[0], 3);
+        let f = capped_fetcher(mem, sink, 1);
+        f.on_metadata_read(0, at_offsets(0, &records), 0, 3);
+        f.run_once().await;
+        assert_eq!(f.reread_from(0), Some(1));
+        (f, records)
+    };
+    let (f, _) = behind_from_1().await;
     f.metadata_gone_below(0, 3);
     assert_eq!(f.reread_from(0), None);
     let r = f.run_once().await;
@@ -948,13 +954,7 @@ async fn metadata_gone_below_the_log_start_is_not_waited_for() {
 
     // A read again from below the start says so too: the partition takes what is left, and
     // the range it missed goes to the classic fetch.
-    let sink = MemSink::following(&[0], 3);
-    let mem = MemoryStore::new();
-    let records = one_slice_objects(&mem, 0, 3, 3).await;
-    let f = capped_fetcher(mem, sink.clone(), 1);
-    f.on_metadata_read(0, at_offsets(0, &records), 0, 3);
-    f.run_once().await;
-    assert_eq!(f.reread_from(0), Some(1));
+    let (f, records) = behind_from_1().await;
     f.on_metadata_read(0, at_offsets(2, &records[2..]), 1, 3);
     assert_eq!(f.reread_from(0), None);
     let r = f.run_once().await;

@@ -47,8 +47,15 @@ pub fn republish_range(
 /// A follower that needs the left-out part fetches it from the leader, or from the tier once
 /// it is below the leader's local log start. `None` when the tier holds the whole range.
 pub fn skip_tiered(range: (i64, i64), tiered_end: Option<i64>) -> Option<(i64, i64)> {
-    let (from, to) = range;
-    let from = tiered_end.map_or(from, |end| from.max(end.saturating_add(1)));
+    match tiered_end {
+        Some(end) => start_at_least(range, end.saturating_add(1)),
+        None => start_at_least(range, range.0),
+    }
+}
+
+/// `range` without what lies below `floor`; `None` when nothing is left.
+fn start_at_least((from, to): (i64, i64), floor: i64) -> Option<(i64, i64)> {
+    let from = from.max(floor);
     (from < to).then_some((from, to))
 }
 
@@ -60,9 +67,7 @@ pub fn skip_tiered(range: (i64, i64), tiered_end: Option<i64>) -> Option<(i64, i
 /// replica that was out of the ISR already fetches what it lacks below it from the leader.
 /// `None` when nothing is left.
 pub fn skip_replicated(range: (i64, i64), high_watermark: i64) -> Option<(i64, i64)> {
-    let (from, to) = range;
-    let from = from.max(high_watermark);
-    (from < to).then_some((from, to))
+    start_at_least(range, high_watermark)
 }
 
 #[cfg(test)]

@@ -369,14 +369,15 @@ impl RemoteWal {
         // fetches from this leader, or from the tier below its local log start. Topics that do
         // not tier, and a tier whose metadata is not read yet, republish from the high
         // watermark, which every replica in the ISR holds already.
-        let (tiered_end, high_watermark) = match self.shared.config.failover_republish {
-            config::Republish::Optimized => (self.shared.tiered_end(p), p.high_watermark()),
-            config::Republish::Comprehensive => (None, range.0),
+        let kept = match self.shared.config.failover_republish {
+            config::Republish::Optimized => {
+                ferry_wal::republish::skip_tiered(range, self.shared.tiered_end(p))
+                    .and_then(|r| ferry_wal::republish::skip_replicated(r, p.high_watermark()))
+            }
+            config::Republish::Comprehensive => Some(range),
         };
-        let Some((from, to)) = ferry_wal::republish::skip_tiered(range, tiered_end)
-            .and_then(|r| ferry_wal::republish::skip_replicated(r, high_watermark))
-        else {
-            tracing::info!(partition = %p.tp, epoch, from = range.0, to = range.1, high_watermark,
+        let Some((from, to)) = kept else {
+            tracing::info!(partition = %p.tp, epoch, from = range.0, to = range.1, high_watermark = p.high_watermark(),
                 "new remote-WAL leader: the long-term tier and the replicas in sync hold everything to republish");
             return;
         };

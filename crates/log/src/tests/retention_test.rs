@@ -432,6 +432,20 @@ fn a_tiered_log_keeps_the_epochs_below_its_local_log_start() {
     }
 }
 
+/// A log of segments of a few idempotent batches each, tiered (`remote.storage.enable`) or not.
+fn small_segments(
+    dir: &std::path::Path,
+    tiered: bool,
+    clock: &ferry_common::SharedClock,
+) -> crate::PartitionLog {
+    let config = LogConfig {
+        remote_storage: tiered,
+        segment_bytes: 300,
+        ..config()
+    };
+    open(dir, config, true, clock)
+}
+
 /// A tiered log keeps the producer snapshot at the end of every segment the tier does not hold
 /// yet (the copy uploads it, a follower starting from the tier loads it); once copied, only
 /// the newest few stay, as for any log.
@@ -440,12 +454,7 @@ fn a_tiered_log_keeps_the_snapshots_of_segments_not_copied_yet() {
     let (_c, clock) = clock(0);
     for tiered in [true, false] {
         let dir = tempfile::tempdir().unwrap();
-        let config = LogConfig {
-            remote_storage: tiered,
-            segment_bytes: 300,
-            ..config()
-        };
-        let log = open(dir.path(), config, true, &clock);
+        let log = small_segments(dir.path(), tiered, &clock);
         for seq in 0..20 {
             log.append_as_leader(&idem(7, 3, seq * 2, 2), 1).unwrap();
         }
@@ -490,12 +499,7 @@ fn a_tiered_log_keeps_the_snapshots_of_segments_not_copied_yet() {
 fn a_segment_shows_as_closed_only_with_its_producer_snapshot() {
     let (_c, clock) = clock(0);
     let dir = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        remote_storage: true,
-        segment_bytes: 300,
-        ..config()
-    };
-    let log = open(dir.path(), config, true, &clock);
+    let log = small_segments(dir.path(), true, &clock);
     // A non-empty directory where the next roll's snapshot goes: its rename fails.
     let block = |at: i64| {
         let path = crate::producer_state::snapshot_path(dir.path(), at);
