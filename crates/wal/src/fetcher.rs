@@ -767,12 +767,19 @@ impl WalFetcher {
     /// slices may still be on their way. An older object is one of a backlog (a follower back
     /// from an outage): its records were all published long ago, the queue holds those the
     /// follower needs, and the partitions reach the object at their own pace, often after the
-    /// kept copy is gone; whole GETs there downloaded each object about five times.
+    /// kept copy is gone; whole GETs there downloaded each object about five times. And only
+    /// once: an object already downloaded whole and let go to stay within the kept objects'
+    /// budget gets GETs of the ranges still needed.
     fn plan_gets(&self, slices: Vec<WalSliceMetadata>, st: &mut State) -> Vec<RangedGet> {
         let max = self.config.whole_object_max_bytes;
         let fresh_since = self.clock.now_ms() - OBJECT_KEPT_FOR.as_millis() as i64;
+        // Not one downloaded whole already (kept, or let go to stay within the budget).
         let (whole, ranged): (Vec<_>, Vec<_>) = slices.into_iter().partition(|m| {
-            max > 0 && m.object_size > 0 && m.object_size <= max && m.upload_time_ms >= fresh_since
+            max > 0
+                && m.object_size > 0
+                && m.object_size <= max
+                && m.upload_time_ms >= fresh_since
+                && !st.kept_objects.contains_key(&object_of(m))
         });
         let mut gets = coalesce(&ranged, self.config.max_gap_bytes);
         let mut by_object: BTreeMap<ObjectRef, Vec<WalSliceMetadata>> = BTreeMap::new();

@@ -116,6 +116,10 @@ pub(super) enum KeptObject {
         body: SliceBytes,
         at: Instant,
     },
+    /// Downloaded whole at `at`, then let go to stay within the kept objects' budget before
+    /// `OBJECT_KEPT_FOR` passed. Slices of it whose records still arrive get GETs of their own
+    /// ranges: a second GET of the whole object would download again what was appended.
+    Evicted { at: Instant },
 }
 
 impl KeptObject {
@@ -135,7 +139,7 @@ impl KeptObject {
 
     fn bytes(&self) -> u64 {
         match self {
-            KeptObject::Downloading => 0,
+            KeptObject::Downloading | KeptObject::Evicted { .. } => 0,
             KeptObject::Ready { body, .. } => body.len() as u64,
         }
     }
@@ -186,11 +190,14 @@ impl State {
         }
     }
 
-    /// Forgets kept objects older than `keep_for`, then the oldest beyond `max_bytes`.
+    /// Forgets kept objects older than `keep_for`, then lets go of the oldest beyond
+    /// `max_bytes` (remembered as [`KeptObject::Evicted`] until `keep_for` passes).
     pub(super) fn expire_kept_objects(&mut self, now: Instant, keep_for: Duration, max_bytes: u64) {
         self.kept_objects.retain(|_, o| match o {
             KeptObject::Downloading => true,
-            KeptObject::Ready { at, .. } => now.saturating_duration_since(*at) < keep_for,
+            KeptObject::Ready { at, .. } | KeptObject::Evicted { at } => {
+                now.saturating_duration_since(*at) < keep_for
+            }
         });
         let mut total: u64 = self.kept_objects.values().map(KeptObject::bytes).sum();
         while total > max_bytes {
@@ -199,11 +206,11 @@ impl State {
                 .iter()
                 .filter_map(|(k, o)| match o {
                     KeptObject::Ready { at, .. } => Some((*at, k.clone())),
-                    KeptObject::Downloading => None,
+                    KeptObject::Downloading | KeptObject::Evicted { .. } => None,
                 })
                 .min();
-            let Some((_, key)) = oldest else { break };
-            if let Some(o) = self.kept_objects.remove(&key) {
+            let Some((at, key)) = oldest else { break };
+            if let Some(o) = self.kept_objects.insert(key, KeptObject::Evicted { at }) {
                 total = total.saturating_sub(o.bytes());
             }
         }
