@@ -9,9 +9,9 @@
 //! cannot read; a follower still moving is on a slow path, not a broken one); when it holds all
 //! that was published but has not moved for `remote.wal.fallback.ms` while the leader's log is
 //! longer (uploads stuck: a slow or failing store); or when it is far behind: it lacks what the leader
-//! had `FAR_BEHIND_FACTOR` fallback windows ago (a follower that restarted, or a WAL path slower
-//! than the produce rate). The leader keeps a short history of its log end offset per partition
-//! for that. Whether a follower is in sync is not decided here: every report is a follower fetch
+//! had `FAR_BEHIND_FACTOR` fallback windows ago and what the leader's WAL objects still hold (a
+//! follower back after the objects' lifetime, a new replica below them). The leader keeps a
+//! short history of its log end offset per partition for that. Whether a follower is in sync is not decided here: every report is a follower fetch
 //! to the replica manager, whose rule ("caught up to the leader's log end as of some earlier
 //! fetch", the broker's `replica_manager::FollowerState::on_fetch`) holds for a WAL follower that trails by
 //! its WAL latency as it does for a classic one.
@@ -71,6 +71,16 @@ struct Track {
     fallbacks: Vec<(i64, i64)>,
     /// Per follower: last reported offset, when it last moved, and when it last reported.
     followers: HashMap<i32, (i64, i64, i64)>,
+}
+
+/// What the leader knows of a follower beyond its report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerView {
+    /// The oldest offset of the partition the leader's WAL objects still hold (`None`: nothing,
+    /// or not known).
+    pub held_from: Option<i64>,
+    /// Whether the follower is in the partition's ISR (it holds back acks=all).
+    pub in_isr: bool,
 }
 
 /// Per-partition leader state of the WAL path (pure; time is passed in).
@@ -165,16 +175,26 @@ impl LeaderTracker {
         leader_leo: i64,
         now_ms: i64,
     ) -> Option<ClassicReason> {
-        self.on_report_held(tp, replica, fetch_offset, leader_leo, now_ms, None)
+        let unknown = FollowerView {
+            held_from: None,
+            in_isr: true,
+        };
+        self.on_report_held(tp, replica, fetch_offset, leader_leo, now_ms, unknown)
     }
 
-    /// [`LeaderTracker::on_report`], knowing that the leader's WAL objects still hold the
-    /// partition from `held_from` on (`None`: nothing, not known, or not to be used for this
-    /// follower; the broker passes it for followers outside the ISR only). A follower far
-    /// behind but at or above `held_from` (restarted, or a new replica that reached the
-    /// objects) catches up through them, so it is not served classically for being far behind:
-    /// that would send its whole backlog across zones. If its WAL path fails, the other rules
-    /// still apply, `wal_failed` after [`CATCH_UP_FACTOR`] fallback windows.
+    /// [`LeaderTracker::on_report`], knowing how far back the leader's WAL objects still hold
+    /// the partition and whether the follower is in the ISR ([`FollowerView`]).
+    ///
+    /// A follower far behind but at or above `held_from` catches up through the objects, so it
+    /// is not served classically for being far behind: that would send its backlog across
+    /// zones. This holds in the ISR too: there, far behind means a WAL path slower than the
+    /// produce rate on a saturated cluster, and the classic fetch would only move the same
+    /// bytes across zones on the same busy machines (7.7 GB acks=1 cluster runs sent 0.5-6 % of
+    /// the produced bytes across racks that way). A follower that falls behind for longer than
+    /// `replica.lag.time.max.ms` leaves the ISR, as a slow Kafka follower does. If its WAL path
+    /// fails, the other rules still apply; outside the ISR (it holds back no acknowledgement,
+    /// and first replays metadata and confirms its log) `wal_failed` waits
+    /// [`CATCH_UP_FACTOR`] fallback windows, inside one.
     pub fn on_report_held(
         &mut self,
         tp: &TopicPartition,
@@ -182,8 +202,9 @@ impl LeaderTracker {
         fetch_offset: i64,
         leader_leo: i64,
         now_ms: i64,
-        held_from: Option<i64>,
+        view: FollowerView,
     ) -> Option<ClassicReason> {
+        let held_from = view.held_from;
         let far_then = self.leo_at(tp, now_ms - FAR_BEHIND_FACTOR * self.fallback_ms);
         let published_then = self.published_at(tp, now_ms - self.fallback_ms);
         let published_now = self.published_at(tp, i64::MAX);
@@ -204,7 +225,7 @@ impl LeaderTracker {
         entry.2 = now_ms;
         let behind = fetch_offset < leader_leo;
         let still = now_ms - entry.1 >= self.fallback_ms;
-        let catching_up = held_from.is_some_and(|h| fetch_offset >= h);
+        let catching_up = !view.in_isr && held_from.is_some_and(|h| fetch_offset >= h);
         let window = if catching_up {
             CATCH_UP_FACTOR * self.fallback_ms
         } else {
@@ -255,6 +276,14 @@ mod tests {
 
     fn tp() -> TopicPartition {
         TopicPartition::new("t", 0)
+    }
+
+    /// A follower outside the ISR; the leader's objects hold the partition from `held_from`.
+    fn outside_isr(held_from: Option<i64>) -> FollowerView {
+        FollowerView {
+            held_from,
+            in_isr: false,
+        }
     }
 
     /// Served classically.
@@ -315,7 +344,7 @@ mod tests {
         l.on_append(&tp(), 100, 0);
         l.on_published(&tp(), 100, 0);
         // The objects still hold offset 60: not served for being far behind.
-        let mut report = |at| l.on_report_held(&tp(), 2, 60, 100, at, Some(0));
+        let mut report = |at| l.on_report_held(&tp(), 2, 60, 100, at, outside_isr(Some(0)));
         assert!(!classic(report(0)));
         // Silent from 0 to 5_000 (stopped), then reports the same offset.
         assert!(!classic(report(5_000)));
@@ -334,7 +363,7 @@ mod tests {
         l.on_append(&tp(), 100, 0);
         l.on_append(&tp(), 10_000, 9_000);
         let report = |l: &mut LeaderTracker, offset, now, held| {
-            l.on_report_held(&tp(), 2, offset, 10_000, now, held)
+            l.on_report_held(&tp(), 2, offset, 10_000, now, outside_isr(held))
         };
         assert_eq!(
             report(&mut l, 50, 14_000, None),
@@ -356,6 +385,38 @@ mod tests {
             report(&mut l, 5_000, 16_300, Some(70)),
             Some(ClassicReason::WalFailed),
             "not moving for 4 windows (catching up from the objects)"
+        );
+    }
+
+    /// At full load a follower in the ISR can fall far behind while it keeps moving (a WAL
+    /// path slower than the produce rate on a saturated cluster). While the objects hold its
+    /// offset it stays on the WAL path; it has one fallback window, not four, to move, since
+    /// it holds back acks=all.
+    #[test]
+    fn a_far_behind_follower_in_the_isr_stays_on_the_wal_path_while_moving() {
+        let mut l = LeaderTracker::new(500);
+        l.on_append(&tp(), 100, 0);
+        l.on_append(&tp(), 10_000, 9_000);
+        let in_isr = FollowerView {
+            held_from: Some(70),
+            in_isr: true,
+        };
+        let mut report = |offset, now| l.on_report_held(&tp(), 2, offset, 10_000, now, in_isr);
+        assert_eq!(report(80, 14_000), None, "far behind, within the objects");
+        assert_eq!(report(90, 14_400), None);
+        assert_eq!(
+            report(60, 14_500),
+            Some(ClassicReason::FarBehind),
+            "below the oldest object kept"
+        );
+        l.on_published(&tp(), 10_000, 14_500);
+        let mut report = |offset, now| l.on_report_held(&tp(), 2, offset, 10_000, now, in_isr);
+        assert_eq!(report(5_000, 14_600), None);
+        assert_eq!(report(5_000, 15_099), None);
+        assert_eq!(
+            report(5_000, 15_100),
+            Some(ClassicReason::WalFailed),
+            "not moving for one window"
         );
     }
 

@@ -657,23 +657,20 @@ impl crate::replica_manager::ReplicationObserver for RemoteWal {
         let now = self.clock.now_ms();
         let leo = p.log.log_end_offset();
         // How far back this leader's objects still reach: a follower far behind above that
-        // catches up through them (issue 14). Only one outside the ISR (back from an outage,
-        // or added by a reassignment): one inside holds back the high watermark, and being far
-        // behind there means a WAL path slower than the produce rate, which the classic fetch
-        // relieves as before.
-        let held_from = self
-            .gc
-            .as_ref()
-            .filter(|_| !p.isr().contains(&replica))
-            .and_then(|gc| {
+        // catches up through them (issue 14), in the ISR or not (issue 10: at full load a
+        // follower in the ISR can fall far behind while its WAL path keeps delivering).
+        let view = ferry_wal::leader_tracker::FollowerView {
+            held_from: self.gc.as_ref().and_then(|gc| {
                 gc.held_from(&ferry_wal::uploader::WalPartition {
                     topic_id: p.topic_id,
                     partition: p.tp.partition,
                 })
-            });
+            }),
+            in_isr: p.isr().contains(&replica),
+        };
         let reason =
             self.leader_lock()
-                .on_report_held(&p.tp, replica, fetch_offset, leo, now, held_from);
+                .on_report_held(&p.tp, replica, fetch_offset, leo, now, view);
         self.observe_commits(p);
         if let Some(reason) = reason {
             tracing::debug!(partition = %p.tp, replica, fetch_offset, leader_log_end = leo, reason = reason.as_str(),
