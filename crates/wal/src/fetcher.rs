@@ -819,19 +819,15 @@ impl WalFetcher {
         let mut st = self.state();
         let mut held = st.held_bytes();
         let mut chosen = Vec::new();
-        let mut slices = slices.into_iter();
-        let mut held_back = Vec::new();
-        for m in slices.by_ref() {
+        for m in slices {
             let len = u64::from(m.byte_length);
             // At least one GET always runs, however large its slice.
             if held > 0 && held + len > self.config.max_download_bytes {
-                held_back.push(m);
                 break;
             }
             held += len;
             chosen.push(m);
         }
-        held_back.extend(slices);
         let now = Instant::now();
         st.expire_kept_objects(
             now,
@@ -878,19 +874,6 @@ impl WalFetcher {
         for g in &gets {
             for m in &g.slices {
                 st.slots.insert(m.clone(), Slot::InFlight);
-            }
-        }
-        // The slices the budget held back of an object read whole now wait for that GET: a GET
-        // of their own later, once the kept copy is gone, downloaded their bytes twice (a
-        // follower behind at full load downloaded 1.27x what it appended).
-        for m in held_back {
-            if matches!(
-                st.kept_objects.get(&object_of(&m)),
-                Some(KeptObject::Downloading)
-            ) && !st.slots.contains_key(&m)
-            {
-                st.slots.insert(m, Slot::InFlight);
-                report.slices_from_kept_objects += 1;
             }
         }
         st.gets_in_flight += gets.len();

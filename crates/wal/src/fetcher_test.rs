@@ -796,44 +796,6 @@ async fn a_late_slice_of_an_object_let_go_for_the_budget_gets_its_range_not_the_
     );
 }
 
-/// A follower behind has more slices known than its download budget takes at once. The slices
-/// the budget holds back of an object read whole wait for that GET instead of getting GETs of
-/// their own later, when the kept copy may be gone (their bytes downloaded twice).
-#[tokio::test]
-async fn slices_the_budget_holds_back_of_an_object_read_whole_wait_for_that_get() {
-    let mem = MemoryStore::new();
-    let (data, records) = object("wal/1/a.wal", 3, &[(0, 0, 9), (1, 0, 9), (2, 0, 9)]);
-    let size = data.len() as u64;
-    assert!(mem.put("wal/1/a.wal", data).await.is_ok());
-    let store = Counting::new(mem);
-    let sink = MemSink::following(&[0, 1, 2], 3);
-    let config = FetcherConfig {
-        max_gap_bytes: 0,
-        // One slice at a time.
-        max_download_bytes: u64::from(records[0].byte_length) + 1,
-        ..FetcherConfig::default()
-    };
-    let fetcher_store: Arc<dyn ObjectStore> = store.clone();
-    let f = WalFetcher::with_config(
-        Arc::new(move |bucket: &str| (bucket == "az1").then(|| fetcher_store.clone())),
-        sink.clone(),
-        config,
-    );
-
-    f.on_metadata(upserts(&records));
-    for _ in 0..3 {
-        f.run_once().await;
-    }
-    for p in 0..3 {
-        assert_eq!(sink.appended(p), vec![(0, 9)], "partition {p}");
-    }
-    assert_eq!(
-        lock(&store.ranges).clone(),
-        vec![0..size],
-        "one GET, of the whole object"
-    );
-}
-
 #[tokio::test(start_paused = true)]
 async fn records_that_arrive_while_the_whole_object_downloads_wait_for_it() {
     let mem = MemoryStore::new();
