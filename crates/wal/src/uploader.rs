@@ -57,7 +57,7 @@ pub use crate::batcher::{
 use crate::error::{Result, WalError};
 use crate::failure_log::FailureLog;
 use crate::metadata::WalSliceMetadata;
-use crate::sequencer::{PublishSequencer, UploadResult};
+use crate::sequencer::{PublishSequencer, Released, UploadResult};
 use crate::stages::{Stage, StageMetrics};
 
 /// Publishes WAL metadata to `__remote_wal_log_metadata`.
@@ -100,7 +100,10 @@ impl Default for UploaderConfig {
 struct Inner {
     batcher: Mutex<UploadBatcher>,
     sequencer: Mutex<PublishSequencer>,
-    /// Serialises "collect released records + publish", so publish calls keep their order.
+    /// What the sequencer released and nobody has published yet, in release order (appended
+    /// under the sequencer's lock).
+    released: Mutex<Released>,
+    /// Serialises "take what was released + publish", so publish calls keep their order.
     publish_lock: tokio::sync::Mutex<()>,
     store: Arc<dyn ObjectStore>,
     publisher: Arc<dyn MetadataPublisher>,
@@ -140,6 +143,7 @@ impl Uploader {
             inner: Arc::new(Inner {
                 batcher: Mutex::new(UploadBatcher::new(config.batcher, clock.clone())),
                 sequencer: Mutex::new(PublishSequencer::new(broker_id)),
+                released: Mutex::new(Released::default()),
                 publish_lock: tokio::sync::Mutex::new(()),
                 store,
                 publisher,
@@ -336,8 +340,20 @@ async fn upload(inner: Arc<Inner>, obj: PendingObject, permit: OwnedSemaphorePer
         }
     };
     {
+        let mut sequencer = lock(&inner.sequencer);
+        let newly = sequencer.complete(seq, result);
+        let mut released = lock(&inner.released);
+        released.publish.extend(newly.publish);
+        released.fallbacks.extend(newly.fallbacks);
+    }
+    {
+        // One publish takes everything released while the previous one ran: on a loaded
+        // cluster a publish waits for metadata leaders on other brokers, and one call per
+        // object queued the objects behind each other (0.5 s mean publish stage at full load).
+        // A later object's task finds nothing left and only waits for the publish of its
+        // records before it lets its permit go.
         let _order = inner.publish_lock.lock().await;
-        let released = lock(&inner.sequencer).complete(seq, result);
+        let released = std::mem::take(&mut *lock(&inner.released));
         let mut fallbacks = released.fallbacks;
         if !released.publish.is_empty() {
             let records: Vec<WalSliceMetadata> =

@@ -427,6 +427,60 @@ async fn publish_is_in_offset_order_per_partition_when_uploads_complete_out_of_o
     assert_eq!(all, vec![(2, 0), (0, 0), (0, 10), (1, 0)]);
 }
 
+/// Records every publish call; the first waits until the test opens the gate.
+#[derive(Debug)]
+struct GatedPublisher {
+    calls: Mutex<Vec<Vec<WalSliceMetadata>>>,
+    gate: tokio::sync::Semaphore,
+}
+
+#[async_trait]
+impl MetadataPublisher for GatedPublisher {
+    async fn publish(&self, records: Vec<WalSliceMetadata>) -> Result<()> {
+        if let Ok(permit) = self.gate.acquire().await {
+            permit.forget();
+        }
+        lock(&self.calls).push(records);
+        Ok(())
+    }
+}
+
+/// On a loaded cluster a publish waits for metadata leaders on other brokers. The objects whose
+/// PUTs finish meanwhile are published together by the next call, not one call each behind
+/// each other.
+#[tokio::test]
+async fn objects_uploaded_while_a_publish_runs_are_published_together_by_the_next() {
+    let clock = ManualClock::new(0);
+    let publisher = Arc::new(GatedPublisher {
+        calls: Mutex::new(Vec::new()),
+        gate: tokio::sync::Semaphore::new(0),
+    });
+    let up = Uploader::new(
+        UploaderConfig {
+            batcher: config(10, 1 << 20, 1 << 20),
+            max_in_flight: 4,
+            ..UploaderConfig::default()
+        },
+        Arc::new(MemoryStore::new()),
+        publisher.clone(),
+        clock.clone(),
+    );
+    for p in 0..3 {
+        up.append(append(1, p, 0, 10, 100));
+        clock.advance(10);
+        assert_eq!(up.tick().unwrap(), 1, "object {p}");
+        settle().await;
+    }
+    // The first publish (object 0) waits; objects 1 and 2 are uploaded meanwhile.
+    publisher.gate.add_permits(1_000);
+    up.wait_idle().await;
+    let calls: Vec<Vec<i32>> = lock(&publisher.calls)
+        .iter()
+        .map(|c| c.iter().map(|m| m.partition).collect())
+        .collect();
+    assert_eq!(calls, vec![vec![0], vec![1, 2]]);
+}
+
 #[tokio::test]
 async fn failed_upload_reports_classic_fallback_and_later_objects_publish() {
     let clock = ManualClock::new(0);
