@@ -181,7 +181,10 @@ def metric_sum(cluster, name: str, **labels) -> float:
     return total
 
 
-def produce(cluster, topic: str, total_bytes: int, acks: str, value_size: int = 10_000) -> int:
+def produce(cluster, topic: str, total_bytes: int, acks: str, value_size: int = 10_000,
+            partitions: list[int] | None = None) -> int:
+    """Produces `total_bytes` round-robin over `partitions` (default: all of them)."""
+    partitions = partitions if partitions is not None else list(range(PARTITIONS))
     producer = Producer({
         "bootstrap.servers": cluster.bootstrap,
         "acks": acks,
@@ -196,7 +199,8 @@ def produce(cluster, topic: str, total_bytes: int, acks: str, value_size: int = 
     for i in range(count):
         while True:
             try:
-                producer.produce(topic, key=str(i).encode(), value=value, partition=i % PARTITIONS,
+                producer.produce(topic, key=str(i).encode(), value=value,
+                                 partition=partitions[i % len(partitions)],
                                  on_delivery=lambda e, m: errors.append(e) if e else None)
                 break
             except BufferError:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Producer
+from confluent_kafka import OFFSET_BEGINNING
 
 from conftest import consume_partition, unique_topic
 from test_cluster import Cluster, create_topic, log_bytes, scrape_inter_broker
@@ -129,21 +129,6 @@ def test_a_follower_back_from_a_long_outage_catches_up_through_the_wal(lifetime_
              lambda: wal_objects(c.buckets) == 0, timeout=T)
 
 
-def produce_to(cluster, topic: str, partitions: list[int], total_bytes: int,
-               value_size: int = 10_000) -> int:
-    """Produces `total_bytes` with acks=1 to `partitions` only; returns the bytes produced."""
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "1", "linger.ms": 5})
-    errors = []
-    count = total_bytes // value_size
-    for i in range(count):
-        producer.produce(topic, value=b"v" * value_size, partition=partitions[i % len(partitions)],
-                         on_delivery=lambda e, m: errors.append(e) if e else None)
-        producer.poll(0)
-    assert producer.flush(60) == 0
-    assert errors == []
-    return count * value_size
-
-
 def test_a_follower_in_the_isr_far_behind_catches_up_through_the_wal(tmp_path):
     """Issue 10: a follower still in the ISR that falls far behind while the objects hold its
     data (at full load: a WAL path slower than the produce rate; here, a broker paused for longer
@@ -170,7 +155,7 @@ def test_a_follower_in_the_isr_far_behind_catches_up_through_the_wal(tmp_path):
     try:
         topic = unique_topic("walisr")
         create_topic(c, topic, PARTITIONS, {"remote.wal.enable": "true"})
-        produce_to(c, topic, list(range(PARTITIONS)), 200_000)
+        produce(c, topic, 200_000, "1")
         wait_identical(c, topic, timeout=T)
         metadata_leader = partitions_of(c, "__remote_wal_log_metadata")[0][0]
         follower_id = 3 if metadata_leader != 3 else 2
@@ -186,7 +171,7 @@ def test_a_follower_in_the_isr_far_behind_catches_up_through_the_wal(tmp_path):
         far_behind_before = far_behind()
         follower.pause()
         try:
-            produced = produce_to(c, topic, led_elsewhere, 2_000_000)
+            produced = produce(c, topic, 2_000_000, "1", partitions=led_elsewhere)
             # Past the far-behind window (10 x remote.wal.fallback.ms) after the last byte.
             time.sleep(10 * fallback_ms / 1000 + 0.5)
         finally:

@@ -768,19 +768,20 @@ impl WalFetcher {
     /// from an outage): its records were all published long ago, the queue holds those the
     /// follower needs, and the partitions reach the object at their own pace, often after the
     /// kept copy is gone; whole GETs there downloaded each object about five times. And only
-    /// once: an object already downloaded whole and let go to stay within the kept objects'
-    /// budget gets GETs of the ranges still needed.
-    fn plan_gets(&self, slices: Vec<WalSliceMetadata>, st: &mut State) -> Vec<RangedGet> {
+    /// once: `read_whole_already` are slices of objects downloaded whole before (let go to stay
+    /// within the kept objects' budget), which get GETs of their own ranges.
+    fn plan_gets(
+        &self,
+        slices: Vec<WalSliceMetadata>,
+        read_whole_already: Vec<WalSliceMetadata>,
+        st: &mut State,
+    ) -> Vec<RangedGet> {
         let max = self.config.whole_object_max_bytes;
         let fresh_since = self.clock.now_ms() - OBJECT_KEPT_FOR.as_millis() as i64;
-        // Not one downloaded whole already (kept, or let go to stay within the budget).
-        let (whole, ranged): (Vec<_>, Vec<_>) = slices.into_iter().partition(|m| {
-            max > 0
-                && m.object_size > 0
-                && m.object_size <= max
-                && m.upload_time_ms >= fresh_since
-                && !st.kept_objects.contains_key(&object_of(m))
+        let (whole, mut ranged): (Vec<_>, Vec<_>) = slices.into_iter().partition(|m| {
+            max > 0 && m.object_size > 0 && m.object_size <= max && m.upload_time_ms >= fresh_since
         });
+        ranged.extend(read_whole_already);
         let mut gets = coalesce(&ranged, self.config.max_gap_bytes);
         let mut by_object: BTreeMap<ObjectRef, Vec<WalSliceMetadata>> = BTreeMap::new();
         for m in whole {
@@ -836,6 +837,7 @@ impl WalFetcher {
         );
         // Slices of an object downloaded whole, or downloading, need no GET of their own.
         let mut to_get = Vec::new();
+        let mut read_whole_already = Vec::new();
         let mut cut_from_kept = false;
         {
             let State {
@@ -852,7 +854,7 @@ impl WalFetcher {
                             Slot::Data { bytes, at: now }
                         }
                         None => {
-                            to_get.push(m.clone());
+                            read_whole_already.push(m.clone());
                             continue;
                         }
                     },
@@ -869,7 +871,7 @@ impl WalFetcher {
             // Their bytes are here: the next step appends them.
             self.shared.wake.notify_one();
         }
-        let gets = self.plan_gets(to_get, &mut st);
+        let gets = self.plan_gets(to_get, read_whole_already, &mut st);
         report.gets += gets.len();
         for g in &gets {
             for m in &g.slices {

@@ -291,6 +291,15 @@ fn fetcher_with(
         whole_object_max_bytes,
         ..FetcherConfig::default()
     };
+    fetcher_configured(store, sink, config)
+}
+
+/// A fetcher reading bucket `az1` from `store`.
+fn fetcher_configured(
+    store: Arc<dyn ObjectStore>,
+    sink: Arc<MemSink>,
+    config: FetcherConfig,
+) -> WalFetcher {
     WalFetcher::with_config(
         Arc::new(move |bucket: &str| (bucket == "az1").then(|| store.clone())),
         sink,
@@ -773,12 +782,7 @@ async fn a_late_slice_of_an_object_let_go_for_the_budget_gets_its_range_not_the_
         max_download_bytes: 4 * a_size.max(b_size) + 4,
         ..FetcherConfig::default()
     };
-    let fetcher_store: Arc<dyn ObjectStore> = store.clone();
-    let f = WalFetcher::with_config(
-        Arc::new(move |bucket: &str| (bucket == "az1").then(|| fetcher_store.clone())),
-        sink.clone(),
-        config,
-    );
+    let f = fetcher_configured(store.clone(), sink.clone(), config);
 
     f.on_metadata(upserts(&a_records[..2]));
     assert_eq!(f.run_once().await.slices_appended, 2);

@@ -35,6 +35,14 @@ pub(crate) struct Released {
     pub fallbacks: Vec<ClassicFallback>,
 }
 
+impl Released {
+    /// Adds what a later completion released, after what is here.
+    pub fn append(&mut self, later: Released) {
+        self.publish.extend(later.publish);
+        self.fallbacks.extend(later.fallbacks);
+    }
+}
+
 /// Orders upload completions into per-partition offset order (pure; see the module docs).
 #[derive(Debug)]
 pub(crate) struct PublishSequencer {

@@ -340,11 +340,10 @@ async fn upload(inner: Arc<Inner>, obj: PendingObject, permit: OwnedSemaphorePer
         }
     };
     {
+        // Appended under the sequencer's lock, so the list stays in release order.
         let mut sequencer = lock(&inner.sequencer);
         let newly = sequencer.complete(seq, result);
-        let mut released = lock(&inner.released);
-        released.publish.extend(newly.publish);
-        released.fallbacks.extend(newly.fallbacks);
+        lock(&inner.released).append(newly);
     }
     {
         // One publish takes everything released while the previous one ran: on a loaded
