@@ -66,7 +66,9 @@ pub struct Partition {
     /// builds on records a new leader does not have (truncation by leader epoch comes first).
     validated_epoch: AtomicI32,
     /// Serialises appends that must keep their order with a follow-up (leader: the remote WAL
-    /// hand-off; follower: appends checked against the log end).
+    /// hand-off; follower: appends checked against the log end), and role changes with them
+    /// (`apply`), as Kafka's `leaderIsrUpdateLock`: a leader append, its epoch stamp and its
+    /// hand-off all happen under one role and epoch.
     append_order: Mutex<()>,
     /// Where this partition's log reports that its disk failed.
     failures: Arc<LogDirFailureChannel>,
@@ -239,7 +241,13 @@ impl Partition {
 
     /// Takes the partition's state from the image. Returns true if this broker became a
     /// follower of a new leader or epoch (its fetcher must (re)start from a truncation check).
+    ///
+    /// Under the append order: a leader append that passed its leader check finishes, hand-off
+    /// included, under the role and epoch it was checked with. Without it, an append stamped
+    /// at epoch 3 was handed to the remote WAL as epoch 4 by a leader just demoted, and
+    /// followers of epoch 4 appended the old leader's uncommitted batch.
     fn apply(&self, image: &PartitionState) -> bool {
+        let _order = self.append_order();
         let mut st = self.state();
         let new_follower = st.apply(image, self.log.log_end_offset(), Instant::now());
         self.leader_epoch
@@ -261,6 +269,12 @@ impl Partition {
 
     /// Appends a producer's batches as leader.
     pub fn append(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
+        let _order = self.append_order();
+        self.append_locked(records)
+    }
+
+    /// [`Partition::append`] with the append order already held (no role change meanwhile).
+    fn append_locked(&self, records: &[u8]) -> Result<AppendInfo, LogError> {
         self.check_leader()?;
         let info = self.checked(self.log.append_as_leader(records, self.leader_epoch()))?;
         self.appended_as_leader(&info);
@@ -338,7 +352,7 @@ impl Partition {
         then: impl FnOnce(&Self, &AppendInfo),
     ) -> Result<AppendInfo, LogError> {
         let _order = self.append_order();
-        let info = self.append(records)?;
+        let info = self.append_locked(records)?;
         then(self, &info);
         Ok(info)
     }
@@ -418,6 +432,19 @@ impl Partition {
                 "{}: batches start at {base} but the log ends at {leo}",
                 self.tp
             )));
+        }
+        // Epochs never go backwards along a log: a batch of an older epoch than the log's last
+        // is an old leader's that the current one does not have. Refused, the range goes to
+        // the classic fetch, which reads the leader's own log.
+        if let (Some(batch_epoch), Some(latest)) =
+            (first_batch_epoch(parts), self.log.latest_epoch())
+        {
+            if batch_epoch < latest {
+                return Err(LogError::InvalidRecord(format!(
+                    "{}: a batch of leader epoch {batch_epoch} at {base} follows epoch {latest}",
+                    self.tp
+                )));
+            }
         }
         let info = self.checked(
             self.log
@@ -734,6 +761,22 @@ fn first_batch_range(records: &[u8]) -> Option<(i64, i64)> {
     whole_batches(records)
         .next()
         .map(|b| (b.base_offset, b.last_offset))
+}
+
+/// The partition leader epoch of the first batch of `parts` (batches laid end to end over the
+/// parts); `None` when they are shorter than its header field.
+fn first_batch_epoch(parts: &[&[u8]]) -> Option<i32> {
+    // Base offset (8) and batch length (4) come before it.
+    let mut field = parts
+        .iter()
+        .flat_map(|p| p.iter().copied())
+        .skip(12)
+        .take(4);
+    let mut bytes = [0u8; 4];
+    for b in &mut bytes {
+        *b = field.next()?;
+    }
+    Some(i32::from_be_bytes(bytes))
 }
 
 /// The last offset of the last whole batch in `records`.

@@ -926,3 +926,81 @@ fn a_fetched_response_arriving_after_the_election_is_not_appended() {
     assert_eq!(follower.log.log_end_offset(), 0);
     assert_eq!(follower.log.epoch_entries(), vec![(1, 0)]);
 }
+
+/// A role change waits for a leader append in progress, its hand-off included (Kafka's
+/// `leaderIsrUpdateLock`). A leader demoted between its append and the hand-off gave the remote
+/// WAL a batch stamped at the old epoch as one of the new epoch, and the new epoch's followers
+/// appended the old leader's uncommitted batch (replicas of a randomized fault run differed).
+#[test]
+fn a_role_change_waits_for_a_leader_append_and_its_hand_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let rm = manager(dir.path(), 1);
+    rm.ensure_topic(&topic(1, vec![1, 2], 0), LogConfig::default())
+        .unwrap();
+    let p = rm.partition_of("t", 0).unwrap();
+    let demoted = ferry_test_support::Topic::default()
+        .leader(2, 1)
+        .isr(&[1, 2])
+        .partition_epoch(1)
+        .image();
+    std::thread::scope(|s| {
+        let mut demotion = None;
+        let info = p
+            .append_then(&batch(1), |p, info| {
+                demotion = Some(s.spawn(|| rm.ensure_topic(&demoted, LogConfig::default())));
+                // Time for the demotion to run, were it not held back until this returns.
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                assert!(p.is_leader(), "demoted in the middle of its own append");
+                assert_eq!(p.leader_epoch(), info.leader_epoch);
+            })
+            .unwrap();
+        assert_eq!(info.leader_epoch, 0);
+        demotion
+            .expect("started")
+            .join()
+            .expect("demotion thread")
+            .unwrap();
+    });
+    assert!(!p.is_leader());
+    assert_eq!(p.leader_epoch(), 1);
+}
+
+/// A remote-WAL slice whose first batch has an older leader epoch than the follower's log ends
+/// with is an old leader's batch the current one does not have: refused (the classic fetch
+/// takes the range), while the current epoch's batch at the same offset is appended.
+#[test]
+fn a_wal_slice_of_an_older_epoch_than_the_log_end_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_leader_rm, _follower_rm, old_leader, follower) = leader_and_follower(dir.path());
+    old_leader.append(&batch(2)).unwrap();
+    let old_at_1 = old_leader
+        .read_for_replica(1, 1 << 20, true)
+        .unwrap()
+        .records;
+
+    let new_rm = manager(&dir.path().join("c"), 1);
+    new_rm
+        .ensure_topic(
+            &ferry_test_support::Topic::default()
+                .leader(1, 1)
+                .isr(&[1, 2])
+                .image(),
+            LogConfig::default(),
+        )
+        .unwrap();
+    let new_leader = new_rm.partition_of("t", 0).unwrap();
+    new_leader.append(&batch(2)).unwrap();
+    let new_at_0 = new_leader.read_for_replica(0, 1, true).unwrap().records;
+    let new_at_1 = new_leader
+        .read_for_replica(1, 1 << 20, true)
+        .unwrap()
+        .records;
+
+    follower.append_as_follower_at(0, &[&new_at_0[..]]).unwrap();
+    assert_eq!(follower.log.log_end_offset(), 1, "one batch per record");
+    let refused = follower.append_as_follower_at(1, &[&old_at_1[..]]);
+    assert!(refused.is_err(), "epoch 0 after epoch 1: {refused:?}");
+    assert_eq!(follower.log.log_end_offset(), 1);
+    follower.append_as_follower_at(1, &[&new_at_1[..]]).unwrap();
+    assert_eq!(follower.log.log_end_offset(), 2);
+}

@@ -61,6 +61,8 @@ pub struct AppendInfo {
     pub bytes: usize,
     /// An idempotent retry: offsets are those of the original append and nothing was written.
     pub duplicate: bool,
+    /// The leader epoch a leader append stamped on its batches (-1 for follower appends).
+    pub leader_epoch: i32,
     /// A leader append's batches exactly as written (final offsets, epoch, timestamps), so
     /// that callers needing them (the remote WAL uploader) do not read them back; empty for a
     /// duplicate and for follower appends.
@@ -554,6 +556,7 @@ impl PartitionLog {
                 record_count,
                 bytes: 0,
                 duplicate: true,
+                leader_epoch,
                 stored: Bytes::new(),
             });
         }
@@ -600,6 +603,7 @@ impl PartitionLog {
             record_count,
             bytes: buf.len(),
             duplicate: false,
+            leader_epoch,
             stored: Bytes::from(buf),
         })
     }
@@ -732,6 +736,7 @@ impl PartitionLog {
             record_count,
             bytes: records_len,
             duplicate: false,
+            leader_epoch: -1,
             stored: Bytes::new(),
         })
     }

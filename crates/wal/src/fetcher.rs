@@ -284,7 +284,12 @@ impl WalFetcher {
                     // oldest first, and takes what is dropped by the classic fetch. (Parked
                     // records are never read again: most belong to partitions this broker
                     // does not host at all.)
-                    map.insert(m.base_offset, Queued { meta: m, arrived });
+                    if map
+                        .get(&m.base_offset)
+                        .is_none_or(|q| q.meta.leader_epoch <= m.leader_epoch)
+                    {
+                        map.insert(m.base_offset, Queued { meta: m, arrived });
+                    }
                     while map.len() > cap {
                         map.pop_last();
                     }
@@ -298,11 +303,18 @@ impl WalFetcher {
                         refused.insert(wp, i);
                         continue;
                     }
-                    st.records
-                        .entry(wp)
-                        .or_default()
-                        .insert(m.base_offset, Queued { meta: m, arrived });
-                    delivered.extend(delivery_ms);
+                    let map = st.records.entry(wp).or_default();
+                    // An old leader's record of the same base offset, published late (its
+                    // uploader still held it when leadership moved), must not replace the
+                    // current leader's: the plan skips it as stale, and the range would go
+                    // to the classic fetch.
+                    if map
+                        .get(&m.base_offset)
+                        .is_none_or(|q| q.meta.leader_epoch <= m.leader_epoch)
+                    {
+                        map.insert(m.base_offset, Queued { meta: m, arrived });
+                        delivered.extend(delivery_ms);
+                    }
                 }
                 WalMetadataEvent::Tombstone(k) => {
                     if let Some(map) = st.records.get_mut(&wp) {

@@ -445,6 +445,26 @@ async fn stale_epoch_is_skipped_and_future_epoch_waits() {
     assert_eq!(f.queued(), 1, "the future-epoch record is kept for later");
 }
 
+/// After a leader change, the old leader's uploader can publish a record of the same base offset
+/// (the metadata key) after the new leader's. It must not take the current record's place: the
+/// plan skips it as stale, and the range would go to the classic fetch.
+#[tokio::test]
+async fn a_late_record_of_an_older_epoch_does_not_replace_the_current_one() {
+    let mem = MemoryStore::new();
+    let (new, current) = object("wal/3/new.wal", 5, &[(0, 0, 9)]);
+    let (old, stale) = object("wal/1/old.wal", 4, &[(0, 0, 9)]);
+    assert!(mem.put("wal/3/new.wal", new).await.is_ok());
+    assert!(mem.put("wal/1/old.wal", old).await.is_ok());
+    let sink = MemSink::following(&[0], 5);
+    let f = fetcher(Arc::new(mem), sink.clone());
+    f.on_metadata(upserts(&current));
+    f.on_metadata(upserts(&stale));
+
+    let r = f.run_once().await;
+    assert_eq!(r.classic, vec![], "the current record was kept");
+    assert_eq!((r.slices_appended, sink.leo(0)), (1, 10));
+}
+
 #[tokio::test]
 async fn transient_store_error_keeps_the_record_and_reports_the_range_meanwhile() {
     let faulty = FaultyStore::new(MemoryStore::new(), 1);
