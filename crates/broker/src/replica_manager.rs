@@ -409,13 +409,15 @@ impl Partition {
 
     /// A follower's append (as [`Partition::append_fetched`]), only if the first batch starts
     /// exactly at the log end offset (the remote WAL's slices must continue the log, never
-    /// leave a gap). The
+    /// leave a gap), and only while the partition is at `leader_epoch`, the epoch the slice was
+    /// planned at, with its log checked against that epoch's leader. The
     /// records are a remote-WAL slice whose CRC-32C matched, so their batch CRCs are not
     /// checked a second time. They come as `parts` laid end to end (the pieces the slice's GET
     /// body arrived in), written as they are.
     pub fn append_as_follower_at(
         &self,
         base: i64,
+        leader_epoch: i32,
         parts: &[&[u8]],
     ) -> Result<AppendInfo, LogError> {
         let _order = self.append_order();
@@ -424,6 +426,16 @@ impl Partition {
             return Err(LogError::InvalidRecord(format!(
                 "{}: led here since the slice was planned",
                 self.tp
+            )));
+        }
+        // A new epoch since the plan: its truncation check may already have run, and would not
+        // see this slice of the old leader's.
+        if self.leader_epoch() != leader_epoch || !self.log_validated() {
+            return Err(LogError::InvalidRecord(format!(
+                "{}: planned at leader epoch {leader_epoch}, now at {} (log checked: {})",
+                self.tp,
+                self.leader_epoch(),
+                self.log_validated()
             )));
         }
         let leo = self.log.log_end_offset();

@@ -922,7 +922,7 @@ fn a_fetched_response_arriving_after_the_election_is_not_appended() {
     let late = leader.read_for_replica(0, 1 << 20, true).unwrap().records;
     elect_broker_2(&follower_rm);
     assert_eq!(follower.append_fetched(&late).unwrap(), 0);
-    assert!(follower.append_as_follower_at(0, &[&late]).is_err());
+    assert!(follower.append_as_follower_at(0, 0, &[&late]).is_err());
     assert_eq!(follower.log.log_end_offset(), 0);
     assert_eq!(follower.log.epoch_entries(), vec![(1, 0)]);
 }
@@ -996,11 +996,50 @@ fn a_wal_slice_of_an_older_epoch_than_the_log_end_is_refused() {
         .unwrap()
         .records;
 
-    follower.append_as_follower_at(0, &[&new_at_0[..]]).unwrap();
+    follower.set_validated_epoch(0);
+    follower
+        .append_as_follower_at(0, 0, &[&new_at_0[..]])
+        .unwrap();
     assert_eq!(follower.log.log_end_offset(), 1, "one batch per record");
-    let refused = follower.append_as_follower_at(1, &[&old_at_1[..]]);
+    let refused = follower.append_as_follower_at(1, 0, &[&old_at_1[..]]);
     assert!(refused.is_err(), "epoch 0 after epoch 1: {refused:?}");
     assert_eq!(follower.log.log_end_offset(), 1);
-    follower.append_as_follower_at(1, &[&new_at_1[..]]).unwrap();
+    follower
+        .append_as_follower_at(1, 0, &[&new_at_1[..]])
+        .unwrap();
     assert_eq!(follower.log.log_end_offset(), 2);
+}
+
+/// A WAL slice planned at one epoch is not appended once the partition is at another: the new
+/// epoch's truncation check may already have run without it.
+#[test]
+fn a_wal_slice_planned_at_an_older_epoch_is_refused_after_the_epoch_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_leader_rm, follower_rm, leader, follower) = leader_and_follower(dir.path());
+    leader.append(&batch(1)).unwrap();
+    let slice = leader.read_for_replica(0, 1 << 20, true).unwrap().records;
+    assert!(
+        follower.append_as_follower_at(0, 0, &[&slice]).is_err(),
+        "not checked against the leader yet"
+    );
+    follower.set_validated_epoch(0);
+    // Leader 1 again, at epoch 1: the follower has not checked its log against it.
+    follower_rm
+        .ensure_topic(
+            &ferry_test_support::Topic::default()
+                .leader(1, 1)
+                .isr(&[1, 2])
+                .partition_epoch(1)
+                .image(),
+            LogConfig::default(),
+        )
+        .unwrap();
+    assert!(follower.append_as_follower_at(0, 0, &[&slice]).is_err());
+    follower.set_validated_epoch(1);
+    assert!(
+        follower.append_as_follower_at(0, 0, &[&slice]).is_err(),
+        "planned at epoch 0"
+    );
+    follower.append_as_follower_at(0, 1, &[&slice]).unwrap();
+    assert_eq!(follower.log.log_end_offset(), 1);
 }

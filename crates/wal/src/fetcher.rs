@@ -92,13 +92,16 @@ pub trait FollowerSink: Send + Sync + std::fmt::Debug {
     }
 
     /// Appends verified record batches that start exactly at the log end offset, as a follower
-    /// appends a Fetch response. Must refuse records that do not start at the log end. The
-    /// records are (part of) a slice whose CRC-32C matched ([`verify_slice`]): byte for byte what
-    /// the leader validated and wrote, so checking their batch CRCs again is optional.
+    /// appends a Fetch response. Must refuse records that do not start at the log end, and
+    /// records planned at `leader_epoch` once the partition has moved to another epoch (its
+    /// log is checked against the new leader first). The records are (part of) a slice whose
+    /// CRC-32C matched ([`verify_slice`]): byte for byte what the leader validated and wrote,
+    /// so checking their batch CRCs again is optional.
     async fn append_as_follower(
         &self,
         topic_id: Uuid,
         partition: i32,
+        leader_epoch: i32,
         records: SliceBytes,
     ) -> Result<()>;
 }
@@ -739,7 +742,8 @@ impl WalFetcher {
             }
             Ok(Some(v)) => match self
                 .sink
-                .append_as_follower(wp.topic_id, wp.partition, v.records)
+                // Planned only at its own epoch (`plan_partition`).
+                .append_as_follower(wp.topic_id, wp.partition, m.leader_epoch, v.records)
                 .await
             {
                 Ok(()) => {

@@ -180,6 +180,7 @@ impl FollowerSink for MemSink {
         &self,
         topic_id: Uuid,
         partition: i32,
+        leader_epoch: i32,
         records: SliceBytes,
     ) -> Result<()> {
         let mut logs = lock(&self.logs);
@@ -189,6 +190,12 @@ impl FollowerSink for MemSink {
                 partition,
             })
             .ok_or_else(|| WalError::Append("not a follower".into()))?;
+        if leader_epoch != log.epoch {
+            return Err(WalError::Append(format!(
+                "planned at epoch {leader_epoch}, the partition is at {}",
+                log.epoch
+            )));
+        }
         let (first, last) = walk(&records.to_bytes())
             .ok_or_else(|| WalError::Append("unparsable batches".into()))?;
         if first != log.leo {

@@ -88,6 +88,7 @@ impl FollowerSink for ReplicaSink {
         &self,
         topic_id: Uuid,
         partition: i32,
+        leader_epoch: i32,
         records: SliceBytes,
     ) -> ferry_wal::Result<()> {
         let p = self.partition(topic_id, partition).ok_or_else(|| {
@@ -98,7 +99,7 @@ impl FollowerSink for ReplicaSink {
         let len = records.len() as u64;
         let appended = tokio::task::spawn_blocking(move || {
             let parts: Vec<&[u8]> = records.pieces().iter().map(|b| &b[..]).collect();
-            p.append_as_follower_at(base, &parts)
+            p.append_as_follower_at(base, leader_epoch, &parts)
         })
         .await
         .map_err(|e| WalError::Invalid(format!("append task: {e}")))?;
@@ -309,7 +310,7 @@ mod tests {
         );
         // A slice that would leave a gap is refused.
         assert!(follower
-            .append_as_follower_at(end + 5, &[&batch(1)])
+            .append_as_follower_at(end + 5, 3, &[&batch(1)])
             .is_err());
     }
 
