@@ -646,7 +646,7 @@ fn handle_response(
             p.set_validated_epoch(sent_epoch);
             if let Some(records) = &data.records {
                 if !records.is_empty() {
-                    match p.append_fetched(records) {
+                    match p.append_fetched(sent_epoch, records) {
                         Ok(n) => observer.on_classic_follower_append(p, n),
                         Err(e) if e.is_disk_full() => {
                             // Said once by the log dir; the follower retries after a backoff.

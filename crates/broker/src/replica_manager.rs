@@ -393,10 +393,12 @@ impl Partition {
     /// appended once this broker leads the partition: a response to a fetch sent before its
     /// election is from the previous leader's epoch, and the new epoch starts at the log end as
     /// it was when the epoch was checkpointed (Kafka stops a partition's fetcher before
-    /// `makeLeader` for the same reason).
-    pub fn append_fetched(&self, records: &[u8]) -> Result<u64, LogError> {
+    /// `makeLeader` for the same reason). Nor once the partition has left `leader_epoch`, the
+    /// epoch the fetch was sent at: the new epoch's leader may not have these records, and its
+    /// truncation check may already have run (Kafka drops such a response as well).
+    pub fn append_fetched(&self, leader_epoch: i32, records: &[u8]) -> Result<u64, LogError> {
         let _order = self.append_order();
-        if self.is_leader() {
+        if self.is_leader() || self.leader_epoch() != leader_epoch {
             return Ok(0);
         }
         let (start, end) = whole_batches_from(records, self.log.log_end_offset());

@@ -595,12 +595,12 @@ fn a_fetched_response_appends_only_the_whole_batches_past_the_log_end() {
     let mut response = BytesMut::from(&both[..]);
     response.extend_from_slice(&both[..20]); // a partial batch
     assert_eq!(
-        follower.append_fetched(&response).unwrap(),
+        follower.append_fetched(0, &response).unwrap(),
         (both.len() - first.len()) as u64
     );
     assert_eq!(follower.log.log_end_offset(), 5);
     // Nothing new: nothing appended, no error.
-    assert_eq!(follower.append_fetched(&both).unwrap(), 0);
+    assert_eq!(follower.append_fetched(0, &both).unwrap(), 0);
     assert_eq!(follower.log.log_end_offset(), 5);
 }
 
@@ -921,7 +921,7 @@ fn a_fetched_response_arriving_after_the_election_is_not_appended() {
     leader.append(&batch(4)).unwrap();
     let late = leader.read_for_replica(0, 1 << 20, true).unwrap().records;
     elect_broker_2(&follower_rm);
-    assert_eq!(follower.append_fetched(&late).unwrap(), 0);
+    assert_eq!(follower.append_fetched(0, &late).unwrap(), 0);
     assert!(follower.append_as_follower_at(0, 0, &[&late]).is_err());
     assert_eq!(follower.log.log_end_offset(), 0);
     assert_eq!(follower.log.epoch_entries(), vec![(1, 0)]);
@@ -1042,4 +1042,28 @@ fn a_wal_slice_planned_at_an_older_epoch_is_refused_after_the_epoch_moves() {
     );
     follower.append_as_follower_at(0, 1, &[&slice]).unwrap();
     assert_eq!(follower.log.log_end_offset(), 1);
+}
+
+/// A fetch response of an epoch the follower has left is not appended: the new epoch's leader
+/// may not have those records, and the follower may already have checked its log against it.
+#[test]
+fn a_fetched_response_of_an_epoch_left_behind_is_not_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_leader_rm, follower_rm, leader, follower) = leader_and_follower(dir.path());
+    leader.append(&batch(2)).unwrap();
+    let response = leader.read_for_replica(0, 1 << 20, true).unwrap().records;
+    follower_rm
+        .ensure_topic(
+            &ferry_test_support::Topic::default()
+                .leader(1, 1)
+                .isr(&[1, 2])
+                .partition_epoch(1)
+                .image(),
+            LogConfig::default(),
+        )
+        .unwrap();
+    assert_eq!(follower.append_fetched(0, &response).unwrap(), 0);
+    assert_eq!(follower.log.log_end_offset(), 0);
+    assert!(follower.append_fetched(1, &response).unwrap() > 0);
+    assert_eq!(follower.log.log_end_offset(), 2);
 }
