@@ -404,8 +404,8 @@ impl PartitionAppend<'_> {
         base: PartitionProduceResponse,
     ) -> (PartitionProduceResponse, Option<Wait>) {
         match self.append_records(partition, records) {
-            Ok((info, leader_epoch)) => {
-                let wait = self.appended(partition, &info, leader_epoch);
+            Ok(info) => {
+                let wait = self.appended(partition, &info);
                 let response = base
                     .with_base_offset(info.first_offset)
                     .with_log_append_time_ms(info.log_append_time)
@@ -517,12 +517,12 @@ impl PartitionAppend<'_> {
     }
 
     /// Recompresses `records` for the topic's `compression.type`, if it asks for a codec, and
-    /// appends them: the append and the leader epoch it was made at.
+    /// appends them.
     fn append_records(
         &self,
         partition: &Partition,
         records: Bytes,
-    ) -> Result<(AppendInfo, i32), LogError> {
+    ) -> Result<AppendInfo, LogError> {
         self.topic
             .codec
             .map(|c| ferry_log::recompress::recompress(&records, c))
@@ -532,25 +532,17 @@ impl PartitionAppend<'_> {
                 LogError::CorruptMessage(format!("cannot recompress for compression.type: {e}"))
             })
             .and_then(|records| {
-                // Read before the append: if the epoch moves on in between, the wait reports
-                // lost leadership (a retry), never a false ack.
-                let leader_epoch = partition.leader_epoch();
-                partition
-                    .append_then(&records, |p, info| {
-                        self.broker.replication.on_leader_append(p, info)
-                    })
-                    .map(|info| (info, leader_epoch))
+                partition.append_then(&records, |p, info| {
+                    self.broker.replication.on_leader_append(p, info)
+                })
             })
     }
 
     /// Counts the appended records, and returns the wait for the in-sync replicas an acks=all
-    /// answer needs while they are not committed.
-    fn appended(
-        &self,
-        partition: &Arc<Partition>,
-        info: &AppendInfo,
-        leader_epoch: i32,
-    ) -> Option<Wait> {
+    /// answer needs while they are not committed. The wait is for the epoch the batches were
+    /// stamped with: if it moves on before they are committed, the wait reports lost
+    /// leadership (a retry), never a false ack.
+    fn appended(&self, partition: &Arc<Partition>, info: &AppendInfo) -> Option<Wait> {
         let broker = self.broker;
         if !info.duplicate {
             let name = &self.topic.name;
@@ -566,7 +558,7 @@ impl PartitionAppend<'_> {
             topic,
             index,
             partition: partition.clone(),
-            leader_epoch,
+            leader_epoch: info.leader_epoch,
             end_offset: info.last_offset + 1,
             min_isr: self.topic.min_isr,
         };
