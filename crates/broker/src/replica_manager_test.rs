@@ -285,6 +285,15 @@ fn elect_broker_2(rm: &ReplicaManager) {
     rm.ensure_topic(&elected, LogConfig::default()).unwrap();
 }
 
+/// Topic `t` led by broker 1 again, at epoch 1.
+fn broker_1_at_epoch_1() -> TopicImage {
+    ferry_test_support::Topic::default()
+        .leader(1, 1)
+        .isr(&[1, 2])
+        .partition_epoch(1)
+        .image()
+}
+
 #[test]
 fn follower_appends_leader_batches_and_bounds_its_high_watermark() {
     let dir = tempfile::tempdir().unwrap();
@@ -980,13 +989,7 @@ fn a_wal_slice_of_an_older_epoch_than_the_log_end_is_refused() {
 
     let new_rm = manager(&dir.path().join("c"), 1);
     new_rm
-        .ensure_topic(
-            &ferry_test_support::Topic::default()
-                .leader(1, 1)
-                .isr(&[1, 2])
-                .image(),
-            LogConfig::default(),
-        )
+        .ensure_topic(&broker_1_at_epoch_1(), LogConfig::default())
         .unwrap();
     let new_leader = new_rm.partition_of("t", 0).unwrap();
     new_leader.append(&batch(2)).unwrap();
@@ -1025,14 +1028,7 @@ fn a_wal_slice_planned_at_an_older_epoch_is_refused_after_the_epoch_moves() {
     follower.set_validated_epoch(0);
     // Leader 1 again, at epoch 1: the follower has not checked its log against it.
     follower_rm
-        .ensure_topic(
-            &ferry_test_support::Topic::default()
-                .leader(1, 1)
-                .isr(&[1, 2])
-                .partition_epoch(1)
-                .image(),
-            LogConfig::default(),
-        )
+        .ensure_topic(&broker_1_at_epoch_1(), LogConfig::default())
         .unwrap();
     assert!(follower.append_as_follower_at(0, 0, &[&slice]).is_err());
     follower.set_validated_epoch(1);
@@ -1053,14 +1049,7 @@ fn a_fetched_response_of_an_epoch_left_behind_is_not_appended() {
     leader.append(&batch(2)).unwrap();
     let response = leader.read_for_replica(0, 1 << 20, true).unwrap().records;
     follower_rm
-        .ensure_topic(
-            &ferry_test_support::Topic::default()
-                .leader(1, 1)
-                .isr(&[1, 2])
-                .partition_epoch(1)
-                .image(),
-            LogConfig::default(),
-        )
+        .ensure_topic(&broker_1_at_epoch_1(), LogConfig::default())
         .unwrap();
     assert_eq!(follower.append_fetched(0, &response).unwrap(), 0);
     assert_eq!(follower.log.log_end_offset(), 0);
