@@ -418,10 +418,13 @@ impl Partition {
     /// body arrived in), written as they are.
     pub fn append_as_follower_at(
         &self,
-        base: i64,
         leader_epoch: i32,
         parts: &[&[u8]],
     ) -> Result<AppendInfo, LogError> {
+        let first = ferry_log::first_batch_header(parts).ok_or_else(|| {
+            LogError::InvalidRecord(format!("{}: a slice shorter than a batch header", self.tp))
+        })?;
+        let base = first.base_offset;
         let _order = self.append_order();
         if self.is_leader() {
             // Checked under the append order, as in `append_fetched`.
@@ -450,13 +453,11 @@ impl Partition {
         // Epochs never go backwards along a log: a batch of an older epoch than the log's last
         // is an old leader's that the current one does not have. Refused, the range goes to
         // the classic fetch, which reads the leader's own log.
-        if let (Some(batch_epoch), Some(latest)) =
-            (first_batch_epoch(parts), self.log.latest_epoch())
-        {
-            if batch_epoch < latest {
+        if let Some(latest) = self.log.latest_epoch() {
+            if first.partition_leader_epoch < latest {
                 return Err(LogError::InvalidRecord(format!(
-                    "{}: a batch of leader epoch {batch_epoch} at {base} follows epoch {latest}",
-                    self.tp
+                    "{}: a batch of leader epoch {} at {base} follows epoch {latest}",
+                    self.tp, first.partition_leader_epoch
                 )));
             }
         }
@@ -775,22 +776,6 @@ fn first_batch_range(records: &[u8]) -> Option<(i64, i64)> {
     whole_batches(records)
         .next()
         .map(|b| (b.base_offset, b.last_offset))
-}
-
-/// The partition leader epoch of the first batch of `parts` (batches laid end to end over the
-/// parts); `None` when they are shorter than its header field.
-fn first_batch_epoch(parts: &[&[u8]]) -> Option<i32> {
-    // Base offset (8) and batch length (4) come before it.
-    let mut field = parts
-        .iter()
-        .flat_map(|p| p.iter().copied())
-        .skip(12)
-        .take(4);
-    let mut bytes = [0u8; 4];
-    for b in &mut bytes {
-        *b = field.next()?;
-    }
-    Some(i32::from_be_bytes(bytes))
 }
 
 /// The last offset of the last whole batch in `records`.

@@ -931,7 +931,7 @@ fn a_fetched_response_arriving_after_the_election_is_not_appended() {
     let late = leader.read_for_replica(0, 1 << 20, true).unwrap().records;
     elect_broker_2(&follower_rm);
     assert_eq!(follower.append_fetched(0, &late).unwrap(), 0);
-    assert!(follower.append_as_follower_at(0, 0, &[&late]).is_err());
+    assert!(follower.append_as_follower_at(0, &[&late]).is_err());
     assert_eq!(follower.log.log_end_offset(), 0);
     assert_eq!(follower.log.epoch_entries(), vec![(1, 0)]);
 }
@@ -1000,16 +1000,12 @@ fn a_wal_slice_of_an_older_epoch_than_the_log_end_is_refused() {
         .records;
 
     follower.set_validated_epoch(0);
-    follower
-        .append_as_follower_at(0, 0, &[&new_at_0[..]])
-        .unwrap();
+    follower.append_as_follower_at(0, &[&new_at_0[..]]).unwrap();
     assert_eq!(follower.log.log_end_offset(), 1, "one batch per record");
-    let refused = follower.append_as_follower_at(1, 0, &[&old_at_1[..]]);
+    let refused = follower.append_as_follower_at(0, &[&old_at_1[..]]);
     assert!(refused.is_err(), "epoch 0 after epoch 1: {refused:?}");
     assert_eq!(follower.log.log_end_offset(), 1);
-    follower
-        .append_as_follower_at(1, 0, &[&new_at_1[..]])
-        .unwrap();
+    follower.append_as_follower_at(0, &[&new_at_1[..]]).unwrap();
     assert_eq!(follower.log.log_end_offset(), 2);
 }
 
@@ -1022,7 +1018,7 @@ fn a_wal_slice_planned_at_an_older_epoch_is_refused_after_the_epoch_moves() {
     leader.append(&batch(1)).unwrap();
     let slice = leader.read_for_replica(0, 1 << 20, true).unwrap().records;
     assert!(
-        follower.append_as_follower_at(0, 0, &[&slice]).is_err(),
+        follower.append_as_follower_at(0, &[&slice]).is_err(),
         "not checked against the leader yet"
     );
     follower.set_validated_epoch(0);
@@ -1030,13 +1026,13 @@ fn a_wal_slice_planned_at_an_older_epoch_is_refused_after_the_epoch_moves() {
     follower_rm
         .ensure_topic(&broker_1_at_epoch_1(), LogConfig::default())
         .unwrap();
-    assert!(follower.append_as_follower_at(0, 0, &[&slice]).is_err());
+    assert!(follower.append_as_follower_at(0, &[&slice]).is_err());
     follower.set_validated_epoch(1);
     assert!(
-        follower.append_as_follower_at(0, 0, &[&slice]).is_err(),
+        follower.append_as_follower_at(0, &[&slice]).is_err(),
         "planned at epoch 0"
     );
-    follower.append_as_follower_at(0, 1, &[&slice]).unwrap();
+    follower.append_as_follower_at(1, &[&slice]).unwrap();
     assert_eq!(follower.log.log_end_offset(), 1);
 }
 

@@ -81,6 +81,7 @@ pub use error::{is_disk_full, ErrorKind, LogError, RejectedRecord, Result};
 pub use log::{AppendInfo, FetchData, PartitionLog};
 pub use manager::{is_dir_failure, LogManager, CLEAN_SHUTDOWN_FILE};
 pub use offset_checkpoint::{OffsetCheckpointFile, REPLICATION_OFFSET_CHECKPOINT_FILE};
+pub use parts::first_batch_header;
 pub use producer_state::{BatchMetadata, ProducerEntry};
 pub use relocate::{MoveProgress, MOVED_MARKER_FILE};
 pub use retention::SegmentDeletionReason;

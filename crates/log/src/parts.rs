@@ -84,6 +84,22 @@ pub(crate) fn scan_follower_batches(
     Ok((headers, markers))
 }
 
+/// The header of the first batch laid over `parts` (read across them if it straddles two);
+/// `None` when they hold less than a header.
+pub fn first_batch_header(parts: &[&[u8]]) -> Option<BatchHeader> {
+    if parts.iter().map(|p| p.len()).sum::<usize>() < HEADER_SIZE {
+        return None;
+    }
+    let mut header = [0u8; HEADER_SIZE];
+    Cursor {
+        parts,
+        part: 0,
+        offset: 0,
+    }
+    .peek(&mut header);
+    BatchHeader::parse(&header)
+}
+
 /// A position in `parts` laid end to end.
 struct Cursor<'a> {
     parts: &'a [&'a [u8]],

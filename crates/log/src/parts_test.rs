@@ -152,3 +152,19 @@ fn more_parts_than_one_pwritev_takes_are_all_written() {
     assert_eq!(&written[..7], &[0u8; 7]);
     assert_eq!(&written[7..], &data[..]);
 }
+
+/// The first header is read across the parts it straddles; fewer bytes than a header are none.
+#[test]
+fn the_first_batch_header_is_read_across_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = leader_bytes(dir.path());
+    let whole = BatchHeader::parse(&bytes).unwrap();
+    for cuts in [&[][..], &[5][..], &[12, 14][..], &[60][..]] {
+        let parts = split(&bytes, cuts);
+        assert_eq!(first_batch_header(&parts), Some(whole), "cut at {cuts:?}");
+    }
+    assert_eq!(
+        first_batch_header(&split(&bytes[..HEADER_SIZE - 1], &[7])),
+        None
+    );
+}

@@ -27,7 +27,8 @@
 //!
 //! - Only verified slices that continue the local log exactly are appended, in offset order.
 //! - The queue keeps, per partition, the latest record per compaction key (an upsert replaces, a
-//!   tombstone removes), as compaction of the metadata topic would.
+//!   tombstone removes), as compaction of the metadata topic would, except that a record of an
+//!   older leader epoch never replaces a newer one (`upsert`).
 //! - An object whose GET answers `NotFound` (deleted by the GC, or a failed AZ's bucket), an
 //!   out-of-range or any non-transient error is marked unreadable; a slice that fails
 //!   verification is marked unreadable. Later planning skips both (KIP-1176 rule 3). After an
@@ -132,6 +133,21 @@ pub(crate) const OBJECT_KEPT_FOR: Duration = Duration::from_secs(2);
 
 /// Kept objects hold at most this share (1/n) of [`FetcherConfig::max_download_bytes`].
 const KEPT_SHARE_OF_BUDGET: u64 = 4;
+
+/// Queues `q` under its base offset (the metadata key within a partition), replacing the
+/// record there unless that one is of a newer leader epoch: a demoted leader's uploader can
+/// publish a record of the same base offset after the new leader's, and the plan would skip it
+/// as stale, sending the range to the classic fetch. Returns whether `q` was taken.
+fn upsert(map: &mut BTreeMap<i64, Queued>, q: Queued) -> bool {
+    if map
+        .get(&q.meta.base_offset)
+        .is_some_and(|old| old.meta.leader_epoch > q.meta.leader_epoch)
+    {
+        return false;
+    }
+    map.insert(q.meta.base_offset, q);
+    true
+}
 
 /// One partition's planned slices, as a step applies them.
 struct Planned {
@@ -287,12 +303,7 @@ impl WalFetcher {
                     // oldest first, and takes what is dropped by the classic fetch. (Parked
                     // records are never read again: most belong to partitions this broker
                     // does not host at all.)
-                    if map
-                        .get(&m.base_offset)
-                        .is_none_or(|q| q.meta.leader_epoch <= m.leader_epoch)
-                    {
-                        map.insert(m.base_offset, Queued { meta: m, arrived });
-                    }
+                    upsert(map, Queued { meta: m, arrived });
                     while map.len() > cap {
                         map.pop_last();
                     }
@@ -306,16 +317,10 @@ impl WalFetcher {
                         refused.insert(wp, i);
                         continue;
                     }
-                    let map = st.records.entry(wp).or_default();
-                    // An old leader's record of the same base offset, published late (its
-                    // uploader still held it when leadership moved), must not replace the
-                    // current leader's: the plan skips it as stale, and the range would go
-                    // to the classic fetch.
-                    if map
-                        .get(&m.base_offset)
-                        .is_none_or(|q| q.meta.leader_epoch <= m.leader_epoch)
-                    {
-                        map.insert(m.base_offset, Queued { meta: m, arrived });
+                    if upsert(
+                        st.records.entry(wp).or_default(),
+                        Queued { meta: m, arrived },
+                    ) {
                         delivered.extend(delivery_ms);
                     }
                 }

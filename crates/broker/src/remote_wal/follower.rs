@@ -63,12 +63,6 @@ impl ReplicaSink {
     }
 }
 
-/// The first batch's base offset (v2 header: base offset at byte 0).
-fn first_base_offset(records: &SliceBytes) -> Option<i64> {
-    let mut b = [0u8; 8];
-    records.copy_to(0, &mut b).then(|| i64::from_be_bytes(b))
-}
-
 #[async_trait]
 impl FollowerSink for ReplicaSink {
     fn partition_state(&self, topic_id: Uuid, partition: i32) -> Option<FollowerPartition> {
@@ -94,12 +88,10 @@ impl FollowerSink for ReplicaSink {
         let p = self.partition(topic_id, partition).ok_or_else(|| {
             WalError::Invalid(format!("{topic_id}-{partition} is not followed here"))
         })?;
-        let base =
-            first_base_offset(&records).ok_or_else(|| WalError::Invalid("empty slice".into()))?;
         let len = records.len() as u64;
         let appended = tokio::task::spawn_blocking(move || {
             let parts: Vec<&[u8]> = records.pieces().iter().map(|b| &b[..]).collect();
-            p.append_as_follower_at(base, leader_epoch, &parts)
+            p.append_as_follower_at(leader_epoch, &parts)
         })
         .await
         .map_err(|e| WalError::Invalid(format!("append task: {e}")))?;
@@ -209,7 +201,7 @@ mod tests {
         use ferry_wal::uploader::{MetadataPublisher, Uploader, UploaderConfig};
 
         use crate::remote_wal::leader::stored_append;
-        use crate::remote_wal::test_support::batch;
+        use crate::remote_wal::test_support::{batch, batch_at};
         use crate::replica_manager::ReplicaManager;
         use ferry_config::broker_config::BrokerConfig;
         use ferry_config::remote_wal_config::RemoteWalConfig;
@@ -310,7 +302,7 @@ mod tests {
         );
         // A slice that would leave a gap is refused.
         assert!(follower
-            .append_as_follower_at(end + 5, 3, &[&batch(1)])
+            .append_as_follower_at(3, &[&batch_at(end + 5, 1)])
             .is_err());
     }
 
