@@ -60,6 +60,9 @@ pub struct RemoteWalMetrics {
     pub classic_switches: Counter,
     /// New leader: record bytes of its local log handed to the uploader again (failover).
     pub republished_bytes: Counter,
+    /// Uploaded slices left unpublished because this broker no longer led their partition at
+    /// the epoch they were stamped with (a demoted leader's last objects).
+    pub slices_unpublished_leadership_moved: Counter,
     /// This broker's objects in its bucket not deleted yet (the GC's view), and their bytes:
     /// what the object lifetimes cost in storage.
     pub kept_objects: Gauge,
@@ -107,6 +110,7 @@ impl RemoteWalMetrics {
             reports_served_classic: Family::default(),
             classic_switches: Counter::default(),
             republished_bytes: Counter::default(),
+            slices_unpublished_leadership_moved: Counter::default(),
             kept_objects: Gauge::default(),
             kept_bytes: Gauge::default(),
             cost_micro_usd_per_hour: Family::default(),
@@ -197,6 +201,11 @@ impl RemoteWalMetrics {
             "remote_wal_republished_bytes",
             "Record bytes of its local log this broker re-uploaded on becoming leader of remote-WAL partitions (remote.wal.failover.republish)",
             self.republished_bytes.clone(),
+        );
+        r.register(
+            "remote_wal_slices_unpublished_leadership_moved",
+            "Uploaded slices whose metadata this broker did not publish because it no longer led their partition at the epoch they were written under",
+            self.slices_unpublished_leadership_moved.clone(),
         );
         r.register(
             "remote_wal_kept_objects",

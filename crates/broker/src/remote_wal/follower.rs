@@ -44,10 +44,8 @@ impl ReplicaSink {
     /// Over the broker's replica manager, for remote-WAL topics only.
     pub(super) fn new(shared: Arc<Shared>) -> Self {
         let s = shared.clone();
-        let resolve: PartitionResolver = Arc::new(move |topic_id, partition| {
-            let name = s.topic_name(topic_id)?;
-            s.host.as_ref()?.replicas()?.partition_of(&name, partition)
-        });
+        let resolve: PartitionResolver =
+            Arc::new(move |topic_id, partition| s.hosted_partition(topic_id, partition));
         Self { shared, resolve }
     }
 

@@ -120,6 +120,18 @@ impl Shared {
             .get(&id)
             .cloned()
     }
+
+    /// This broker's replica of a remote-WAL topic's partition, by topic id.
+    fn hosted_partition(&self, topic_id: Uuid, partition: i32) -> Option<Arc<Partition>> {
+        let name = self.topic_name(topic_id)?;
+        let p = self
+            .host
+            .as_ref()?
+            .replicas()?
+            .partition_of(&name, partition)?;
+        // A topic deleted and created again under the same name is another topic.
+        (p.topic_id == topic_id).then_some(p)
+    }
 }
 
 /// Whether a topic's followers replicate through the remote WAL: its effective

@@ -47,9 +47,11 @@ use ferry_wal::leader_tracker::LeaderTracker;
 use ferry_wal::metadata::{WalMetadataKey, WalMetadataRecord, WalSliceMetadata, METADATA_TOPIC};
 use ferry_wal::uploader::MetadataPublisher;
 use ferry_wal::WalError;
+use uuid::Uuid;
 
 use super::Shared;
 use crate::host::HostHandles;
+use crate::replica_manager::Partition;
 use crate::topic_producer::{KeyedTopicProducer, TopicSpec};
 use ferry_metrics::TrafficKind;
 
@@ -184,9 +186,49 @@ fn metadata_topic_configs(
     configs
 }
 
+/// The records whose partition this broker still leads at the epoch they were written under,
+/// and how many were left out.
+///
+/// A leader demoted while its last objects were in flight would otherwise publish them. The
+/// new epoch's followers skip such records anyway, and one with the base offset of a record of
+/// the new leader takes that key in the compacted topic: the old leader's GC would tombstone
+/// it later and take the new leader's slice out with it (docs/reliability.md). The check and
+/// the publish are not atomic, so this narrows that window rather than closing it.
+fn led_at_their_epoch(
+    records: Vec<WalSliceMetadata>,
+    hosted: impl Fn(Uuid, i32) -> Option<Arc<Partition>>,
+) -> (Vec<WalSliceMetadata>, usize) {
+    let before = records.len();
+    let kept: Vec<_> = records
+        .into_iter()
+        .filter(|m| {
+            hosted(m.topic_id, m.partition).is_some_and(|p| {
+                p.topic_id == m.topic_id && p.is_leader() && p.leader_epoch() == m.leader_epoch
+            })
+        })
+        .collect();
+    let left_out = before - kept.len();
+    (kept, left_out)
+}
+
 #[async_trait]
 impl MetadataPublisher for MetadataProducer {
     async fn publish(&self, records: Vec<WalSliceMetadata>) -> ferry_wal::Result<()> {
+        let (records, left_out) =
+            led_at_their_epoch(records, |id, p| self.shared.hosted_partition(id, p));
+        if left_out > 0 {
+            tracing::debug!(
+                slices = left_out,
+                "not publishing uploaded slices of partitions this broker no longer leads at their epoch"
+            );
+            self.shared
+                .metrics
+                .slices_unpublished_leadership_moved
+                .inc_by(left_out as u64);
+        }
+        if records.is_empty() {
+            return Ok(());
+        }
         let mut out = Vec::with_capacity(records.len());
         for m in &records {
             out.push((m.key(), WalMetadataRecord::upsert(m)?));
@@ -226,7 +268,7 @@ impl TombstonePublisher for MetadataProducer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use uuid::Uuid;
+    use crate::remote_wal::test_support::{replicas, topic};
 
     /// RFC 0002's backstop: compaction plus a time-based retention of hours, so records whose
     /// objects nobody collected still leave the topic.
@@ -242,9 +284,8 @@ mod tests {
         assert!(log.compact);
     }
 
-    #[test]
-    fn batches_decode_back_to_the_records() {
-        let m = WalSliceMetadata {
+    fn slice() -> WalSliceMetadata {
+        WalSliceMetadata {
             bucket: "b".into(),
             object_key: "wal/1/0000000000001-0000000000.wal".into(),
             byte_position: 0,
@@ -258,7 +299,52 @@ mod tests {
             object_size: 100,
             uploader_broker_id: 1,
             upload_time_ms: 1,
+        }
+    }
+
+    /// A demoted leader's last objects: their slices are not published once another broker
+    /// leads the partition, nor after this broker leads it again at a later epoch; slices of
+    /// the epoch it leads now are.
+    #[test]
+    fn slices_of_an_epoch_this_broker_no_longer_leads_are_not_published() {
+        let dir = tempfile::tempdir().unwrap();
+        let rm = replicas(dir.path(), 1, &topic(1, 3));
+        let topic_id = rm.partition_of("t", 0).unwrap().topic_id;
+        let hosted = |_id, n| rm.partition_of("t", n);
+        let at = |epoch| WalSliceMetadata {
+            topic_id,
+            partition: 0,
+            leader_epoch: epoch,
+            ..slice()
         };
+        let (kept, left_out) = led_at_their_epoch(vec![at(3)], hosted);
+        assert_eq!((kept, left_out), (vec![at(3)], 0));
+
+        rm.ensure_topic(&topic(2, 4), ferry_log::LogConfig::default())
+            .unwrap();
+        let (kept, left_out) = led_at_their_epoch(vec![at(3)], hosted);
+        assert_eq!((kept, left_out), (vec![], 1), "another broker leads now");
+
+        rm.ensure_topic(&topic(1, 5), ferry_log::LogConfig::default())
+            .unwrap();
+        let (kept, left_out) = led_at_their_epoch(vec![at(3), at(5)], hosted);
+        assert_eq!((kept, left_out), (vec![at(5)], 1), "led again, at epoch 5");
+
+        let other_topic = WalSliceMetadata {
+            topic_id: Uuid::from_u128(99),
+            ..at(5)
+        };
+        let unhosted = WalSliceMetadata {
+            partition: 7,
+            ..at(5)
+        };
+        let (kept, left_out) = led_at_their_epoch(vec![other_topic, unhosted], hosted);
+        assert_eq!((kept, left_out), (vec![], 2), "not this broker's partition");
+    }
+
+    #[test]
+    fn batches_decode_back_to_the_records() {
+        let m = slice();
         let recs = vec![
             WalMetadataRecord::upsert(&m).unwrap(),
             WalMetadataRecord::tombstone(&m.key()).unwrap(),
