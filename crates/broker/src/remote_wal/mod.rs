@@ -121,16 +121,14 @@ impl Shared {
             .cloned()
     }
 
-    /// This broker's replica of a remote-WAL topic's partition, by topic id.
+    /// This broker's replica of a remote-WAL topic's partition, found by the topic's name;
+    /// callers check its topic id (a topic created again under the same name is another topic).
     fn hosted_partition(&self, topic_id: Uuid, partition: i32) -> Option<Arc<Partition>> {
         let name = self.topic_name(topic_id)?;
-        let p = self
-            .host
+        self.host
             .as_ref()?
             .replicas()?
-            .partition_of(&name, partition)?;
-        // A topic deleted and created again under the same name is another topic.
-        (p.topic_id == topic_id).then_some(p)
+            .partition_of(&name, partition)
     }
 }
 

@@ -187,7 +187,7 @@ fn metadata_topic_configs(
 }
 
 /// The records whose partition this broker still leads at the epoch they were written under,
-/// and how many were left out.
+/// each with that partition, and how many were left out.
 ///
 /// A leader demoted while its last objects were in flight would otherwise publish them. The
 /// new epoch's followers skip such records anyway, and one with the base offset of a record of
@@ -197,14 +197,15 @@ fn metadata_topic_configs(
 fn led_at_their_epoch(
     records: Vec<WalSliceMetadata>,
     hosted: impl Fn(Uuid, i32) -> Option<Arc<Partition>>,
-) -> (Vec<WalSliceMetadata>, usize) {
+) -> (Vec<(WalSliceMetadata, Arc<Partition>)>, usize) {
     let before = records.len();
     let kept: Vec<_> = records
         .into_iter()
-        .filter(|m| {
-            hosted(m.topic_id, m.partition).is_some_and(|p| {
-                p.topic_id == m.topic_id && p.is_leader() && p.leader_epoch() == m.leader_epoch
-            })
+        .filter_map(|m| {
+            let p = hosted(m.topic_id, m.partition)?;
+            let led =
+                p.topic_id == m.topic_id && p.is_leader() && p.leader_epoch() == m.leader_epoch;
+            led.then_some((m, p))
         })
         .collect();
     let left_out = before - kept.len();
@@ -214,7 +215,7 @@ fn led_at_their_epoch(
 #[async_trait]
 impl MetadataPublisher for MetadataProducer {
     async fn publish(&self, records: Vec<WalSliceMetadata>) -> ferry_wal::Result<()> {
-        let (records, left_out) =
+        let (led, left_out) =
             led_at_their_epoch(records, |id, p| self.shared.hosted_partition(id, p));
         if left_out > 0 {
             tracing::debug!(
@@ -226,9 +227,10 @@ impl MetadataPublisher for MetadataProducer {
                 .slices_unpublished_leadership_moved
                 .inc_by(left_out as u64);
         }
-        if records.is_empty() {
+        if led.is_empty() {
             return Ok(());
         }
+        let (records, partitions): (Vec<_>, Vec<_>) = led.into_iter().unzip();
         let mut out = Vec::with_capacity(records.len());
         for m in &records {
             out.push((m.key(), WalMetadataRecord::upsert(m)?));
@@ -242,11 +244,8 @@ impl MetadataPublisher for MetadataProducer {
         }
         let now = self.clock.now_ms();
         let mut leader = self.leader.lock().unwrap_or_else(|p| p.into_inner());
-        for m in &records {
-            if let Some(name) = self.shared.topic_name(m.topic_id) {
-                let tp = ferry_common::TopicPartition::new(name, m.partition);
-                leader.on_published(&tp, m.last_offset + 1, now);
-            }
+        for (m, p) in records.iter().zip(&partitions) {
+            leader.on_published(&p.tp, m.last_offset + 1, now);
         }
         Ok(())
     }
@@ -311,23 +310,29 @@ mod tests {
         let rm = replicas(dir.path(), 1, &topic(1, 3));
         let topic_id = rm.partition_of("t", 0).unwrap().topic_id;
         let hosted = |_id, n| rm.partition_of("t", n);
+        // The metadata of what is kept, and how many were left out.
+        let publishable = |records| {
+            let (kept, left_out) = led_at_their_epoch(records, hosted);
+            let kept: Vec<WalSliceMetadata> = kept.into_iter().map(|(m, _)| m).collect();
+            (kept, left_out)
+        };
         let at = |epoch| WalSliceMetadata {
             topic_id,
             partition: 0,
             leader_epoch: epoch,
             ..slice()
         };
-        let (kept, left_out) = led_at_their_epoch(vec![at(3)], hosted);
+        let (kept, left_out) = publishable(vec![at(3)]);
         assert_eq!((kept, left_out), (vec![at(3)], 0));
 
         rm.ensure_topic(&topic(2, 4), ferry_log::LogConfig::default())
             .unwrap();
-        let (kept, left_out) = led_at_their_epoch(vec![at(3)], hosted);
+        let (kept, left_out) = publishable(vec![at(3)]);
         assert_eq!((kept, left_out), (vec![], 1), "another broker leads now");
 
         rm.ensure_topic(&topic(1, 5), ferry_log::LogConfig::default())
             .unwrap();
-        let (kept, left_out) = led_at_their_epoch(vec![at(3), at(5)], hosted);
+        let (kept, left_out) = publishable(vec![at(3), at(5)]);
         assert_eq!((kept, left_out), (vec![at(5)], 1), "led again, at epoch 5");
 
         let other_topic = WalSliceMetadata {
@@ -338,7 +343,7 @@ mod tests {
             partition: 7,
             ..at(5)
         };
-        let (kept, left_out) = led_at_their_epoch(vec![other_topic, unhosted], hosted);
+        let (kept, left_out) = publishable(vec![other_topic, unhosted]);
         assert_eq!((kept, left_out), (vec![], 2), "not this broker's partition");
     }
 
